@@ -1,0 +1,66 @@
+"""The backend registry.  Backends are imported only when asked for, so a
+missing library (pyclblast, TensorFlow, PyTorch) makes its backend
+unavailable, with the reason, while the others still run."""
+from __future__ import annotations
+
+import importlib
+
+from compare.errors import UserError
+
+from .base import Backend, LayerTiming, PreparedNet, Step
+
+# name -> (module, class); the order is the order of tables and reports
+REGISTRY: dict[str, tuple[str, str]] = {
+    "numpy": ("backends.numpy_backend", "NumpyBackend"),
+    "clblast": ("backends.clblast_backend", "ClblastBackend"),
+    "clblast-convgemm": ("backends.clblast_backend", "ClblastConvgemmBackend"),
+    "baseline": ("backends.baseline", "BaselineBackend"),
+    "vectorised": ("backends.vectorised", "VectorisedBackend"),
+    "morton": ("backends.morton", "MortonBackend"),
+    "tensorflow": ("backends.tensorflow_backend", "TensorflowBackend"),
+    "torch": ("backends.torch_backend", "TorchBackend"),
+}
+
+__all__ = ["Backend", "LayerTiming", "PreparedNet", "Step", "REGISTRY", "names", "backend_class",
+           "unavailable_reason", "parse_names", "get"]
+
+
+def names() -> list[str]:
+    return list(REGISTRY)
+
+
+def backend_class(name: str) -> type[Backend]:
+    if name not in REGISTRY:
+        raise UserError(f"unknown backend {name!r}: choose from {', '.join(REGISTRY)} or 'all'")
+    module, cls = REGISTRY[name]
+    return getattr(importlib.import_module(module), cls)
+
+
+def unavailable_reason(name: str) -> str | None:
+    """None when `name` can run here; else one line saying why not."""
+    try:
+        cls = backend_class(name)
+    except ImportError as exc:
+        return f"cannot import: {exc}"
+    return cls.unavailable_reason()
+
+
+def parse_names(text: str) -> list[str]:
+    """'all' or a comma-separated list, checked against the registry."""
+    if text.strip() == "all":
+        return names()
+    chosen = [n.strip() for n in text.split(",") if n.strip()]
+    if not chosen:
+        raise UserError(f"no backend named; choose from {', '.join(REGISTRY)} or 'all'")
+    for n in chosen:
+        if n not in REGISTRY:
+            raise UserError(f"unknown backend {n!r}: choose from {', '.join(REGISTRY)} or 'all'")
+    return list(dict.fromkeys(chosen))
+
+
+def get(name: str, device: str | None = None) -> Backend:
+    """An instance of backend `name`, or a UserError saying why it cannot run."""
+    reason = unavailable_reason(name)
+    if reason:
+        raise UserError(f"backend {name!r} is unavailable: {reason}")
+    return backend_class(name)(device=device)

@@ -1,0 +1,148 @@
+"""The common layer interface every backend implements.
+
+    backend = backends.get("vectorised", device=None)   # registry, lazy import
+    net = backend.prepare(netspec, weights, batch)      # compile, upload, allocate: untimed
+    y = net.forward(x)                                  # numpy in, numpy out
+    phases = net.timed_pass(x)                          # upload, compute, download (ms)
+    timings = net.run_timed()                           # per layer: wall, kernel, named steps
+    y_i = net.run_layer(i, x_i)                         # one layer alone, for layer-wise checks
+    outs = net.layer_outputs(x)                         # every layer's output, end to end
+
+Host arrays are always in the canonical layout: float32, NCHW for spatial
+layers, (N, features) for dense ones.  Internal layouts (NHWC, padded,
+Morton) are each backend's business and never leak out.
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compare.errors import UserError
+from nets import Net
+
+
+@dataclass
+class Step:
+    """One named part of a layer's work (a kernel, a library routine)."""
+
+    name: str
+    ms: float
+    how: str  # 'event': the kernel's own profiling event; 'markers': markers
+    #            around a library call on the in-order queue; 'wall': host clock
+
+
+@dataclass
+class LayerTiming:
+    name: str
+    wall_ms: float               # host clock around enqueue + finish
+    kernel_ms: float | None      # sum of the steps' device times; None without device events
+    steps: list[Step] = field(default_factory=list)
+
+
+class PreparedNet(ABC):
+    """A net made ready on one backend for one batch size."""
+
+    def __init__(self, net: Net, batch: int):
+        self.net = net
+        self.batch = batch
+        self.config: dict = {}                 # choices made (work-groups, layouts): recorded in results
+        self.memory_bytes: int | None = None   # device memory held: weights + buffers
+
+    # -- the three phases of a forward pass; each returns when its work is done
+    @abstractmethod
+    def load_input(self, x: np.ndarray) -> None:
+        """Copy a canonical input batch to where the first layer reads it."""
+
+    @abstractmethod
+    def run(self) -> None:
+        """Run every layer on the loaded input, with no syncs between layers."""
+
+    @abstractmethod
+    def fetch_output(self) -> np.ndarray:
+        """The last layer's output, canonical layout."""
+
+    @abstractmethod
+    def run_timed(self) -> list[LayerTiming]:
+        """Run every layer on the loaded input, synchronising after each to time it."""
+
+    @abstractmethod
+    def run_layer(self, index: int, x: np.ndarray) -> np.ndarray:
+        """Layer `index` alone on a canonical input; returns its canonical output."""
+
+    def layer_outputs(self, x: np.ndarray) -> list[np.ndarray]:
+        """Every layer's output when the net runs end to end on `x`."""
+        outs = []
+        for i in range(len(self.net.layers)):
+            x = self.run_layer(i, x)
+            outs.append(x)
+        return outs
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        self.load_input(self.check_input(x))
+        self.run()
+        return self.fetch_output()
+
+    def timed_pass(self, x: np.ndarray) -> dict[str, float]:
+        """One forward pass on `x`, its phases timed by the host clock in ms:
+        upload (load_input), compute (run), download (fetch_output), total."""
+        x = self.check_input(x)
+        t0 = time.perf_counter()
+        self.load_input(x)
+        t1 = time.perf_counter()
+        self.run()
+        t2 = time.perf_counter()
+        self.fetch_output()
+        t3 = time.perf_counter()
+        return {"upload": (t1 - t0) * 1e3, "compute": (t2 - t1) * 1e3,
+                "download": (t3 - t2) * 1e3, "total": (t3 - t0) * 1e3}
+
+    def close(self) -> None:
+        """Release device memory; the object is unusable afterwards."""
+
+    # -- helpers for subclasses
+    def check_input(self, x: np.ndarray, index: int = 0) -> np.ndarray:
+        want = (self.batch,) + tuple(self.net.in_shape(index))
+        if not isinstance(x, np.ndarray):
+            raise UserError(f"input must be a numpy array of shape {want}, got {type(x).__name__}")
+        if x.dtype != np.float32:
+            raise UserError(f"input has dtype {x.dtype}; {self.net.name} takes float32")
+        if tuple(x.shape) != want:
+            raise UserError(f"input has shape {tuple(x.shape)}; {self.net.name} layer "
+                            f"{self.net.layers[index].name} at batch {self.batch} takes {want}")
+        return np.ascontiguousarray(x)
+
+    def output_shape(self, index: int) -> tuple:
+        return (self.batch,) + tuple(self.net.out_shape(index))
+
+
+class Backend(ABC):
+    """A way of running nets.  Subclasses set the class attributes."""
+
+    name: str = ""
+    summary: str = ""        # one line for `compare backends` and the reports
+    uses_opencl: bool = False
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """None when the backend can run here, else why not (a library missing...)."""
+        return None
+
+    def __init__(self, device: str | None = None):
+        self.device_spec = device
+
+    @abstractmethod
+    def info(self) -> dict:
+        """Where it runs and with what: device, driver, library versions."""
+
+    @abstractmethod
+    def prepare(self, net: Net, weights: dict[str, np.ndarray], batch: int) -> PreparedNet:
+        """Compile, upload and allocate: everything that is not timed."""
+
+
+def layer_params(net: Net, weights: dict[str, np.ndarray], index: int) -> dict[str, np.ndarray]:
+    """The parameters of layer `index` by short name ('weight', 'bias', 'coeff')."""
+    layer = net.layers[index]
+    return {p: weights[f"{layer.name}.{p}"] for p in layer.param_shapes(net.in_shape(index))}

@@ -1,0 +1,152 @@
+"""`clblast` and `clblast-convgemm`: every layer composed from CLBlast
+routines, as the seed did (Rovder 2018, chapters 4-5), so its tables 5.3
+and A.1 can be reproduced on any OpenCL device.
+
+clblast           conv and subsampling (as sparse conv): xCOPY bias init,
+                  xIM2COL, xGEMMBATCHED (xGEMM at batch 1); dense: xCOPY bias
+                  init, xGEMM (xGEMV at batch 1); activations and max-pool:
+                  small own kernels, timed and labelled "(own kernel)".
+clblast-convgemm  conv and subsampling through CLBlast's fused, batched
+                  xCONVGEMM plus an own bias+activation kernel; the rest as
+                  `clblast`.  Today's CLBlast, for a fair comparison.
+
+pyclblast wraps the BLAS routines; xIM2COL and xCONVGEMM go through the
+ctypes binding in clblast_c.py.  Layer recipes are in clblast_layers.py.
+"""
+from __future__ import annotations
+
+import os
+import time
+from importlib import metadata
+
+import numpy as np
+import pyopencl as cl
+
+from compare.errors import Unsupported
+
+from . import clblast_c
+from .base import Backend, layer_params
+from .clblast_layers import (ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, check_library, im2col_floats,
+                             require_library, subsample_as_conv_weight)
+from .opencl_net import OpenCLNet
+from .opencl_runtime import get_runtime
+
+_SPATIAL = ("conv", "subsample")
+
+
+class ClblastNet(OpenCLNet):
+    """A net as a chain of CLBlast layer ops; buffer i+1 is layer i's output."""
+
+    def __init__(self, runtime, net, weights, batch: int, conv_method: str):
+        super().__init__(runtime, net, batch)
+        self.conv_method = conv_method
+        self.activations = []   # the input buffer and every layer's output
+        try:
+            self._build(weights)
+            self._warm_up()
+        except BaseException:
+            self.close()
+            raise
+        self.finish_prepare()
+
+    def _warm_up(self):
+        """CLBlast compiles each routine's kernels on its first call (seconds
+        on PoCL): one untimed pass here keeps that out of every timed run.
+        It runs on a zero input, like real data and unlike the NaN poison;
+        then every activation buffer is poisoned with NaN again, so an
+        element a later run fails to write still shows."""
+        first = self.ops[0]
+        self.rt.write(first.in_buf, np.zeros(first.in_shape, np.float32))
+        t0 = time.perf_counter()
+        self.run()
+        self.config["warmup_ms"] = round((time.perf_counter() - t0) * 1e3, 1)
+        for buf in self.activations:
+            cl.enqueue_fill_buffer(self.rt.queue, buf, np.float32(np.nan), 0, buf.size)
+        self.rt.finish()
+
+    def _col_buffer(self):
+        """One im2col buffer shared by every layer (they run one after the
+        other), as large as the largest need.  Every layer's need is checked
+        against MAX_MEM_ALLOC_SIZE before anything else is allocated."""
+        if self.conv_method != "im2col":
+            return None
+        needs = []
+        for i, layer in enumerate(self.net.layers):
+            if layer.kind in _SPATIAL:
+                rows, cols = im2col_floats(self.batch, self.net.in_shape(i), layer.kernel, self.net.out_shape(i))
+                what = f"im2col buffer of {layer.name} ({rows} x {cols} floats)"
+                self.rt.check_alloc(rows * cols * 4, what)
+                needs.append((rows * cols, what))
+        if not needs:
+            return None
+        floats, what = max(needs)
+        self.config["im2col_buffer"] = what.replace("im2col buffer of ", "sized for ")
+        return self.alloc(floats * 4, what)
+
+    def _build(self, weights):
+        net, batch = self.net, self.batch
+        col_buf = self._col_buffer()
+        buf = self.alloc(batch * int(np.prod(net.in_shape(0))) * 4, "input buffer")
+        self.activations.append(buf)
+        recipes = {}
+        for i, layer in enumerate(net.layers):
+            out = self.alloc(batch * int(np.prod(net.out_shape(i))) * 4, f"output of {layer.name}")
+            self.activations.append(out)
+            params = layer_params(net, weights, i)
+            if layer.kind in _SPATIAL:
+                if layer.kind == "conv":
+                    weight, stride, pad = params["weight"], layer.stride, layer.pad
+                else:   # seed 5.1.3: subsampling is a convolution with sparse filters
+                    weight, stride, pad = subsample_as_conv_weight(params["coeff"], layer.kernel), layer.stride, (0, 0)
+                if self.conv_method == "im2col":
+                    op = Im2colConvOp(self, layer, i, buf, out, weight, params["bias"], stride, pad, col_buf)
+                else:
+                    op = ConvgemmOp(self, layer, i, buf, out, weight, params["bias"], stride, pad)
+            elif layer.kind == "maxpool":
+                op = MaxPoolOp(self, layer, i, buf, out)
+            elif layer.kind == "dense":
+                op = DenseOp(self, layer, i, buf, out, params["weight"], params["bias"])
+            else:
+                raise Unsupported(f"{layer.name}: CLBlast backends have no recipe for layer kind {layer.kind!r}")
+            self.ops.append(op)
+            recipes[layer.name] = op.describe()
+            buf = out
+        self.config.update({
+            "conv_method": ("xIM2COL + xGEMMBATCHED (xGEMM at batch 1)" if self.conv_method == "im2col"
+                            else "xCONVGEMM + bias/activation kernel"),
+            "layers": recipes,
+            "step_timing": "CLBlast routines: markers around the call on the in-order profiling queue; "
+                           "own kernels: their own profiling events",
+        })
+
+
+class ClblastBackend(Backend):
+    name = "clblast"
+    summary = "CLBlast routines as the seed composed them: xCOPY + xIM2COL + xGEMMBATCHED/xGEMM(V)"
+    uses_opencl = True
+    conv_method = "im2col"
+
+    @classmethod
+    def unavailable_reason(cls):
+        return check_library()
+
+    def runtime(self):
+        return get_runtime(self.device_spec)
+
+    def info(self):
+        rt = self.runtime()
+        lib = clblast_c.library_file()
+        return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
+                "versions": {"pyclblast": metadata.version("pyclblast"),
+                             "libclblast": os.path.basename(lib) if lib else "unknown",
+                             "pyopencl": cl.VERSION_TEXT}}
+
+    def prepare(self, net, weights, batch):
+        require_library()
+        return ClblastNet(self.runtime(), net, weights, batch, self.conv_method)
+
+
+class ClblastConvgemmBackend(ClblastBackend):
+    name = "clblast-convgemm"
+    summary = "CLBlast's fused batched xCONVGEMM for conv/subsampling (+ own bias kernel); the rest as clblast"
+    conv_method = "convgemm"

@@ -1,0 +1,211 @@
+"""A ctypes binding of the two CLBlast routines pyclblast does not wrap:
+CLBlastSim2col and CLBlastSconvgemm (declared in clblast_c.h).
+
+Buffers and the queue are passed as the pyopencl objects' `int_ptr`
+handles.  Every call's status is checked; a failure raises ClblastError
+naming the status (e.g. CLBlastInvalidDimension) and the routine.  The
+calls only enqueue work on the queue; they return nothing (time them with
+markers around the call on an in-order profiling queue).
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+
+
+LIBRARY_NAMES = ("libclblast.so.1", "libclblast.so")   # Debian's libclblast1 first
+
+# CLBlastKernelMode (clblast_c.h): the nets' convolution is a cross-correlation
+CROSS_CORRELATION = 151
+CONVOLUTION = 152
+
+# CLBlastStatusCode (clblast_c.h), value -> (name, meaning)
+STATUS = {
+    0: ("CLBlastSuccess", "success"),
+    -3: ("CLBlastOpenCLCompilerNotAvailable", "CL_COMPILER_NOT_AVAILABLE"),
+    -4: ("CLBlastTempBufferAllocFailure", "CL_MEM_OBJECT_ALLOCATION_FAILURE"),
+    -5: ("CLBlastOpenCLOutOfResources", "CL_OUT_OF_RESOURCES"),
+    -6: ("CLBlastOpenCLOutOfHostMemory", "CL_OUT_OF_HOST_MEMORY"),
+    -11: ("CLBlastOpenCLBuildProgramFailure", "CL_BUILD_PROGRAM_FAILURE: OpenCL compilation error"),
+    -30: ("CLBlastInvalidValue", "CL_INVALID_VALUE"),
+    -36: ("CLBlastInvalidCommandQueue", "CL_INVALID_COMMAND_QUEUE"),
+    -38: ("CLBlastInvalidMemObject", "CL_INVALID_MEM_OBJECT"),
+    -42: ("CLBlastInvalidBinary", "CL_INVALID_BINARY"),
+    -43: ("CLBlastInvalidBuildOptions", "CL_INVALID_BUILD_OPTIONS"),
+    -44: ("CLBlastInvalidProgram", "CL_INVALID_PROGRAM"),
+    -45: ("CLBlastInvalidProgramExecutable", "CL_INVALID_PROGRAM_EXECUTABLE"),
+    -46: ("CLBlastInvalidKernelName", "CL_INVALID_KERNEL_NAME"),
+    -47: ("CLBlastInvalidKernelDefinition", "CL_INVALID_KERNEL_DEFINITION"),
+    -48: ("CLBlastInvalidKernel", "CL_INVALID_KERNEL"),
+    -49: ("CLBlastInvalidArgIndex", "CL_INVALID_ARG_INDEX"),
+    -50: ("CLBlastInvalidArgValue", "CL_INVALID_ARG_VALUE"),
+    -51: ("CLBlastInvalidArgSize", "CL_INVALID_ARG_SIZE"),
+    -52: ("CLBlastInvalidKernelArgs", "CL_INVALID_KERNEL_ARGS"),
+    -53: ("CLBlastInvalidLocalNumDimensions", "CL_INVALID_WORK_DIMENSION: too many thread dimensions"),
+    -54: ("CLBlastInvalidLocalThreadsTotal", "CL_INVALID_WORK_GROUP_SIZE: too many threads in total"),
+    -55: ("CLBlastInvalidLocalThreadsDim", "CL_INVALID_WORK_ITEM_SIZE: too many threads in one dimension"),
+    -56: ("CLBlastInvalidGlobalOffset", "CL_INVALID_GLOBAL_OFFSET"),
+    -57: ("CLBlastInvalidEventWaitList", "CL_INVALID_EVENT_WAIT_LIST"),
+    -58: ("CLBlastInvalidEvent", "CL_INVALID_EVENT"),
+    -59: ("CLBlastInvalidOperation", "CL_INVALID_OPERATION"),
+    -61: ("CLBlastInvalidBufferSize", "CL_INVALID_BUFFER_SIZE"),
+    -63: ("CLBlastInvalidGlobalWorkSize", "CL_INVALID_GLOBAL_WORK_SIZE"),
+    -1024: ("CLBlastNotImplemented", "routine or functionality not implemented yet"),
+    -1022: ("CLBlastInvalidMatrixA", "matrix A is not a valid OpenCL buffer"),
+    -1021: ("CLBlastInvalidMatrixB", "matrix B is not a valid OpenCL buffer"),
+    -1020: ("CLBlastInvalidMatrixC", "matrix C is not a valid OpenCL buffer"),
+    -1019: ("CLBlastInvalidVectorX", "vector X is not a valid OpenCL buffer"),
+    -1018: ("CLBlastInvalidVectorY", "vector Y is not a valid OpenCL buffer"),
+    -1017: ("CLBlastInvalidDimension", "dimensions M, N and K have to be larger than zero"),
+    -1016: ("CLBlastInvalidLeadDimA", "LD of A is smaller than the matrix's first dimension"),
+    -1015: ("CLBlastInvalidLeadDimB", "LD of B is smaller than the matrix's first dimension"),
+    -1014: ("CLBlastInvalidLeadDimC", "LD of C is smaller than the matrix's first dimension"),
+    -1013: ("CLBlastInvalidIncrementX", "increment of vector X cannot be zero"),
+    -1012: ("CLBlastInvalidIncrementY", "increment of vector Y cannot be zero"),
+    -1011: ("CLBlastInsufficientMemoryA", "matrix A's OpenCL buffer is too small"),
+    -1010: ("CLBlastInsufficientMemoryB", "matrix B's OpenCL buffer is too small"),
+    -1009: ("CLBlastInsufficientMemoryC", "matrix C's OpenCL buffer is too small"),
+    -1008: ("CLBlastInsufficientMemoryX", "vector X's OpenCL buffer is too small"),
+    -1007: ("CLBlastInsufficientMemoryY", "vector Y's OpenCL buffer is too small"),
+    -2050: ("CLBlastInsufficientMemoryTemp", "temporary buffer provided to GEMM routine is too small"),
+    -2049: ("CLBlastInvalidBatchCount", "the batch count needs to be positive"),
+    -2048: ("CLBlastInvalidOverrideKernel", "trying to override parameters for an invalid kernel"),
+    -2047: ("CLBlastMissingOverrideParameter", "missing override parameter(s) for the target kernel"),
+    -2046: ("CLBlastInvalidLocalMemUsage", "not enough local memory available on this device"),
+    -2045: ("CLBlastNoHalfPrecision", "half precision (16-bits) not supported by the device"),
+    -2044: ("CLBlastNoDoublePrecision", "double precision (64-bits) not supported by the device"),
+    -2043: ("CLBlastInvalidVectorScalar", "the unit-sized vector is not a valid OpenCL buffer"),
+    -2042: ("CLBlastInsufficientMemoryScalar", "the unit-sized vector's OpenCL buffer is too small"),
+    -2041: ("CLBlastDatabaseError", "entry for the device was not found in the database"),
+    -2040: ("CLBlastUnknownError", "a catch-all error code representing an unspecified error"),
+    -2039: ("CLBlastUnexpectedError", "a catch-all error code representing an unexpected exception"),
+}
+
+
+class ClblastError(RuntimeError):
+    """A CLBlast routine returned a status other than CLBlastSuccess."""
+
+    def __init__(self, routine: str, status: int):
+        self.routine = routine
+        self.status = status
+        self.status_name, meaning = STATUS.get(status, (f"unknown CLBlast status {status}", "not in clblast_c.h"))
+        super().__init__(f"CLBlast {routine} failed: {self.status_name} ({status}): {meaning}")
+
+
+class LibraryMissing(OSError):
+    """libclblast could not be loaded; the message says what to install."""
+
+
+_size = ctypes.c_size_t
+_mem = ctypes.c_void_p
+# channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w
+_GEOMETRY = [_size] * 11
+_QUEUE_EVENT = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]
+
+_lib = None
+
+
+def load_library():
+    """The loaded libclblast (once per process), or LibraryMissing."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    errors = []
+    for name in LIBRARY_NAMES:
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError as exc:
+            errors.append(str(exc))
+    else:
+        raise LibraryMissing(f"libclblast could not be loaded ({'; '.join(errors)}); "
+                             f"install Debian's libclblast-dev (or libclblast1)")
+    for fn, extra in (("CLBlastSim2col", []), ("CLBlastSconvgemm", [_size, _size])):
+        if not hasattr(lib, fn):
+            raise LibraryMissing(f"libclblast has no {fn}: CLBlast 1.5 or later is needed")
+        f = getattr(lib, fn)
+        buffers = [_mem, _size, _mem, _size] + ([_mem, _size] if fn == "CLBlastSconvgemm" else [])
+        f.argtypes = [ctypes.c_int] + _GEOMETRY + extra + buffers + _QUEUE_EVENT
+        f.restype = ctypes.c_int
+    if hasattr(lib, "CLBlastClearCache"):
+        # CLBlast keeps its compiled programs in a C++ static cache; released by
+        # the static destructors at exit, after the OpenCL runtime may be gone,
+        # they crashed Oclgrind ("corrupted double-linked list").  Release them
+        # while Python is still shutting down instead.
+        lib.CLBlastClearCache.restype = ctypes.c_int
+        atexit.register(lib.CLBlastClearCache)
+    _lib = lib
+    return lib
+
+
+class BufferTooSmall(ValueError):
+    """A buffer cannot hold what a routine would read or write there.
+    CLBlast 1.5 does not check im2col's buffers: on a CPU device an
+    overrun corrupts host memory, so the sizes are checked here first."""
+
+
+def output_size(size: int, kernel: int, pad: int, stride: int) -> int:
+    """im2col's output length along one axis (dilation 1, as CLBlast computes it)."""
+    if size + 2 * pad < kernel:
+        raise ValueError(f"window {kernel} is larger than the padded input {size + 2 * pad}")
+    return (size + 2 * pad - kernel) // stride + 1
+
+
+def _check_fits(routine: str, what: str, buf, offset: int, floats: int) -> None:
+    have = buf.size // 4
+    if offset + floats > have:
+        raise BufferTooSmall(f"CLBlast {routine}: the {what} buffer holds {have} floats, "
+                             f"but offset {offset} + {floats} floats are needed")
+
+
+def _call(routine: str, fn, args, queue) -> None:
+    # No event is asked for (NULL): steps are timed with markers around the
+    # call, as an event would cover only the routine's last kernel.
+    queue_handle = ctypes.c_void_p(queue.int_ptr)
+    status = fn(*args, ctypes.byref(queue_handle), None)
+    if status != 0:
+        raise ClblastError(routine, status)
+
+
+def im2col(queue, channels, height, width, kernel, pad, stride, im, im_offset, col, col_offset,
+           mode=CROSS_CORRELATION) -> None:
+    """xIM2COL of one image of `channels` channels (offsets in floats).
+
+    Writes a row-major (channels*kh*kw, oh*ow) matrix: row (c, fy, fx) holds
+    tap (fy, fx) of channel c for every output pixel; padding reads zero.
+    """
+    lib = load_library()
+    patches = output_size(height, kernel[0], pad[0], stride[0]) * output_size(width, kernel[1], pad[1], stride[1])
+    _check_fits("xIM2COL", "image", im, im_offset, channels * height * width)
+    _check_fits("xIM2COL", "column", col, col_offset, channels * kernel[0] * kernel[1] * patches)
+    args = [mode, channels, height, width, kernel[0], kernel[1], pad[0], pad[1], stride[0], stride[1], 1, 1,
+            im.int_ptr, im_offset, col.int_ptr, col_offset]
+    _call("xIM2COL", lib.CLBlastSim2col, args, queue)
+
+
+def convgemm(queue, channels, height, width, kernel, pad, stride, num_kernels, batch,
+             im, im_offset, weight, weight_offset, out, out_offset, mode=CROSS_CORRELATION) -> None:
+    """xCONVGEMM: NCHW input, KCHW weights -> NKHW output, overwritten (no beta, no bias)."""
+    lib = load_library()
+    patches = output_size(height, kernel[0], pad[0], stride[0]) * output_size(width, kernel[1], pad[1], stride[1])
+    _check_fits("xCONVGEMM", "image", im, im_offset, batch * channels * height * width)
+    _check_fits("xCONVGEMM", "kernel", weight, weight_offset, num_kernels * channels * kernel[0] * kernel[1])
+    _check_fits("xCONVGEMM", "result", out, out_offset, batch * num_kernels * patches)
+    args = [mode, channels, height, width, kernel[0], kernel[1], pad[0], pad[1], stride[0], stride[1], 1, 1,
+            num_kernels, batch, im.int_ptr, im_offset, weight.int_ptr, weight_offset, out.int_ptr, out_offset]
+    _call("xCONVGEMM", lib.CLBlastSconvgemm, args, queue)
+
+
+def library_file() -> str | None:
+    """The file the loaded libclblast came from (its name carries the
+    version, e.g. libclblast.so.1.5.3), or None where it cannot be told."""
+    load_library()
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            for line in maps:
+                path = line.split()[-1]
+                if "libclblast" in path.rsplit("/", 1)[-1]:
+                    return path
+    except OSError:
+        pass
+    return None

@@ -1,0 +1,259 @@
+"""The layers of the CLBlast backends, each composed from CLBlast routines
+as in the seed's chapter 5, plus small own kernels for what CLBlast lacks.
+
+Timing: every CLBlast call is bracketed by markers on the in-order
+profiling queue (rec.library): the event a routine returns may cover only
+its last internal kernel, so it is never used as the routine's time.  Our
+own kernels are timed by their own events (rec.kernel).
+
+Buffers are plain pyopencl Buffers from OpenCLNet.alloc/upload; pyclblast
+wants pyopencl Arrays, so each buffer is also wrapped once as an Array
+(the wrapper holds no memory of its own).  Offsets passed to CLBlast are
+in floats.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyopencl.array as cla
+
+from compare.errors import UserError
+
+from . import clblast_c
+from .opencl_net import LayerOp
+
+try:
+    import pyclblast
+except ImportError as exc:   # the backend then reports itself unavailable with this reason
+    pyclblast = None
+    PYCLBLAST_ERROR = str(exc)
+else:
+    PYCLBLAST_ERROR = None
+
+ACT_CODES = {"none": 0, "relu": 1, "sigmoid": 2}
+EXTRAS = "clblast_extras.cl"
+LOCAL_SIZE = 64   # work-group size wanted for the own 1-D kernels (shrunk to what the device allows)
+
+
+def as_array(queue, buf, shape):
+    return cla.Array(queue, shape, np.float32, data=buf)
+
+
+def im2col_floats(batch, in_shape, kernel, out_shape) -> tuple[int, int]:
+    """(rows, columns) of the im2col matrix of a whole batch: rows are
+    (image, channel, fy, fx), columns the output pixels of one image."""
+    c = in_shape[0]
+    return batch * c * kernel[0] * kernel[1], out_shape[1] * out_shape[2]
+
+
+def subsample_as_conv_weight(coeff: np.ndarray, kernel) -> np.ndarray:
+    """The seed's sparse filters (section 5.1.3): a (C, C, kh, kw) filter
+    bank, zero except filter c on channel c, which holds coeff[c] / (kh*kw)
+    (the window mean times the coefficient)."""
+    c = len(coeff)
+    weight = np.zeros((c, c) + tuple(kernel), np.float32)
+    scaled = np.asarray(coeff, np.float32) / np.float32(kernel[0] * kernel[1])
+    weight[np.arange(c), np.arange(c)] = scaled[:, None, None]
+    return weight
+
+
+class OwnKernel:
+    """One of our kernels from kernels/clblast_extras.cl, built for one
+    layer's constants, with its launch shape worked out once: `size` work-items
+    per dimension, rounded up to the work-group shape (the kernels skip the
+    extra ones)."""
+
+    def __init__(self, rt, name: str, activation: str, size: tuple, local: tuple = (LOCAL_SIZE,), **defines):
+        self.rt = rt
+        self.kernel = rt.kernel(EXTRAS, name, {"ACT": ACT_CODES[activation], **defines})
+        self.local = rt.fit_local_size(local, self.kernel)
+        self.global_ = tuple(-(-n // g) * g for n, g in zip(size, self.local))
+
+    def __call__(self, *buffers):
+        return self.kernel(self.rt.queue, self.global_, self.local, *buffers)
+
+
+def _step_name(what: str, activation: str) -> str:
+    return f"{what} (own kernel)" if activation == "none" else f"{what}+{activation} (own kernel)"
+
+
+class ClblastOp(LayerOp):
+    """Common part: input and output buffers, canonical reads and writes."""
+
+    def __init__(self, owner, layer, index, in_buf, out_buf, separate_activation=True):
+        super().__init__(layer, index)
+        self.rt = owner.rt
+        self.queue = owner.rt.queue
+        self.batch = owner.batch
+        self.in_shape = (owner.batch,) + tuple(owner.net.in_shape(index))
+        self.out_shape = (owner.batch,) + tuple(owner.net.out_shape(index))
+        self.in_buf, self.out_buf = in_buf, out_buf
+        self.out_count = int(np.prod(self.out_shape))
+        self.activation = None
+        if separate_activation and layer.activation != "none":
+            self.activation = OwnKernel(self.rt, "activate_inplace", layer.activation, (self.out_count,),
+                                        COUNT=self.out_count)
+        self.recipe: list[str] = []   # the step names, for prepared.config
+
+    def write_input(self, x):
+        self.rt.write(self.in_buf, x)
+
+    def read_output(self):
+        return self.rt.read(self.out_buf, self.out_shape)
+
+    def _activation_step(self) -> list[str]:
+        return [f"{self.layer.activation} (own kernel)"] if self.activation else []
+
+    def _activate(self, rec):
+        if self.activation is not None:
+            rec.kernel(f"{self.layer.activation} (own kernel)", self.activation(self.out_buf))
+
+    def describe(self) -> str:
+        return " + ".join(self.recipe)
+
+
+class Im2colConvOp(ClblastOp):
+    """Convolution (and subsampling as sparse convolution), the seed's way:
+    xCOPY the pre-expanded bias into the output, xIM2COL, then xGEMM (batch
+    1) or xGEMMBATCHED (batch > 1) with beta = 1, then the activation.
+
+    The batched trick (seed 5.1.2): the whole batch goes through one
+    xIM2COL as a single image of N*C channels.  im2col's rows are
+    channel-major (c, fy, fx), so image n's rows are one contiguous block of
+    C*kh*kw rows starting at row n*C*kh*kw, and padding is applied per
+    channel, so that block is exactly image n's own im2col matrix.  One
+    GEMM per image with offsets (W @ block n -> output n) then writes NCHW
+    output directly: output n is K rows of OH*OW.
+    """
+
+    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, col_buf):
+        super().__init__(owner, layer, index, in_buf, out_buf)
+        n, c, h, w = self.in_shape
+        k, _, fh, fw = weight.shape
+        _, _, oh, ow = self.out_shape
+        self.geometry = dict(channels=n * c, height=h, width=w, kernel=(fh, fw), pad=tuple(pad), stride=tuple(stride))
+        self.m, self.p, self.ckk = k, oh * ow, c * fh * fw       # GEMM: (K x CKK) @ (CKK x P) per image
+        q = self.queue
+        self.weight = as_array(q, owner.upload(weight.reshape(k, -1), f"weights of {layer.name}"), (k, self.ckk))
+        # CLBlast cannot set a buffer, so the output starts as the bias, copied from one the output's size
+        expanded = np.broadcast_to(np.asarray(bias, np.float32)[None, :, None], (n, k, self.p))
+        self.bias = as_array(q, owner.upload(expanded, f"expanded bias of {layer.name}"), (self.out_count,))
+        self.out_vec = as_array(q, out_buf, (self.out_count,))
+        self.out_mat = as_array(q, out_buf, (n * k, self.p))
+        self.col_buf = col_buf
+        self.col = as_array(q, col_buf, (n * self.ckk, self.p))
+        self.scalars = ([1.0] * n, [1.0] * n)   # alpha and beta (= 1: add to the bias) of each GEMM
+        self.offsets = ([0] * n, [i * self.ckk * self.p for i in range(n)], [i * k * self.p for i in range(n)])
+        self.gemm_name = "xGEMM" if n == 1 else "xGEMMBATCHED"
+        self.recipe = ["xCOPY", "xIM2COL", self.gemm_name] + self._activation_step()
+
+    def enqueue(self, rec):
+        q = self.queue
+        with rec.library("xCOPY"):
+            pyclblast.copy(q, self.out_count, self.bias, self.out_vec)
+        with rec.library("xIM2COL"):
+            clblast_c.im2col(q, im=self.in_buf, im_offset=0, col=self.col_buf, col_offset=0, **self.geometry)
+        with rec.library(self.gemm_name):
+            if self.batch == 1:
+                pyclblast.gemm(q, self.m, self.p, self.ckk, self.weight, self.col, self.out_mat,
+                               a_ld=self.ckk, b_ld=self.p, c_ld=self.p, alpha=1.0, beta=1.0)
+            else:
+                pyclblast.gemmBatched(q, self.m, self.p, self.ckk, self.weight, self.col, self.out_mat, *self.scalars,
+                                      self.ckk, self.p, self.p, *self.offsets)
+        self._activate(rec)
+
+
+class ConvgemmOp(ClblastOp):
+    """Convolution through CLBlast's fused, batched xCONVGEMM (NCHW input,
+    KCHW weights, NKHW output).  It overwrites its output and takes no
+    bias, so one own kernel adds the bias and applies the activation."""
+
+    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad):
+        super().__init__(owner, layer, index, in_buf, out_buf, separate_activation=False)
+        n, c, h, w = self.in_shape
+        k, _, fh, fw = weight.shape
+        self.args = dict(channels=c, height=h, width=w, kernel=(fh, fw), pad=tuple(pad), stride=tuple(stride),
+                         num_kernels=k, batch=n)
+        self.weight = owner.upload(weight, f"weights of {layer.name}")
+        self.bias = owner.upload(bias, f"bias of {layer.name}")
+        self.bias_activate = OwnKernel(self.rt, "bias_activate", layer.activation, (self.out_count,),
+                                       COUNT=self.out_count, CHANNELS=k, PLANE=self.out_shape[2] * self.out_shape[3])
+        self.bias_step = _step_name("bias", layer.activation)
+        self.recipe = ["xCONVGEMM", self.bias_step]
+
+    def enqueue(self, rec):
+        with rec.library("xCONVGEMM"):
+            clblast_c.convgemm(self.queue, im=self.in_buf, im_offset=0, weight=self.weight, weight_offset=0,
+                               out=self.out_buf, out_offset=0, **self.args)
+        rec.kernel(self.bias_step, self.bias_activate(self.out_buf, self.bias))
+
+
+class DenseOp(ClblastOp):
+    """y = x @ W + b: xCOPY the pre-expanded bias into the output, then
+    xGEMM with beta = 1, or xGEMV (y = W^T x) at batch 1; then the activation."""
+
+    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias):
+        super().__init__(owner, layer, index, in_buf, out_buf)
+        n = self.batch
+        self.d, self.f = weight.shape
+        q = self.queue
+        self.weight = as_array(q, owner.upload(weight, f"weights of {layer.name}"), (self.d, self.f))
+        expanded = np.broadcast_to(np.asarray(bias, np.float32), (n, self.f))
+        self.bias = as_array(q, owner.upload(expanded, f"expanded bias of {layer.name}"), (n * self.f,))
+        self.out_vec = as_array(q, out_buf, (n * self.f,))
+        if n == 1:
+            self.x = as_array(q, in_buf, (self.d,))
+            self.gemm_name = "xGEMV"
+        else:
+            self.x = as_array(q, in_buf, (n, self.d))
+            self.out_mat = as_array(q, out_buf, (n, self.f))
+            self.gemm_name = "xGEMM"
+        self.recipe = ["xCOPY", self.gemm_name] + self._activation_step()
+
+    def enqueue(self, rec):
+        q = self.queue
+        with rec.library("xCOPY"):
+            pyclblast.copy(q, self.batch * self.f, self.bias, self.out_vec)
+        with rec.library(self.gemm_name):
+            if self.batch == 1:
+                # row-major W is (D x F); transposed, it maps the D inputs to the F outputs
+                pyclblast.gemv(q, self.d, self.f, self.weight, self.x, self.out_vec, a_ld=self.f,
+                               alpha=1.0, beta=1.0, a_transp=True)
+            else:
+                pyclblast.gemm(q, self.batch, self.f, self.d, self.x, self.weight, self.out_mat,
+                               a_ld=self.d, b_ld=self.f, c_ld=self.f, alpha=1.0, beta=1.0)
+        self._activate(rec)
+
+
+class MaxPoolOp(ClblastOp):
+    """CLBlast has no pooling: one own kernel (activation fused into it)."""
+
+    def __init__(self, owner, layer, index, in_buf, out_buf):
+        super().__init__(owner, layer, index, in_buf, out_buf, separate_activation=False)
+        _, _, h, w = self.in_shape
+        _, _, oh, ow = self.out_shape
+        n, c = self.out_shape[:2]
+        self.pool = OwnKernel(self.rt, "maxpool", layer.activation, (ow, oh, n * c), (8, 8, 1), H=h, W=w, OH=oh, OW=ow,
+                              KH=layer.kernel[0], KW=layer.kernel[1], SH=layer.stride[0], SW=layer.stride[1])
+        self.step = _step_name("maxpool", layer.activation)
+        self.recipe = [self.step]
+
+    def enqueue(self, rec):
+        rec.kernel(self.step, self.pool(self.in_buf, self.out_buf))
+
+
+def check_library() -> str | None:
+    """None when pyclblast imports and libclblast loads, else why not."""
+    if pyclblast is None:
+        return (f"pyclblast is not installed ({PYCLBLAST_ERROR}); pip install pyclblast "
+                f"(it needs Debian's libclblast-dev)")
+    try:
+        clblast_c.load_library()
+    except clblast_c.LibraryMissing as exc:
+        return str(exc)
+    return None
+
+
+def require_library() -> None:
+    reason = check_library()
+    if reason:
+        raise UserError(reason)

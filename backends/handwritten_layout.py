@@ -1,0 +1,139 @@
+"""Device-side layouts of the hand-written backends (`baseline`, `vectorised`).
+
+Every activation buffer carries the zero padding its *consumer* needs (the
+seed's table 7.1: YPH/YPHT/YPW/YPWT).  A convolution with pad p therefore
+reads its input with no bounds checks, and its producer writes straight into
+the interior of that padded buffer.  Pooling and dense layers need no
+padding, so a max-pool reads an unpadded buffer and writes one padded for
+the next conv (it "keeps" VGG's padding chain) or an unpadded one before a
+dense layer (it "strips" it).
+
+The border is filled with zeros once at prepare (the interior with NaN, so an
+element a kernel fails to write still shows) and no kernel ever writes it.
+
+`vectorised` also pads channels to a multiple of 4 (float4 loads); those
+extra channels hold zeros too.  Dense activations are stored as C = features,
+H = W = 1, so one layout class serves both.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def round_up(n: int, multiple: int) -> int:
+    return -(-int(n) // int(multiple)) * int(multiple)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One activation buffer: logical shape (batch, c, h, w), zero border of
+    pad_h rows top and bottom and pad_w columns left and right, channels
+    stored as `c_stored` (>= c), order 'nchw' or 'nhwc'.  `flat`: the
+    canonical host array is (batch, c) (a dense layer's output)."""
+
+    batch: int
+    c: int
+    h: int
+    w: int
+    pad_h: int = 0
+    pad_w: int = 0
+    order: str = "nchw"
+    c_stored: int | None = None
+    flat: bool = False
+
+    def __post_init__(self):
+        if self.order not in ("nchw", "nhwc"):
+            raise ValueError(f"unknown layout order {self.order!r}")
+        if self.c_stored is None:
+            object.__setattr__(self, "c_stored", self.c)
+        if self.c_stored < self.c:
+            raise ValueError("c_stored must be at least c")
+
+    # -- sizes
+    @property
+    def hp(self) -> int:   # stored height, border included
+        return self.h + 2 * self.pad_h
+
+    @property
+    def wp(self) -> int:
+        return self.w + 2 * self.pad_w
+
+    @property
+    def stored_shape(self) -> tuple:
+        if self.order == "nchw":
+            return (self.batch, self.c_stored, self.hp, self.wp)
+        return (self.batch, self.hp, self.wp, self.c_stored)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.stored_shape)) * 4
+
+    @property
+    def canonical_shape(self) -> tuple:
+        return (self.batch, self.c) if self.flat else (self.batch, self.c, self.h, self.w)
+
+    # -- host conversions (only at the net's edges and for layer-wise checks)
+    def pack(self, x: np.ndarray, fill: float = 0.0) -> np.ndarray:
+        """A canonical host array in this layout; border and extra channels
+        hold `fill` (always 0 except for the NaN-interior template)."""
+        x = np.asarray(x, np.float32).reshape(self.batch, self.c, self.h, self.w)
+        out = np.zeros(self.stored_shape, np.float32)
+        if fill:
+            out.fill(fill)
+        ph, pw = self.pad_h, self.pad_w
+        if self.order == "nchw":
+            out[:, :self.c, ph:ph + self.h, pw:pw + self.w] = x
+        else:
+            out[:, ph:ph + self.h, pw:pw + self.w, :self.c] = x.transpose(0, 2, 3, 1)
+        return out
+
+    def unpack(self, stored: np.ndarray) -> np.ndarray:
+        """The canonical host array held in a stored one."""
+        stored = stored.reshape(self.stored_shape)
+        ph, pw = self.pad_h, self.pad_w
+        if self.order == "nchw":
+            x = stored[:, :self.c, ph:ph + self.h, pw:pw + self.w]
+        else:
+            x = stored[:, ph:ph + self.h, pw:pw + self.w, :self.c].transpose(0, 3, 1, 2)
+        return np.ascontiguousarray(x).reshape(self.canonical_shape)
+
+    def template(self) -> np.ndarray:
+        """What a fresh buffer holds: zeros in the border and extra channels
+        (read by consumers, never written), NaN in the interior (written by the
+        producer every run; NaN shows an element it missed)."""
+        interior = np.full((self.batch, self.c, self.h, self.w), np.nan, np.float32)
+        return self.pack(interior)
+
+    def describe(self) -> str:
+        dims = "x".join(str(d) for d in self.stored_shape)
+        extra = []
+        if self.pad_h or self.pad_w:
+            extra.append(f"border {self.pad_h},{self.pad_w}")
+        if self.c_stored != self.c:
+            extra.append(f"channels {self.c}->{self.c_stored}")
+        return f"{self.order.upper()} {dims}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def consumer_pad(layer) -> tuple[int, int]:
+    """The zero border layer `layer` wants around its input."""
+    if layer is not None and layer.kind == "conv":
+        return tuple(layer.pad)
+    return (0, 0)
+
+
+def net_layouts(net, batch: int, order: str, channel_multiple: int = 1) -> list[Layout]:
+    """Layouts of the input buffer and of every layer's output buffer:
+    entry i is layer i's input, entry i+1 its output."""
+    layouts = []
+    for i, shape in enumerate(net.shapes):
+        consumer = net.layers[i] if i < len(net.layers) else None
+        ph, pw = consumer_pad(consumer)
+        if len(shape) == 3:
+            c, h, w = shape
+            flat = False
+        else:
+            (c,), h, w, flat = shape, 1, 1, True
+        layouts.append(Layout(batch, c, h, w, ph, pw, order, round_up(c, channel_multiple), flat))
+    return layouts

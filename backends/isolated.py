@@ -1,0 +1,236 @@
+"""Work that must not share a process with the OpenCL drivers runs in a child.
+
+TensorFlow and PoCL both carry LLVM.  Once TensorFlow is loaded, PoCL's
+kernel compiler fails ("unknown target CPU") or the process crashes, whichever
+was loaded first.  So TensorFlow (the `tensorflow` backend, the Keras model
+importer) lives in a child process: a fresh interpreter, not a fork, so it
+starts clean, and not multiprocessing's spawn, which re-runs the caller's
+main script.  The parent holds proxies that send each call over a socket.
+
+Timing is measured inside the child (`run_timed`, `timed_pass`), so the pipe
+is never part of a timed interval.
+"""
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import traceback
+import weakref
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+from compare.errors import UserError
+
+from .base import Backend, PreparedNet
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """`exc` itself if it survives pickling (our UserError, Unsupported...),
+    else a RuntimeError that keeps its type name and message."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - any pickling failure means: send text instead
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def serve(fd: int) -> None:
+    """The child's loop on socket `fd`: objects live here, the parent refers
+    to them by handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
+    conn = Connection(fd)
+    objects: dict[int, object] = {}
+    handles = itertools.count(1)
+    while True:
+        try:
+            op, args = conn.recv()
+        except EOFError:
+            return
+        try:
+            if op == "new":          # module, class name, constructor args
+                module, name, cargs = args
+                result = next(handles)
+                objects[result] = getattr(importlib.import_module(module), name)(*cargs)
+            elif op == "call":       # handle, method, args, keep the result here?
+                handle, method, margs, keep = args
+                result = getattr(objects[handle], method)(*margs)
+                if keep:
+                    handle = next(handles)
+                    objects[handle] = result
+                    result = handle
+            elif op == "get":        # handle, attribute names
+                handle, names = args
+                result = {n: getattr(objects[handle], n) for n in names}
+            elif op == "drop":
+                objects.pop(args[0], None)
+                result = None
+            elif op == "func":       # module, function name, args
+                module, name, fargs = args
+                result = getattr(importlib.import_module(module), name)(*fargs)
+            else:
+                raise ValueError(f"unknown operation {op!r}")
+            reply = ("ok", result)
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to the parent
+            exc = _portable(exc)
+            exc.child_traceback = traceback.format_exc()
+            reply = ("error", exc)
+        conn.send(reply)
+
+
+def _stop(conn, proc, log) -> None:
+    try:
+        conn.close()    # the child's recv sees EOF and returns
+    finally:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+class Worker:
+    """One child process that serves `new`, `call`, `get`, `drop` and `func`."""
+
+    def __init__(self, label: str):
+        self.label = label
+        ours, theirs = socket.socketpair()
+        # the child sees the modules this process sees, tests' helpers included
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        fd = theirs.fileno()
+        # its chatter (TensorFlow logs at import whatever the log level) goes to a file, shown if it dies
+        self._log = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen([sys.executable, "-c", f"from backends.isolated import serve; serve({fd})"],
+                                      pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL,
+                                      stdout=self._log, stderr=subprocess.STDOUT)
+        theirs.close()
+        self._conn = Connection(ours.detach())
+        self._stop = weakref.finalize(self, _stop, self._conn, self._proc, self._log)
+
+    def request(self, op: str, *args):
+        if not self._stop.alive:
+            raise RuntimeError(f"the {self.label} process was already stopped")
+        try:
+            self._conn.send((op, args))
+            status, value = self._conn.recv()
+        except (EOFError, OSError):
+            try:
+                code = self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = "none yet"
+            raise RuntimeError(f"the {self.label} process died (exit code {code}); it said: "
+                               f"{self._last_words()}") from None
+        if status == "error":
+            raise value
+        return value
+
+    def _last_words(self, limit: int = 2000) -> str:
+        self._log.seek(0)
+        text = self._log.read().decode(errors="replace").strip()
+        return text[-limit:] or "nothing"
+
+    def call(self, module: str, function: str, *args):
+        """`module.function(*args)` in the child; its result comes back."""
+        return self.request("func", module, function, args)
+
+    def close(self) -> None:
+        self._stop()
+
+
+def call_isolated(label: str, module: str, function: str, *args):
+    """`module.function(*args)` in a child process of its own, started and stopped here."""
+    worker = Worker(label)
+    try:
+        return worker.call(module, function, *args)
+    finally:
+        worker.close()
+
+
+class IsolatedNet(PreparedNet):
+    """A PreparedNet that lives in the child; every method is one round trip."""
+
+    def __init__(self, worker: Worker, handle: int, net, batch: int):
+        super().__init__(net, batch)
+        self._worker = worker
+        self._handle = handle
+        attrs = worker.request("get", handle, ("config", "memory_bytes"))
+        self.config = attrs["config"]
+        self.memory_bytes = attrs["memory_bytes"]
+
+    def _call(self, method: str, *args):
+        if self._handle is None:
+            raise UserError("this prepared net was closed")
+        return self._worker.request("call", self._handle, method, args, False)
+
+    def load_input(self, x):
+        self._call("load_input", self.check_input(x))
+
+    def run(self):
+        self._call("run")
+
+    def fetch_output(self):
+        return self._call("fetch_output")
+
+    def run_timed(self):
+        return self._call("run_timed")
+
+    def timed_pass(self, x: np.ndarray) -> dict[str, float]:
+        return self._call("timed_pass", self.check_input(x))
+
+    def run_layer(self, index, x):
+        return self._call("run_layer", index, self.check_input(x, index))
+
+    def layer_outputs(self, x):
+        return self._call("layer_outputs", self.check_input(x))
+
+    def forward(self, x):
+        return self._call("forward", self.check_input(x))
+
+    def close(self):
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            try:
+                self._worker.request("drop", handle)
+            except RuntimeError:
+                pass   # the child is gone already: nothing left to release
+
+
+class IsolatedBackend(Backend):
+    """A backend whose work runs in a child process.  Subclasses set `inner`,
+    'module:Class' of the in-process backend that the child runs."""
+
+    inner: str = ""
+
+    def __init__(self, device: str | None = None):
+        super().__init__(device)
+        self._worker: Worker | None = None
+        self._handle: int | None = None
+
+    def _remote(self) -> tuple[Worker, int]:
+        if self._worker is None:
+            module, cls = self.inner.split(":")
+            worker = Worker(f"{self.name} backend")
+            self._handle = worker.request("new", module, cls, (self.device_spec,))
+            self._worker = worker
+        return self._worker, self._handle
+
+    def info(self):
+        worker, handle = self._remote()
+        return worker.request("call", handle, "info", (), False)
+
+    def prepare(self, net, weights, batch):
+        worker, handle = self._remote()
+        return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch), True), net, batch)
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None

@@ -1,0 +1,159 @@
+"""What the OpenCL backends share: a net as a list of layer operations on
+device buffers, and the recording of each operation's named steps.
+
+A backend builds one LayerOp per layer in prepare().  Each op knows how to
+enqueue its work, how to fill its input buffer from a canonical host array
+and how to read its output buffer back as a canonical host array; the
+backend's own layouts (padding, NHWC, Morton) stay inside those two.
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+
+import numpy as np
+import pyopencl as cl
+
+from nets import Layer, Net
+
+from .base import LayerTiming, PreparedNet, Step
+from .opencl_runtime import Runtime
+
+
+def _event_ms(start_event, end_event=None) -> float:
+    end_event = end_event or start_event
+    return (end_event.profile.end - start_event.profile.start) * 1e-6
+
+
+class Recorder:
+    """Collects the named steps of one layer while it is enqueued.
+
+    kernel(): a kernel we launched; its own profiling event is its device time.
+    library(): a library routine (CLBlast) that may launch several kernels and
+    returns at most the last one's event.  It is bracketed by markers on the
+    in-order queue; its time runs from the end of the marker before to the end
+    of the marker after, i.e. from when the queue reached the call to when all
+    of the routine's work was done (host-side gaps inside the routine count).
+    """
+
+    def __init__(self, queue, enabled: bool = True):
+        self.queue = queue
+        self.enabled = enabled
+        self._pending: list[tuple[str, str, object, object]] = []
+
+    def kernel(self, name: str, event) -> None:
+        if self.enabled:
+            self._pending.append((name, "event", event, None))
+
+    @contextmanager
+    def library(self, name: str):
+        if not self.enabled:
+            yield
+            return
+        before = cl.enqueue_marker(self.queue)
+        yield
+        after = cl.enqueue_marker(self.queue)
+        self._pending.append((name, "markers", before, after))
+
+    def steps(self) -> list[Step]:
+        """Call after the queue has finished."""
+        out = []
+        for name, how, a, b in self._pending:
+            ms = _event_ms(a) if how == "event" else (b.profile.end - a.profile.end) * 1e-6
+            out.append(Step(name, ms, how))
+        return out
+
+
+class LayerOp(ABC):
+    """One layer of a net on the device."""
+
+    def __init__(self, layer: Layer, index: int):
+        self.layer = layer
+        self.index = index
+
+    @abstractmethod
+    def enqueue(self, rec: Recorder) -> None:
+        """Enqueue this layer's work; name every step through `rec`."""
+
+    @abstractmethod
+    def write_input(self, x: np.ndarray) -> None:
+        """Fill this op's input buffer from a canonical host array (blocking)."""
+
+    @abstractmethod
+    def read_output(self) -> np.ndarray:
+        """This op's output buffer as a canonical host array (blocking)."""
+
+
+class OpenCLNet(PreparedNet):
+    """A PreparedNet made of LayerOps; subclasses fill self.ops in __init__."""
+
+    def __init__(self, runtime: Runtime, net: Net, batch: int):
+        super().__init__(net, batch)
+        self.rt = runtime
+        self.ops: list[LayerOp] = []
+        self.buffers: list = []   # everything allocated, for memory_bytes and close()
+
+    # -- allocation helpers that keep count of device memory
+    def alloc(self, nbytes: int, what: str, poison: bool = True):
+        buf = self.rt.alloc(nbytes, what, poison)
+        self.buffers.append(buf)
+        return buf
+
+    def upload(self, array: np.ndarray, what: str):
+        buf = self.rt.upload(np.asarray(array, np.float32), what)
+        self.buffers.append(buf)
+        return buf
+
+    def finish_prepare(self) -> None:
+        """Call at the end of a subclass's __init__."""
+        self.rt.finish()
+        self.memory_bytes = sum(b.size for b in self.buffers)
+
+    # -- the PreparedNet interface
+    def load_input(self, x):
+        self.ops[0].write_input(x)
+
+    def run(self):
+        rec = Recorder(self.rt.queue, enabled=False)
+        for op in self.ops:
+            op.enqueue(rec)
+        self.rt.finish()
+
+    def fetch_output(self):
+        return self.ops[-1].read_output()
+
+    def run_timed(self):
+        timings = []
+        for op in self.ops:
+            rec = Recorder(self.rt.queue)
+            t0 = time.perf_counter()
+            op.enqueue(rec)
+            self.rt.finish()
+            wall = (time.perf_counter() - t0) * 1e3
+            steps = rec.steps()
+            timings.append(LayerTiming(op.layer.name, wall, sum(s.ms for s in steps), steps))
+        return timings
+
+    def run_layer(self, index, x):
+        op = self.ops[index]
+        op.write_input(self.check_input(x, index))
+        op.enqueue(Recorder(self.rt.queue, enabled=False))
+        self.rt.finish()
+        return op.read_output()
+
+    def layer_outputs(self, x):
+        self.load_input(self.check_input(x))
+        outs = []
+        for op in self.ops:
+            op.enqueue(Recorder(self.rt.queue, enabled=False))
+            self.rt.finish()
+            outs.append(op.read_output())
+        return outs
+
+    def close(self):
+        self.rt.finish()
+        for buf in self.buffers:
+            buf.release()
+        self.buffers = []
+        self.ops = []

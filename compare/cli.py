@@ -1,0 +1,359 @@
+"""`compare`: the command line.  One cmd_<name> function per subcommand.
+
+Exit codes: 0 success; 1 a check failed or a backend crashed; 2 bad input
+or a missing prerequisite (one line on stderr, a traceback only with --debug).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import shlex
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import backends
+import nets
+
+from . import __version__
+from .errors import CheckFailed, UserError
+from .progress import Progress
+from .results import load_results, write_results
+from .runner import MODES, Plan, execute, exit_code
+from .tables import check_table, layer_table, summary_table
+from .weights import init_weights, load_weights, make_input, save_weights, weights_digest
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but its errors are one line like ours."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+
+def _positive(name: str, value: int) -> int:
+    if value is None or value < 1:
+        raise UserError(f"{name} must be a positive integer, not {value}")
+    return value
+
+
+# -- inputs shared by run and check ---------------------------------------
+
+def _peak(value: float | None) -> float | None:
+    if value is not None and not value > 0:
+        raise UserError(f"--peak-gflops must be a positive number, not {value}")
+    return value
+
+
+def _load_input(path: str, net, batch: int | None) -> np.ndarray:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"input file {p} not found")
+    try:
+        x = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise UserError(f"input file {p} is not a readable .npy array ({exc})") from None
+    want = tuple(net.input_shape)
+    if x.ndim != 4 or tuple(x.shape[1:]) != want:
+        raise UserError(f"input file {p} has shape {x.shape}; {net.name} takes (N, {', '.join(map(str, want))})")
+    if x.dtype != np.float32:
+        raise UserError(f"input file {p} has dtype {x.dtype}; save it as float32 (x.astype(np.float32))")
+    if batch is not None and x.shape[0] != batch:
+        raise UserError(f"input file {p} holds {x.shape[0]} images but --batch is {batch}")
+    if x.shape[0] < 1:
+        raise UserError(f"input file {p} holds no image")
+    if not np.all(np.isfinite(x)):
+        raise UserError(f"input file {p} holds NaN or Inf values")
+    return x
+
+
+def _plan(args, mode: str) -> Plan:
+    net = nets.get_net(args.net)
+    names = backends.parse_names(args.backends)
+    batch = _positive("--batch", args.batch) if args.batch is not None else None
+    data = getattr(args, "data", None)
+    if args.input and data:
+        raise UserError("--input and --data are alternatives: give one")
+    if args.input:
+        x = _load_input(args.input, net, batch)
+        batch = x.shape[0]
+        input_source = {"kind": "file", "path": args.input}
+    elif data:   # the held-out digits (compare/digits.py)
+        from .digits import held_out_input
+        x, input_source = held_out_input(net, batch)
+        batch = x.shape[0]
+    else:
+        batch = batch or net.default_batch
+        x = make_input(net, batch, args.seed)
+        input_source = {"kind": "seed", "seed": args.seed}
+    weights_file = args.weights
+    if data and not weights_file and net is nets.NETS["lenet"]:
+        from .digits import TRAINED_WEIGHTS
+        weights_file = str(TRAINED_WEIGHTS)   # the weights trained on the digits, unless others are given
+    if weights_file:
+        weights = load_weights(weights_file, net)
+        weights_source = {"kind": "file", "path": weights_file}
+    elif nets.imported_weights(net) is not None:   # a Keras model file brings its own
+        weights = nets.imported_weights(net)
+        weights_source = {"kind": "file", "path": args.net}
+    else:
+        weights = init_weights(net, args.seed)
+        weights_source = {"kind": "seed", "seed": args.seed}
+    weights_source["sha256_16"] = weights_digest(weights)
+    return Plan(net=net, batch=batch, weights=weights, x=x, backends=names,
+                explicit=args.backends.strip() != "all", device=args.device,
+                repeats=_positive("--repeats", args.repeats), warmup=_positive("--warmup", args.warmup),
+                mode=mode, layerwise=not args.end_to_end_only,
+                sources={"weights": weights_source, "input": input_source},
+                peak_gflops=_peak(getattr(args, "peak_gflops", None)),
+                command=shlex.join(["compare"] + args.argv), debug=args.debug)
+
+
+def _save_outputs(results: dict, plan: Plan, directory: str) -> None:
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    np.save(out / "input.npy", plan.x)
+    if results.get("reference_output") is not None:
+        np.save(out / "reference.npy", results["reference_output"])
+    for b in results["backends"]:
+        if b.get("output") is not None:
+            np.save(out / f"{b['name']}.npy", b["output"])
+
+
+def _strip_arrays(results: dict) -> dict:
+    results.pop("reference_output", None)
+    for b in results["backends"]:
+        b.pop("output", None)
+    return results
+
+
+def _default_out(net_name: str) -> str:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"results/{net_name}-{stamp}.json"
+
+
+def _print_failures(results: dict) -> None:
+    for b in results["backends"]:
+        if b["status"] == "FAILED":
+            print(f"error: backend {b['name']} failed: {b['reason']}", file=sys.stderr)
+
+
+def _execute(args, mode: str) -> tuple[dict, Plan]:
+    plan = _plan(args, mode)
+    progress = Progress()
+    try:
+        results = execute(plan, progress.update)
+    finally:
+        progress.done()
+    if args.save_outputs:
+        _save_outputs(results, plan, args.save_outputs)
+    if getattr(args, "data", None):
+        from .digits import add_accuracy
+        add_accuracy(results)   # reads the outputs, so before they are stripped
+    return _strip_arrays(results), plan
+
+
+# -- subcommands ------------------------------------------------------------
+
+def cmd_run(args) -> int:
+    results, plan = _execute(args, args.mode)
+    out = args.out or _default_out(plan.net.name)
+    write_results(out, results)
+    device = results["device"]["name"]
+    print(f"{plan.net.name} batch {plan.batch} on {device} ({results['net']['flops'] / 1e9:.2f} GFLOP per pass), "
+          f"median of {plan.repeats} runs\n")
+    for b in results["backends"]:
+        if b["status"] == "OK" and b.get("timing"):
+            print(f"== {b['name']}: {b['summary']} [{b['info'].get('device', device)}]")
+            print(layer_table(results, b) + "\n")
+    print(summary_table(results))
+    if plan.mode != "performance":
+        print("\n" + check_table(results))
+    print(f"\nresults written to {out}")
+    _print_failures(results)
+    return exit_code(results)
+
+
+def cmd_check(args) -> int:
+    results, plan = _execute(args, "correctness")
+    if args.out:
+        write_results(args.out, results)
+    print(f"{plan.net.name} batch {plan.batch}: outputs against the float64 oracle "
+          f"(each layer on the oracle's input, and end to end)\n")
+    print(check_table(results))
+    if args.data:
+        from .digits import accuracy_table, disagreements
+        print("\n" + accuracy_table(results))
+    _print_failures(results)
+    code = exit_code(results)
+    if code == 1 and not any(b["status"] == "FAILED" for b in results["backends"]):
+        raise CheckFailed("check failed: see the table above")
+    if args.data and code == 0 and disagreements(results):
+        raise CheckFailed(f"check failed: {', '.join(disagreements(results))} predicted differently "
+                          f"(see the accuracy table)")
+    return code
+
+
+def cmd_weights(args) -> int:
+    net = nets.get_net(args.net)
+    weights = init_weights(net, args.seed)
+    save_weights(args.out, weights)
+    print(f"wrote {len(weights)} arrays ({net.params():,} parameters) of {net.name}, seed {args.seed}, to {args.out}")
+    return 0
+
+
+def cmd_nets(args) -> int:
+    from tabulate import tabulate
+    rows = [[n.name, n.default_batch, "x".join(map(str, n.input_shape)), len(n.layers), f"{n.params():,}",
+             f"{n.flops(1) / 1e9:.3f}", n.description] for n in nets.NETS.values()]
+    print(tabulate(rows, headers=["net", "batch", "input", "layers", "params", "GFLOP/image", "description"]))
+    return 0
+
+
+def cmd_backends(args) -> int:
+    from tabulate import tabulate
+    rows = []
+    for name in backends.names():
+        reason = backends.unavailable_reason(name)
+        summary = backends.backend_class(name).summary if not (reason or "").startswith("cannot import") else ""
+        rows.append([name, "available" if reason is None else "unavailable", reason or summary])
+    print(tabulate(rows, headers=["backend", "status", "what it is / why not"]))
+    return 0
+
+
+def cmd_devices(args) -> int:
+    from tabulate import tabulate
+
+    from backends.opencl_runtime import all_devices, device_info, select_device
+    chosen = select_device(args.device)
+    rows = []
+    for index, _plat, dev in all_devices():
+        info = device_info(dev)
+        rows.append(["*" if dev.int_ptr == chosen.int_ptr else "", index, info["name"], info["platform"],
+                     info["type"], info["driver"], info["opencl"], info["compute_units"],
+                     f"{info['global_mem_bytes'] / 2**20:.0f}", f"{info['max_alloc_bytes'] / 2**20:.0f}",
+                     info["max_work_group_size"]])
+    print(tabulate(rows, headers=["", "index", "device", "platform", "type", "driver", "OpenCL", "CUs",
+                                  "memory MiB", "max alloc MiB", "max work-group"], disable_numparse=True))
+    print("\n* the device used by default (choose another with --device INDEX|NAME or PYOPENCL_CTX)")
+    return 0
+
+
+def cmd_peak(args) -> int:
+    from backends.opencl_runtime import get_runtime
+
+    from .peak import cache_path, measure_peak, store
+    rt = get_runtime(args.device)
+    progress = Progress()
+    try:
+        peak = measure_peak(rt, progress.update)
+    finally:
+        progress.done()
+    store(rt.info, peak)
+    d = peak["details"]
+    print(f"{rt.info['name']} ({rt.info['platform']}, {rt.info['compute_units']} compute units)")
+    print(f"  multiply-add: {peak['gflops']:.1f} GFLOP/s (float4 {d['float4_gflops']:.1f}, "
+          f"float8 {d['float8_gflops']:.1f})")
+    print(f"  bandwidth:    {peak['bandwidth_gbs']:.1f} GB/s (copy kernel {d['copy_kernel_gbs']:.1f}, "
+          f"buffer copy {d['enqueue_copy_gbs']:.1f}; bytes read + written)")
+    print(f"cached in {cache_path()} for `compare run`")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .report import render_report
+    results = [load_results(p) for p in args.files]
+    written = render_report(results, args.files, args.out, published=args.published)
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+# -- parser -----------------------------------------------------------------
+
+def _add_run_options(p, with_timing: bool) -> None:
+    p.add_argument("--net", required=True, help="lenet, vgg16, or a Keras Sequential model file (.keras, .h5)")
+    p.add_argument("--backends", default="all", help="'all' or a comma-separated list (see `compare backends`)")
+    p.add_argument("--batch", type=int, help="images per forward pass (default: the net's, 100 for lenet, 1 for vgg16)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated weights and input (default 0)")
+    p.add_argument("--weights", help="a .npz weights file (see `compare weights`) instead of seeded weights")
+    p.add_argument("--input", help="a float32 .npy input of shape (N, C, H, W) instead of a seeded one")
+    p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment (default: first GPU, else PoCL)")
+    p.add_argument("--save-outputs", metavar="DIR", help="save the input, the reference and every backend's output as .npy")
+    p.add_argument("--end-to-end-only", action="store_true", help="check only the final output, not each layer")
+    if with_timing:
+        p.add_argument("--repeats", type=int, default=10, help="timed repeats; medians are reported (default 10)")
+        p.add_argument("--warmup", type=int, default=2, help="untimed runs first; the first is reported apart (default 2)")
+        p.add_argument("--mode", choices=MODES, default="both", help="check outputs, time them, or both (default)")
+        p.add_argument("--peak-gflops", type=float,
+                       help="the device's peak for utilisation (default: `compare peak`'s cached figure, "
+                            "else measured at the start of the run)")
+        p.add_argument("--out", help="results file (default results/<net>-<date>.json)")
+    else:
+        p.set_defaults(repeats=1, warmup=1, mode="correctness")
+        p.add_argument("--out", help="also write a results file")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="compare", description="Is CLBlast a good neural-network engine on this OpenCL device?")
+    parser.add_argument("--version", action="version", version=f"clblast-compare {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("run", help="time every layer on each backend, check outputs, write a results file")
+    _add_run_options(p, with_timing=True)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("check", help="check each backend's outputs against the float64 oracle (exit 1 on failure)")
+    _add_run_options(p, with_timing=False)
+    p.add_argument("--data", choices=["digits"],
+                   help="digits: run on scikit-learn's held-out handwritten digits and print each backend's "
+                        "top-1 accuracy (lenet defaults to the weights trained on them, nets/data/lenet-digits.npz)")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("report", help="render tables and plots from results files")
+    p.add_argument("files", nargs="+", help="results JSON files")
+    p.add_argument("--out", default="report", help="output folder (default ./report)")
+    p.add_argument("--published", action="store_true",
+                   help="add the seed's published Mali-T628 figures (tables 6.2, 7.4) as labelled columns")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("peak", help="measure the device's multiply-add throughput and memory bandwidth")
+    p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment")
+    p.set_defaults(func=cmd_peak)
+
+    p = sub.add_parser("weights", help="write a net's seeded weights as a .npz file")
+    p.add_argument("--net", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_weights)
+
+    p = sub.add_parser("devices", help="list the OpenCL platforms and devices")
+    p.add_argument("--device", help="show which device this selection picks")
+    p.set_defaults(func=cmd_devices)
+
+    sub.add_parser("backends", help="list the backends and whether they can run here").set_defaults(func=cmd_backends)
+    sub.add_parser("nets", help="list the nets").set_defaults(func=cmd_nets)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(argv)
+    args.argv = argv
+    if not args.debug:
+        # kernel compilers' warnings are for the developers of the kernels
+        warnings.filterwarnings("ignore", category=UserWarning, module="pyopencl")
+    try:
+        return args.func(args)
+    except (UserError, CheckFailed) as exc:
+        if args.debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted: no results file was written", file=sys.stderr)
+        return 130

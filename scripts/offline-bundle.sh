@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Prepares, on a machine that reaches the package registries, what an
+# air-gapped NVIDIA machine needs to run clblast-compare: Python wheels and
+# Debian packages in ./.offline (git-ignored).  Then carry the checkout with
+# .offline to the GPU machine and run scripts/run-offline.sh there.
+# Usage: scripts/offline-bundle.sh [python version of the GPU machine, default 3.12]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pyver="${1:-3.12}"
+python=$(command -v python3.11 || command -v python3)
+rm -rf .offline
+mkdir -p .offline/whl .offline/deb
+
+platforms="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
+# pyopencl and what it imports; tabulate; what building pyclblast needs
+"$python" -m pip download -q --only-binary=:all: --python-version "$pyver" --implementation cp $platforms \
+    -d .offline/whl pyopencl tabulate cython scikit-build-core
+# pyclblast has no wheel: its source builds there against Debian's CLBlast
+"$python" -m pip download -q --no-deps --no-binary pyclblast -d .offline/whl pyclblast==1.4.0
+rm -f .offline/whl/numpy-*.whl   # numpy is there already; the GPU machine's own build stays
+
+(cd .offline/deb && apt-get download -q libclblast1 libclblast-dev ocl-icd-libopencl1 ocl-icd-opencl-dev \
+    opencl-c-headers opencl-clhpp-headers clinfo)
+du -sh .offline
+ls .offline/whl .offline/deb

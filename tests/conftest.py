@@ -1,0 +1,61 @@
+"""Shared fixtures: every backend by name, and the two nets with weights,
+input and float64 reference computed once per session."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import backends
+from compare import oracle
+from compare.weights import init_weights, make_input
+from nets import LENET, VGG16
+
+# `make test` sets this: there every backend but those named in
+# COMPARE_OPTIONAL must be available, so a broken install fails instead of skipping.
+REQUIRE_ALL = os.environ.get("COMPARE_REQUIRE_ALL") == "1"
+OPTIONAL = set(filter(None, os.environ.get("COMPARE_OPTIONAL", "").split(",")))
+
+_instances: dict[str, backends.Backend] = {}
+
+
+def backend_or_skip(name: str) -> backends.Backend:
+    if name not in _instances:
+        reason = backends.unavailable_reason(name)
+        if reason:
+            if REQUIRE_ALL and name not in OPTIONAL:
+                pytest.fail(f"backend {name} must be available under `make test`: {reason}")
+            pytest.skip(f"backend {name} unavailable here: {reason}")
+        _instances[name] = backends.get(name)
+    return _instances[name]
+
+
+@pytest.fixture(params=backends.names())
+def backend(request):
+    return backend_or_skip(request.param)
+
+
+class Case:
+    """A net with seeded weights, an input batch and the oracle's outputs."""
+
+    def __init__(self, net, batch, seed=0):
+        self.net = net
+        self.batch = batch
+        self.weights = init_weights(net, seed)
+        self.x = make_input(net, batch, seed)
+        self.ref = oracle.forward(net, self.weights, self.x)
+
+
+@pytest.fixture(scope="session")
+def lenet_case():
+    return Case(LENET, 100)
+
+
+@pytest.fixture(scope="session")
+def vgg_case():
+    return Case(VGG16, 1)
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)

@@ -1,0 +1,111 @@
+"""Keras models for the tests, built and run in a child process (through
+backends.isolated): TensorFlow must never load in the test process, where
+PoCL's compiler breaks beside it.  Only plain data comes back: file paths,
+numpy arrays, error messages."""
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _keras():
+    import keras
+    return keras
+
+
+def small_model():
+    """Every supported layer type once: same/valid padding, strides, a 3x1
+    kernel, activations on layers and as separate layers, Dropout."""
+    keras = _keras()
+    L = keras.layers
+    keras.utils.set_random_seed(11)
+    return keras.Sequential([
+        keras.Input((20, 18, 3)),
+        L.Conv2D(5, 3, padding="same", activation="relu", name="conv.a"),   # a dot: sanitised
+        L.Conv2D(4, (3, 1), padding="same", name="b"), L.ReLU(),
+        L.MaxPooling2D(2),                                                 # 10x9
+        L.Conv2D(6, 3, strides=(1, 2), padding="same", activation="sigmoid"),  # W 9 -> 5: 'same' pads 1 each side
+        L.Conv2D(6, 3, strides=2, padding="valid"),                       # 4x2
+        L.AveragePooling2D(2), L.Activation("sigmoid"),                   # 2x1
+        L.Flatten(), L.Dropout(0.5),
+        L.Dense(7, activation="relu"), L.Dense(5), L.Activation("sigmoid"),
+    ])
+
+
+def stride2_same_model():
+    keras = _keras()
+    keras.utils.set_random_seed(2)
+    return keras.Sequential([keras.Input((9, 7, 2)), keras.layers.Conv2D(3, 3, strides=2, padding="same")])
+
+
+def keras_output(model, x_nchw: np.ndarray) -> np.ndarray:
+    """Keras's own output for our canonical input, in our canonical layout."""
+    y = np.asarray(model(x_nchw.transpose(0, 2, 3, 1), training=False))
+    return y.transpose(0, 3, 1, 2) if y.ndim == 4 else y
+
+
+def save(builder: str, folder: str, x: np.ndarray, suffixes=("keras", "h5")) -> tuple[dict, np.ndarray]:
+    """Model `builder` saved in `folder` once per suffix; returns the paths and
+    Keras's output on `x`."""
+    model = globals()[builder]()
+    paths = {}
+    for suffix in suffixes:
+        paths[suffix] = str(Path(folder) / f"{builder.replace('_', '-')}.{suffix}")
+        model.save(paths[suffix])
+    return paths, keras_output(model, x)
+
+
+# Models the importer must refuse: name -> the layers after an (8, 8, 2) input,
+# or (layers, input shape); the test holds the words each message must contain.
+def _refusals(L):
+    return {
+        "batchnorm": [L.Conv2D(2, 3), L.BatchNormalization(name="bn")],
+        "softmax-activation": [L.Flatten(), L.Dense(3, activation="softmax", name="out")],
+        "softmax-layer": [L.Flatten(), L.Dense(3), L.Softmax()],
+        "dilation": [L.Conv2D(2, 3, dilation_rate=2, name="dil")],
+        "groups": [L.Conv2D(4, 3, groups=2)],
+        "same-even-kernel": [L.Conv2D(2, 4, padding="same")],
+        "same-stride2-asymmetric": [L.Conv2D(2, 3, strides=2, padding="same")],
+        "pool-same": [L.MaxPooling2D(3, padding="same")],
+        "dense-on-image": [L.Dense(3, name="pixelwise")],
+        "second-activation": [L.Conv2D(2, 3, activation="relu"), L.Activation("sigmoid", name="twice")],
+        "relu6": [L.ReLU(max_value=6.0, name="relu6")],
+        "activation-first": [L.Activation("relu", name="first")],
+        "leaky-relu": [L.Conv2D(2, 3), L.LeakyReLU(name="leaky")],
+        "flatten-last": [L.Conv2D(2, 3), L.Flatten()],
+        "flatten-twice": [L.Flatten(), L.Flatten(name="again")],
+        "flat-input": ([L.Dense(3)], (10,)),
+    }
+
+
+def refusal(case: str) -> str:
+    """The importer's message for refused model `case`, or '' if it was accepted."""
+    from compare.errors import UserError
+    from nets.keras_import import import_model
+    keras = _keras()
+    if case == "functional":
+        inp = keras.Input((8, 8, 1))
+        model = keras.Model(inp, keras.layers.Conv2D(2, 3)(inp))
+    else:
+        layers = _refusals(keras.layers)[case]
+        layers, shape = layers if isinstance(layers, tuple) else (layers, (8, 8, 2))
+        model = keras.Sequential([keras.Input(shape), *layers])
+    try:
+        import_model(model, "m")
+    except UserError as exc:
+        return str(exc)
+    return ""
+
+
+def train_digits_smoke() -> tuple[dict, np.ndarray]:
+    """scripts/train_digits.py for one epoch on 64 images: (our weights, Keras's outputs)."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / "train_digits.py"
+    spec = importlib.util.spec_from_file_location("train_digits", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script.train(epochs=1, limit=64)

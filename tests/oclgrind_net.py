@@ -1,0 +1,48 @@
+"""Run one OpenCL backend on LeNet-5 (batch 2) and a shrunk VGG-like net
+under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
+file under Oclgrind, which then is the only platform.  Exit 1 if an output
+disagrees with the float64 oracle."""
+import sys
+
+import numpy as np
+
+import backends
+from compare import oracle
+from compare.checking import compare_arrays
+from compare.weights import init_weights, make_input
+from nets import LENET, Conv, Dense, MaxPool, Net
+
+# VGG's layer types at small, odd sizes, channels not a multiple of 4
+SHRUNK_VGG = Net("shrunk-vgg", (3, 13, 11), (
+    Conv("conv1", "relu", out_channels=5, kernel=(3, 3), pad=(1, 1)),
+    Conv("conv2", "relu", out_channels=6, kernel=(3, 3), pad=(1, 1)),
+    MaxPool("mp1"),
+    Conv("conv3", "relu", out_channels=7, kernel=(3, 3), pad=(1, 1)),
+    MaxPool("mp2"),
+    Dense("fc1", "relu", out_features=9),
+    Dense("fc2", "none", out_features=5),
+))
+
+
+def main(name: str) -> int:
+    backend = backends.get(name)
+    failures = 0
+    for net, batch in ((LENET, 2), (SHRUNK_VGG, 1)):
+        weights = init_weights(net, 0)
+        x = make_input(net, batch, 0)
+        ref = oracle.forward(net, weights, x)
+        prepared = backend.prepare(net, weights, batch)
+        try:
+            y = prepared.forward(x)
+            prepared.run_timed()
+        finally:
+            prepared.close()
+        result = compare_arrays(y, ref[-1])
+        print(f"{name} {net.name}: {'PASS' if result['passed'] else 'FAIL'} rel L2 {result['rel_l2']}")
+        failures += not result["passed"]
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    sys.exit(main(sys.argv[1]))

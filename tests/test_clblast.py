@@ -1,0 +1,254 @@
+"""The CLBlast backends' own parts: the ctypes binding of xIM2COL and
+xCONVGEMM (layouts checked against numpy), the subsampling-as-sparse-conv
+filters, the one-im2col-per-batch trick, the error paths, the per-step
+breakdown and the availability checks.  The layer-by-layer and end-to-end
+checks against the oracle are in the generic suites."""
+import json
+
+import numpy as np
+import pytest
+
+import backends
+from compare import oracle
+from compare.checking import compare_arrays
+from compare.cli import main
+from compare.errors import UserError
+from compare.weights import init_weights
+from nets import LENET, Conv, Dense, Net, Subsample
+
+pytest.importorskip("pyclblast")
+from backends import clblast_c, clblast_layers  # noqa: E402
+from backends.opencl_runtime import get_runtime  # noqa: E402
+
+if clblast_layers.check_library():
+    pytest.skip(f"CLBlast unavailable: {clblast_layers.check_library()}", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def rt():
+    return get_runtime()
+
+
+def numpy_im2col(x, kernel, pad, stride):
+    """(C,H,W) -> (C*kh*kw, OH*OW), rows (c, fy, fx): written from the definition."""
+    c, h, w = x.shape
+    xp = np.pad(x, ((0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    oh = (h + 2 * pad[0] - kernel[0]) // stride[0] + 1
+    ow = (w + 2 * pad[1] - kernel[1]) // stride[1] + 1
+    cols = np.empty((c, kernel[0], kernel[1], oh, ow), x.dtype)
+    for fy in range(kernel[0]):
+        for fx in range(kernel[1]):
+            rows = slice(fy, fy + stride[0] * (oh - 1) + 1, stride[0])
+            cols[:, fy, fx] = xp[:, rows, fx:fx + stride[1] * (ow - 1) + 1:stride[1]]
+    return cols.reshape(c * kernel[0] * kernel[1], oh * ow)
+
+
+IM2COL_SHAPES = [  # channels, height, width, kernel, pad, stride
+    (1, 32, 32, (5, 5), (0, 0), (1, 1)),
+    (3, 7, 9, (3, 3), (1, 1), (1, 1)),
+    (5, 11, 13, (5, 5), (2, 2), (2, 2)),
+    (7, 9, 6, (3, 1), (1, 0), (1, 2)),
+    (6, 9, 7, (3, 3), (0, 0), (2, 2)),
+]
+
+
+@pytest.mark.parametrize("shape", IM2COL_SHAPES)
+def test_im2col_matches_numpy(rt, shape):
+    c, h, w, kernel, pad, stride = shape
+    x = np.random.default_rng(c * h).standard_normal((c, h, w)).astype(np.float32)
+    want = numpy_im2col(x, kernel, pad, stride)
+    im_offset, col_offset = 3, 5   # offsets in floats, away from the buffers' starts
+    im = rt.upload(np.concatenate([np.zeros(im_offset, np.float32), x.ravel()]), "image")
+    col = rt.alloc((col_offset + want.size + 7) * 4, "columns")   # NaN-poisoned
+    clblast_c.im2col(rt.queue, c, h, w, kernel, pad, stride, im, im_offset, col, col_offset)
+    got = rt.read(col, (col_offset + want.size + 7,))
+    np.testing.assert_array_equal(got[col_offset:col_offset + want.size].reshape(want.shape), want)
+    assert np.isnan(got[:col_offset]).all() and np.isnan(got[col_offset + want.size:]).all()   # nothing outside
+
+
+def test_one_im2col_over_the_batch_is_each_images_im2col_stacked(rt):
+    # the seed's trick (5.1.2): N images of C channels as one image of N*C channels
+    n, c, h, w, kernel, pad, stride = 3, 5, 8, 7, (3, 3), (1, 1), (2, 1)
+    x = np.random.default_rng(1).standard_normal((n, c, h, w)).astype(np.float32)
+    per_image = [numpy_im2col(x[i], kernel, pad, stride) for i in range(n)]
+    rows = per_image[0].shape[0]
+    col = rt.alloc(n * per_image[0].size * 4, "columns")
+    clblast_c.im2col(rt.queue, n * c, h, w, kernel, pad, stride, rt.upload(x, "batch"), 0, col, 0)
+    got = rt.read(col, (n * rows, per_image[0].shape[1]))
+    for i in range(n):
+        np.testing.assert_array_equal(got[i * rows:(i + 1) * rows], per_image[i])
+
+
+CONV_SHAPES = [  # batch, channels, height, width, kernels, kernel, pad, stride
+    (1, 3, 7, 9, 5, (3, 3), (1, 1), (1, 1)),
+    (3, 5, 11, 13, 4, (5, 5), (2, 2), (2, 2)),
+    (2, 7, 9, 6, 3, (3, 1), (1, 0), (1, 2)),
+    (4, 1, 12, 12, 6, (5, 5), (0, 0), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("shape", CONV_SHAPES)
+def test_convgemm_matches_the_oracle_and_overwrites(rt, shape):
+    n, c, h, w, k, kernel, pad, stride = shape
+    rng = np.random.default_rng(k * h)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    weight = rng.standard_normal((k, c) + kernel).astype(np.float32)
+    want = oracle.conv(x, weight, np.zeros(k), stride, pad)
+    out = rt.upload(np.full(want.size, 7.0, np.float32), "result")   # convgemm must not add to this
+    clblast_c.convgemm(rt.queue, c, h, w, kernel, pad, stride, k, n, rt.upload(x, "image"), 0,
+                       rt.upload(weight, "kernel"), 0, out, 0)
+    result = compare_arrays(rt.read(out, want.shape), want)
+    assert result["passed"], result
+
+
+def test_subsampling_filters_are_diagonal_and_give_the_subsample(rt):
+    c, kernel, stride = 5, (3, 3), (2, 2)
+    rng = np.random.default_rng(3)
+    coeff, bias = rng.standard_normal(c), rng.standard_normal(c)
+    weight = clblast_layers.subsample_as_conv_weight(coeff, kernel)
+    assert weight.shape == (c, c, 3, 3) and weight.dtype == np.float32
+    for i in range(c):
+        for j in range(c):
+            expect = np.float32(coeff[i] / 9) if i == j else 0.0
+            assert np.all(weight[i, j] == expect)
+    x = rng.standard_normal((2, c, 9, 8))
+    np.testing.assert_allclose(oracle.conv(x, weight, bias, stride),
+                               oracle.subsample(x, coeff, bias, kernel, stride), rtol=1e-6, atol=1e-6)
+
+
+def test_bad_status_is_a_named_error(rt):
+    im = rt.alloc(3 * 8 * 8 * 4, "image")
+    with pytest.raises(clblast_c.ClblastError, match=r"xIM2COL failed: CLBlastInvalidDimension \(-1017\)") as err:
+        clblast_c.im2col(rt.queue, 0, 8, 8, (3, 3), (0, 0), (1, 1), im, 0, im, 0)
+    assert err.value.status == -1017 and err.value.status_name == "CLBlastInvalidDimension"
+    with pytest.raises(clblast_c.ClblastError, match="CLBlastInvalidBatchCount"):
+        clblast_c.convgemm(rt.queue, 3, 8, 8, (3, 3), (0, 0), (1, 1), 4, 0, im, 0, im, 0, im, 0)
+    assert "unknown CLBlast status -9999" in str(clblast_c.ClblastError("xGEMM", -9999))
+
+
+def test_too_small_buffers_are_refused_before_clblast_runs(rt):
+    # CLBlast 1.5 does not check im2col's buffers itself: an overrun would corrupt memory
+    im, col = rt.alloc(3 * 8 * 8 * 4, "image"), rt.alloc(16, "columns")
+    with pytest.raises(clblast_c.BufferTooSmall, match="column buffer holds 4 floats.*972 floats"):
+        clblast_c.im2col(rt.queue, 3, 8, 8, (3, 3), (0, 0), (1, 1), im, 0, col, 0)
+    with pytest.raises(clblast_c.BufferTooSmall, match="image buffer"):
+        clblast_c.im2col(rt.queue, 3, 8, 8, (3, 3), (0, 0), (1, 1), im, 1, rt.alloc(4000, "c"), 0)
+
+
+MINI_LENET = Net("mini-lenet", (1, 12, 12), (
+    Conv("c1", "sigmoid", out_channels=6, kernel=(5, 5)),
+    Subsample("s2", "sigmoid"),
+    Dense("f3", "relu", out_features=7),
+    Dense("f4", "none", out_features=5)))
+
+
+@pytest.mark.parametrize("name,batch,expect", [
+    ("clblast", 3, {"c1": ["xCOPY", "xIM2COL", "xGEMMBATCHED", "sigmoid (own kernel)"],
+                    "s2": ["xCOPY", "xIM2COL", "xGEMMBATCHED", "sigmoid (own kernel)"],
+                    "f3": ["xCOPY", "xGEMM", "relu (own kernel)"],
+                    "f4": ["xCOPY", "xGEMM"]}),
+    ("clblast", 1, {"c1": ["xCOPY", "xIM2COL", "xGEMM", "sigmoid (own kernel)"],
+                    "s2": ["xCOPY", "xIM2COL", "xGEMM", "sigmoid (own kernel)"],
+                    "f3": ["xCOPY", "xGEMV", "relu (own kernel)"],
+                    "f4": ["xCOPY", "xGEMV"]}),
+    ("clblast-convgemm", 3, {"c1": ["xCONVGEMM", "bias+sigmoid (own kernel)"],
+                             "s2": ["xCONVGEMM", "bias+sigmoid (own kernel)"],
+                             "f3": ["xCOPY", "xGEMM", "relu (own kernel)"],
+                             "f4": ["xCOPY", "xGEMM"]}),
+])
+def test_steps_are_named_and_the_outputs_right(name, batch, expect):
+    weights = init_weights(MINI_LENET, 5)
+    x = np.random.default_rng(batch).standard_normal((batch,) + MINI_LENET.input_shape).astype(np.float32)
+    prepared = backends.get(name).prepare(MINI_LENET, weights, batch)
+    try:
+        assert prepared.config["layers"] == {k: " + ".join(v) for k, v in expect.items()}
+        assert "warmup_ms" in prepared.config
+        assert compare_arrays(prepared.forward(x), oracle.forward(MINI_LENET, weights, x)[-1])["passed"]
+        timings = prepared.run_timed()
+        for t in timings:
+            assert [s.name for s in t.steps] == expect[t.name]
+            for s in t.steps:
+                assert s.how == ("event" if "own kernel" in s.name else "markers") and s.ms >= 0
+    finally:
+        prepared.close()
+
+
+@pytest.mark.parametrize("name", ["clblast", "clblast-convgemm"])
+def test_warm_up_leaves_every_activation_poisoned(name):
+    # prepare runs every routine once (compiling CLBlast's kernels) and then
+    # poisons again, so an element a run fails to write still reads NaN
+    prepared = backends.get(name).prepare(MINI_LENET, init_weights(MINI_LENET, 0), 2)
+    try:
+        assert prepared.config["warmup_ms"] > 0
+        for op in prepared.ops:
+            assert np.isnan(op.read_output()).all(), op.layer.name
+    finally:
+        prepared.close()
+
+
+def test_lenet_c1_breakdown_is_the_seeds(lenet_case):
+    # table 5.3's rows for C1 at batch 100, plus the sigmoid the seed left untimed
+    net = Net("c1-only", LENET.input_shape, LENET.layers[:1])
+    weights = {k: v for k, v in lenet_case.weights.items() if k.startswith(LENET.layers[0].name + ".")}
+    prepared = backends.get("clblast").prepare(net, weights, 100)
+    try:
+        prepared.load_input(lenet_case.x)
+        (c1,) = prepared.run_timed()
+        assert [s.name for s in c1.steps] == ["xCOPY", "xIM2COL", "xGEMMBATCHED", "sigmoid (own kernel)"]
+        assert compare_arrays(prepared.fetch_output(), lenet_case.ref[0])["passed"]
+    finally:
+        prepared.close()
+
+
+def test_an_im2col_buffer_past_max_alloc_fails_in_prepare_with_the_sizes(rt, monkeypatch):
+    net = Net("wide", (8, 40, 40), (Conv("wide1", "relu", out_channels=2, kernel=(3, 3), pad=(1, 1)),))
+    weights = init_weights(net, 0)
+    # im2col: 2 images * 8 channels * 9 taps = 144 rows of 1600 columns = 921,600 bytes;
+    # the input (102,400 bytes), output and weights all fit under the lowered limit
+    monkeypatch.setitem(rt.info, "max_alloc_bytes", 500_000)
+    with pytest.raises(UserError, match=r"im2col buffer of wide1 \(144 x 1600 floats\) needs 0\.9 MiB.*"
+                                        r"MAX_MEM_ALLOC_SIZE 0\.5 MiB"):
+        backends.get("clblast").prepare(net, weights, 2)
+    # xCONVGEMM's single kernel needs no im2col buffer
+    prepared = backends.get("clblast-convgemm").prepare(net, weights, 2)
+    prepared.close()
+
+
+def test_prepare_fails_cleanly_and_releases_what_it_allocated(rt, monkeypatch):
+    from backends.clblast_backend import ClblastNet
+    net = Net("t", (3, 6, 6), (Conv("a", "relu", out_channels=2, kernel=(3, 3)), Dense("b", out_features=300)))
+    weights = init_weights(net, 0)
+    limit = max(np.prod(s) * 4 for s in net.param_shapes().values()) - 4   # the dense weights do not fit
+    monkeypatch.setitem(rt.info, "max_alloc_bytes", int(limit))
+    released = []
+    close = ClblastNet.close
+    monkeypatch.setattr(ClblastNet, "close", lambda self: (released.append(len(self.buffers)), close(self)))
+    with pytest.raises(UserError, match="weights of b"):
+        backends.get("clblast").prepare(net, weights, 1)
+    assert released and released[0] > 0   # the buffers made before the failure were released
+
+
+@pytest.mark.parametrize("missing", ["pyclblast", "libclblast"])
+def test_a_missing_library_makes_both_unavailable_and_the_others_still_run(missing, monkeypatch, tmp_path):
+    if missing == "pyclblast":
+        monkeypatch.setattr(clblast_layers, "pyclblast", None)
+        monkeypatch.setattr(clblast_layers, "PYCLBLAST_ERROR", "No module named 'pyclblast'")
+        expect = "pyclblast is not installed (No module named 'pyclblast')"
+    else:
+        monkeypatch.setattr(clblast_c, "_lib", None)
+        monkeypatch.setattr(clblast_c, "LIBRARY_NAMES", ("libclblast-not-here.so.9",))
+        expect = "libclblast could not be loaded (libclblast-not-here.so.9"
+    for name in ("clblast", "clblast-convgemm"):
+        reason = backends.unavailable_reason(name)
+        assert reason and reason.startswith(expect), reason
+        with pytest.raises(UserError, match="unavailable"):
+            backends.get(name)
+    assert backends.unavailable_reason("numpy") is None
+    out = tmp_path / "r.json"
+    code = main(["run", "--net", "lenet", "--backends", "numpy,clblast", "--batch", "2", "--repeats", "1",
+                 "--mode", "correctness", "--out", str(out)])
+    data = {b["name"]: b for b in json.loads(out.read_text())["backends"]}
+    assert code == 0
+    assert data["numpy"]["status"] == "OK" and data["numpy"]["check"]["status"] == "PASS"
+    assert data["clblast"]["status"] == "UNAVAILABLE" and data["clblast"]["reason"].startswith(expect)
+

@@ -1,0 +1,77 @@
+"""The child process that keeps TensorFlow away from PoCL: calls, errors and
+a dying child cross back as clear exceptions, and a prepared net behind the
+proxy gives exactly what it gives in-process."""
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from backends.isolated import IsolatedBackend, Worker, call_isolated
+from backends.numpy_backend import NumpyNet
+from compare.errors import UserError
+from compare.weights import init_weights, make_input
+from nets import LENET
+
+
+class Unpicklable(Exception):
+    def __init__(self):
+        super().__init__("holds a lock")
+        self.lock = threading.Lock()
+
+
+def raise_unpicklable():   # called in the child, which imports this module
+    raise Unpicklable()
+
+
+class NumpyInAChild(IsolatedBackend):
+    name = "numpy-in-a-child"
+    inner = "backends.numpy_backend:NumpyBackend"
+
+
+def test_a_call_runs_in_another_process():
+    assert call_isolated("test", "os", "getpid") != os.getpid()
+
+
+def test_our_errors_cross_as_themselves_and_others_as_runtime_errors():
+    worker = Worker("test")
+    try:
+        with pytest.raises(UserError, match="unknown net 'nosuch'"):
+            worker.call("nets", "get_net", "nosuch")
+        with pytest.raises(ModuleNotFoundError, match="no_such_module"):
+            worker.call("no_such_module", "f")
+        with pytest.raises(RuntimeError, match="^Unpicklable: holds a lock$"):
+            worker.call("test_isolated", "raise_unpicklable")
+        assert worker.call("math", "sqrt", 4.0) == 2.0   # still serving after errors
+    finally:
+        worker.close()
+
+
+def test_a_child_that_dies_is_reported_with_its_exit_code():
+    worker = Worker("doomed")
+    with pytest.raises(RuntimeError, match=r"the doomed process died \(exit code 3\)"):
+        worker.call("os", "_exit", 3)
+    with pytest.raises(RuntimeError, match="already stopped|died"):
+        worker.call("math", "sqrt", 4.0)
+    worker.close()
+
+
+def test_a_prepared_net_behind_the_proxy_matches_in_process():
+    weights = init_weights(LENET, 1)
+    x = make_input(LENET, 3, 1)
+    backend = NumpyInAChild()
+    prepared = backend.prepare(LENET, weights, 3)
+    try:
+        want = NumpyNet(LENET, weights, 3).forward(x)
+        np.testing.assert_array_equal(prepared.forward(x), want)
+        assert set(prepared.timed_pass(x)) == {"upload", "compute", "download", "total"}
+        timings = prepared.run_timed()
+        assert [t.name for t in timings] == [layer.name for layer in LENET.layers]
+        np.testing.assert_array_equal(prepared.fetch_output(), want)
+        with pytest.raises(UserError, match="input has shape"):
+            prepared.run_layer(0, x[:, :, :5])
+    finally:
+        prepared.close()
+    with pytest.raises(UserError, match="closed"):
+        prepared.forward(x)
+    backend.close()

@@ -1,0 +1,130 @@
+"""Keras models in: a Sequential model built here, saved as .keras and .h5,
+imported, and run by our numpy backend must give Keras's own outputs;
+unsupported layers are refused with the layer named.
+
+Keras runs in a child process (tests/keras_models.py through
+backends.isolated): TensorFlow must not load beside PoCL in this one."""
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import nets
+from backends.isolated import Worker
+from backends.numpy_backend import NumpyNet
+from compare.checking import compare_arrays
+from compare.cli import main
+from compare.errors import UserError
+
+from conftest import backend_or_skip
+
+
+@pytest.fixture(scope="module")
+def keras_child():
+    backend_or_skip("tensorflow")   # Keras comes with the tensorflow extra
+    worker = Worker("keras test models")
+    yield worker
+    worker.close()
+
+
+@pytest.fixture(scope="module")
+def saved(keras_child, tmp_path_factory):
+    x = np.random.default_rng(0).random((3, 3, 20, 18), dtype=np.float32)
+    paths, keras_out = keras_child.call("keras_models", "save", "small_model",
+                                        str(tmp_path_factory.mktemp("keras")), x)
+    return paths, x, keras_out
+
+
+@pytest.mark.parametrize("suffix", ["keras", "h5"])
+def test_a_saved_model_round_trips(saved, suffix):
+    paths, x, keras_out = saved
+    net = nets.get_net(paths[suffix])
+    weights = nets.imported_weights(net)
+    assert net.name == "small-model" and net.input_shape == (3, 20, 18)
+    assert [layer.kind for layer in net.layers] == ["conv", "conv", "maxpool", "conv", "conv", "subsample",
+                                                     "dense", "dense"]
+    assert [layer.activation for layer in net.layers] == ["relu", "relu", "none", "sigmoid", "none", "sigmoid",
+                                                           "relu", "sigmoid"]
+    assert net.layers[0].name == "conv_a" and net.layers[3].pad == (1, 1) and net.layers[3].stride == (1, 2)
+    assert "Dropout" in net.description
+    result = compare_arrays(NumpyNet(net, weights, len(x)).forward(x), keras_out.astype(np.float64))
+    assert result["passed"], result
+
+
+def test_the_import_leaves_tensorflow_out_of_this_process(saved):
+    nets.get_net(saved[0]["keras"])
+    assert "tensorflow" not in sys.modules and "keras" not in sys.modules
+
+
+def test_tensorflow_backend_runs_an_imported_model(saved):
+    paths, x, keras_out = saved
+    net = nets.get_net(paths["keras"])
+    prepared = backend_or_skip("tensorflow").prepare(net, nets.imported_weights(net), len(x))
+    try:
+        assert compare_arrays(prepared.forward(x), keras_out.astype(np.float64))["passed"]
+    finally:
+        prepared.close()
+
+
+def test_compare_run_takes_a_model_file(saved, tmp_path, capsys):
+    paths = saved[0]
+    out = tmp_path / "r.json"
+    code = main(["run", "--net", paths["h5"], "--backends", "numpy", "--batch", "2", "--repeats", "1",
+                 "--warmup", "1", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    data = json.loads(out.read_text())
+    assert data["net"]["name"] == "small-model"
+    assert data["sources"]["weights"] == {"kind": "file", "path": paths["h5"],
+                                          "sha256_16": data["sources"]["weights"]["sha256_16"]}
+    assert data["backends"][0]["check"]["status"] == "PASS"
+
+
+def test_same_padding_at_stride_2_matches_keras_where_it_is_symmetric(keras_child, tmp_path):
+    x = np.random.default_rng(1).standard_normal((2, 2, 9, 7)).astype(np.float32)
+    paths, keras_out = keras_child.call("keras_models", "save", "stride2_same_model", str(tmp_path), x, ("keras",))
+    net = nets.get_net(paths["keras"])
+    assert net.layers[0].pad == (1, 1) and net.output_shape == (3, 5, 4)
+    got = NumpyNet(net, nets.imported_weights(net), 2).forward(x)
+    assert compare_arrays(got, keras_out.astype(np.float64))["passed"]
+
+
+@pytest.mark.parametrize("case, words", [
+    ("batchnorm", ["layer bn (BatchNormalization)", "fold it"]),
+    ("softmax-activation", ["layer out (Dense)", "'softmax'"]),
+    ("softmax-layer", ["(Softmax)", "softmax is not one of our activations"]),
+    ("dilation", ["layer dil (Conv2D)", "dilation_rate (2, 2)"]),
+    ("groups", ["groups=2"]),
+    ("same-even-kernel", ["'same' padding here adds 3 rows", "symmetrically"]),
+    ("same-stride2-asymmetric", ["'same' padding here adds 1 rows"]),
+    ("pool-same", ["pooling layers do not pad"]),
+    ("dense-on-image", ["layer pixelwise (Dense)", "only Dense after Flatten"]),
+    ("second-activation", ["layer twice", "second activation"]),
+    ("relu6", ["layer relu6 (ReLU)", "plain ReLU"]),
+    ("activation-first", ["an activation before any other layer"]),
+    ("leaky-relu", ["layer leaky (LeakyReLU)", "not supported"]),
+    ("flatten-last", ["a Flatten must be followed by a Dense layer"]),
+    ("flatten-twice", ["layer again (Flatten)", "follows a Flatten or Dense"]),
+    ("functional", ["only Sequential models can be imported, this is a Functional"]),
+    ("flat-input", ["is not a fixed (H, W, C) image"]),
+])
+def test_unsupported_models_are_refused_by_name(keras_child, case, words):
+    message = keras_child.call("keras_models", "refusal", case)
+    assert message, f"{case} was imported, not refused"
+    for word in words:
+        assert word in message, message
+
+
+def test_a_refusal_crosses_the_process_boundary_as_a_user_error(keras_child, tmp_path):
+    with pytest.raises(UserError, match="not found"):
+        keras_child.call("nets.keras_import", "load_keras", str(tmp_path / "none.keras"))
+
+
+def test_file_errors_are_one_line(tmp_path, capsys):
+    assert main(["check", "--net", str(tmp_path / "none.keras"), "--backends", "numpy"]) == 2
+    assert capsys.readouterr().err == f"error: Keras model file {tmp_path / 'none.keras'} not found\n"
+    bad = tmp_path / "bad.h5"
+    bad.write_bytes(b"not a model")
+    assert main(["check", "--net", str(bad), "--backends", "numpy"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot load Keras model {bad}") and len(err.strip().splitlines()) == 1

@@ -1,0 +1,114 @@
+"""Report tables rendered from a hand-made results file, compared exactly."""
+import json
+
+from compare import report_tables as rt
+from compare.report import render_report
+from results_factory import small_results
+
+
+def test_times_table():
+    headers, rows = rt.times_table(small_results())
+    assert headers == ["layer", "MFLOP", "numpy", "clblast", "vectorised"]
+    assert rows == [["a", "2.0", "2.000", "4.000", "1.000"],
+                    ["b", "1.0", "0.500", "2.000", "1.000"],
+                    ["sum of layers", "3.0", "2.500", "6.000", "2.000"],
+                    ["end to end (compute)", "", "2.500", "5.000", "1.250"]]
+
+
+def test_speedup_over_clblast_with_geometric_mean():
+    headers, rows = rt.speedup_table(small_results(), "clblast")
+    assert headers == ["layer", "numpy", "vectorised"]
+    assert rows == [["a", "2.00x", "4.00x"],
+                    ["b", "4.00x", "2.00x"],
+                    ["sum of layers", "2.40x", "3.00x"],
+                    ["end to end (compute)", "2.00x", "4.00x"],
+                    ["geometric mean of layers", "2.83x", "2.83x"]]
+
+
+def test_speedup_table_needs_its_reference():
+    res = small_results()
+    res["backends"] = [b for b in res["backends"] if b["name"] != "clblast"]
+    assert rt.speedup_table(res, "clblast") is None
+
+
+def test_utilisation_against_the_peak():
+    headers, rows = rt.utilisation_table(small_results())
+    # device type CPU: numpy (kind cpu) runs on it too; 2 MFLOP in 4 ms = 0.5 GFLOP/s = 5% of 10
+    assert headers == ["layer", "GFLOP", "numpy %", "clblast %", "vectorised %"]
+    assert rows == [["a", "0.002", "10.0", "5.0", "20.0"],
+                    ["b", "0.001", "20.0", "5.0", "10.0"],
+                    ["end to end (compute)", "0.003", "12.0", "6.0", "24.0"]]
+
+
+def test_cpu_peers_are_left_out_of_a_gpu_utilisation():
+    res = small_results()
+    res["device"]["type"] = "GPU"
+    headers, _ = rt.utilisation_table(res)
+    assert headers == ["layer", "GFLOP", "clblast %", "vectorised %"]
+
+
+def test_step_tables_like_the_seed():
+    res = small_results()
+    clblast = res["backends"][1]
+    assert rt.wall_kernel_table(res, clblast) == (
+        ["layer", "wall ms", "kernel ms", "overhead ms", "overhead %"],
+        [["a", "4.000", "3.000", "1.000", "25"], ["b", "2.000", "1.000", "1.000", "50"],
+         ["total", "6.000", "4.000", "2.000", "33"]])
+    assert rt.steps_table(res, clblast)[1] == [
+        ["a", "xCOPY", "0.500", "markers", "3.000"], ["", "xIM2COL", "1.000", "markers", ""],
+        ["", "xGEMM", "1.500", "markers", ""],
+        ["b", "xCOPY", "0.250", "markers", "1.000"], ["", "xGEMV", "0.750", "markers", ""]]
+    assert rt.useful_time_table(res, clblast)[1] == [
+        ["a", "1.500", "1.500", "3.000", "50%"], ["b", "0.750", "0.250", "1.000", "75%"],
+        ["total", "2.250", "1.750", "4.000", "56%"]]
+    # one step per layer: no breakdown to show
+    assert rt.steps_table(res, res["backends"][2]) is None
+    assert rt.wall_kernel_table(res, res["backends"][0]) is None
+
+
+def test_correctness_table_shows_unavailable_backends_with_reason():
+    res = small_results()
+    res["backends"][2]["check"]["status"] = "FAIL"
+    headers, rows = rt.correctness_table(res)
+    assert rows[1] == ["clblast", "OK", "PASS", "1.0e-07", "2.0e-06", "b 1.0e-07", "100%", ""]
+    assert rows[2][2] == "FAIL"
+    assert rows[3] == ["torch", "UNAVAILABLE", "—", "—", "—", "—", "—", "PyTorch is not installed"]
+
+
+def test_published_mali_column_is_labelled():
+    res = small_results()
+    res["net"]["name"] = "lenet"
+    res["net"]["layers"] = [{"name": "c1", "kind": "conv", "flops": 1}, {"name": "s2", "kind": "subsample", "flops": 1}]
+    headers, rows = rt.times_table(res, published=True)
+    assert headers[-2:] == ["clblast (Rovder 2018, Mali-T628, published)", "baseline (Rovder 2018, Mali-T628, published)"]
+    assert rows[0][-2:] == ["721.140", "34.810"]
+    assert rows[2][-2:] == ["1300.9", "52.110"]   # 721.14 + 579.78: the sum covers only the layers in this file
+
+
+def test_cross_device_table_has_a_column_per_file():
+    a, b = small_results("GPU one"), small_results("GPU two", "2026-11-02T00:00:00+00:00")
+    b["backends"][2]["timing"]["end_to_end"]["compute"]["median"] = 2.5
+    headers, rows = rt.cross_device_table([a, b])
+    assert headers == ["backend", "GPU one (2026-11-01)", "GPU two (2026-11-02)"]
+    assert rows[1] == ["clblast", "5.000", "5.000"]
+    assert rows[2] == ["vectorised", "1.250 (4.00x)", "2.500 (2.00x)"]
+    assert rows[3] == ["torch", "—", "—"]
+
+
+def test_render_writes_markdown_html_and_plots(tmp_path):
+    res = small_results()
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(res))
+    written = render_report([res, small_results("Other GPU")], [str(path), str(path)], str(tmp_path / "out"))
+    md = (tmp_path / "out" / "report.md").read_text()
+    html = (tmp_path / "out" / "report.html").read_text()
+    for heading in ("Per-layer times (ms)", "Speedup over clblast", "Speedup over numpy", "Device utilisation",
+                    "Correctness against the float64 oracle", "table 5.3", "table 6.2", "table 7.3",
+                    "tiny across devices and runs"):
+        assert heading in md, heading
+    assert "<table>" in html and "Speedup over clblast" in html
+    pngs = [p for p in written if p.endswith(".png")]
+    assert len(pngs) == 6   # times, speedups, utilisation for each of the two files
+    for png in pngs:
+        with open(png, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,53 @@
+import pytest
+
+from compare.progress import Progress
+from compare.stats import geomean, summarize
+
+
+def test_summary_of_repeats():
+    s = summarize([4.0, 1.0, 3.0, 2.0, 100.0])
+    assert s["median"] == 3.0 and s["min"] == 1.0 and s["max"] == 100.0 and s["n"] == 5
+    assert s["q1"] == 2.0 and s["q3"] == 4.0 and s["iqr"] == 2.0   # numpy's linear percentiles
+
+
+def test_summary_of_nothing_is_none():
+    assert summarize([]) is None
+    assert summarize([None, None]) is None
+
+
+def test_geomean_skips_missing_values():
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geomean([2.0, None, 8.0, 0.0]) == pytest.approx(4.0)
+    assert geomean([]) is None
+
+
+class _Stream:
+    def __init__(self, tty):
+        self.tty, self.text = tty, ""
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+def test_progress_is_quiet_off_a_terminal():
+    stream = _Stream(tty=False)
+    p = Progress(stream)
+    p.update("layer conv1_1, repeat 1/10")
+    p.done()
+    assert stream.text == ""
+
+
+def test_progress_overwrites_one_line_on_a_terminal():
+    stream = _Stream(tty=True)
+    p = Progress(stream)
+    p.update("long status text")
+    p.update("short")
+    p.done()
+    assert stream.text.startswith("\rlong status text\rshort           ")
+    assert stream.text.endswith("\r")
