@@ -16,6 +16,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "clblast-convgemm": ("backends.clblast_backend", "ClblastConvgemmBackend"),
     "baseline": ("backends.baseline", "BaselineBackend"),
     "vectorised": ("backends.vectorised", "VectorisedBackend"),
+    "vectorised-tiled": ("backends.tiled", "TiledBackend"),
     "morton": ("backends.morton", "MortonBackend"),
     "tensorflow": ("backends.tensorflow_backend", "TensorflowBackend"),
     "torch": ("backends.torch_backend", "TorchBackend"),

@@ -9,39 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/run-offline.sh OUTDIR [REPEATS]}"
 repeats="${2:-20}"
-python="${PYTHON:-python3}"
 mkdir -p "$out"
 log() { echo "== $*" >&2; }
 
-# Debian's CLBlast and OpenCL headers: only the packages the system lacks
-missing=()
-for deb in .offline/deb/*.deb; do
-    dpkg -s "$(dpkg-deb -f "$deb" Package)" >/dev/null 2>&1 || missing+=("$deb")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-    log "installing ${missing[*]}"
-    dpkg -i --force-depends "${missing[@]}" >/dev/null
-fi
-
-# pyopencl and pyclblast (built here against that CLBlast, about half a minute)
-if ! "$python" -c "import pyopencl, pyclblast, tabulate" 2>/dev/null; then
-    log "installing .offline/whl"
-    "$python" -m pip install -q --no-index --find-links .offline/whl pyopencl tabulate cython scikit-build-core
-    "$python" -m pip install -q --no-index --no-build-isolation --find-links .offline/whl .offline/whl/pyclblast-*.tar.gz
-fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-
-# NVIDIA ships libnvidia-opencl but the image may lack the ICD file naming it
-if ! "$python" -c "import pyopencl as cl; import sys; sys.exit(not any('NVIDIA' in p.name for p in cl.get_platforms()))" 2>/dev/null; then
-    lib=$(ls /usr/local/nvidia/lib64/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 2>/dev/null | head -n 1 || true)
-    if [ -n "$lib" ]; then
-        log "registering $lib as an OpenCL ICD"
-        icd=$(mktemp -d)
-        echo "$lib" > "$icd/nvidia.icd"
-        cp /etc/OpenCL/vendors/*.icd "$icd/" 2>/dev/null || true
-        export OCL_ICD_VENDORS="$icd"
-    fi
-fi
+source scripts/offline-env.sh
 
 compare() { "$python" -m compare "$@"; }
 compare devices | tee "$out/devices.txt"

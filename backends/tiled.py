@@ -1,0 +1,110 @@
+"""`vectorised-tiled`: `vectorised` with its convolution tiled for GPUs, a
+tuned variant beside the seed's method, named as such (issue: make the
+custom backends work well on an NVIDIA GPU).
+
+The convolution is still the seed's iterative one (section 7.2): NHWC,
+float4 over channels, the zero border kept across layers, no im2col buffer.
+What changes is how the work is cut: the layer is read as an implicit GEMM,
+output pixels x output channels summed over (filter row, filter column,
+input channel); a work-group computes a tile of it from slices of input and
+filters staged in local memory, and each work-item a block of outputs held
+in registers, so every value loaded feeds several multiply-adds instead of
+one (kernels/tiled_conv.cl).  Tile and split are chosen per layer and per
+device (backends/tiled_plan.py) and recorded in `config`.
+
+Pooling, subsampling and dense layers are `vectorised`'s, unchanged.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .handwritten_net import ACT_CODES, KernelOp, step_name
+from .handwritten_workgroups import device_limits
+from .tiled_plan import TILES, plan_conv
+from .vectorised import VectorisedBackend, VectorisedNet, pad_to
+
+SOURCE = "tiled_conv.cl"
+
+
+def tiled_filters(weight: np.ndarray, c_stored: int, k_stored: int) -> np.ndarray:
+    """(K, C, FH, FW) -> (FH, FW, c_stored, k_stored): row r = (fy, fx, c) of
+    the implicit GEMM's right-hand matrix, zero where padded."""
+    k, c, fh, fw = weight.shape
+    out = np.zeros((fh, fw, c_stored, k_stored), np.float32)
+    out[:, :, :c, :k] = np.asarray(weight, np.float32).transpose(2, 3, 1, 0)
+    return out
+
+
+class TiledConvOp(KernelOp):
+    """One conv layer: the tiled kernel, then (when the sum is split) the
+    kernel that adds the parts, bias and activation."""
+
+    def __init__(self, net, index, kernel, plan, weight, bias, reduce=None, scratch=None):
+        layer = net.net.layers[index]
+        super().__init__(net, index, kernel, plan.global_size, plan.tile.local + (1,),
+                         (weight, bias), step_name("tiled conv", layer.activation if reduce is None else "none"))
+        self.plan = plan
+        self.reduce = reduce
+        if reduce is not None:
+            self.args = (self.in_buf, weight, bias, scratch)   # the main kernel writes the parts
+            channels = self.out_layout.c_stored // 4
+            pixels = net.batch * self.out_layout.h * self.out_layout.w
+            self.reduce_local = (min(channels, 16), 16)
+            self.reduce_global = tuple(-(-g // l) * l for g, l in zip((channels, pixels), self.reduce_local))
+            self.reduce_args = (scratch, bias, self.out_buf)
+            self.reduce_step = step_name(f"add {plan.ksplit} parts", layer.activation)
+
+    def enqueue(self, rec):
+        super().enqueue(rec)
+        if self.reduce is not None:
+            event = self.reduce(self.rt.queue, self.reduce_global, self.reduce_local, *self.reduce_args)
+            rec.kernel(self.reduce_step, event)
+
+    def describe(self) -> dict:
+        return {**super().describe(), **self.plan.describe()}
+
+
+class TiledNet(VectorisedNet):
+    def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None):
+        # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py sweeps them)
+        self.tiles, self.ksplit = tiles, ksplit
+        super().__init__(runtime, net, weights, batch)
+        self.config["conv"] = ("implicit GEMM tiles in local memory, register blocks per work-item "
+                               "(kernels/tiled_conv.cl); tile and split per layer: backends/tiled_plan.py")
+
+    def make_op(self, index, layer, params):
+        if layer.kind != "conv":
+            return super().make_op(index, layer, params)
+        src, dst = self.layouts[index], self.layouts[index + 1]
+        info = self.rt.info
+        limits = device_limits(info)
+        while True:   # a kernel's own work-group limit is known only once it is built
+            plan = plan_conv(self.batch * dst.h * dst.w, dst.c_stored, src.c_stored,
+                             layer.kernel[0] * layer.kernel[1], info["compute_units"], self.device != "cpu",
+                             limits.max_group, limits.max_items, self.tiles, self.ksplit)
+            defines = {"N": self.batch, "XC4": src.c_stored, "XHP": src.hp, "XWP": src.wp,
+                       "YC": dst.c, "YC4": dst.c_stored, "YH": dst.h, "YW": dst.w,
+                       "YHP": dst.hp, "YWP": dst.wp, "YPT": dst.pad_h, "YPL": dst.pad_w,
+                       "FH": layer.kernel[0], "FW": layer.kernel[1], "SH": layer.stride[0], "SW": layer.stride[1],
+                       "ACT": ACT_CODES[layer.activation], "TM": plan.tile.tm, "TN": plan.tile.tn, "TK": plan.tk,
+                       "RM": plan.tile.rm, "RN": plan.tile.rn, "KP": plan.kp, "KSPLIT": plan.ksplit}
+            kernel = self.rt.kernel(SOURCE, "conv_tiled", defines)
+            built = device_limits(info, kernel, self.rt.device)
+            if plan.tile.threads <= built.max_group:
+                break
+            limits = built
+        weight = self.upload(tiled_filters(params["weight"], src.c_stored, plan.kp), f"{layer.name} weights")
+        bias = self.upload(pad_to(params["bias"], plan.kp), f"{layer.name} bias")
+        if plan.ksplit == 1:
+            return TiledConvOp(self, index, kernel, plan, weight, bias)
+        pixels = self.batch * dst.h * dst.w
+        scratch = self.alloc(plan.ksplit * pixels * plan.kp * 4, f"{layer.name} partial sums")
+        reduce = self.rt.kernel(SOURCE, "conv_tiled_reduce", defines)
+        return TiledConvOp(self, index, kernel, plan, weight, bias, reduce, scratch)
+
+
+class TiledBackend(VectorisedBackend):
+    name = "vectorised-tiled"
+    summary = ("hand-written, tuned variant of vectorised for GPUs: NHWC float4 conv as implicit-GEMM tiles "
+               "in local memory with register blocks")
+    net_class = TiledNet

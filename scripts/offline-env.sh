@@ -1,0 +1,37 @@
+# Sourced (`source scripts/offline-env.sh`) on an air-gapped NVIDIA machine,
+# in a checkout that holds the .offline folder made by scripts/offline-bundle.sh:
+# installs what is missing from there, registers NVIDIA's OpenCL driver when
+# no ICD file names it, and exports PYTHONPATH (and OCL_ICD_VENDORS) so that
+# `$python -m compare` and the benchmarks run from this checkout.
+python="${PYTHON:-python3}"
+_log() { echo "== $*" >&2; }
+
+# Debian's CLBlast and OpenCL headers: only the packages the system lacks
+_missing=()
+for _deb in .offline/deb/*.deb; do
+    dpkg -s "$(dpkg-deb -f "$_deb" Package)" >/dev/null 2>&1 || _missing+=("$_deb")
+done
+if [ "${#_missing[@]}" -gt 0 ]; then
+    _log "installing ${_missing[*]}"
+    dpkg -i --force-depends "${_missing[@]}" >/dev/null
+fi
+
+# pyopencl and pyclblast (built here against that CLBlast, about half a minute)
+if ! "$python" -c "import pyopencl, pyclblast, tabulate" 2>/dev/null; then
+    _log "installing .offline/whl"
+    "$python" -m pip install -q --no-index --find-links .offline/whl pyopencl tabulate cython scikit-build-core
+    "$python" -m pip install -q --no-index --no-build-isolation --find-links .offline/whl .offline/whl/pyclblast-*.tar.gz
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+# NVIDIA ships libnvidia-opencl but the image may lack the ICD file naming it
+if ! "$python" -c "import pyopencl as cl; import sys; sys.exit(not any('NVIDIA' in p.name for p in cl.get_platforms()))" 2>/dev/null; then
+    _lib=$(ls /usr/local/nvidia/lib64/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 2>/dev/null | head -n 1 || true)
+    if [ -n "$_lib" ]; then
+        _log "registering $_lib as an OpenCL ICD"
+        _icd=$(mktemp -d)
+        echo "$_lib" > "$_icd/nvidia.icd"
+        cp /etc/OpenCL/vendors/*.icd "$_icd/" 2>/dev/null || true
+        export OCL_ICD_VENDORS="$_icd"
+    fi
+fi
