@@ -35,10 +35,14 @@ def is_gemm_step(name: str) -> bool:
 
 def on_device(res: dict, entry: dict) -> bool:
     """Does `entry` run on the device whose peak the file holds?  OpenCL
-    backends do; CPU peers only when the OpenCL device is the CPU (PoCL)."""
+    backends do; a peer does when it names that device (PyTorch on the same
+    GPU), or is a CPU peer and the OpenCL device is the CPU (PoCL)."""
     if entry.get("uses_opencl"):
         return True
-    kind = (entry.get("info") or {}).get("kind", "")
+    info = entry.get("info") or {}
+    if info.get("device") and info["device"] == res["device"].get("name"):
+        return True
+    kind = info.get("kind", "")
     dev_type = str(res["device"].get("type", "")).upper()
     return bool(kind) and kind.upper() in dev_type
 

@@ -47,6 +47,16 @@ def test_cpu_peers_are_left_out_of_a_gpu_utilisation():
     assert headers == ["layer", "GFLOP", "clblast %", "vectorised %"]
 
 
+def test_a_gpu_peer_on_the_same_device_is_in_the_utilisation():
+    res = small_results()
+    res["device"]["type"] = "GPU"
+    res["backends"][3] = {**res["backends"][2], "name": "torch", "uses_opencl": False,
+                          "info": {"kind": "cuda", "device": res["device"]["name"]}}
+    headers, rows = rt.utilisation_table(res)
+    assert headers == ["layer", "GFLOP", "clblast %", "vectorised %", "torch %"]
+    assert rows[-1][-1] == rows[-1][-2]   # the same timings as vectorised's
+
+
 def test_step_tables_like_the_seed():
     res = small_results()
     clblast = res["backends"][1]
