@@ -7,8 +7,8 @@ importer) lives in a child process: a fresh interpreter, not a fork, so it
 starts clean, and not multiprocessing's spawn, which re-runs the caller's
 main script.  The parent holds proxies that send each call over a socket.
 
-Timing is measured inside the child (`run_timed`, `timed_pass`), so the pipe
-is never part of a timed interval.
+Timing is measured inside the child (`run_timed`, `timed_pass`), so the
+socket is never part of a timed interval.
 """
 from __future__ import annotations
 
@@ -82,7 +82,10 @@ def serve(fd: int) -> None:
             exc = _portable(exc)
             exc.child_traceback = traceback.format_exc()
             reply = ("error", exc)
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:   # a result that cannot travel
+            conn.send(("error", RuntimeError(f"{op} returned what cannot be sent back: {exc}")))
 
 
 def _stop(conn, proc, log) -> None:

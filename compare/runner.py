@@ -155,8 +155,8 @@ def run_backend(name: str, plan: Plan, ref, progress, cl_missing: str | None) ->
         return {**entry, **_failed(name, cls.summary, "user", str(exc))}
     except Exception as exc:  # noqa: BLE001 - a backend's crash is a result, not the end of the run
         reason = f"{type(exc).__name__}: {exc}"
-        if plan.debug:
-            reason += "\n" + traceback.format_exc()
+        if plan.debug:   # a backend in a child process (backends/isolated.py) sends its own traceback
+            reason += "\n" + getattr(exc, "child_traceback", "") + traceback.format_exc()
         return {**entry, **_failed(name, cls.summary, "internal", reason)}
     finally:
         if prepared is not None:

@@ -117,8 +117,8 @@ void conv_tiled(__global const float4* restrict x,
         const int off = (fy * XWP + fx) * XV + c0 / 4;                          \
         for (int s = 0; s < A_PER; s++)                                         \
             ra[s] = a_base[s] >= 0 ? x[a_base[s] + off] : (float4)(0.0f);       \
-        for (int s = 0; s < B_PER; s++) {                                       \
-            const uint slot = min(tid + s * THREADS, B_SLOTS - 1);              \
+        for (int s = 0; s < B_PER; s++) {   /* a slot past the slice reads */  \
+            const uint slot = min(tid + s * THREADS, B_SLOTS - 1); /* the last */ \
             const uint kk = slot / (TN / 4), j4 = slot - kk * (TN / 4);         \
             rb[s] = w[(r0 + kk) * KV + n0 / 4 + j4];                            \
         }                                                                       \

@@ -42,6 +42,8 @@ def test_our_errors_cross_as_themselves_and_others_as_runtime_errors():
             worker.call("no_such_module", "f")
         with pytest.raises(RuntimeError, match="^Unpicklable: holds a lock$"):
             worker.call("test_isolated", "raise_unpicklable")
+        with pytest.raises(RuntimeError, match="cannot be sent back"):
+            worker.call("threading", "Lock")
         assert worker.call("math", "sqrt", 4.0) == 2.0   # still serving after errors
     finally:
         worker.close()
