@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .handwritten_net import ACT_CODES, KernelOp, step_name
+from .handwritten_net import KernelOp, step_name
 from .handwritten_workgroups import device_limits
 from .tiled_plan import TILES, plan_conv
 from .vectorised import VectorisedBackend, VectorisedNet, pad_to
@@ -82,12 +82,8 @@ class TiledNet(VectorisedNet):
             plan = plan_conv(self.batch * dst.h * dst.w, dst.c_stored, src.c_stored,
                              layer.kernel[0] * layer.kernel[1], info["compute_units"], self.device != "cpu",
                              limits.max_group, limits.max_items, self.tiles, self.ksplit)
-            defines = {"N": self.batch, "XC4": src.c_stored, "XHP": src.hp, "XWP": src.wp,
-                       "YC": dst.c, "YC4": dst.c_stored, "YH": dst.h, "YW": dst.w,
-                       "YHP": dst.hp, "YWP": dst.wp, "YPT": dst.pad_h, "YPL": dst.pad_w,
-                       "FH": layer.kernel[0], "FW": layer.kernel[1], "SH": layer.stride[0], "SW": layer.stride[1],
-                       "ACT": ACT_CODES[layer.activation], "TM": plan.tile.tm, "TN": plan.tile.tn, "TK": plan.tk,
-                       "RM": plan.tile.rm, "RN": plan.tile.rn, "KP": plan.kp, "KSPLIT": plan.ksplit}
+            defines = {**self.window_defines(layer, src, dst), "TM": plan.tile.tm, "TN": plan.tile.tn,
+                       "TK": plan.tk, "RM": plan.tile.rm, "RN": plan.tile.rn, "KP": plan.kp, "KSPLIT": plan.ksplit}
             kernel = self.rt.kernel(SOURCE, "conv_tiled", defines)
             built = device_limits(info, kernel, self.rt.device)
             if plan.tile.threads <= built.max_group:

@@ -76,16 +76,20 @@ class VectorisedNet(HandwrittenNet):
     def _limits(self, kernel=None):
         return device_limits(self.rt.info, kernel, self.rt.device)
 
+    def window_defines(self, layer, src, dst) -> dict:
+        """The -D constants of a windowed layer (conv, pooling) between buffers `src` and `dst`."""
+        return {"N": self.batch, "XC4": src.c_stored, "XHP": src.hp, "XWP": src.wp,
+                "YC": dst.c, "YC4": dst.c_stored, "YH": dst.h, "YW": dst.w,
+                "YHP": dst.hp, "YWP": dst.wp, "YPT": dst.pad_h, "YPL": dst.pad_w,
+                "FH": layer.kernel[0], "FW": layer.kernel[1], "SH": layer.stride[0], "SW": layer.stride[1],
+                "ACT": ACT_CODES[layer.activation]}
+
     def make_op(self, index, layer, params):
         src, dst = self.layouts[index], self.layouts[index + 1]
         act = ACT_CODES[layer.activation]
         if layer.kind == "dense":
             return self._dense(index, layer, params, src, dst, act)
-        defines = {"N": self.batch, "XC4": src.c_stored, "XHP": src.hp, "XWP": src.wp,
-                   "YC": dst.c, "YC4": dst.c_stored, "YH": dst.h, "YW": dst.w,
-                   "YHP": dst.hp, "YWP": dst.wp, "YPT": dst.pad_h, "YPL": dst.pad_w,
-                   "FH": layer.kernel[0], "FW": layer.kernel[1], "SH": layer.stride[0], "SW": layer.stride[1],
-                   "ACT": act}
+        defines = self.window_defines(layer, src, dst)
         if layer.kind == "conv":
             args = (self.upload(nhwc_filters(params["weight"], src.c_stored, dst.c_stored), f"{layer.name} weights"),
                     self.upload(pad_to(params["bias"], dst.c_stored), f"{layer.name} bias"))
