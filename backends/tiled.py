@@ -49,15 +49,14 @@ class TiledConvOp(KernelOp):
             self.args = (self.in_buf, weight, bias, scratch)   # the main kernel writes the parts
             channels = self.out_layout.c_stored // 4
             pixels = net.batch * self.out_layout.h * self.out_layout.w
-            self.reduce_local = (min(channels, 16), 16)
-            self.reduce_global = tuple(-(-g // l) * l for g, l in zip((channels, pixels), self.reduce_local))
+            self.reduce_global = (channels, pixels)   # a small kernel: the runtime picks its work-groups
             self.reduce_args = (scratch, bias, self.out_buf)
             self.reduce_step = step_name(f"add {plan.ksplit} parts", layer.activation)
 
     def enqueue(self, rec):
         super().enqueue(rec)
         if self.reduce is not None:
-            event = self.reduce(self.rt.queue, self.reduce_global, self.reduce_local, *self.reduce_args)
+            event = self.reduce(self.rt.queue, self.reduce_global, None, *self.reduce_args)
             rec.kernel(self.reduce_step, event)
 
     def describe(self) -> dict:
@@ -94,7 +93,11 @@ class TiledNet(VectorisedNet):
         if plan.ksplit == 1:
             return TiledConvOp(self, index, kernel, plan, weight, bias)
         pixels = self.batch * dst.h * dst.w
-        scratch = self.alloc(plan.ksplit * pixels * plan.kp * 4, f"{layer.name} partial sums")
+        parts = plan.ksplit * pixels * plan.kp
+        scratch = self.alloc(parts * 4, f"{layer.name} partial sums", poison=False)
+        # NaN from the host rather than a fill: Oclgrind took the filled buffer's parts, written
+        # by the tiled kernel before the adding kernel reads them, for uninitialised values
+        self.rt.write(scratch, np.full(parts, np.nan, np.float32))
         reduce = self.rt.kernel(SOURCE, "conv_tiled_reduce", defines)
         return TiledConvOp(self, index, kernel, plan, weight, bias, reduce, scratch)
 

@@ -1,4 +1,5 @@
 """Run one OpenCL backend on LeNet-5 (batch 2) and a shrunk VGG-like net
+(`vectorised-tiled` also with its GPU plans, a split sum included)
 under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
 file under Oclgrind, which then is the only platform.  Exit 1 if an output
 disagrees with the float64 oracle."""
@@ -24,14 +25,24 @@ SHRUNK_VGG = Net("shrunk-vgg", (3, 13, 11), (
 ))
 
 
+def gpu_plans(backend, net, weights, batch):
+    """`vectorised-tiled` as it plans on a GPU (8x8 blocks, a split sum), whatever the device."""
+    from backends.tiled import TiledNet
+    from backends.tiled_plan import TILES
+    return TiledNet(backend.runtime(), net, weights, batch, tiles=TILES[2:3], ksplit=3)
+
+
 def main(name: str) -> int:
     backend = backends.get(name)
     failures = 0
-    for net, batch in ((LENET, 2), (SHRUNK_VGG, 1)):
+    runs = [(LENET, 2, backend.prepare), (SHRUNK_VGG, 1, backend.prepare)]
+    if name == "vectorised-tiled":
+        runs.append((SHRUNK_VGG, 2, lambda *a: gpu_plans(backend, *a)))
+    for net, batch, prepare in runs:
         weights = init_weights(net, 0)
         x = make_input(net, batch, 0)
         ref = oracle.forward(net, weights, x)
-        prepared = backend.prepare(net, weights, batch)
+        prepared = prepare(net, weights, batch)
         try:
             y = prepared.forward(x)
             prepared.run_timed()
