@@ -75,10 +75,11 @@ class TiledNet(VectorisedNet):
         if layer.kind != "conv":
             return super().make_op(index, layer, params)
         src, dst = self.layouts[index], self.layouts[index + 1]
+        pixels = self.batch * dst.h * dst.w   # the implicit GEMM's rows
         info = self.rt.info
         limits = device_limits(info)
         while True:   # a kernel's own work-group limit is known only once it is built
-            plan = plan_conv(self.batch * dst.h * dst.w, dst.c_stored, src.c_stored,
+            plan = plan_conv(pixels, dst.c_stored, src.c_stored,
                              layer.kernel[0] * layer.kernel[1], info["compute_units"], self.device != "cpu",
                              limits.max_group, limits.max_items, self.tiles, self.ksplit)
             defines = {**self.window_defines(layer, src, dst), "TM": plan.tile.tm, "TN": plan.tile.tn,
@@ -92,7 +93,6 @@ class TiledNet(VectorisedNet):
         bias = self.upload(pad_to(params["bias"], plan.kp), f"{layer.name} bias")
         if plan.ksplit == 1:
             return TiledConvOp(self, index, kernel, plan, weight, bias)
-        pixels = self.batch * dst.h * dst.w
         parts = plan.ksplit * pixels * plan.kp
         scratch = self.alloc(parts * 4, f"{layer.name} partial sums", poison=False)
         # NaN from the host rather than a fill: Oclgrind took the filled buffer's parts, written
