@@ -10,16 +10,18 @@ from compare.errors import UserError
 from .base import Backend, LayerTiming, PreparedNet, Step
 
 # name -> (module, class); the order is the order of tables and reports
+# Each family is a subpackage: reference/, clblast/, handwritten/, morton/,
+# peers/; opencl/ holds what the OpenCL families share.
 REGISTRY: dict[str, tuple[str, str]] = {
-    "numpy": ("backends.numpy_backend", "NumpyBackend"),
-    "clblast": ("backends.clblast_backend", "ClblastBackend"),
-    "clblast-convgemm": ("backends.clblast_backend", "ClblastConvgemmBackend"),
-    "baseline": ("backends.baseline", "BaselineBackend"),
-    "vectorised": ("backends.vectorised", "VectorisedBackend"),
-    "vectorised-tiled": ("backends.tiled", "TiledBackend"),
-    "morton": ("backends.morton", "MortonBackend"),
-    "tensorflow": ("backends.tensorflow_backend", "TensorflowBackend"),
-    "torch": ("backends.torch_backend", "TorchBackend"),
+    "numpy": ("backends.reference.numpy_backend", "NumpyBackend"),
+    "clblast": ("backends.clblast.backend", "ClblastBackend"),
+    "clblast-convgemm": ("backends.clblast.backend", "ClblastConvgemmBackend"),
+    "baseline": ("backends.handwritten.baseline", "BaselineBackend"),
+    "vectorised": ("backends.handwritten.vectorised", "VectorisedBackend"),
+    "vectorised-tiled": ("backends.handwritten.tiled", "TiledBackend"),
+    "morton": ("backends.morton.backend", "MortonBackend"),
+    "tensorflow": ("backends.peers.tensorflow_peer", "TensorflowBackend"),
+    "torch": ("backends.peers.torch_peer", "TorchBackend"),
 }
 
 __all__ = ["Backend", "LayerTiming", "PreparedNet", "Step", "REGISTRY", "names", "backend_class",

@@ -114,8 +114,6 @@ class PreparedNet(ABC):
                             f"{self.net.layers[index].name} at batch {self.batch} takes {want}")
         return np.ascontiguousarray(x)
 
-    def output_shape(self, index: int) -> tuple:
-        return (self.batch,) + tuple(self.net.out_shape(index))
 
 
 class Backend(ABC):

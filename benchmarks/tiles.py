@@ -1,6 +1,6 @@
 """Every tile and split of `vectorised-tiled` on every conv layer of VGG-16
 (batch 1) and LeNet-5 (batch 100), on this device: the measurements behind
-the rule in backends/tiled_plan.py.
+the rule in backends/handwritten/tiled_plan.py.
 
     .venv/bin/python benchmarks/tiles.py [--repeats 10] [--device 0:0] [--nets vgg16,lenet]
 
@@ -20,13 +20,13 @@ import sys
 
 from tabulate import tabulate
 
-from backends.opencl_runtime import get_runtime
-from backends.tiled import TiledNet
-from backends.handwritten_layout import round_up
-from backends.tiled_plan import TILES, plan_conv
+from backends.opencl.runtime import get_runtime
+from backends.handwritten.tiled import TiledNet
+from backends.handwritten.layout import round_up
+from backends.handwritten.tiled_plan import TILES, plan_conv
 from compare import oracle
 from compare.checking import compare_arrays
-from compare.weights import init_weights, make_input
+from nets.weights import init_weights, make_input
 from nets import Net, get_net
 
 SPLITS = (1, 2, 4, 8, 16)
@@ -41,7 +41,7 @@ def time_plan(rt, net, weights, batch, x, ref, repeats, tiles=TILES, ksplit=None
     """(median ms, plan description, check passed) of one layer under one plan."""
     prepared = TiledNet(rt, net, weights, batch, tiles, ksplit)
     try:
-        passed = compare_arrays(prepared.forward(x), ref)["passed"]
+        passed = compare_arrays(prepared.forward(x), ref).passed
         prepared.load_input(x)
         prepared.run_timed()
         ms = statistics.median(prepared.run_timed()[0].kernel_ms for _ in range(repeats))

@@ -16,14 +16,17 @@ import numpy as np
 
 import backends
 import nets
+from nets.weights import init_weights, load_weights, make_input, save_weights, weights_digest
 
 from . import __version__
+from .analysis import DEFAULT_BASELINES, parse_baselines
 from .errors import CheckFailed, UserError
+from .files import atomic_path
+from .models import imported_weights, load_net
 from .progress import Progress
-from .results import load_results, write_results
-from .runner import MODES, Plan, execute, exit_code
+from .results import Source, load_results, write_results
+from .runner import MODES, Outputs, Plan, execute, exit_code
 from .tables import check_table, layer_table, summary_table
-from .weights import init_weights, load_weights, make_input, save_weights, weights_digest
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,7 +73,7 @@ def _load_input(path: str, net, batch: int | None) -> np.ndarray:
 
 
 def _plan(args, mode: str) -> Plan:
-    net = nets.get_net(args.net)
+    net = load_net(args.net)
     names = backends.parse_names(args.backends)
     batch = _positive("--batch", args.batch) if args.batch is not None else None
     data = getattr(args, "data", None)
@@ -95,8 +98,8 @@ def _plan(args, mode: str) -> Plan:
     if weights_file:
         weights = load_weights(weights_file, net)
         weights_source = {"kind": "file", "path": weights_file}
-    elif nets.imported_weights(net) is not None:   # a Keras model file brings its own
-        weights = nets.imported_weights(net)
+    elif imported_weights(net) is not None:   # a Keras model file brings its own
+        weights = imported_weights(net)
         weights_source = {"kind": "file", "path": args.net}
     else:
         weights = init_weights(net, args.seed)
@@ -106,27 +109,19 @@ def _plan(args, mode: str) -> Plan:
                 explicit=args.backends.strip() != "all", device=args.device,
                 repeats=_positive("--repeats", args.repeats), warmup=_positive("--warmup", args.warmup),
                 mode=mode, layerwise=not args.end_to_end_only,
-                sources={"weights": weights_source, "input": input_source},
+                sources={"weights": Source(**weights_source), "input": Source(**input_source)},
                 peak_gflops=_peak(getattr(args, "peak_gflops", None)),
                 command=shlex.join(["compare"] + args.argv), debug=args.debug)
 
 
-def _save_outputs(results: dict, plan: Plan, directory: str) -> None:
+def _save_outputs(outputs: Outputs, plan: Plan, directory: str) -> None:
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "input.npy", plan.x)
-    if results.get("reference_output") is not None:
-        np.save(out / "reference.npy", results["reference_output"])
-    for b in results["backends"]:
-        if b.get("output") is not None:
-            np.save(out / f"{b['name']}.npy", b["output"])
-
-
-def _strip_arrays(results: dict) -> dict:
-    results.pop("reference_output", None)
-    for b in results["backends"]:
-        b.pop("output", None)
-    return results
+    if outputs.reference is not None:
+        np.save(out / "reference.npy", outputs.reference)
+    for name, y in outputs.backends.items():
+        np.save(out / f"{name}.npy", y)
 
 
 def _default_out(net_name: str) -> str:
@@ -134,25 +129,25 @@ def _default_out(net_name: str) -> str:
     return f"results/{net_name}-{stamp}.json"
 
 
-def _print_failures(results: dict) -> None:
-    for b in results["backends"]:
-        if b["status"] == "FAILED":
-            print(f"error: backend {b['name']} failed: {b['reason']}", file=sys.stderr)
+def _print_failures(results) -> None:
+    for b in results.backends:
+        if b.status == "FAILED":
+            print(f"error: backend {b.name} failed: {b.reason}", file=sys.stderr)
 
 
-def _execute(args, mode: str) -> tuple[dict, Plan]:
+def _execute(args, mode: str):
     plan = _plan(args, mode)
     progress = Progress()
     try:
-        results = execute(plan, progress.update)
+        results, outputs = execute(plan, progress.update)
     finally:
         progress.done()
     if args.save_outputs:
-        _save_outputs(results, plan, args.save_outputs)
+        _save_outputs(outputs, plan, args.save_outputs)
     if getattr(args, "data", None):
         from .digits import add_accuracy
-        add_accuracy(results)   # reads the outputs, so before they are stripped
-    return _strip_arrays(results), plan
+        add_accuracy(results, outputs)
+    return results, plan
 
 
 # -- subcommands ------------------------------------------------------------
@@ -161,14 +156,14 @@ def cmd_run(args) -> int:
     results, plan = _execute(args, args.mode)
     out = args.out or _default_out(plan.net.name)
     write_results(out, results)
-    device = results["device"]["name"]
-    print(f"{plan.net.name} batch {plan.batch} on {device} ({results['net']['flops'] / 1e9:.2f} GFLOP per pass), "
+    device = results.device.name
+    print(f"{plan.net.name} batch {plan.batch} on {device} ({results.net.flops / 1e9:.2f} GFLOP per pass), "
           f"median of {plan.repeats} runs\n")
-    for b in results["backends"]:
-        if b["status"] == "OK" and b.get("timing"):
-            print(f"== {b['name']}: {b['summary']} [{b['info'].get('device', device)}]")
+    for b in results.backends:
+        if b.ok and b.timing:
+            print(f"== {b.name}: {b.summary} [{b.info.get('device', device)}]")
             print(layer_table(results, b) + "\n")
-    print(summary_table(results))
+    print(summary_table(results, parse_baselines(args.baseline)))
     if plan.mode != "performance":
         print("\n" + check_table(results))
     print(f"\nresults written to {out}")
@@ -188,7 +183,7 @@ def cmd_check(args) -> int:
         print("\n" + accuracy_table(results))
     _print_failures(results)
     code = exit_code(results)
-    if code == 1 and not any(b["status"] == "FAILED" for b in results["backends"]):
+    if code == 1 and not any(b.status == "FAILED" for b in results.backends):
         raise CheckFailed("check failed: see the table above")
     if args.data and code == 0 and disagreements(results):
         raise CheckFailed(f"check failed: {', '.join(disagreements(results))} predicted differently "
@@ -199,7 +194,8 @@ def cmd_check(args) -> int:
 def cmd_weights(args) -> int:
     net = nets.get_net(args.net)
     weights = init_weights(net, args.seed)
-    save_weights(args.out, weights)
+    with atomic_path(args.out) as tmp:
+        save_weights(tmp, weights)
     print(f"wrote {len(weights)} arrays ({net.params():,} parameters) of {net.name}, seed {args.seed}, to {args.out}")
     return 0
 
@@ -226,7 +222,7 @@ def cmd_backends(args) -> int:
 def cmd_devices(args) -> int:
     from tabulate import tabulate
 
-    from backends.opencl_runtime import all_devices, device_info, select_device
+    from backends.opencl.runtime import all_devices, device_info, select_device
     chosen = select_device(args.device)
     rows = []
     for index, _plat, dev in all_devices():
@@ -242,9 +238,10 @@ def cmd_devices(args) -> int:
 
 
 def cmd_peak(args) -> int:
-    from backends.opencl_runtime import get_runtime
+    from backends.opencl.peak import measure_peak
+    from backends.opencl.runtime import get_runtime
 
-    from .peak import cache_path, measure_peak, store
+    from .peak import cache_path, store
     rt = get_runtime(args.device)
     progress = Progress()
     try:
@@ -265,7 +262,8 @@ def cmd_peak(args) -> int:
 def cmd_report(args) -> int:
     from .report import render_report
     results = [load_results(p) for p in args.files]
-    written = render_report(results, args.files, args.out, published=args.published)
+    written = render_report(results, args.files, args.out, published=args.published,
+                            baselines=parse_baselines(args.baseline))
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -291,6 +289,8 @@ def _add_run_options(p, with_timing: bool) -> None:
                        help="the device's peak for utilisation (default: `compare peak`'s cached figure, "
                             "else measured at the start of the run)")
         p.add_argument("--out", help="results file (default results/<net>-<date>.json)")
+        p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
+                       help=f"the backends speedups are taken over (default {','.join(DEFAULT_BASELINES)})")
     else:
         p.set_defaults(repeats=1, warmup=1, mode="correctness")
         p.add_argument("--out", help="also write a results file")
@@ -316,6 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="render tables and plots from results files")
     p.add_argument("files", nargs="+", help="results JSON files")
     p.add_argument("--out", default="report", help="output folder (default ./report)")
+    p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
+                   help=f"the backends speedups are taken over, in order (default {','.join(DEFAULT_BASELINES)})")
     p.add_argument("--published", action="store_true",
                    help="add the seed's published Mali-T628 figures (tables 6.2, 7.4) as labelled columns")
     p.set_defaults(func=cmd_report)

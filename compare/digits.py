@@ -21,6 +21,7 @@ import numpy as np
 import nets
 
 from .errors import UserError
+from .results import BackendDigits, DigitsSummary
 
 SPLIT_SEED = 0
 HELD_OUT = 360          # the last 20% of 1797 images, rounded
@@ -68,44 +69,44 @@ def held_out_input(net, batch: int | None) -> tuple[np.ndarray, dict]:
                                      "path": f"sklearn digits, held-out {len(x)} images (split seed {SPLIT_SEED})"}
 
 
-def add_accuracy(results: dict) -> None:
+def add_accuracy(results, outputs) -> None:
     """Each backend's top-1 accuracy on the held-out digits, and how many of its
     predictions differ from numpy's (from the float64 oracle's when numpy did
-    not run).  Needs the outputs still in `results`."""
-    labels = split()[3][:results["net"]["batch"]]
-    ref = results.get("reference_output")
-    oracle = predictions(ref) if ref is not None else None
-    numpy_run = next((b for b in results["backends"] if b["name"] == "numpy" and b.get("output") is not None), None)
-    against, base = ("numpy", predictions(numpy_run["output"])) if numpy_run else ("oracle", oracle)
-    results["digits"] = {"images": int(len(labels)), "compared_with": against,
-                         "oracle_accuracy": float(np.mean(oracle == labels)) if oracle is not None else None,
-                         "oracle_differ": int(np.sum(oracle != base)) if oracle is not None and base is not None else None}
-    for b in results["backends"]:
-        if b.get("output") is None:
+    not run), from the outputs kept beside the results."""
+    labels = split()[3][:results.net.batch]
+    oracle = predictions(outputs.reference) if outputs.reference is not None else None
+    numpy_out = outputs.backends.get("numpy")
+    against, base = ("numpy", predictions(numpy_out)) if numpy_out is not None else ("oracle", oracle)
+    results.digits = DigitsSummary(
+        images=int(len(labels)), compared_with=against,
+        oracle_accuracy=float(np.mean(oracle == labels)) if oracle is not None else None,
+        oracle_differ=int(np.sum(oracle != base)) if oracle is not None and base is not None else None)
+    for b in results.backends:
+        y = outputs.backends.get(b.name)
+        if y is None:
             continue
-        pred = predictions(b["output"])
-        b["digits"] = {"accuracy": float(np.mean(pred == labels)),
-                       "differ": int(np.sum(pred != base)) if base is not None else None}
+        pred = predictions(y)
+        b.digits = BackendDigits(float(np.mean(pred == labels)), int(np.sum(pred != base)) if base is not None else None)
 
 
-def disagreements(results: dict) -> list[str]:
+def disagreements(results) -> list[str]:
     """Backends whose predictions differ from the ones they were compared with."""
-    return [b["name"] for b in results["backends"] if (b.get("digits") or {}).get("differ")]
+    return [b.name for b in results.backends if b.digits and b.digits.differ]
 
 
-def accuracy_table(results: dict) -> str:
+def accuracy_table(results) -> str:
     from tabulate import tabulate
-    d = results["digits"]
+    d = results.digits
     rows = []
-    if d["oracle_accuracy"] is not None:
-        rows.append(["oracle (float64)", "", f"{100 * d['oracle_accuracy']:.2f}%", _count(d["oracle_differ"])])
-    for b in results["backends"]:
-        if b.get("digits"):
-            rows.append([b["name"], b["status"], f"{100 * b['digits']['accuracy']:.2f}%", _count(b["digits"]["differ"])])
+    if d.oracle_accuracy is not None:
+        rows.append(["oracle (float64)", "", f"{100 * d.oracle_accuracy:.2f}%", _count(d.oracle_differ)])
+    for b in results.backends:
+        if b.digits:
+            rows.append([b.name, b.status, f"{100 * b.digits.accuracy:.2f}%", _count(b.digits.differ)])
         else:
-            rows.append([b["name"], b["status"], "-", b.get("reason", "").splitlines()[0] if b.get("reason") else "-"])
-    head = (f"top-1 accuracy on {d['images']} held-out digits (class = argmax of the first {CLASSES} outputs)\n")
-    return head + tabulate(rows, headers=["backend", "status", "top-1", f"predictions differing from {d['compared_with']}"],
+            rows.append([b.name, b.status, "-", b.reason.splitlines()[0] if b.reason else "-"])
+    head = (f"top-1 accuracy on {d.images} held-out digits (class = argmax of the first {CLASSES} outputs)\n")
+    return head + tabulate(rows, headers=["backend", "status", "top-1", f"predictions differing from {d.compared_with}"],
                            disable_numparse=True)
 
 

@@ -5,16 +5,7 @@ import os
 import platform
 import sys
 
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from backends.host import cpu_name
 
 
 def host_info() -> dict:

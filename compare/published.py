@@ -36,8 +36,3 @@ FIGURES: dict[str, dict[str, dict[str, float]]] = {
     },
 }
 
-# The totals as printed in the tables (CLBlast's VGG-16 total omits pooling).
-TOTALS = {
-    "lenet": {"clblast": 3354.55, "baseline": 194.31},
-    "vgg16": {"clblast": 17402.473, "vectorised": 7166.458, "morton": 5662.229},
-}

@@ -6,32 +6,35 @@ import json
 import re
 from pathlib import Path
 
+from . import analysis as an
 from . import plots
 from . import report_tables as rt
 from .document import Document
 from .files import write_text_atomic
 from .published import SOURCE
+from .results import RunResult
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:40]
 
 
-def _file_section(doc: Document, res: dict, path: str, out_dir: Path, stem: str, published: bool) -> list[str]:
-    net = res["net"]
-    doc.heading(f"{net['name']} batch {net['batch']} on {res['device'].get('name', '?')}")
-    doc.para(f"From `{path}`. {net['flops'] / 1e9:.3f} GFLOP per forward pass, {net['params']:,} parameters. "
-             f"Times are medians of {res['settings']['repeats']} runs in milliseconds; per-layer times are wall "
+def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem: str, published: bool,
+                  baselines) -> list[str]:
+    net = res.net
+    doc.heading(f"{net.name} batch {net.batch} on {res.device.name}")
+    doc.para(f"From `{path}`. {net.flops / 1e9:.3f} GFLOP per forward pass, {net.params or 0:,} parameters. "
+             f"Times are medians of {res.settings.repeats} runs in milliseconds; per-layer times are wall "
              f"time around each layer with a sync after it, 'end to end (compute)' is the whole pass without "
              f"per-layer syncs and without host<->device transfers.")
     doc.table(rt.environment_table(res))
     written = []
 
-    if res["mode"] != "correctness":
+    if res.mode != "correctness":
         doc.heading("Per-layer times (ms)", 3)
         doc.table(rt.times_table(res, published),
                   caption=f"Columns marked '{SOURCE}' are the study's Mali-T628 figures, not ours." if published else None)
-        for ref in ("clblast", "numpy"):
+        for ref in an.baselines(res, baselines):
             table = rt.speedup_table(res, ref)
             if table:
                 doc.heading(f"Speedup over {ref}", 3)
@@ -39,62 +42,63 @@ def _file_section(doc: Document, res: dict, path: str, out_dir: Path, stem: str,
         util = rt.utilisation_table(res)
         if util:
             doc.heading("Device utilisation (% of peak)", 3)
-            peak = res["peak"]
-            doc.para(f"Achieved GFLOP/s over the device's peak of {peak['gflops']:.1f} GFLOP/s, {peak['source']}. "
+            doc.para(f"Achieved GFLOP/s over the device's peak of {res.peak.gflops:.1f} GFLOP/s, {res.peak.source}. "
                      f"Backends that do not run on this device are left out.")
             doc.table(util)
-        doc.heading("Transfers and one-off costs (ms)", 3)
-        doc.table(rt.transfers_table(res))
+        doc.heading("Transfers and one-off costs", 3)
+        doc.table(rt.transfers_table(res), caption="Times in ms; memory: device memory the backend holds "
+                                                   "(weights and buffers).")
 
     doc.heading("Correctness against the float64 oracle", 3)
     doc.table(rt.correctness_table(res), caption="rel L2 = ||out - ref|| / ||ref|| end to end; each layer is also "
                                                   "checked alone on the oracle's input (worst layer shown).")
 
-    if res["mode"] != "correctness":
-        for b in rt.timed(res):
+    if res.mode != "correctness":
+        for b in an.timed(res):
             tables = [("Wall, kernel and overhead (as the seed's table 6.2)", rt.wall_kernel_table(res, b)),
                       ("Steps of each layer (as the seed's table 5.3)", rt.steps_table(res, b)),
                       ("Matrix products against the infrastructure around them (as the seed's table 7.3)",
                        rt.useful_time_table(res, b))]
-            if not any(t for _, t in tables) and not b.get("config"):
+            if not any(t for _, t in tables) and not b.config:
                 continue
-            doc.heading(f"Backend {b['name']}: {b.get('summary', '')}", 3)
+            doc.heading(f"Backend {b.name}: {b.summary}", 3)
             for caption, table in tables:
                 if table:
                     doc.para(caption + ":")
                     doc.table(table)
-            if b.get("config"):
+            if b.config:
                 doc.para("Choices made at prepare (recorded in the results):")
-                doc.code(json.dumps(b["config"], indent=None, sort_keys=True)[:4000])
+                doc.code(json.dumps(b.config, indent=None, sort_keys=True)[:4000])
 
         doc.heading("Plots", 3)
-        for kind, draw in (("times", plots.layer_times), ("speedups", plots.speedups),
+        for kind, draw in (("times", plots.layer_times), ("speedups", lambda r, p: plots.speedups(r, p, baselines)),
                            ("utilisation", plots.utilisation)):
             name = f"{stem}-{kind}.png"
             if draw(res, out_dir / name):
-                doc.image(name, f"{net['name']} {kind}")
+                doc.image(name, f"{net.name} {kind}")
                 written.append(str(out_dir / name))
     return written
 
 
-def render_report(results: list[dict], paths: list[str], out_dir: str, published: bool = False) -> list[str]:
+def render_report(results: list[RunResult], paths: list[str], out_dir: str, published: bool = False,
+                  baselines=an.DEFAULT_BASELINES) -> list[str]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     doc = Document("clblast-compare report")
     doc.para("Does CLBlast make a good neural-network engine on this device, or do hand-written kernels beat it? "
              "Every table below is rendered from the results files listed; nothing is typed in by hand.")
     written = []
-    groups: dict[str, list[tuple[dict, str]]] = {}
+    groups: dict[str, list[tuple[RunResult, str]]] = {}
     for res, path in zip(results, paths):
-        groups.setdefault(res["net"]["name"], []).append((res, path))
+        groups.setdefault(res.net.name, []).append((res, path))
     for net_name, group in groups.items():
         if len(group) > 1:
             doc.heading(f"{net_name} across devices and runs")
-            doc.table(rt.cross_device_table([r for r, _ in group]),
-                      caption="End-to-end compute ms per results file (speedup over clblast on that device).")
+            doc.table(rt.cross_device_table([r for r, _ in group], baselines[0]),
+                      caption=f"End-to-end compute ms per results file (speedup over {baselines[0]} on that device).")
         for i, (res, path) in enumerate(group):
-            stem = f"{net_name}-{_slug(res['device'].get('name', 'device'))}-{i}"
-            written += _file_section(doc, res, path, out, stem, published)
+            stem = f"{net_name}-{_slug(res.device.name)}-{i}"
+            written += _file_section(doc, res, path, out, stem, published, baselines)
     write_text_atomic(out / "report.md", doc.to_markdown())
     write_text_atomic(out / "report.html", doc.to_html())
     return [str(out / "report.md"), str(out / "report.html")] + written

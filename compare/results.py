@@ -1,22 +1,275 @@
-"""The versioned results file: what `compare run` writes and `compare report` reads.
+"""The results file as typed data: what `compare run` writes and `compare
+report` reads, so runs from several machines merge into one report.
 
-Times are in milliseconds; a timing is a summary from compare.stats
-(median, min, max, q1, q3, iqr, n).  Files are written atomically.
+Times are in milliseconds.  Every repeated measurement keeps its raw
+samples beside their summary (Samples).  Files are written atomically.
+`load_results` validates every field it reads: a malformed file becomes one
+UserError naming the field (exit 2), never a traceback.  Version 1 files
+(summaries only, no raw samples) are migrated on load.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
+from types import NoneType, UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+import numpy as np
 
 from .errors import UserError
 from .files import write_text_atomic
 
 SCHEMA = "clblast-compare/results"
-VERSION = 1
+VERSION = 2
 STATUSES = ("OK", "FAILED", "UNAVAILABLE", "UNSUPPORTED")
+CHECK_STATUSES = ("PASS", "FAIL")
 
+
+class Malformed(ValueError):
+    """A field of a results file is missing or of the wrong type."""
+
+    def __init__(self, where: str, problem: str):
+        super().__init__(f"{where}: {problem}" if where else problem)
+
+
+# -- the model ---------------------------------------------------------------
+
+@dataclass
+class Samples:
+    """Repeated measurements of one quantity (ms): the raw values in the
+    order taken and their summary.  Version 1 files kept only the summary,
+    so `values` may be empty."""
+
+    median: float
+    min: float
+    max: float
+    q1: float
+    q3: float
+    iqr: float
+    n: int
+    values: list[float] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, values) -> Samples | None:
+        xs = [float(v) for v in values if v is not None]
+        if not xs:
+            return None
+        q1, med, q3 = np.percentile(np.asarray(xs, np.float64), [25, 50, 75])
+        return cls(median=float(med), min=min(xs), max=max(xs), q1=float(q1), q3=float(q3),
+                   iqr=float(q3 - q1), n=len(xs), values=xs)
+
+    def validate(self, where: str) -> None:
+        if self.values and len(self.values) != self.n:
+            raise Malformed(where, f"n is {self.n} but {len(self.values)} values are kept")
+
+
+@dataclass
+class StepTimes:
+    name: str
+    how: str          # 'event', 'markers' (a span between markers on the queue) or 'wall'
+    ms: Samples
+
+
+@dataclass
+class LayerTimes:
+    name: str
+    wall: Samples
+    kernel: Samples | None = None     # None where the backend has no device events
+    overhead: Samples | None = None   # wall - kernel, per repeat
+    steps: list[StepTimes] = field(default_factory=list)
+
+
+@dataclass
+class PassTimes:
+    """One whole forward pass without per-layer syncs, its phases apart."""
+
+    upload: Samples
+    compute: Samples
+    download: Samples
+    total: Samples
+
+
+@dataclass
+class Timing:
+    end_to_end: PassTimes
+    layers: list[LayerTimes]
+
+
+@dataclass
+class Comparison:
+    """One output against the oracle's (compare.checking)."""
+
+    passed: bool
+    rel_l2: float | None = None
+    max_abs: float | None = None
+    name: str | None = None       # the layer, for a layer-wise comparison
+    top1: float | None = None     # share of rows whose argmax agrees, for classifier outputs
+    note: str | None = None
+
+
+@dataclass
+class Check:
+    status: str
+    tolerance: float
+    end_to_end: Comparison
+    layers: list[Comparison] = field(default_factory=list)
+
+    def validate(self, where: str) -> None:
+        if self.status not in CHECK_STATUSES:
+            raise Malformed(f"{where}.status", f"must be one of {', '.join(CHECK_STATUSES)}, not {self.status!r}")
+
+
+@dataclass
+class BackendDigits:
+    accuracy: float
+    differ: int | None = None
+
+
+@dataclass
+class BackendResult:
+    name: str
+    status: str
+    summary: str = ""
+    uses_opencl: bool | None = None
+    reason: str | None = None         # why it is not OK
+    error_kind: str | None = None     # FAILED: 'user' (refused: exit 2) or 'internal' (crashed: exit 1)
+    info: dict = field(default_factory=dict)      # where it ran and with what (device, kind, versions)
+    config: dict = field(default_factory=dict)    # choices made at prepare
+    prepare_ms: float | None = None
+    first_run_ms: float | None = None
+    memory_bytes: int | None = None
+    check: Check | None = None
+    timing: Timing | None = None
+    digits: BackendDigits | None = None
+
+    def validate(self, where: str) -> None:
+        if self.status not in STATUSES:
+            raise Malformed(f"{where}.status", f"must be one of {', '.join(STATUSES)}, not {self.status!r}")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "OK"
+
+
+@dataclass
+class Tool:
+    name: str
+    version: str
+
+
+@dataclass
+class Host:
+    cpu: str | None = None
+    cpus: int | None = None
+    os: str | None = None
+    python: str | None = None
+    hostname: str | None = None
+
+
+@dataclass
+class Device:
+    """The OpenCL device the run used (or the host CPU when none ran)."""
+
+    name: str
+    type: str | None = None
+    platform: str | None = None
+    platform_version: str | None = None
+    vendor: str | None = None
+    driver: str | None = None
+    opencl: str | None = None
+    compute_units: int | None = None
+    clock_mhz: int | None = None
+    global_mem_bytes: int | None = None
+    max_alloc_bytes: int | None = None
+    local_mem_bytes: int | None = None
+    max_work_group_size: int | None = None
+    max_work_item_sizes: list[int] | None = None
+    preferred_vector_width_float: int | None = None
+
+
+@dataclass
+class Settings:
+    repeats: int
+    warmup: int
+    layerwise_check: bool = True
+
+
+@dataclass
+class LayerInfo:
+    name: str
+    kind: str
+    flops: int
+    activation: str | None = None
+    in_shape: list[int] | None = None
+    out_shape: list[int] | None = None
+    params: int | None = None
+
+
+@dataclass
+class NetInfo:
+    name: str
+    batch: int
+    flops: int
+    layers: list[LayerInfo]
+    input_shape: list[int] | None = None
+    params: int | None = None
+
+
+@dataclass
+class Source:
+    """Where weights or input came from."""
+
+    kind: str                  # 'seed', 'file' or 'digits'
+    seed: int | None = None
+    path: str | None = None
+    sha256_16: str | None = None
+
+
+@dataclass
+class Peak:
+    gflops: float
+    source: str
+    bandwidth_gbs: float | None = None
+    details: dict = field(default_factory=dict)
+    device: str | None = None
+    measured: str | None = None
+
+
+@dataclass
+class DigitsSummary:
+    images: int
+    compared_with: str
+    oracle_accuracy: float | None = None
+    oracle_differ: int | None = None
+
+
+@dataclass
+class RunResult:
+    """One `compare run` (or `check --out`): a net on one device, every backend."""
+
+    tool: Tool
+    created: str
+    command: str
+    host: Host
+    device: Device
+    mode: str
+    settings: Settings
+    net: NetInfo
+    backends: list[BackendResult]
+    sources: dict[str, Source] = field(default_factory=dict)
+    peak: Peak | None = None
+    digits: DigitsSummary | None = None
+    schema: str = SCHEMA
+    schema_version: int = VERSION
+
+    def backend(self, name: str) -> BackendResult | None:
+        return next((b for b in self.backends if b.name == name), None)
+
+
+# -- writing -------------------------------------------------------------------
 
 def _clean(obj):
     """JSON has no NaN or Inf: write them as null."""
@@ -26,47 +279,144 @@ def _clean(obj):
         return {k: _clean(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_clean(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return _clean(obj.item())
     return obj
 
 
-def write_results(path: str | os.PathLike, results: dict) -> None:
-    write_text_atomic(path, json.dumps(_clean(results), indent=1, allow_nan=False) + "\n")
+def to_json(result: RunResult) -> str:
+    return json.dumps(_clean(asdict(result)), indent=1, allow_nan=False) + "\n"
 
 
-def load_results(path: str | os.PathLike) -> dict:
+def write_results(path: str | os.PathLike, result: RunResult) -> None:
+    write_text_atomic(path, to_json(result))
+
+
+# -- reading -------------------------------------------------------------------
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _show(v) -> str:
+    text = json.dumps(v) if not isinstance(v, str) else repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _decode(tp, value, where: str):
+    """`value` (parsed JSON) as type `tp`, or Malformed naming `where`."""
+    origin = get_origin(tp)
+    if origin in (Union, UnionType):
+        options = [a for a in get_args(tp) if a is not NoneType]
+        if value is None:
+            if NoneType in get_args(tp):
+                return None
+            raise Malformed(where, "must not be null")
+        return _decode(options[0], value, where)
+    if is_dataclass(tp):
+        return decode(tp, value, where)
+    if tp is float:
+        if not _is_number(value):
+            raise Malformed(where, f"expected a number, got {_show(value)}")
+        return float(value)
+    if tp is int:
+        if not (isinstance(value, int) and not isinstance(value, bool)):
+            raise Malformed(where, f"expected a whole number, got {_show(value)}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise Malformed(where, f"expected true or false, got {_show(value)}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise Malformed(where, f"expected a string, got {_show(value)}")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise Malformed(where, f"expected a list, got {_show(value)}")
+        (item,) = get_args(tp)
+        return [_decode(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise Malformed(where, f"expected an object, got {_show(value)}")
+        _, item = get_args(tp)
+        return {k: _decode(item, v, f"{where}.{k}") for k, v in value.items()}
+    if tp is dict or tp is Any:   # free-form: recorded choices and versions, shown as they are
+        if tp is dict and not isinstance(value, dict):
+            raise Malformed(where, f"expected an object, got {_show(value)}")
+        return value
+    raise TypeError(f"results model: no decoder for {tp!r} at {where}")
+
+
+def decode(cls, data, where: str = ""):
+    """An instance of dataclass `cls` from parsed JSON, every field checked."""
+    if not isinstance(data, dict):
+        raise Malformed(where, f"expected an object, got {_show(data)}")
+    hints = get_type_hints(cls)
+    kwargs = {}
+    for f in fields(cls):
+        at = f"{where}.{f.name}" if where else f.name
+        if f.name not in data:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise Malformed(at, "is missing")
+            continue
+        kwargs[f.name] = _decode(hints[f.name], data[f.name], at)
+    obj = cls(**kwargs)
+    if hasattr(obj, "validate"):
+        obj.validate(where)
+    return obj
+
+
+def _migrate_v1(data: dict) -> dict:
+    """Version 1 kept summaries only: every summary gets an empty list of
+    raw values (nothing else changed)."""
+    def walk(obj):
+        if isinstance(obj, dict):
+            if {"median", "n"} <= obj.keys() and "values" not in obj:
+                obj["values"] = []
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v)
+    for b in data.get("backends") or []:
+        if isinstance(b, dict):
+            walk(b.get("timing"))
+    data["schema_version"] = VERSION
+    return data
+
+
+MIGRATIONS = {1: _migrate_v1}
+
+
+def parse_results(text: str, source: str) -> RunResult:
+    """A results file's text as a RunResult; UserError naming the problem."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"results file {source} is not valid JSON ({exc}); was it cut short?") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise UserError(f"{source} is not a clblast-compare results file (no '\"schema\": \"{SCHEMA}\"')")
+    version = data.get("schema_version")
+    if version in MIGRATIONS:
+        data = MIGRATIONS[version](data)
+    elif version != VERSION:
+        newer = _is_number(version) and version > VERSION
+        raise UserError(f"{source} has results schema version {version}; this compare reads versions "
+                        f"1 to {VERSION}: " + ("update clblast-compare to read it" if newer else
+                                               "re-run `compare run` to make a current file"))
+    try:
+        return decode(RunResult, data)
+    except Malformed as exc:
+        raise UserError(f"results file {source} is malformed: {exc}") from None
+
+
+def load_results(path: str | os.PathLike) -> RunResult:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"results file {path} not found")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"results file {path} is not valid JSON ({exc}); was it cut short?") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise UserError(f"{path} is not a clblast-compare results file (no '\"schema\": \"{SCHEMA}\"')")
-    version = data.get("schema_version")
-    if version != VERSION:
-        raise UserError(f"{path} has results schema version {version}; this compare reads version {VERSION}: "
-                        f"re-run `compare run` to make a current file")
-    problem = _shape_problem(data)
-    if problem:
-        raise UserError(f"results file {path} is malformed: {problem}")
-    return data
-
-
-def _shape_problem(data: dict) -> str | None:
-    net = data.get("net")
-    if not isinstance(net, dict) or not isinstance(net.get("layers"), list) or "name" not in net:
-        return "'net' with 'name' and 'layers' is missing"
-    if not isinstance(data.get("device"), dict):
-        return "'device' is missing"
-    backends = data.get("backends")
-    if not isinstance(backends, list):
-        return "'backends' is not a list"
-    for i, b in enumerate(backends):
-        if not isinstance(b, dict) or "name" not in b or b.get("status") not in STATUSES:
-            return f"backend entry {i} lacks a name or a status in {STATUSES}"
-        if b["status"] == "OK" and b.get("timing") is not None:
-            t = b["timing"]
-            if not isinstance(t, dict) or not isinstance(t.get("layers"), list):
-                return f"backend {b['name']}: 'timing.layers' is missing"
-    return None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"results file {path} cannot be read ({exc})") from None
+    return parse_results(text, str(path))

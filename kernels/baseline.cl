@@ -18,16 +18,7 @@
 // The seed accumulated in double; float keeps this working on devices
 // without fp64 and stays well inside the float32 tolerance.
 
-#if ACT == 1
-#define ACTIVATE(v) ((v) < 0.0f ? 0.0f : (v))   // NaN passes through, as in the oracle
-#elif ACT == 2
-#define ACTIVATE(v) (1.0f / (1.0f + exp(-(v))))
-#else
-#define ACTIVATE(v) (v)
-#endif
-
-// max that keeps a NaN (as numpy's max does), so a poisoned input still shows
-#define MAX_KEEP_NAN(m, v) ((v) > (m) || isnan(v) ? (v) : (m))
+#include "common.h"
 
 #define X_IMAGE (XC * XHP * XWP)
 #define Y_AT(n, c, row, col) (((n) * YC + (c)) * YHP * YWP + ((row) + YPT) * YWP + (col) + YPL)
@@ -54,7 +45,7 @@ __kernel void conv(__global const float* restrict x,
                     acc += xn[(c * XHP + fy) * XWP + fx] * wk[(c * FH + fy) * FW + fx];
             }
         }
-        y[Y_AT(n, k, row, col)] = ACTIVATE(acc + bias);
+        y[Y_AT(n, k, row, col)] = activate(acc + bias);
     }
 }
 #endif
@@ -75,7 +66,7 @@ __kernel void subsample(__global const float* restrict x,
         for (int fy = 0; fy < FH; fy++)
             for (int fx = 0; fx < FW; fx++)
                 sum += xn[fy * XWP + fx];
-        y[Y_AT(n, c, row, col)] = ACTIVATE(sum * scale + bias);
+        y[Y_AT(n, c, row, col)] = activate(sum * scale + bias);
     }
 }
 #endif
@@ -91,8 +82,8 @@ __kernel void maxpool(__global const float* restrict x, __global float* restrict
         float m = xn[0];
         for (int fy = 0; fy < FH; fy++)
             for (int fx = 0; fx < FW; fx++)
-                m = MAX_KEEP_NAN(m, xn[fy * XWP + fx]);
-        y[Y_AT(n, c, row, col)] = ACTIVATE(m);
+                m = max_keep_nan(m, xn[fy * XWP + fx]);
+        y[Y_AT(n, c, row, col)] = activate(m);
     }
 }
 #endif
@@ -110,6 +101,6 @@ __kernel void dense(__global const float* restrict x,
     float acc = 0.0f;
     for (int i = 0; i < IN; i++)
         acc += xn[i] * w[i * OUT + j];
-    y[n * OUT + j] = ACTIVATE(acc + b[j]);
+    y[n * OUT + j] = activate(acc + b[j]);
 }
 #endif

@@ -10,15 +10,7 @@
 //   CHANNELS, PLANE       bias_activate: the data is (N, CHANNELS, PLANE)
 //   H, W, OH, OW, KH, KW, SH, SW   maxpool: input (N*C, H, W) -> (N*C, OH, OW)
 
-inline float activate(float v) {
-#if ACT == 1
-    return v < 0.0f ? 0.0f : v;      // not fmax: a NaN (an unwritten, poisoned element) must stay NaN
-#elif ACT == 2
-    return 1.0f / (1.0f + exp(-v));   // exp overflows to inf for v < -88: the result is then 0, as it should be
-#else
-    return v;
-#endif
-}
+#include "common.h"
 
 #ifdef COUNT
 __kernel void activate_inplace(__global float *y) {
@@ -49,7 +41,7 @@ __kernel void maxpool(__global const float *x, __global float *y) {
     float best = src[0];
     for (int fy = 0; fy < KH; fy++)
         for (int fx = 0; fx < KW; fx++)
-            best = fmax(best, src[fy * W + fx]);
+            best = max_keep_nan(best, src[fy * W + fx]);
     y[(size_t)plane * (OH * OW) + oy * OW + ox] = activate(best);
 }
 #endif

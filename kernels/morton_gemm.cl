@@ -16,15 +16,7 @@
 //
 // -D constants: L_PAD (multiple of 4), N_PAD, ACT (0 none, 1 relu, 2 sigmoid)
 
-inline float activate(float v) {
-#if ACT == 1
-    return v < 0.0f ? 0.0f : v;      // not fmax: a NaN (an unwritten, poisoned element) must stay NaN
-#elif ACT == 2
-    return 1.0f / (1.0f + exp(-v));
-#else
-    return v;
-#endif
-}
+#include "common.h"
 
 __kernel void morton_gemm(__global const float4 *A, __global const float4 *B,
                           __global const float *bias, __global float *C) {

@@ -10,15 +10,7 @@
 // No index is divided (Oclgrind's uninitialised-value check trips over the
 // `freeze` LLVM adds after a division): subsample loops over the batch.
 
-inline float activate(float v) {
-#if ACT == 1
-    return v < 0.0f ? 0.0f : v;      // not fmax: a NaN (an unwritten, poisoned element) must stay NaN
-#elif ACT == 2
-    return 1.0f / (1.0f + exp(-v));
-#else
-    return v;
-#endif
-}
+#include "common.h"
 
 #if defined(KH) && !defined(C)
 // Windows are never formed past the edge (OH, OW are floor-divided).
@@ -29,7 +21,7 @@ __kernel void maxpool(__global const float *x, __global float *y) {
     float best = src[0];
     for (int fy = 0; fy < KH; fy++)
         for (int fx = 0; fx < KW; fx++)
-            best = fmax(best, src[fy * W + fx]);
+            best = max_keep_nan(best, src[fy * W + fx]);
     y[(size_t)plane * (OH * OW) + oy * OW + ox] = activate(best);
 }
 #endif

@@ -3,7 +3,7 @@
 // The convolution is read as an implicit GEMM (no im2col buffer):
 //   out[pixel p][channel k] = sum over r = (fy, fx, c) of in(p, r) * w[r][k]
 // with p = (image, output row, output column) and in(p, r) read straight
-// from the NHWC input, whose zero border (backends/handwritten_layout.py)
+// from the NHWC input, whose zero border (backends/handwritten/layout.py)
 // makes every read in range.  For one filter tap (fy, fx) the channels c are
 // contiguous, so a TK-long slice of r (TK divides XC4) is TK/4 float4s.
 //
@@ -22,13 +22,7 @@
 //                partial sums that conv_tiled_reduce adds up
 // Weights are reordered at prepare to (FH, FW, XC4, KP), zero-padded; bias to KP.
 
-#if ACT == 1
-#define ACTIVATE4(v) select((v), (float4)(0.0f), isless((v), (float4)(0.0f)))
-#elif ACT == 2
-#define ACTIVATE4(v) (1.0f / (1.0f + exp(-(v))))
-#else
-#define ACTIVATE4(v) (v)
-#endif
+#include "common.h"
 
 #define TX (TN / RN)                 // work-items along channels
 #define TY (TM / RM)                 // work-items along pixels
@@ -46,17 +40,6 @@
 #define XV (XC4 / 4)
 #define YV (YC4 / 4)
 #define KV (KP / 4)
-
-// The channels past YC in a pixel's last float4 stay 0: the next layer's
-// zero weights multiply them, and a sigmoid would make them 0.5.
-inline float4 zero_tail(float4 v, int k4)
-{
-#if YC % 4
-    if (k4 == YV - 1)
-        v = select(v, (float4)(0.0f), (int4)(0, 1, 2, 3) >= (int4)(YC % 4));
-#endif
-    return v;
-}
 
 // Index arithmetic that divides is unsigned: LLVM then needs no `freeze`
 // of a possibly-overflowing signed sum before splitting a division from its
@@ -172,7 +155,7 @@ void conv_tiled(__global const float4* restrict x,
             for (int j = 0; j < RN4; j++) {
                 const int k4 = n0 / 4 + j * TX + tx;
                 if (k4 < YV)
-                    y[yp + k4] = zero_tail(ACTIVATE4(acc[4 * g + e][j] + b[k4]), k4);
+                    y[yp + k4] = zero_tail(activate4(acc[4 * g + e][j] + b[k4]), k4);
             }
 #else
             // partial sums: y is the (KSPLIT, M, KP) scratch buffer here
@@ -196,6 +179,6 @@ __kernel void conv_tiled_reduce(__global const float4* restrict part,
     float4 s = b[k4];
     for (int i = 0; i < KSPLIT; i++)
         s += part[(i * M + p) * KV + k4];
-    y[y_pixel(p) + k4] = zero_tail(ACTIVATE4(s), k4);
+    y[y_pixel(p) + k4] = zero_tail(activate4(s), k4);
 }
 #endif

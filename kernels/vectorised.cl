@@ -3,7 +3,7 @@
 // layers as a float4 GEMV.
 //
 // Buffers are NHWC with the zero border their consumer needs (see
-// backends/handwritten_layout.py); channel counts are stored rounded up to a
+// backends/handwritten/layout.py); channel counts are stored rounded up to a
 // multiple of 4 and the extra channels hold zeros.  -D constants:
 //   N                 batch
 //   XC4, XHP, XWP     input channels (multiple of 4), stored height/width
@@ -21,34 +21,10 @@
 // Global sizes are rounded up to the work-group shape: every kernel returns
 // early for the work-items past the edge.
 
-// ACTIVATE4 for float4, ACTIVATE1 for float; NaN passes through a ReLU, as in the oracle
-#if ACT == 1
-#define ACTIVATE4(v) select((v), (float4)(0.0f), isless((v), (float4)(0.0f)))
-#define ACTIVATE1(v) ((v) < 0.0f ? 0.0f : (v))
-#elif ACT == 2
-#define ACTIVATE4(v) (1.0f / (1.0f + exp(-(v))))
-#define ACTIVATE1(v) (1.0f / (1.0f + exp(-(v))))
-#else
-#define ACTIVATE4(v) (v)
-#define ACTIVATE1(v) (v)
-#endif
+#include "common.h"
 
 #define XV (XC4 / 4)   // float4s per input pixel
 #define YV (YC4 / 4)   // float4s per output pixel
-
-// Channels past YC in the last float4 of a pixel must stay 0 (the next
-// layer's zero weights multiply them): mask them after the activation,
-// which would turn 0 into 0.5 for a sigmoid.
-inline float4 zero_tail(float4 v, int c4)
-{
-#if YC % 4
-    if (c4 == YV - 1) {
-        const int4 lane = (int4)(0, 1, 2, 3);
-        v = select(v, (float4)(0.0f), lane >= (int4)(YC % 4));
-    }
-#endif
-    return v;
-}
 
 #define Y_PIXEL(n, row, col) ((((n) * YHP + (row) + YPT) * YWP + (col) + YPL) * YV)
 
@@ -97,7 +73,7 @@ __kernel void conv(__global const float4* restrict x,
     const float4 one = (float4)(1.0f);
     const float s0 = dot(a0, one), s1 = dot(a1, one), s2 = dot(a2, one), s3 = dot(a3, one);
 #endif
-    const float4 out = ACTIVATE4((float4)(s0, s1, s2, s3) + b[c4]);
+    const float4 out = activate4((float4)(s0, s1, s2, s3) + b[c4]);
     y[Y_PIXEL(n, row, col) + c4] = zero_tail(out, c4);
 }
 #endif
@@ -119,15 +95,12 @@ __kernel void subsample(__global const float4* restrict x,
     for (int fy = 0; fy < FH; fy++)
         for (int fx = 0; fx < FW; fx++)
             sum += xp[(fy * XWP + fx) * XV];
-    const float4 out = ACTIVATE4(sum * (coeff[c4] / (float)(FH * FW)) + b[c4]);
+    const float4 out = activate4(sum * (coeff[c4] / (float)(FH * FW)) + b[c4]);
     y[Y_PIXEL(n, row, col) + c4] = zero_tail(out, c4);
 }
 #endif
 
 #ifdef MAXPOOL
-// max that keeps a NaN (as numpy's max does), so a poisoned input still shows
-#define MAX_KEEP_NAN(m, v) select((m), (v), isgreater((v), (m)) | isnan(v))
-
 __kernel void maxpool(__global const float4* restrict x, __global float4* restrict y)
 {
     const int r = get_global_id(0), col = get_global_id(1), c4 = get_global_id(2);
@@ -138,8 +111,8 @@ __kernel void maxpool(__global const float4* restrict x, __global float4* restri
     float4 m = xp[0];
     for (int fy = 0; fy < FH; fy++)
         for (int fx = 0; fx < FW; fx++)
-            m = MAX_KEEP_NAN(m, xp[(fy * XWP + fx) * XV]);
-    y[Y_PIXEL(n, row, col) + c4] = zero_tail(ACTIVATE4(m), c4);
+            m = max4_keep_nan(m, xp[(fy * XWP + fx) * XV]);
+    y[Y_PIXEL(n, row, col) + c4] = zero_tail(activate4(m), c4);
 }
 #endif
 
@@ -184,7 +157,7 @@ __kernel void dense_gemv(__global const float4* restrict x,
     s = part[row][0];
 #endif
     if (lane == 0 && j < OUT)
-        y[j] = ACTIVATE1(s + b[j]);
+        y[j] = activate(s + b[j]);
 }
 #endif
 
@@ -209,6 +182,6 @@ __kernel void dense_batched(__global const float4* restrict x,
 #else
         acc = mad(xn[i], wj[i], acc);
 #endif
-    y[n * YC4 + j] = ACTIVATE1(dot(acc, (float4)(1.0f)) + b[j]);
+    y[n * YC4 + j] = activate(dot(acc, (float4)(1.0f)) + b[j]);
 }
 #endif

@@ -1,5 +1,6 @@
-"""The nets this tool runs, as data.  `get_net` takes a name (or, where the
-Keras importer is installed, a .keras / .h5 model file)."""
+"""The nets this tool runs, as data: layer specs, seeded or user weights,
+and the Keras importer, as plain functions.  The bottom layer: it imports
+nothing of `backends` or `compare` but compare.errors."""
 from compare.errors import UserError
 
 from .lenet import LENET
@@ -8,25 +9,12 @@ from .vgg16 import VGG16
 
 NETS = {net.name: net for net in (LENET, VGG16)}
 
-__all__ = ["ACTIVATIONS", "Conv", "Dense", "Layer", "MaxPool", "Net", "Subsample", "NETS", "get_net",
-           "imported_weights"]
-
-# nets imported from Keras files, each with the trained weights it came with
-_IMPORTED: list[tuple[Net, dict]] = []
+__all__ = ["ACTIVATIONS", "Conv", "Dense", "Layer", "MaxPool", "Net", "Subsample", "NETS", "LENET", "VGG16",
+           "get_net"]
 
 
 def get_net(name: str) -> Net:
+    """A built-in net by name (compare/models.py also takes Keras model files)."""
     if name in NETS:
         return NETS[name]
-    if name.lower().endswith((".keras", ".h5")):
-        # Keras loads TensorFlow, which must stay out of this process (backends/isolated.py)
-        from backends.isolated import call_isolated
-        net, weights = call_isolated("Keras model import", "nets.keras_import", "load_keras", name)
-        _IMPORTED.append((net, weights))
-        return net
     raise UserError(f"unknown net {name!r}: choose one of {', '.join(NETS)}, or a Keras .keras/.h5 model file")
-
-
-def imported_weights(net: Net) -> dict | None:
-    """The weights a net imported by `get_net` from a Keras file came with, else None."""
-    return next((w for n, w in _IMPORTED if n is net), None)

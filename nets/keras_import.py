@@ -23,7 +23,9 @@ import numpy as np
 
 from compare.errors import UserError
 
+from .layouts import hwc_rows_to_chw
 from .spec import Conv, Dense, MaxPool, Net, Subsample
+from .weights import validate_weights
 
 ACTIVATION = {"linear": "none", "relu": "relu", "sigmoid": "sigmoid"}
 SUFFIXES = (".keras", ".h5")
@@ -74,8 +76,7 @@ def conv_kernel_from_keras(kernel: np.ndarray) -> np.ndarray:
 def dense_rows_from_keras(weight: np.ndarray, chw: tuple) -> np.ndarray:
     """The weight of a Dense after a Flatten of an NHWC (C, H, W) tensor: its rows
     come in H,W,C order; ours in C,H,W order."""
-    c, h, w = chw
-    return np.ascontiguousarray(weight.reshape(h, w, c, -1).transpose(2, 0, 1, 3).reshape(c * h * w, -1))
+    return hwc_rows_to_chw(weight, chw)
 
 
 def _sanitise(name: str, taken: set) -> str:
@@ -259,6 +260,5 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
         raise UserError(f"{source or name}: the model has no layer we can run")
     description = f"imported from {source or 'a Keras model'}" + (f"; {'; '.join(b.notes)}" if b.notes else "")
     net = b.net(name, description, (c, h, w))
-    from compare.weights import validate_weights   # here: compare.weights imports nets
     validate_weights(b.weights, net, source or name)
     return net, b.weights

@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run from a checkout without installing
 
 from compare import digits  # noqa: E402
-from compare.weights import save_weights, validate_weights  # noqa: E402
+from nets.weights import save_weights, validate_weights  # noqa: E402
 from nets import LENET  # noqa: E402
 from nets.keras_import import conv_kernel_from_keras, dense_rows_from_keras  # noqa: E402
 
@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     weights, keras_out = train(args.epochs, verbose=2)
     validate_weights(weights, LENET, "the trained model")
-    from backends.numpy_backend import NumpyNet
+    from backends.reference.numpy_backend import NumpyNet
     x_test, y_test = digits.split()[2:]
     ours = NumpyNet(LENET, weights, len(x_test)).forward(x_test)
     keras_acc, our_acc = (float(np.mean(digits.predictions(out) == y_test)) for out in (keras_out, ours))

@@ -9,7 +9,7 @@ import pytest
 
 import backends
 from compare import oracle
-from compare.weights import init_weights, make_input
+from nets.weights import init_weights, make_input
 from nets import LENET, VGG16
 
 # `make test` sets this: there every backend but those named in

@@ -10,7 +10,7 @@ import numpy as np
 import backends
 from compare import oracle
 from compare.checking import compare_arrays
-from compare.weights import init_weights, make_input
+from nets.weights import init_weights, make_input
 from nets import LENET, Conv, Dense, MaxPool, Net
 
 # VGG's layer types at small, odd sizes, channels not a multiple of 4
@@ -27,8 +27,8 @@ SHRUNK_VGG = Net("shrunk-vgg", (3, 13, 11), (
 
 def gpu_plans(backend, net, weights, batch):
     """`vectorised-tiled` as it plans on a GPU (8x8 blocks, a split sum), whatever the device."""
-    from backends.tiled import TiledNet
-    from backends.tiled_plan import TILES
+    from backends.handwritten.tiled import TiledNet
+    from backends.handwritten.tiled_plan import TILES
     return TiledNet(backend.runtime(), net, weights, batch, tiles=TILES[2:3], ksplit=3)
 
 
@@ -49,8 +49,8 @@ def main(name: str) -> int:
         finally:
             prepared.close()
         result = compare_arrays(y, ref[-1])
-        print(f"{name} {net.name}: {'PASS' if result['passed'] else 'FAIL'} rel L2 {result['rel_l2']}")
-        failures += not result["passed"]
+        print(f"{name} {net.name}: {'PASS' if result.passed else 'FAIL'} rel L2 {result.rel_l2}")
+        failures += not result.passed
     return 1 if failures else 0
 
 

@@ -1,9 +1,10 @@
-"""A small hand-made results file, so report tables can be checked exactly."""
-from compare.results import SCHEMA, VERSION
+"""A small hand-made results file, so report tables can be checked exactly:
+small_results_dict() as JSON would hold it, small_results() as the typed model."""
+from compare.results import SCHEMA, VERSION, RunResult, decode
 
 
-def stats(ms):
-    return {"median": ms, "min": ms, "max": ms, "q1": ms, "q3": ms, "iqr": 0.0, "n": 3}
+def stats(ms, n=3):
+    return {"median": ms, "min": ms, "max": ms, "q1": ms, "q3": ms, "iqr": 0.0, "n": n, "values": [ms] * n}
 
 
 def layer(name, wall, kernel=None, steps=()):
@@ -15,6 +16,7 @@ def layer(name, wall, kernel=None, steps=()):
 def backend(name, layers, compute, uses_opencl=True, kind=None, check_rel=1e-7):
     return {"name": name, "summary": f"the {name} backend", "uses_opencl": uses_opencl, "status": "OK",
             "info": {"kind": kind} if kind else {}, "config": {}, "prepare_ms": 10.0, "first_run_ms": 20.0,
+            "memory_bytes": 3 * 2**20,
             "check": {"status": "PASS" if check_rel < 1e-4 else "FAIL", "tolerance": 1e-4,
                       "end_to_end": {"passed": check_rel < 1e-4, "rel_l2": check_rel, "max_abs": 2e-6, "top1": 1.0},
                       "layers": [{"name": "a", "passed": True, "rel_l2": check_rel / 2, "max_abs": 1e-6},
@@ -24,7 +26,7 @@ def backend(name, layers, compute, uses_opencl=True, kind=None, check_rel=1e-7):
                        "layers": layers}}
 
 
-def small_results(device="Test GPU", created="2026-11-01T10:00:00+00:00"):
+def small_results_dict(device="Test GPU", created="2026-11-01T10:00:00+00:00"):
     return {
         "schema": SCHEMA, "schema_version": VERSION,
         "tool": {"name": "clblast-compare", "version": "0.1.0"},
@@ -47,3 +49,7 @@ def small_results(device="Test GPU", created="2026-11-01T10:00:00+00:00"):
              "reason": "PyTorch is not installed"},
         ],
     }
+
+
+def small_results(device="Test GPU", created="2026-11-01T10:00:00+00:00") -> RunResult:
+    return decode(RunResult, small_results_dict(device, created))

@@ -8,18 +8,15 @@ import pytest
 import backends
 from compare import oracle
 from compare.checking import compare_arrays
-from compare.weights import init_weights
+from nets.weights import init_weights
 from nets import Conv, Dense, MaxPool, Net, Subsample
 
-from backends.handwritten_layout import Layout, consumer_pad, net_layouts
+from backends.handwritten.layout import Layout, consumer_pad, net_layouts
+from conftest import backend_or_skip
 
-if backends.unavailable_reason("baseline"):
-    pytest.skip(f"baseline unavailable: {backends.unavailable_reason('baseline')}", allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture
 def backend():
-    return backends.get("baseline")
+    return backend_or_skip("baseline")   # a failure under `make test` when it cannot run
 
 
 def fresh(net, batch, seed):
@@ -91,11 +88,11 @@ def test_padding_hand_off_keeps_border_zero(backend, batch):
             raw = rt.read(buf, lay.stored_shape)
             assert np.all(raw[border_mask(lay)] == 0)
         y = prepared.forward(x)
-        assert compare_arrays(y, ref[-1])["passed"]
+        assert compare_arrays(y, ref[-1]).passed
         for i, (lay, buf) in enumerate(zip(prepared.layouts[1:], prepared.activations[1:])):
             raw = rt.read(buf, lay.stored_shape)
             assert np.all(raw[border_mask(lay)] == 0), f"a kernel wrote the border of {HANDOFF.layers[i].name}'s output"
-            assert compare_arrays(lay.unpack(raw), ref[i])["passed"], HANDOFF.layers[i].name
+            assert compare_arrays(lay.unpack(raw), ref[i]).passed, HANDOFF.layers[i].name
     finally:
         prepared.close()
 
@@ -118,7 +115,7 @@ def test_edge_shapes_match_the_oracle(backend, case):
     try:
         for i, got in enumerate(prepared.layer_outputs(x)):
             result = compare_arrays(got, ref[i])
-            assert result["passed"], f"{case} {net.layers[i].name}: {result}"
+            assert result.passed, f"{case} {net.layers[i].name}: {result}"
     finally:
         prepared.close()
 
@@ -133,7 +130,7 @@ def test_kernels_are_built_once_at_prepare(backend, monkeypatch):
         monkeypatch.setattr(prepared.rt, "kernel", no_build)
         monkeypatch.setattr(prepared.rt, "program", no_build)
         for _ in range(2):
-            assert compare_arrays(prepared.forward(x), ref[-1])["passed"]
+            assert compare_arrays(prepared.forward(x), ref[-1]).passed
         assert set(prepared.config["layers"]) == {layer.name for layer in net.layers}
         assert prepared.config["layers"]["conv"]["global"] == [11, 9, 5]   # (rows, columns, channels)
     finally:

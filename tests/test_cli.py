@@ -6,7 +6,7 @@ import pytest
 
 from compare.cli import main
 from compare.results import SCHEMA, VERSION
-from compare.weights import init_weights, save_weights
+from nets.weights import init_weights, save_weights
 from nets import LENET
 
 
@@ -121,9 +121,16 @@ def test_report_renders_a_run(capsys, tmp_path):
     out = tmp_path / "r.json"
     assert run(capsys, "run", "--net", "lenet", "--backends", "numpy", "--batch", "2", "--repeats", "2",
                "--out", str(out))[0] == 0
-    code, text, _ = run(capsys, "report", str(out), "--out", str(tmp_path / "rep"))
+    code, text, _ = run(capsys, "report", str(out), "--out", str(tmp_path / "rep"), "--baseline", "numpy")
     assert code == 0
-    assert "numpy" in (tmp_path / "rep" / "report.md").read_text()
+    md = (tmp_path / "rep" / "report.md").read_text()
+    data = json.loads(out.read_text())
+    # the per-layer table shows each layer's median wall time from the file, to 3 decimals
+    for layer in data["backends"][0]["timing"]["layers"]:
+        row = next(line for line in md.splitlines() if line.startswith(f"| {layer['name']} "))
+        assert f"{layer['wall']['median']:.3f}" in row, (row, layer["wall"])
+    assert "Speedup over numpy" not in md      # no other backend to compare
+    assert {p.name for p in (tmp_path / "rep").iterdir()} >= {"report.md", "report.html"}
 
 
 def test_a_backend_that_cannot_import_is_listed_unavailable(capsys, tmp_path, monkeypatch):
@@ -142,7 +149,6 @@ def test_a_backend_that_cannot_import_is_listed_unavailable(capsys, tmp_path, mo
 # -- `check --data digits` (compare/digits.py) ------------------------------
 
 def test_check_on_the_held_out_digits_prints_accuracy(capsys, tmp_path):
-    pytest.importorskip("sklearn")
     out = tmp_path / "r.json"
     code, text, _ = run(capsys, "check", "--net", "lenet", "--backends", "numpy", "--data", "digits",
                         "--batch", "60", "--out", str(out))
@@ -155,7 +161,6 @@ def test_check_on_the_held_out_digits_prints_accuracy(capsys, tmp_path):
 
 
 def test_check_on_digits_fails_when_a_backend_predicts_differently(capsys, monkeypatch):
-    pytest.importorskip("sklearn")
     from compare import digits
     monkeypatch.setattr(digits, "disagreements", lambda results: ["numpy"])
     code, _, err = run(capsys, "check", "--net", "lenet", "--backends", "numpy", "--data", "digits", "--batch", "10")

@@ -5,17 +5,18 @@ whose converted weights must reproduce Keras's own outputs."""
 import numpy as np
 import pytest
 
-pytest.importorskip("sklearn")
+from backends.peers.isolated import call_isolated
+from backends.reference.numpy_backend import NumpyNet
+from compare import digits
+from compare.checking import compare_arrays
+from compare.errors import UserError
+from compare.results import BackendDigits, RunResult, decode
+from compare.runner import Outputs
+from nets.weights import load_weights, validate_weights
+from nets import LENET, VGG16
 
-from backends.isolated import call_isolated  # noqa: E402
-from backends.numpy_backend import NumpyNet  # noqa: E402
-from compare import digits  # noqa: E402
-from compare.checking import compare_arrays  # noqa: E402
-from compare.errors import UserError  # noqa: E402
-from compare.weights import load_weights, validate_weights  # noqa: E402
-from nets import LENET, VGG16  # noqa: E402
-
-from conftest import backend_or_skip  # noqa: E402
+from conftest import backend_or_skip
+from results_factory import small_results_dict
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +76,11 @@ def test_held_out_input_refuses_other_nets_and_too_large_batches():
 
 
 def _results(outputs: dict, batch: int, ref):
-    return {"net": {"batch": batch}, "reference_output": ref,
-            "backends": [{"name": n, "status": "OK", "output": o} for n, o in outputs.items()]
-            + [{"name": "morton", "status": "UNAVAILABLE", "reason": "not here"}]}
+    d = small_results_dict()
+    d["net"]["batch"] = batch
+    d["backends"] = ([{"name": n, "status": "OK"} for n in outputs]
+                     + [{"name": "morton", "status": "UNAVAILABLE", "reason": "not here"}])
+    return decode(RunResult, d), Outputs(ref, dict(outputs))
 
 
 def test_accuracy_counts_predictions_that_differ_from_numpy(data):
@@ -85,13 +88,13 @@ def test_accuracy_counts_predictions_that_differ_from_numpy(data):
     good = np.eye(84, dtype=np.float32)[y_test]
     off = good.copy()
     off[4] = np.eye(84, dtype=np.float32)[(y_test[4] + 1) % 10]     # one image predicted differently
-    results = _results({"numpy": good, "other": off}, 20, good.astype(np.float64))
-    digits.add_accuracy(results)
-    numpy_entry, other, missing = results["backends"]
-    assert numpy_entry["digits"] == {"accuracy": 1.0, "differ": 0}
-    assert other["digits"] == {"accuracy": 0.95, "differ": 1}
-    assert "digits" not in missing
-    assert results["digits"]["oracle_accuracy"] == 1.0 and results["digits"]["compared_with"] == "numpy"
+    results, outputs = _results({"numpy": good, "other": off}, 20, good.astype(np.float64))
+    digits.add_accuracy(results, outputs)
+    numpy_entry, other, missing = results.backends
+    assert numpy_entry.digits == BackendDigits(1.0, 0)
+    assert other.digits == BackendDigits(0.95, 1)
+    assert missing.digits is None
+    assert results.digits.oracle_accuracy == 1.0 and results.digits.compared_with == "numpy"
     assert digits.disagreements(results) == ["other"]
     table = digits.accuracy_table(results)
     assert "top-1 accuracy on 20 held-out digits" in table
@@ -101,9 +104,9 @@ def test_accuracy_counts_predictions_that_differ_from_numpy(data):
 def test_without_numpy_the_oracle_is_the_comparison(data):
     y_test = data[3][:10]
     good = np.eye(84, dtype=np.float32)[y_test]
-    results = _results({"other": good}, 10, good.astype(np.float64))
-    digits.add_accuracy(results)
-    assert results["digits"]["compared_with"] == "oracle" and results["backends"][0]["digits"]["differ"] == 0
+    results, outputs = _results({"other": good}, 10, good.astype(np.float64))
+    digits.add_accuracy(results, outputs)
+    assert results.digits.compared_with == "oracle" and results.backends[0].digits.differ == 0
 
 
 def test_training_script_smoke_and_its_weight_conversion(data):
@@ -113,4 +116,4 @@ def test_training_script_smoke_and_its_weight_conversion(data):
     x_test = data[2]
     ours = NumpyNet(LENET, weights, len(x_test)).forward(x_test)
     result = compare_arrays(ours, keras_out.astype(np.float64))   # converted layouts give Keras's own outputs
-    assert result["passed"], result
+    assert result.passed, result

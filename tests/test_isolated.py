@@ -7,10 +7,10 @@ import threading
 import numpy as np
 import pytest
 
-from backends.isolated import IsolatedBackend, Worker, call_isolated
-from backends.numpy_backend import NumpyNet
+from backends.peers.isolated import IsolatedBackend, Worker, call_isolated
+from backends.reference.numpy_backend import NumpyNet
 from compare.errors import UserError
-from compare.weights import init_weights, make_input
+from nets.weights import init_weights, make_input
 from nets import LENET
 
 
@@ -26,7 +26,7 @@ def raise_unpicklable():   # called in the child, which imports this module
 
 class NumpyInAChild(IsolatedBackend):
     name = "numpy-in-a-child"
-    inner = "backends.numpy_backend:NumpyBackend"
+    inner = "backends.reference.numpy_backend:NumpyBackend"
 
 
 def test_a_call_runs_in_another_process():

@@ -3,18 +3,18 @@ imported, and run by our numpy backend must give Keras's own outputs;
 unsupported layers are refused with the layer named.
 
 Keras runs in a child process (tests/keras_models.py through
-backends.isolated): TensorFlow must not load beside PoCL in this one."""
+backends.peers.isolated): TensorFlow must not load beside PoCL in this one."""
 import json
 import sys
 
 import numpy as np
 import pytest
 
-import nets
-from backends.isolated import Worker
-from backends.numpy_backend import NumpyNet
+from backends.peers.isolated import Worker
+from backends.reference.numpy_backend import NumpyNet
 from compare.checking import compare_arrays
 from compare.cli import main
+from compare.models import imported_weights, load_net
 from compare.errors import UserError
 
 from conftest import backend_or_skip
@@ -39,8 +39,8 @@ def saved(keras_child, tmp_path_factory):
 @pytest.mark.parametrize("suffix", ["keras", "h5"])
 def test_a_saved_model_round_trips(saved, suffix):
     paths, x, keras_out = saved
-    net = nets.get_net(paths[suffix])
-    weights = nets.imported_weights(net)
+    net = load_net(paths[suffix])
+    weights = imported_weights(net)
     assert net.name == "small-model" and net.input_shape == (3, 20, 18)
     assert [layer.kind for layer in net.layers] == ["conv", "conv", "maxpool", "conv", "conv", "subsample",
                                                      "dense", "dense"]
@@ -49,20 +49,20 @@ def test_a_saved_model_round_trips(saved, suffix):
     assert net.layers[0].name == "conv_a" and net.layers[3].pad == (1, 1) and net.layers[3].stride == (1, 2)
     assert "Dropout" in net.description
     result = compare_arrays(NumpyNet(net, weights, len(x)).forward(x), keras_out.astype(np.float64))
-    assert result["passed"], result
+    assert result.passed, result
 
 
 def test_the_import_leaves_tensorflow_out_of_this_process(saved):
-    nets.get_net(saved[0]["keras"])
+    load_net(saved[0]["keras"])
     assert "tensorflow" not in sys.modules and "keras" not in sys.modules
 
 
 def test_tensorflow_backend_runs_an_imported_model(saved):
     paths, x, keras_out = saved
-    net = nets.get_net(paths["keras"])
-    prepared = backend_or_skip("tensorflow").prepare(net, nets.imported_weights(net), len(x))
+    net = load_net(paths["keras"])
+    prepared = backend_or_skip("tensorflow").prepare(net, imported_weights(net), len(x))
     try:
-        assert compare_arrays(prepared.forward(x), keras_out.astype(np.float64))["passed"]
+        assert compare_arrays(prepared.forward(x), keras_out.astype(np.float64)).passed
     finally:
         prepared.close()
 
@@ -75,18 +75,19 @@ def test_compare_run_takes_a_model_file(saved, tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     data = json.loads(out.read_text())
     assert data["net"]["name"] == "small-model"
-    assert data["sources"]["weights"] == {"kind": "file", "path": paths["h5"],
-                                          "sha256_16": data["sources"]["weights"]["sha256_16"]}
+    weights = data["sources"]["weights"]
+    assert (weights["kind"], weights["path"], weights["seed"]) == ("file", paths["h5"], None)
+    assert len(weights["sha256_16"]) == 16
     assert data["backends"][0]["check"]["status"] == "PASS"
 
 
 def test_same_padding_at_stride_2_matches_keras_where_it_is_symmetric(keras_child, tmp_path):
     x = np.random.default_rng(1).standard_normal((2, 2, 9, 7)).astype(np.float32)
     paths, keras_out = keras_child.call("keras_models", "save", "stride2_same_model", str(tmp_path), x, ("keras",))
-    net = nets.get_net(paths["keras"])
+    net = load_net(paths["keras"])
     assert net.layers[0].pad == (1, 1) and net.output_shape == (3, 5, 4)
-    got = NumpyNet(net, nets.imported_weights(net), 2).forward(x)
-    assert compare_arrays(got, keras_out.astype(np.float64))["passed"]
+    got = NumpyNet(net, imported_weights(net), 2).forward(x)
+    assert compare_arrays(got, keras_out.astype(np.float64)).passed
 
 
 @pytest.mark.parametrize("case, words", [

@@ -8,15 +8,16 @@ the nets and every layer type."""
 import numpy as np
 import pytest
 
-from backends import morton_plan
-from backends.morton import MortonBackend
-from backends.morton_layout import parse
-from backends.morton_ops import Launch, box_launch, zero_launch
-from backends.morton_plan import ConvShape, conv_steps, plan_net
-from backends.opencl_runtime import get_runtime
+from backends.morton import plan as morton_plan
+from backends.morton.backend import MortonBackend
+from backends.morton.layout import parse
+from backends.morton.ops import box_launch, zero_launch
+from backends.opencl.launch import Launch
+from backends.morton.plan import ConvShape, conv_steps, plan_net
+from backends.opencl.runtime import get_runtime
 from compare import oracle
 from compare.checking import compare_arrays
-from compare.weights import init_weights
+from nets.weights import init_weights
 from nets import LENET, VGG16, Conv, Dense, MaxPool, Net
 
 A_LAYOUT, B_LAYOUT = parse("R_2_4_R"), parse("C_4_2_C")
@@ -165,7 +166,7 @@ def test_morton_gemm_matches_numpy(rt, m, depth, cols, activation):
     got, want = run_gemm(rt, a, b, bias, activation)
     want = oracle.activate(want, activation)
     assert got.shape[0] % 8 == 0 and got.shape[1] % 32 == 0   # C in 8 x 32 blocks
-    assert compare_arrays(got, want, tol=1e-5)["passed"]      # the padding too: finite, bias + act
+    assert compare_arrays(got, want, tol=1e-5).passed      # the padding too: finite, bias + act
 
 
 def test_morton_gemm_with_another_work_group(rt):
@@ -174,7 +175,7 @@ def test_morton_gemm_with_another_work_group(rt):
     b = rng.standard_normal((21, 45)).astype(np.float32)
     got, want = run_gemm(rt, a, b, np.zeros(11, np.float32), "none", work_group=(2, 8))
     assert got.shape == (12, 48)
-    assert compare_arrays(got, want, tol=1e-5)["passed"]
+    assert compare_arrays(got, want, tol=1e-5).passed
 
 
 # ------------------------------------------------------- the convolution layer
@@ -199,7 +200,7 @@ def test_conv_matches_the_oracle(backend, case):
     try:
         for _ in range(2):       # the second run reads buffers the first left full of stale values
             result = compare_arrays(prepared.forward(x), ref)
-            assert result["passed"], result
+            assert result.passed, result
         prepared.load_input(x)
         steps = [s.name for s in prepared.run_timed()[0].steps]
         assert steps == prepared.config["layers"]["l"]["steps"].split(" + ")
@@ -329,6 +330,6 @@ def test_a_device_limit_shrinks_the_work_group_and_the_padding_follows(rt):
         wg = prepared.config["gemm_work_group"]
         assert wg[0] * wg[1] <= limit
         assert prepared.config["gemm_output_block"] == f"{2 * wg[0]} x {2 * wg[1]}"
-        assert compare_arrays(prepared.forward(x), oracle.forward(net, weights, x)[-1])["passed"]
+        assert compare_arrays(prepared.forward(x), oracle.forward(net, weights, x)[-1]).passed
     finally:
         prepared.close()

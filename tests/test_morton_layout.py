@@ -4,7 +4,7 @@ round trips on random shapes.  No OpenCL needed."""
 import numpy as np
 import pytest
 
-from backends.morton_layout import from_layout, parse, to_layout
+from backends.morton.layout import from_layout, parse, to_layout
 
 # Memory index of every element, written out by hand.
 # 4x8 in R_2_4_R: 2-row x 4-column tiles in row-major order, each tile row-major

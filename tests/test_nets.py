@@ -1,6 +1,8 @@
+import numpy as np
 import pytest
 
 from compare.errors import UserError
+from nets.layouts import chw_rows_to_hwc, hwc_rows_to_chw
 from nets import LENET, VGG16, Conv, Dense, MaxPool, Net, Subsample, get_net
 
 
@@ -71,3 +73,12 @@ def test_get_net_names_the_choices():
     assert get_net("vgg16") is VGG16
     with pytest.raises(UserError, match="unknown net 'alexnet': choose one of lenet, vgg16"):
         get_net("alexnet")
+
+
+def test_dense_row_permutation_matches_the_flatten_orders():
+    x = np.random.default_rng(1).standard_normal((2, 3, 4, 5)).astype(np.float32)   # N, C, H, W
+    w = np.random.default_rng(2).standard_normal((3 * 4 * 5, 7)).astype(np.float32)  # rows in C,H,W order
+    ours = x.reshape(2, -1) @ w
+    nhwc_order = x.transpose(0, 2, 3, 1).reshape(2, -1) @ chw_rows_to_hwc(w, (3, 4, 5))
+    np.testing.assert_allclose(nhwc_order, ours, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(hwc_rows_to_chw(chw_rows_to_hwc(w, (3, 4, 5)), (3, 4, 5)), w)

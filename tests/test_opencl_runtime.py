@@ -7,8 +7,10 @@ import sys
 import numpy as np
 import pytest
 
-from backends.opencl_net import Recorder
-from backends.opencl_runtime import KernelBuildError, all_devices, get_runtime, select_device
+from backends.opencl import workgroups
+from backends.opencl.net import Recorder, event_ms
+from backends.opencl.runtime import KernelBuildError, all_devices, get_runtime, select_device
+from backends.opencl.workgroups import Limits, fits, limits, shrink
 from compare.errors import UserError
 
 pytestmark = pytest.mark.filterwarnings("ignore::pyopencl.CompilerWarning")
@@ -66,28 +68,51 @@ def test_new_buffers_are_poisoned_with_nan():
     assert np.all(np.isnan(rt.read(buf, (16,))))
 
 
-def test_fit_local_size_respects_limits():
+def test_shrink_fits_the_device_and_the_built_kernel():
     rt = get_runtime()
-    limit = rt.info["max_work_group_size"]
-    fitted = rt.fit_local_size((limit, 4, 4))
-    assert int(np.prod(fitted)) <= limit
-    assert rt.fit_local_size((1, 4, 4)) == (1, 4, 4)
+    kernel = rt.program(ADD_ONE, {"ADD": 1}).add_one
+    lim = limits(rt, kernel)
+    fitted = shrink((4 * lim.max_group, 4, 4), lim)
+    assert int(np.prod(fitted)) <= lim.max_group and fits(fitted, lim)
+    assert shrink((1, 4, 4), lim) == (1, 4, 4)
+    assert shrink((64, 16), Limits(32, (8, 8))) == (4, 8)   # each dimension within its own limit too
 
 
-def test_recorder_times_kernels_and_bracketed_library_calls():
+def test_build_fitting_rebuilds_until_the_kernel_takes_its_work_group(monkeypatch):
+    # a kernel whose work-group is a -D constant: the first choice is made under the
+    # device's limit; the built kernel accepts only 16, so it is chosen again and rebuilt
     rt = get_runtime()
-    add_one = rt.program(ADD_ONE, {"ADD": 1}).add_one
-    buf = rt.upload(np.zeros(1 << 16, np.float32), "test")
+    built = []
+    monkeypatch.setattr(workgroups, "limits", lambda rt_, kernel=None: Limits(256 if kernel is None else 16, (256,) * 3))
+    monkeypatch.setattr(rt, "kernel", lambda f, n, d: built.append(d["WG"]) or object())
+    choice, _ = workgroups.build_fitting(rt, "x.cl", "k", lambda lim: min(64, lim.max_group),
+                                         lambda wg: {"WG": wg}, lambda wg: wg)
+    assert choice == 16 and built == [64, 16]
+
+
+def _busy_kernel(rt):
+    src = ("__kernel void busy(__global float *a) { int i = get_global_id(0); float v = a[i]; "
+           "for (int k = 0; k < 2000; k++) v = v * 0.999f + 0.5f; a[i] = v; }")
+    return rt.program(src).busy
+
+
+def test_a_marker_span_covers_the_kernels_inside_it():
+    rt = get_runtime()
+    busy = _busy_kernel(rt)
+    buf = rt.upload(np.zeros(1 << 14, np.float32), "test")
     rec = Recorder(rt.queue)
-    rec.kernel("first", add_one(rt.queue, (1 << 16,), None, buf))
+    rec.kernel("first", busy(rt.queue, (1 << 14,), None, buf))
+    inside = []
     with rec.library("two-kernels"):
-        add_one(rt.queue, (1 << 16,), None, buf)
-        add_one(rt.queue, (1 << 16,), None, buf)
+        inside.append(busy(rt.queue, (1 << 14,), None, buf))
+        inside.append(busy(rt.queue, (1 << 14,), None, buf))
     rt.finish()
-    steps = rec.steps()
-    assert [(s.name, s.how) for s in steps] == [("first", "event"), ("two-kernels", "markers")]
-    assert all(s.ms >= 0 for s in steps)
-    assert rt.read(buf, (4,)).tolist() == [3, 3, 3, 3]
+    first, span = rec.steps()
+    assert (first.name, first.how, span.name, span.how) == ("first", "event", "two-kernels", "markers")
+    own = sum(event_ms(e) for e in inside)
+    assert own > 0 and span.ms >= own   # the span holds both kernels, run one after the other
+    _, _, before, after = rec._pending[1]
+    assert before.profile.end <= inside[0].profile.start and inside[1].profile.end <= after.profile.end
 
 
 def test_no_opencl_platform_is_one_clear_line(tmp_path):

@@ -1,14 +1,15 @@
 """The device peak: measured numbers are positive and cached; the user's figure wins."""
 import pytest
 
-from backends.opencl_runtime import get_runtime
+from backends.opencl import peak as measure
+from backends.opencl.runtime import get_runtime
 from compare import peak
 
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(peak, "TARGET_MS", 5.0)   # short launches: this checks plumbing, not speed
+    monkeypatch.setattr(measure, "TARGET_MS", 5.0)   # short launches: this checks plumbing, not speed
     return tmp_path / "peak.json"
 
 

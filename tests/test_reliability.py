@@ -3,10 +3,10 @@ kernel never writes fails the run before any timing; so does an all-zero output.
 import pytest
 
 from backends.base import Backend
-from backends.opencl_net import LayerOp, OpenCLNet
-from backends.opencl_runtime import get_runtime
+from backends.opencl.net import LayerOp, OpenCLNet
+from backends.opencl.runtime import get_runtime
 from compare import runner
-from compare.weights import init_weights, make_input
+from nets.weights import init_weights, make_input
 from nets import Dense, Net
 
 NET = Net("t", (1, 1, 8), (Dense("d", "none", out_features=8),))
@@ -61,7 +61,7 @@ def test_unwritten_or_zero_outputs_fail_before_timing(monkeypatch, skip, scale, 
     monkeypatch.setattr(runner.backends, "unavailable_reason", lambda name: None)
     plan = runner.Plan(net=NET, batch=1, weights=init_weights(NET, 0), x=make_input(NET, 1, 0) + 1,
                        backends=["faulty"], mode="performance", repeats=1, warmup=1)
-    entry = runner.run_backend("faulty", plan, None, lambda s: None, None)
-    assert entry["status"] == "FAILED"
-    assert problem in entry["reason"]
-    assert "timing" not in entry
+    entry, output = runner.run_backend("faulty", plan, None, lambda s: None, None)
+    assert entry.status == "FAILED"
+    assert problem in entry.reason
+    assert entry.timing is None and output is None

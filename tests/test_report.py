@@ -3,7 +3,9 @@ import json
 
 from compare import report_tables as rt
 from compare.report import render_report
-from results_factory import small_results
+from compare.results import RunResult, decode
+from compare.results import load_results, write_results
+from results_factory import small_results, small_results_dict
 
 
 def test_times_table():
@@ -27,7 +29,7 @@ def test_speedup_over_clblast_with_geometric_mean():
 
 def test_speedup_table_needs_its_reference():
     res = small_results()
-    res["backends"] = [b for b in res["backends"] if b["name"] != "clblast"]
+    res.backends = [b for b in res.backends if b.name != "clblast"]
     assert rt.speedup_table(res, "clblast") is None
 
 
@@ -42,16 +44,17 @@ def test_utilisation_against_the_peak():
 
 def test_cpu_peers_are_left_out_of_a_gpu_utilisation():
     res = small_results()
-    res["device"]["type"] = "GPU"
+    res.device.type = "GPU"
     headers, _ = rt.utilisation_table(res)
     assert headers == ["layer", "GFLOP", "clblast %", "vectorised %"]
 
 
 def test_a_gpu_peer_on_the_same_device_is_in_the_utilisation():
-    res = small_results()
-    res["device"]["type"] = "GPU"
-    res["backends"][3] = {**res["backends"][2], "name": "torch", "uses_opencl": False,
-                          "info": {"kind": "cuda", "device": res["device"]["name"]}}
+    d = small_results_dict()
+    d["device"]["type"] = "GPU"
+    d["backends"][3] = {**d["backends"][2], "name": "torch", "uses_opencl": False,
+                        "info": {"kind": "cuda", "device": d["device"]["name"]}}
+    res = decode(RunResult, d)
     headers, rows = rt.utilisation_table(res)
     assert headers == ["layer", "GFLOP", "clblast %", "vectorised %", "torch %"]
     assert rows[-1][-1] == rows[-1][-2]   # the same timings as vectorised's
@@ -59,7 +62,7 @@ def test_a_gpu_peer_on_the_same_device_is_in_the_utilisation():
 
 def test_step_tables_like_the_seed():
     res = small_results()
-    clblast = res["backends"][1]
+    clblast = res.backends[1]
     assert rt.wall_kernel_table(res, clblast) == (
         ["layer", "wall ms", "kernel ms", "overhead ms", "overhead %"],
         [["a", "4.000", "3.000", "1.000", "25"], ["b", "2.000", "1.000", "1.000", "50"],
@@ -72,13 +75,13 @@ def test_step_tables_like_the_seed():
         ["a", "1.500", "1.500", "3.000", "50%"], ["b", "0.750", "0.250", "1.000", "75%"],
         ["total", "2.250", "1.750", "4.000", "56%"]]
     # one step per layer: no breakdown to show
-    assert rt.steps_table(res, res["backends"][2]) is None
-    assert rt.wall_kernel_table(res, res["backends"][0]) is None
+    assert rt.steps_table(res, res.backends[2]) is None
+    assert rt.wall_kernel_table(res, res.backends[0]) is None
 
 
 def test_correctness_table_shows_unavailable_backends_with_reason():
     res = small_results()
-    res["backends"][2]["check"]["status"] = "FAIL"
+    res.backends[2].check.status = "FAIL"
     headers, rows = rt.correctness_table(res)
     assert rows[1] == ["clblast", "OK", "PASS", "1.0e-07", "2.0e-06", "b 1.0e-07", "100%", ""]
     assert rows[2][2] == "FAIL"
@@ -86,9 +89,10 @@ def test_correctness_table_shows_unavailable_backends_with_reason():
 
 
 def test_published_mali_column_is_labelled():
-    res = small_results()
-    res["net"]["name"] = "lenet"
-    res["net"]["layers"] = [{"name": "c1", "kind": "conv", "flops": 1}, {"name": "s2", "kind": "subsample", "flops": 1}]
+    d = small_results_dict()
+    d["net"]["name"] = "lenet"
+    d["net"]["layers"] = [{"name": "c1", "kind": "conv", "flops": 1}, {"name": "s2", "kind": "subsample", "flops": 1}]
+    res = decode(RunResult, d)
     headers, rows = rt.times_table(res, published=True)
     assert headers[-2:] == ["clblast (Rovder 2018, Mali-T628, published)", "baseline (Rovder 2018, Mali-T628, published)"]
     assert rows[0][-2:] == ["721.140", "34.810"]
@@ -97,7 +101,7 @@ def test_published_mali_column_is_labelled():
 
 def test_cross_device_table_has_a_column_per_file():
     a, b = small_results("GPU one"), small_results("GPU two", "2026-11-02T00:00:00+00:00")
-    b["backends"][2]["timing"]["end_to_end"]["compute"]["median"] = 2.5
+    b.backends[2].timing.end_to_end.compute.median = 2.5
     headers, rows = rt.cross_device_table([a, b])
     assert headers == ["backend", "GPU one (2026-11-01)", "GPU two (2026-11-02)"]
     assert rows[1] == ["clblast", "5.000", "5.000"]
@@ -105,10 +109,50 @@ def test_cross_device_table_has_a_column_per_file():
     assert rows[3] == ["torch", "—", "—"]
 
 
+def _markdown_table(md: str, heading: str) -> dict[str, list[str]]:
+    """The first table after `heading` in a Markdown report, as row name -> cells."""
+    lines = md[md.index(heading):].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_rendered_tables_hold_the_figures_of_the_json(tmp_path):
+    # the report is read back from a results file, and its speedups and times
+    # are checked against the medians in that file, worked out here by hand
+    d = small_results_dict()
+    d["backends"][2]["timing"]["layers"][0]["wall"]["median"] = 0.8
+    d["backends"][2]["timing"]["end_to_end"]["compute"]["median"] = 1.6
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(d))
+    render_report([load_results(path)], [str(path)], str(tmp_path / "out"), baselines=["clblast"])
+    md = (tmp_path / "out" / "report.md").read_text()
+    speed = _markdown_table(md, "### Speedup over clblast")
+    clb, vec = d["backends"][1]["timing"], d["backends"][2]["timing"]
+    assert speed["a"][1] == f"{clb['layers'][0]['wall']['median'] / 0.8:.2f}x"      # 4.0 / 0.8 = 5.00x
+    assert speed["end to end (compute)"][1] == f"{clb['end_to_end']['compute']['median'] / 1.6:.2f}x"
+    assert speed["geometric mean of layers"][1] == f"{(4.0 / 0.8 * 2.0 / 1.0) ** 0.5:.2f}x"
+    times = _markdown_table(md, "### Per-layer times (ms)")
+    assert times["a"] == ["2.0", "2.000", "4.000", "0.800"]
+    assert "Speedup over numpy" not in md   # only the baselines asked for
+    assert "3.0" in _markdown_table(md, "### Transfers and one-off costs")["vectorised"]   # memory MiB
+
+
+def test_a_results_file_round_trips_through_the_typed_model(tmp_path):
+    path = tmp_path / "r.json"
+    write_results(path, small_results())
+    assert load_results(path) == small_results()
+
+
 def test_render_writes_markdown_html_and_plots(tmp_path):
     res = small_results()
     path = tmp_path / "r.json"
-    path.write_text(json.dumps(res))
+    write_results(path, res)
     written = render_report([res, small_results("Other GPU")], [str(path), str(path)], str(tmp_path / "out"))
     md = (tmp_path / "out" / "report.md").read_text()
     html = (tmp_path / "out" / "report.html").read_text()

@@ -8,46 +8,86 @@ from compare.cli import main
 from compare.errors import UserError
 from compare.files import atomic_path
 from compare.results import load_results, write_results
-from results_factory import small_results
+from results_factory import small_results, small_results_dict
 
 
 def test_round_trip(tmp_path):
     path = tmp_path / "r.json"
     write_results(path, small_results())
-    assert load_results(path)["backends"][1]["name"] == "clblast"
+    loaded = load_results(path)
+    assert loaded == small_results()
+    assert loaded.backends[1].timing.layers[0].wall.values == [4.0, 4.0, 4.0]   # raw samples kept
 
 
 def test_nan_is_written_as_null(tmp_path):
     res = small_results()
-    res["backends"][0]["check"]["end_to_end"]["rel_l2"] = float("nan")
+    res.backends[0].check.end_to_end.rel_l2 = float("nan")
     write_results(tmp_path / "r.json", res)
     assert json.loads((tmp_path / "r.json").read_text())["backends"][0]["check"]["end_to_end"]["rel_l2"] is None
+    assert load_results(tmp_path / "r.json").backends[0].check.end_to_end.rel_l2 is None
+
+
+def _spoil(change):
+    d = small_results_dict()
+    change(d)
+    return json.dumps(d)
 
 
 @pytest.mark.parametrize("content, message", [
     ("{not json", "is not valid JSON"),
     ('{"schema": "something/else"}', "is not a clblast-compare results file"),
-    ('{"schema": "clblast-compare/results", "schema_version": 99}', "has results schema version 99; this compare reads version 1"),
-    ('{"schema": "clblast-compare/results", "schema_version": 1, "net": {"name": "x", "layers": []}, "device": {}, '
-     '"backends": [{"name": "a", "status": "WEIRD"}]}', "backend entry 0 lacks a name or a status"),
-    ('{"schema": "clblast-compare/results", "schema_version": 1, "device": {}}', "'net' with 'name' and 'layers' is missing"),
+    ('{"schema": "clblast-compare/results", "schema_version": 99}',
+     "has results schema version 99; this compare reads versions 1 to 2: update clblast-compare to read it"),
+    (_spoil(lambda d: d["backends"][1]["timing"]["layers"][0]["wall"].update(median="fast")),
+     r"backends\[1\]\.timing\.layers\[0\]\.wall\.median: expected a number, got 'fast'"),
+    (_spoil(lambda d: d["net"].pop("layers")), r"net\.layers: is missing"),
+    (_spoil(lambda d: d.update(backends={})), "backends: expected a list, got {}"),
+    (_spoil(lambda d: d["backends"][0].update(status="WEIRD")),
+     r"backends\[0\]\.status: must be one of OK, FAILED, UNAVAILABLE, UNSUPPORTED, not 'WEIRD'"),
+    (_spoil(lambda d: d["backends"][0]["check"].update(status=True)), r"backends\[0\]\.check\.status: expected a string"),
+    (_spoil(lambda d: d["net"].update(batch=1.5)), r"net\.batch: expected a whole number, got 1\.5"),
+    (_spoil(lambda d: d["backends"][2]["timing"]["end_to_end"]["compute"].update(n=4)),
+     "n is 4 but 3 values are kept"),
 ])
-def test_malformed_files_are_refused(tmp_path, content, message):
+def test_malformed_files_are_refused_naming_the_field(tmp_path, content, message):
     path = tmp_path / "bad.json"
     path.write_text(content)
     with pytest.raises(UserError, match=message):
         load_results(path)
 
 
-def test_report_refuses_other_versions_in_one_line(tmp_path, capsys):
-    path = tmp_path / "old.json"
-    res = small_results()
-    res["schema_version"] = 0
-    path.write_text(json.dumps(res))
+def test_version_1_files_are_migrated_on_load(tmp_path):
+    d = small_results_dict()
+    d["schema_version"] = 1
+
+    def drop_values(obj):
+        if isinstance(obj, dict):
+            obj.pop("values", None)
+            for v in obj.values():
+                drop_values(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                drop_values(v)
+    drop_values(d)
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(d))
+    res = load_results(path)
+    assert res.schema_version == 2
+    assert res.backends[1].timing.layers[0].wall.median == 4.0 and res.backends[1].timing.layers[0].wall.values == []
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (lambda d: d.update(schema_version=0), "schema version 0"),
+    (lambda d: d["backends"][1]["timing"]["end_to_end"]["compute"].update(median="5 ms"),
+     "backends[1].timing.end_to_end.compute.median: expected a number, got '5 ms'"),
+])
+def test_report_refuses_a_bad_file_in_one_line_and_writes_nothing(tmp_path, capsys, spoil, message):
+    path = tmp_path / "bad.json"
+    path.write_text(_spoil(spoil))
     assert main(["report", str(path), "--out", str(tmp_path / "rep")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "schema version 0" in err[0]
-    assert not (tmp_path / "rep" / "report.md").exists()
+    assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "rep").exists()
 
 
 def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path):
@@ -80,7 +120,7 @@ def test_ctrl_c_during_a_run_leaves_no_partial_results(tmp_path, capsys, monkeyp
 
 def test_a_crashing_backend_is_recorded_and_the_others_still_run(tmp_path, capsys, monkeypatch):
     # make the numpy backend crash inside prepare, as a broken backend would
-    import backends.numpy_backend as nb
+    import backends.reference.numpy_backend as nb
 
     def broken_prepare(self, net, weights, batch):
         raise RuntimeError("kernel exploded")

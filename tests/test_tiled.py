@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import backends
-from backends import tiled
-from backends.handwritten_layout import round_up
-from backends.tiled_plan import MIN_SLICES, TILES, Tile, plan_conv, slice_length
+from backends.handwritten import tiled
+from backends.handwritten.layout import round_up
+from backends.handwritten.tiled_plan import MIN_SLICES, TILES, Tile, plan_conv, slice_length
 from compare import oracle
 from compare.checking import compare_arrays
-from compare.weights import init_weights
+from nets.weights import init_weights
 from nets import LENET, VGG16, Conv, MaxPool, Net
 
 from conftest import backend_or_skip
@@ -117,12 +117,12 @@ def test_every_tile_and_split_matches_the_oracle(runtime, tile, split):
     prepared = tiled.TiledNet(runtime, EDGE_NET, weights, batch, tiles=(tile,), ksplit=split)
     try:
         result = compare_arrays(prepared.forward(x), ref[-1])
-        assert result["passed"], result
+        assert result.passed, result
         assert all(prepared.config["layers"][n]["split"] == split for n in ("a", "b", "d"))
         # each layer alone, on the oracle's input: the padding it writes for the next layer included
         for i in range(len(EDGE_NET.layers)):
             inp = x if i == 0 else ref[i - 1].astype(np.float32)
-            assert compare_arrays(prepared.run_layer(i, inp), ref[i])["passed"], EDGE_NET.layers[i].name
+            assert compare_arrays(prepared.run_layer(i, inp), ref[i]).passed, EDGE_NET.layers[i].name
     finally:
         prepared.close()
 
@@ -137,7 +137,7 @@ def test_gpu_plans_on_this_device_name_their_steps(runtime, monkeypatch):
     prepared = backends.get("vectorised-tiled").prepare(net, weights, 1)
     try:
         assert prepared.config["layers"]["a"]["split"] > 1
-        assert compare_arrays(prepared.forward(x), oracle.forward(net, weights, x)[-1])["passed"]
+        assert compare_arrays(prepared.forward(x), oracle.forward(net, weights, x)[-1]).passed
         prepared.load_input(x)
         steps = [s.name for s in prepared.run_timed()[0].steps]
         assert steps == ["tiled conv", f"add {prepared.config['layers']['a']['split']} parts+relu"]
@@ -149,3 +149,22 @@ def test_gpu_plans_on_this_device_name_their_steps(runtime, monkeypatch):
 def test_a_tile_the_kernel_cannot_run_is_refused(bad):
     with pytest.raises(ValueError, match="tile"):
         Tile(*bad)
+
+
+def test_a_device_whose_local_memory_holds_no_tile_makes_it_unsupported(monkeypatch):
+    # seen as UNSUPPORTED with the reason in the results, never a crash, and the others still run
+    from backends.opencl.runtime import get_runtime
+    from compare import runner
+    backend_or_skip("vectorised-tiled")
+    rt = get_runtime()
+    monkeypatch.setitem(rt.info, "local_mem_bytes", 1024)
+    net = Net("t", (4, 6, 6), (Conv("a", "relu", out_channels=4, kernel=(3, 3)),))
+    weights = init_weights(net, 0)
+    x = np.random.default_rng(0).standard_normal((1,) + net.input_shape).astype(np.float32)
+    plan = runner.Plan(net=net, batch=1, weights=weights, x=x, backends=["vectorised-tiled", "vectorised"],
+                       mode="correctness", repeats=1, warmup=1)
+    result, outputs = runner.execute(plan)
+    tiled, vectorised = result.backends
+    assert tiled.status == "UNSUPPORTED" and "1024 bytes of local memory" in tiled.reason
+    assert vectorised.status == "OK" and vectorised.check.status == "PASS"
+    assert runner.exit_code(result) == 0 and list(outputs.backends) == ["vectorised"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from compare.checking import compare_arrays
-from compare.weights import init_weights
+from nets.weights import init_weights
 from nets import Conv, MaxPool, Net, Subsample
 
 from conftest import backend_or_skip, rng
@@ -59,11 +59,11 @@ def test_the_loaded_input_is_a_copy(torch_backend):
     prepared.load_input(x)
     x[:] = 0          # the caller's array changes after loading; the loaded batch must not
     prepared.run()
-    assert compare_arrays(prepared.fetch_output(), expected.astype(np.float64), tol=1e-6)["passed"]
+    assert compare_arrays(prepared.fetch_output(), expected.astype(np.float64), tol=1e-6).passed
 
 
 def test_unavailable_without_torch(monkeypatch):
-    from backends.torch_backend import TorchBackend
+    from backends.peers.torch_peer import TorchBackend
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     reason = TorchBackend.unavailable_reason()

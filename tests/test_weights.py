@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from compare.errors import UserError
-from compare.weights import init_weights, load_weights, make_input, save_weights
+from nets.weights import init_weights, load_weights, make_input, save_weights
 from nets import LENET, VGG16
 
 

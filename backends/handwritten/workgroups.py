@@ -1,5 +1,5 @@
-"""Work-group shapes for `vectorised`: the candidates per kind of device, the
-rule that picks one per layer, and the rounded-up global size.
+"""Work-group shapes for `vectorised`: the candidates per kind of device
+(the rule that picks one per layer is backends/opencl/workgroups.choose_local).
 
 The seed (section 7.2.1) found (1, 4, 4) best on a Mali T-628 (output rows,
 columns, channels) and named (2, 2, 4), (1, 2, 4) and (1, 1, 4) as
@@ -25,9 +25,7 @@ Why these lists:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
+from ..opencl.workgroups import Limits
 
 SEED_SHAPES = ((1, 4, 4), (2, 2, 4), (1, 2, 4), (1, 1, 4))
 FEW_CHANNEL_SHAPES = ((4, 4, 1), (2, 4, 2), (2, 2, 2), (2, 2, 1))   # layers with 1-3 groups of 4 channels
@@ -50,65 +48,6 @@ GEMV_SHAPES = {
     "cpu": (1, 16),      # one work-item streams one row; no local-memory reduction
     "gpu": (64, 1),      # 64 lanes read one row side by side, then reduce
 }
-MAX_WASTE = 0.125
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_group: int              # min(device MAX_WORK_GROUP_SIZE, kernel WORK_GROUP_SIZE)
-    max_items: tuple            # device MAX_WORK_ITEM_SIZES
-
-
-def device_class(info: dict) -> str:
-    """'mali', 'gpu' or 'cpu' from a Runtime's info dict."""
-    text = f"{info.get('vendor', '')} {info.get('name', '')} {info.get('platform', '')}".lower()
-    if "mali" in text or text.startswith("arm"):
-        return "mali"
-    if "GPU" in str(info.get("type", "")).upper():
-        return "gpu"
-    return "cpu"
-
-
-def device_limits(info: dict, kernel=None, device=None) -> Limits:
-    limit = int(info["max_work_group_size"])
-    if kernel is not None:
-        import pyopencl as cl
-        limit = min(limit, int(kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)))
-    return Limits(limit, tuple(int(v) for v in info["max_work_item_sizes"]))
-
-
-def fits(shape: tuple, limits: Limits) -> bool:
-    return (int(np.prod(shape)) <= limits.max_group
-            and all(d <= m for d, m in zip(shape, limits.max_items)))
-
-
-def shrink(shape: tuple, limits: Limits) -> tuple:
-    """Halve the largest dimension until the shape fits (ends at all ones)."""
-    dims = list(shape)
-    while not fits(tuple(dims), limits) and max(dims) > 1:
-        i = int(np.argmax(dims))
-        dims[i] = max(dims[i] // 2, 1)
-    return tuple(dims)
-
-
-def rounded_global(grid: tuple, local: tuple) -> tuple:
-    return tuple(-(-int(g) // int(l)) * int(l) for g, l in zip(grid, local))
-
-
-def waste(grid: tuple, local: tuple) -> float:
-    """Idle work-items added by rounding `grid` up to `local`, as a fraction."""
-    return float(np.prod(rounded_global(grid, local))) / float(np.prod(grid)) - 1.0
-
-
-def choose_local(grid: tuple, candidates, limits: Limits, max_waste: float = MAX_WASTE) -> tuple:
-    """The rule of the module docstring."""
-    usable = [tuple(c) for c in candidates if fits(tuple(c), limits)]
-    if not usable:
-        return shrink(tuple(candidates[0]), limits)
-    for shape in usable:
-        if waste(grid, shape) <= max_waste:
-            return shape
-    return min(usable, key=lambda s: (waste(grid, s), usable.index(s)))
 
 
 def choose_gemv(device: str, limits: Limits) -> tuple:

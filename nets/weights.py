@@ -15,10 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from nets import Net
+from compare.errors import UserError
 
-from .errors import UserError
-from .files import atomic_path
+from .spec import Net
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
@@ -54,9 +53,10 @@ def make_input(net: Net, batch: int, seed: int = 0) -> np.ndarray:
 
 
 def save_weights(path: str | os.PathLike, weights: dict[str, np.ndarray]) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            np.savez(f, **{k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()})
+    """`weights` as an .npz file at `path` (`compare weights` writes it to a temporary
+    file renamed into place, so an interrupted write leaves nothing behind)."""
+    with open(path, "wb") as f:
+        np.savez(f, **{k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()})
 
 
 def load_weights(path: str | os.PathLike, net: Net) -> dict[str, np.ndarray]:

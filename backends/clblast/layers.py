@@ -16,20 +16,11 @@ from __future__ import annotations
 import numpy as np
 import pyopencl.array as cla
 
-from compare.errors import UserError
+from ..opencl.launch import ACT_CODES, Launch
+from ..opencl.net import LayerOp
+from . import library
+from .library import pyclblast
 
-from . import clblast_c
-from .opencl_net import LayerOp
-
-try:
-    import pyclblast
-except ImportError as exc:   # the backend then reports itself unavailable with this reason
-    pyclblast = None
-    PYCLBLAST_ERROR = str(exc)
-else:
-    PYCLBLAST_ERROR = None
-
-ACT_CODES = {"none": 0, "relu": 1, "sigmoid": 2}
 EXTRAS = "clblast_extras.cl"
 LOCAL_SIZE = 64   # work-group size wanted for the own 1-D kernels (shrunk to what the device allows)
 
@@ -56,20 +47,10 @@ def subsample_as_conv_weight(coeff: np.ndarray, kernel) -> np.ndarray:
     return weight
 
 
-class OwnKernel:
+def own_kernel(rt, name: str, activation: str, size: tuple, local: tuple = (LOCAL_SIZE,), **defines) -> Launch:
     """One of our kernels from kernels/clblast_extras.cl, built for one
-    layer's constants, with its launch shape worked out once: `size` work-items
-    per dimension, rounded up to the work-group shape (the kernels skip the
-    extra ones)."""
-
-    def __init__(self, rt, name: str, activation: str, size: tuple, local: tuple = (LOCAL_SIZE,), **defines):
-        self.rt = rt
-        self.kernel = rt.kernel(EXTRAS, name, {"ACT": ACT_CODES[activation], **defines})
-        self.local = rt.fit_local_size(local, self.kernel)
-        self.global_ = tuple(-(-n // g) * g for n, g in zip(size, self.local))
-
-    def __call__(self, *buffers):
-        return self.kernel(self.rt.queue, self.global_, self.local, *buffers)
+    layer's constants (the kernels skip the work-items past `size`)."""
+    return Launch(rt, EXTRAS, name, {"ACT": ACT_CODES[activation], **defines}, size, local)
 
 
 def _step_name(what: str, activation: str) -> str:
@@ -90,7 +71,7 @@ class ClblastOp(LayerOp):
         self.out_count = int(np.prod(self.out_shape))
         self.activation = None
         if separate_activation and layer.activation != "none":
-            self.activation = OwnKernel(self.rt, "activate_inplace", layer.activation, (self.out_count,),
+            self.activation = own_kernel(self.rt, "activate_inplace", layer.activation, (self.out_count,),
                                         COUNT=self.out_count)
         self.recipe: list[str] = []   # the step names, for prepared.config
 
@@ -151,7 +132,7 @@ class Im2colConvOp(ClblastOp):
         with rec.library("xCOPY"):
             pyclblast.copy(q, self.out_count, self.bias, self.out_vec)
         with rec.library("xIM2COL"):
-            clblast_c.im2col(q, im=self.in_buf, im_offset=0, col=self.col_buf, col_offset=0, **self.geometry)
+            library.im2col(q, im=self.in_buf, im_offset=0, col=self.col_buf, col_offset=0, **self.geometry)
         with rec.library(self.gemm_name):
             if self.batch == 1:
                 pyclblast.gemm(q, self.m, self.p, self.ckk, self.weight, self.col, self.out_mat,
@@ -175,14 +156,14 @@ class ConvgemmOp(ClblastOp):
                          num_kernels=k, batch=n)
         self.weight = owner.upload(weight, f"weights of {layer.name}")
         self.bias = owner.upload(bias, f"bias of {layer.name}")
-        self.bias_activate = OwnKernel(self.rt, "bias_activate", layer.activation, (self.out_count,),
+        self.bias_activate = own_kernel(self.rt, "bias_activate", layer.activation, (self.out_count,),
                                        COUNT=self.out_count, CHANNELS=k, PLANE=self.out_shape[2] * self.out_shape[3])
         self.bias_step = _step_name("bias", layer.activation)
         self.recipe = ["xCONVGEMM", self.bias_step]
 
     def enqueue(self, rec):
         with rec.library("xCONVGEMM"):
-            clblast_c.convgemm(self.queue, im=self.in_buf, im_offset=0, weight=self.weight, weight_offset=0,
+            library.convgemm(self.queue, im=self.in_buf, im_offset=0, weight=self.weight, weight_offset=0,
                                out=self.out_buf, out_offset=0, **self.args)
         rec.kernel(self.bias_step, self.bias_activate(self.out_buf, self.bias))
 
@@ -232,28 +213,10 @@ class MaxPoolOp(ClblastOp):
         _, _, h, w = self.in_shape
         _, _, oh, ow = self.out_shape
         n, c = self.out_shape[:2]
-        self.pool = OwnKernel(self.rt, "maxpool", layer.activation, (ow, oh, n * c), (8, 8, 1), H=h, W=w, OH=oh, OW=ow,
+        self.pool = own_kernel(self.rt, "maxpool", layer.activation, (ow, oh, n * c), (8, 8, 1), H=h, W=w, OH=oh, OW=ow,
                               KH=layer.kernel[0], KW=layer.kernel[1], SH=layer.stride[0], SW=layer.stride[1])
         self.step = _step_name("maxpool", layer.activation)
         self.recipe = [self.step]
 
     def enqueue(self, rec):
         rec.kernel(self.step, self.pool(self.in_buf, self.out_buf))
-
-
-def check_library() -> str | None:
-    """None when pyclblast imports and libclblast loads, else why not."""
-    if pyclblast is None:
-        return (f"pyclblast is not installed ({PYCLBLAST_ERROR}); pip install pyclblast "
-                f"(it needs Debian's libclblast-dev)")
-    try:
-        clblast_c.load_library()
-    except clblast_c.LibraryMissing as exc:
-        return str(exc)
-    return None
-
-
-def require_library() -> None:
-    reason = check_library()
-    if reason:
-        raise UserError(reason)

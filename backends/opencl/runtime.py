@@ -38,7 +38,7 @@ def platforms() -> list:
     if "tensorflow" in sys.modules:
         # PoCL's LLVM and TensorFlow's collide: a crash here, or kernels that no longer build
         raise RuntimeError("TensorFlow is loaded in this process, where PoCL crashes; run TensorFlow "
-                           "in a child process (backends/isolated.py)")
+                           "in a child process (backends/peers/isolated.py)")
     try:
         found = cl.get_platforms()
     except cl.Error:
@@ -188,24 +188,6 @@ class Runtime:
     def finish(self) -> None:
         self.queue.finish()
 
-    # -- limits
-    def fit_local_size(self, wanted: tuple, kernel=None) -> tuple:
-        """Shrink a wanted work-group shape (halving the largest dimension)
-        until the device and, if given, the kernel accept it."""
-        limit = self.info["max_work_group_size"]
-        if kernel is not None:
-            limit = min(limit, kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device))
-        dims = list(wanted)
-        item_limits = self.info["max_work_item_sizes"]
-        for i, d in enumerate(dims):
-            while d > item_limits[i]:
-                d //= 2
-            dims[i] = max(d, 1)
-        while int(np.prod(dims)) > limit:
-            i = int(np.argmax(dims))
-            dims[i] = max(dims[i] // 2, 1)
-        return tuple(dims)
-
 
 def _build_log(exc) -> str:
     text = str(exc)
@@ -223,7 +205,3 @@ def get_runtime(spec: str | None = None) -> Runtime:
         _RUNTIMES[dev.int_ptr] = Runtime(dev)
     return _RUNTIMES[dev.int_ptr]
 
-
-def opencl_versions() -> dict:
-    _require_cl()
-    return {"pyopencl": cl.VERSION_TEXT}

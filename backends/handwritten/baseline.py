@@ -14,7 +14,8 @@ and section 7.1, appendices B and C).
 """
 from __future__ import annotations
 
-from .handwritten_net import ACT_CODES, HandwrittenBackend, HandwrittenNet, KernelOp, step_name
+from ..opencl.launch import ACT_CODES, Launch, step_name
+from .net import HandwrittenBackend, HandwrittenNet, KernelOp
 
 SOURCE = "baseline.cl"
 
@@ -44,8 +45,8 @@ class BaselineNet(HandwrittenNet):
             args = (self.upload(params["weight"], f"{layer.name} weights"),
                     self.upload(params["bias"], f"{layer.name} bias"))
         defines[layer.kind.upper()] = 1   # builds only this layer's kernel
-        kernel = self.rt.kernel(SOURCE, layer.kind, defines)
-        return KernelOp(self, index, kernel, grid, None, args, step_name(layer.kind, layer.activation))
+        launch = Launch(self.rt, SOURCE, layer.kind, defines, grid)   # like the seed: the runtime picks the work-group
+        return KernelOp(self, index, launch, args, step_name(layer.kind, layer.activation))
 
 
 class BaselineBackend(HandwrittenBackend):

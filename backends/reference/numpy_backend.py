@@ -10,10 +10,10 @@ import time
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from compare.hostinfo import cpu_name
 from nets import Net
 
-from .base import Backend, LayerTiming, PreparedNet, Step, layer_params
+from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
+from ..host import cpu_name
 
 
 def _activate(y: np.ndarray, name: str) -> np.ndarray:

@@ -11,7 +11,7 @@ clblast-convgemm  conv and subsampling through CLBlast's fused, batched
                   `clblast`.  Today's CLBlast, for a fair comparison.
 
 pyclblast wraps the BLAS routines; xIM2COL and xCONVGEMM go through the
-ctypes binding in clblast_c.py.  Layer recipes are in clblast_layers.py.
+ctypes binding in library.py.  Layer recipes are in layers.py.
 """
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ import pyopencl as cl
 
 from compare.errors import Unsupported
 
-from . import clblast_c
-from .base import Backend, layer_params
-from .clblast_layers import (ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, check_library, im2col_floats,
-                             require_library, subsample_as_conv_weight)
-from .opencl_net import OpenCLNet
-from .opencl_runtime import get_runtime
+from ..base import Backend, layer_params
+from ..opencl.net import OpenCLNet
+from ..opencl.runtime import get_runtime
+from . import library
+from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, im2col_floats, subsample_as_conv_weight
+from .library import check_library, require_library
 
 _SPATIAL = ("conv", "subsample")
 
@@ -135,7 +135,7 @@ class ClblastBackend(Backend):
 
     def info(self):
         rt = self.runtime()
-        lib = clblast_c.library_file()
+        lib = library.library_file()
         return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
                 "versions": {"pyclblast": metadata.version("pyclblast"),
                              "libclblast": os.path.basename(lib) if lib else "unknown",

@@ -1,18 +1,20 @@
 import pytest
 
+from compare.analysis import geomean
 from compare.progress import Progress
-from compare.stats import geomean, summarize
+from compare.results import Samples
 
 
-def test_summary_of_repeats():
-    s = summarize([4.0, 1.0, 3.0, 2.0, 100.0])
-    assert s["median"] == 3.0 and s["min"] == 1.0 and s["max"] == 100.0 and s["n"] == 5
-    assert s["q1"] == 2.0 and s["q3"] == 4.0 and s["iqr"] == 2.0   # numpy's linear percentiles
+def test_summary_of_repeats_keeps_the_raw_samples():
+    s = Samples.of([4.0, 1.0, 3.0, 2.0, 100.0])
+    assert s.median == 3.0 and s.min == 1.0 and s.max == 100.0 and s.n == 5
+    assert s.q1 == 2.0 and s.q3 == 4.0 and s.iqr == 2.0   # numpy's linear percentiles
+    assert s.values == [4.0, 1.0, 3.0, 2.0, 100.0]       # in the order taken
 
 
 def test_summary_of_nothing_is_none():
-    assert summarize([]) is None
-    assert summarize([None, None]) is None
+    assert Samples.of([]) is None
+    assert Samples.of([None, None]) is None
 
 
 def test_geomean_skips_missing_values():

@@ -21,10 +21,10 @@ import time
 
 import numpy as np
 
-from compare.hostinfo import cpu_name
 from nets import Net
 
-from .base import Backend, LayerTiming, PreparedNet, Step, layer_params
+from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
+from ..host import cpu_name
 
 
 def _torch():

@@ -1,36 +1,19 @@
 """The `morton` backend's layer operations.  Every op reads one buffer and
-writes another of owner.data_buffers, numbered as in morton_plan.py: the
+writes another of owner.data_buffers, numbered as in plan.py: the
 two shared buffers 0 and 1 and the net's input buffer (a convolution goes
 back and forth through both shared ones).  Data between layers is compact
 NCHW (or (N, features)) at the start of a buffer.  Kernels are in
-kernels/morton_*.cl, built once per layer shape with -D constants."""
+kernels/morton_*.cl, built once per layer shape with -D constants and
+launched through backends/opencl/launch.py."""
 from __future__ import annotations
 
 import numpy as np
 
-from .morton_layout import parse
-from .opencl_net import LayerOp
-
-ACT_CODES = {"none": 0, "relu": 1, "sigmoid": 2}
+from ..opencl.launch import ACT_CODES, Launch
+from ..opencl.net import LayerOp
+from .layout import parse
 FILTER_LAYOUT = parse("R_2_4_R")   # the Morton 4-2 GEMM's left matrix
 IM2COL_LAYOUT = parse("C_4_2_C")   # ... and its right matrix, written by im2col
-
-
-class Launch:
-    """One kernel built for one layer's constants, with its NDRange worked
-    out once: `size` work-items per dimension rounded up to the work-group
-    (kernels return early past `size`), or exactly `size` when `exact`."""
-
-    def __init__(self, rt, filename: str, name: str, defines: dict, size: tuple, local: tuple, exact=False):
-        self.rt = rt
-        self.kernel = rt.kernel(filename, name, defines)
-        self.local = tuple(local) if exact else rt.fit_local_size(local, self.kernel)
-        self.global_ = tuple(-(-int(n) // g) * g for n, g in zip(size, self.local))
-        if exact and self.global_ != tuple(size):
-            raise ValueError(f"{name}: NDRange {size} is not a multiple of the work-group {self.local}")
-
-    def __call__(self, *args):
-        return self.kernel(self.rt.queue, self.global_, self.local, *args)
 
 
 class MortonOp(LayerOp):

@@ -1,5 +1,5 @@
 """What `baseline` and `vectorised` share: a net as one kernel launch per
-layer over buffers laid out by handwritten_layout, and the Backend shell.
+layer over buffers laid out by layout.py, and the Backend shell.
 
 Each backend subclass of HandwrittenNet says which layout its buffers use
 and builds one KernelOp per layer (compile with -D constants, upload the
@@ -14,38 +14,30 @@ import pyopencl as cl
 
 from compare.errors import Unsupported
 
-from .base import Backend, layer_params
-from .handwritten_layout import Layout, net_layouts
-from .opencl_net import LayerOp, OpenCLNet
-from .opencl_runtime import get_runtime
-
-ACT_CODES = {"none": 0, "relu": 1, "sigmoid": 2}
-
-
-def step_name(what: str, activation: str) -> str:
-    return what if activation == "none" else f"{what}+{activation}"
+from ..base import Backend, layer_params
+from ..opencl.launch import Launch
+from ..opencl.net import LayerOp, OpenCLNet
+from ..opencl.runtime import get_runtime
+from .layout import Layout, net_layouts
 
 
 class KernelOp(LayerOp):
     """One layer = one kernel launch.  Host arrays in and out are canonical;
     the conversion to and from the buffers' layouts happens only here."""
 
-    def __init__(self, net: "HandwrittenNet", index: int, kernel, global_size, local_size, args, step: str):
+    def __init__(self, net: "HandwrittenNet", index: int, launch: Launch, args, step: str):
         super().__init__(net.net.layers[index], index)
         self.rt = net.rt
         self.in_layout: Layout = net.layouts[index]
         self.out_layout: Layout = net.layouts[index + 1]
         self.in_buf = net.activations[index]
         self.out_buf = net.activations[index + 1]
-        self.kernel = kernel
-        self.global_size = tuple(int(g) for g in global_size)
-        self.local_size = None if local_size is None else tuple(int(v) for v in local_size)
+        self.launch = launch
         self.args = (self.in_buf,) + tuple(args) + (self.out_buf,)
         self.step = step
 
     def enqueue(self, rec):
-        event = self.kernel(self.rt.queue, self.global_size, self.local_size, *self.args)
-        rec.kernel(self.step, event)
+        rec.kernel(self.step, self.launch(*self.args))
 
     def write_input(self, x):
         self.rt.write(self.in_buf, self.in_layout.pack(x))
@@ -54,9 +46,7 @@ class KernelOp(LayerOp):
         return self.out_layout.unpack(self.rt.read(self.out_buf, self.out_layout.stored_shape))
 
     def describe(self) -> dict:
-        return {"kernel": self.step, "global": list(self.global_size),
-                "local": list(self.local_size) if self.local_size else "runtime's choice",
-                "output": self.out_layout.describe()}
+        return {"kernel": self.step, **self.launch.describe(), "output": self.out_layout.describe()}
 
 
 class HandwrittenNet(OpenCLNet):
@@ -86,7 +76,7 @@ class HandwrittenNet(OpenCLNet):
     def _activation_buffer(self, i: int, layout: Layout):
         what = "input buffer" if i == 0 else f"output of {self.net.layers[i - 1].name}"
         buf = self.alloc(layout.nbytes, what, poison=False)
-        # zero border once, NaN interior (see handwritten_layout); a blocking write
+        # zero border once, NaN interior (see layout.py); a blocking write
         cl.enqueue_copy(self.rt.queue, buf, layout.template())
         return buf
 

@@ -1,5 +1,6 @@
-"""A ctypes binding of the two CLBlast routines pyclblast does not wrap:
-CLBlastSim2col and CLBlastSconvgemm (declared in clblast_c.h).
+"""CLBlast as this project loads it: pyclblast (the BLAS routines), and a
+ctypes binding of the two routines pyclblast does not wrap, CLBlastSim2col
+and CLBlastSconvgemm (declared in clblast_c.h).
 
 Buffers and the queue are passed as the pyopencl objects' `int_ptr`
 handles.  Every call's status is checked; a failure raises ClblastError
@@ -12,12 +13,21 @@ from __future__ import annotations
 import atexit
 import ctypes
 
+from compare.errors import UserError
+
+try:
+    import pyclblast
+except ImportError as exc:   # the backends then report themselves unavailable with this reason
+    pyclblast = None
+    PYCLBLAST_ERROR = str(exc)
+else:
+    PYCLBLAST_ERROR = None
+
 
 LIBRARY_NAMES = ("libclblast.so.1", "libclblast.so")   # Debian's libclblast1 first
 
 # CLBlastKernelMode (clblast_c.h): the nets' convolution is a cross-correlation
 CROSS_CORRELATION = 151
-CONVOLUTION = 152
 
 # CLBlastStatusCode (clblast_c.h), value -> (name, meaning)
 STATUS = {
@@ -209,3 +219,21 @@ def library_file() -> str | None:
     except OSError:
         pass
     return None
+
+
+def check_library() -> str | None:
+    """None when pyclblast imports and libclblast loads, else why not."""
+    if pyclblast is None:
+        return (f"pyclblast is not installed ({PYCLBLAST_ERROR}); pip install pyclblast "
+                f"(it needs Debian's libclblast-dev)")
+    try:
+        load_library()
+    except LibraryMissing as exc:
+        return str(exc)
+    return None
+
+
+def require_library() -> None:
+    reason = check_library()
+    if reason:
+        raise UserError(reason)

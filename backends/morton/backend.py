@@ -2,7 +2,7 @@
 seed's second optimised system (Rovder 2018, section 7.3; the Morton 4-2
 kernel from Rovder 2017, chapter 8 and appendix 12.7).
 
-  conv       the 8 steps of morton_plan.py over two buffers shared by the
+  conv       the 8 steps of plan.py over two buffers shared by the
              whole net and sized once for its largest intermediate (the
              net's input has a small buffer of its own); filters
              in R_2_4_R (converted once here), im2col written straight in
@@ -24,11 +24,12 @@ import pyopencl as cl
 
 from compare.errors import Unsupported, UserError
 
-from .base import Backend, layer_params
-from .morton_ops import ConvOp, DenseOp, MaxPoolOp, SubsampleOp
-from .morton_plan import GEMM_WORK_GROUP, plan_net
-from .opencl_net import OpenCLNet
-from .opencl_runtime import get_runtime
+from ..base import Backend, layer_params
+from ..opencl.net import OpenCLNet
+from ..opencl.runtime import get_runtime
+from ..opencl.workgroups import build_fitting, shrink
+from .ops import ConvOp, DenseOp, MaxPoolOp, SubsampleOp
+from .plan import GEMM_WORK_GROUP, plan_net
 
 
 class MortonNet(OpenCLNet):
@@ -44,11 +45,8 @@ class MortonNet(OpenCLNet):
     def _gemm_work_group(self, wanted: tuple) -> tuple:
         """The GEMM's work-group: the one wanted, shrunk to the device's limits
         (the C blocks, and so the padding, follow from it)."""
-        fitted = self.rt.fit_local_size(tuple(wanted))
-        probe = self.rt.kernel("morton_gemm.cl", "morton_gemm", {"L_PAD": 4, "N_PAD": 2 * fitted[1], "ACT": 0})
-        limit = probe.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.rt.device)
-        if fitted[0] * fitted[1] > limit:
-            fitted = self.rt.fit_local_size(fitted, probe)
+        fitted, _probe = build_fitting(self.rt, "morton_gemm.cl", "morton_gemm", lambda lim: shrink(tuple(wanted), lim),
+                                       lambda wg: {"L_PAD": 4, "N_PAD": 2 * wg[1], "ACT": 0}, lambda wg: wg[0] * wg[1])
         return fitted
 
     def _poisoned(self, floats: int, what: str):

@@ -17,13 +17,13 @@ import pyopencl as cl
 
 from nets import Layer, Net
 
-from .base import LayerTiming, PreparedNet, Step
-from .opencl_runtime import Runtime
+from ..base import LayerTiming, PreparedNet, Step
+from .runtime import Runtime
 
 
-def _event_ms(start_event, end_event=None) -> float:
-    end_event = end_event or start_event
-    return (end_event.profile.end - start_event.profile.start) * 1e-6
+def event_ms(event) -> float:
+    """A finished profiling event's device time in ms."""
+    return (event.profile.end - event.profile.start) * 1e-6
 
 
 class Recorder:
@@ -60,7 +60,7 @@ class Recorder:
         """Call after the queue has finished."""
         out = []
         for name, how, a, b in self._pending:
-            ms = _event_ms(a) if how == "event" else (b.profile.end - a.profile.end) * 1e-6
+            ms = event_ms(a) if how == "event" else (b.profile.end - a.profile.end) * 1e-6
             out.append(Step(name, ms, how))
         return out
 

@@ -10,7 +10,7 @@ input channel); a work-group computes a tile of it from slices of input and
 filters staged in local memory, and each work-item a block of outputs held
 in registers, so every value loaded feeds several multiply-adds instead of
 one (kernels/tiled_conv.cl).  Tile and split are chosen per layer and per
-device (backends/tiled_plan.py) and recorded in `config`.
+device (backends/handwritten/tiled_plan.py) and recorded in `config`.
 
 Pooling, subsampling and dense layers are `vectorised`'s, unchanged.
 """
@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .handwritten_net import KernelOp, step_name
-from .handwritten_workgroups import device_limits
+from ..opencl.launch import Launch, step_name
+from ..opencl.workgroups import build_fitting
+from .net import KernelOp
 from .tiled_plan import TILES, plan_conv
 from .vectorised import VectorisedBackend, VectorisedNet, pad_to
 
@@ -39,25 +40,21 @@ class TiledConvOp(KernelOp):
     """One conv layer: the tiled kernel, then (when the sum is split) the
     kernel that adds the parts, bias and activation."""
 
-    def __init__(self, net, index, kernel, plan, weight, bias, reduce=None, scratch=None):
+    def __init__(self, net, index, launch, plan, weight, bias, reduce=None, scratch=None):
         layer = net.net.layers[index]
-        super().__init__(net, index, kernel, plan.global_size, plan.tile.local + (1,),
-                         (weight, bias), step_name("tiled conv", layer.activation if reduce is None else "none"))
+        super().__init__(net, index, launch, (weight, bias),
+                         step_name("tiled conv", layer.activation if reduce is None else "none"))
         self.plan = plan
         self.reduce = reduce
         if reduce is not None:
             self.args = (self.in_buf, weight, bias, scratch)   # the main kernel writes the parts
-            channels = self.out_layout.c_stored // 4
-            pixels = net.batch * self.out_layout.h * self.out_layout.w
-            self.reduce_global = (channels, pixels)   # a small kernel: the runtime picks its work-groups
             self.reduce_args = (scratch, bias, self.out_buf)
             self.reduce_step = step_name(f"add {plan.ksplit} parts", layer.activation)
 
     def enqueue(self, rec):
         super().enqueue(rec)
         if self.reduce is not None:
-            event = self.reduce(self.rt.queue, self.reduce_global, None, *self.reduce_args)
-            rec.kernel(self.reduce_step, event)
+            rec.kernel(self.reduce_step, self.reduce(*self.reduce_args))
 
     def describe(self) -> dict:
         return {**super().describe(), **self.plan.describe()}
@@ -69,37 +66,39 @@ class TiledNet(VectorisedNet):
         self.tiles, self.ksplit = tiles, ksplit
         super().__init__(runtime, net, weights, batch)
         self.config["conv"] = ("implicit GEMM tiles in local memory, register blocks per work-item "
-                               "(kernels/tiled_conv.cl); tile and split per layer: backends/tiled_plan.py")
+                               "(kernels/tiled_conv.cl); tile and split per layer: backends/handwritten/tiled_plan.py")
 
     def make_op(self, index, layer, params):
         if layer.kind != "conv":
             return super().make_op(index, layer, params)
         src, dst = self.layouts[index], self.layouts[index + 1]
         pixels = self.batch * dst.h * dst.w   # the implicit GEMM's rows
-        info = self.rt.info
-        limits = device_limits(info)
-        while True:   # a kernel's own work-group limit is known only once it is built
-            plan = plan_conv(pixels, dst.c_stored, src.c_stored,
-                             layer.kernel[0] * layer.kernel[1], info["compute_units"], self.device != "cpu",
-                             limits.max_group, limits.max_items, self.tiles, self.ksplit)
-            defines = {**self.window_defines(layer, src, dst), "TM": plan.tile.tm, "TN": plan.tile.tn,
-                       "TK": plan.tk, "RM": plan.tile.rm, "RN": plan.tile.rn, "KP": plan.kp, "KSPLIT": plan.ksplit}
-            kernel = self.rt.kernel(SOURCE, "conv_tiled", defines)
-            built = device_limits(info, kernel, self.rt.device)
-            if plan.tile.threads <= built.max_group:
-                break
-            limits = built
+        window = self.window_defines(layer, src, dst)
+
+        def defines_of(plan):
+            return {**window, "TM": plan.tile.tm, "TN": plan.tile.tn, "TK": plan.tk, "RM": plan.tile.rm,
+                    "RN": plan.tile.rn, "KP": plan.kp, "KSPLIT": plan.ksplit}
+
+        def choose(lim):
+            return plan_conv(pixels, dst.c_stored, src.c_stored, layer.kernel[0] * layer.kernel[1],
+                             self.rt.info["compute_units"], self.device != "cpu", lim.max_group, lim.max_items,
+                             self.tiles, self.ksplit, self.rt.info["local_mem_bytes"])
+        # the tile's work-items are -D constants: a kernel's own limit is known only once it is built
+        plan, kernel = build_fitting(self.rt, SOURCE, "conv_tiled", choose, defines_of, lambda p: p.tile.threads)
+        launch = Launch(self.rt, SOURCE, "conv_tiled", None, plan.global_size, plan.tile.local + (1,),
+                        exact=True, kernel=kernel)
         weight = self.upload(tiled_filters(params["weight"], src.c_stored, plan.kp), f"{layer.name} weights")
         bias = self.upload(pad_to(params["bias"], plan.kp), f"{layer.name} bias")
         if plan.ksplit == 1:
-            return TiledConvOp(self, index, kernel, plan, weight, bias)
+            return TiledConvOp(self, index, launch, plan, weight, bias)
         parts = plan.ksplit * pixels * plan.kp
         scratch = self.alloc(parts * 4, f"{layer.name} partial sums", poison=False)
         # NaN from the host rather than a fill: Oclgrind took the filled buffer's parts, written
         # by the tiled kernel before the adding kernel reads them, for uninitialised values
         self.rt.write(scratch, np.full(parts, np.nan, np.float32))
-        reduce = self.rt.kernel(SOURCE, "conv_tiled_reduce", defines)
-        return TiledConvOp(self, index, kernel, plan, weight, bias, reduce, scratch)
+        # a small kernel over (channel groups, pixels): the runtime picks its work-groups
+        reduce = Launch(self.rt, SOURCE, "conv_tiled_reduce", defines_of(plan), (dst.c_stored // 4, pixels))
+        return TiledConvOp(self, index, launch, plan, weight, bias, reduce, scratch)
 
 
 class TiledBackend(VectorisedBackend):

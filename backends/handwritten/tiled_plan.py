@@ -36,7 +36,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .handwritten_layout import round_up
+from compare.errors import Unsupported
+
+from .layout import round_up
 
 
 @dataclass(frozen=True)
@@ -114,20 +116,31 @@ def _fits(tile: Tile, max_group: int, max_items: tuple) -> bool:
     return tile.threads <= max_group and tx <= max_items[0] and ty <= max_items[1]
 
 
+def local_bytes(tile: Tile, tk: int) -> int:
+    """Local memory of one work-group (kernels/tiled_conv.cl's As and Bs)."""
+    return 16 * tk * (tile.tm // 4 + 1 + tile.tn // 4)
+
+
 def plan_conv(pixels: int, channels: int, c_in_stored: int, taps: int, compute_units: int,
-              gpu: bool, max_group: int, max_items: tuple, tiles=TILES, ksplit: int | None = None) -> ConvPlan:
+              gpu: bool, max_group: int, max_items: tuple, tiles=TILES, ksplit: int | None = None,
+              max_local: int | None = None) -> ConvPlan:
     """The rule of the module docstring for one layer: `pixels` = M, `channels`
-    the stored output channels, `taps` = FH * FW.  `tiles` and `ksplit` narrow
-    the choice (benchmarks/tiles.py sweeps them)."""
-    usable = [t for t in tiles if _fits(t, max_group, max_items)]
+    the stored output channels, `taps` = FH * FW, `max_local` the device's
+    local memory in bytes.  `tiles` and `ksplit` narrow the choice
+    (benchmarks/tiles.py sweeps them).  Unsupported when no tile fits."""
+    tk = slice_length(c_in_stored)
+    usable = [t for t in tiles if _fits(t, max_group, max_items)
+              and (max_local is None or local_bytes(t, tk) <= max_local)]
     if not usable:
-        raise ValueError(f"no tile fits a work-group of {max_group} work-items")
+        memory = f" and {max_local} bytes of local memory" if max_local is not None else ""
+        raise Unsupported(f"no tile of vectorised-tiled fits this device's work-groups ({max_group} work-items"
+                          f"{memory}); the smallest needs {min(t.threads for t in tiles)} work-items and "
+                          f"{min(local_bytes(t, tk) for t in tiles)} bytes")
     waste = {t: round_up(channels, t.tn) / channels - 1 for t in usable}
     narrow = [t for t in usable if waste[t] <= MAX_CHANNEL_WASTE]
     if not narrow:
         least = min(waste.values())
         narrow = [t for t in usable if waste[t] == least]
-    tk = slice_length(c_in_stored)
     slices = taps * c_in_stored // tk
 
     def plan(t: Tile, k: int) -> ConvPlan:

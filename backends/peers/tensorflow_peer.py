@@ -8,7 +8,7 @@ spatial one gets its weight rows permuted from our C,H,W flatten order to
 the H,W,C order in which Keras's Flatten reads an NHWC tensor.  LeNet's
 subsampling is AveragePooling2D times a per-channel coefficient plus a bias.
 
-It runs in a child process of its own (backends/isolated.py): PoCL's kernel
+It runs in a child process of its own (isolated.py): PoCL's kernel
 compiler breaks in a process that has loaded TensorFlow.
 
 Timing has no device events: wall time only.  The whole net is one compiled
@@ -25,10 +25,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from compare.hostinfo import cpu_name
 from nets import Net
+from nets.layouts import chw_rows_to_hwc
 
-from .base import Backend, LayerTiming, PreparedNet, Step, layer_params
+from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
+from ..host import cpu_name
 from .isolated import IsolatedBackend
 
 _ACTIVATION = {"none": "linear", "relu": "relu", "sigmoid": "sigmoid"}
@@ -60,12 +61,6 @@ def to_nhwc(x: np.ndarray) -> np.ndarray:
 
 def to_nchw(y: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(y.transpose(0, 3, 1, 2)) if y.ndim == 4 else np.array(y)
-
-
-def dense_rows_chw_to_hwc(weight: np.ndarray, in_shape: tuple) -> np.ndarray:
-    """Our dense weight's rows are in C,H,W order; Keras flattens NHWC in H,W,C order."""
-    c, h, w = in_shape
-    return np.ascontiguousarray(weight.reshape(c, h, w, -1).transpose(1, 2, 0, 3).reshape(c * h * w, -1))
 
 
 def _conv_padding(layer, in_shape) -> str | None:
@@ -109,7 +104,7 @@ def keras_parts(layer, params: dict, in_shape: tuple) -> list:
         parts = []
         if len(in_shape) == 3:
             parts.append(keras.layers.Flatten())
-            weight = dense_rows_chw_to_hwc(weight, in_shape)
+            weight = chw_rows_to_hwc(weight, in_shape)
         dense = keras.layers.Dense(layer.out_features, activation=act)
         dense.build((None, weight.shape[0]))
         dense.set_weights([weight, params["bias"]])
@@ -211,7 +206,7 @@ class TensorflowBackend(IsolatedBackend):
 
     name = "tensorflow"
     summary = "peer: the same net as Keras layers in a compiled tf.function (TensorFlow's kernels; wall time only)"
-    inner = "backends.tensorflow_backend:TensorflowInProcess"
+    inner = "backends.peers.tensorflow_peer:TensorflowInProcess"
 
     @classmethod
     def unavailable_reason(cls):

@@ -29,7 +29,7 @@ import numpy as np
 
 from compare.errors import UserError
 
-from .base import Backend, PreparedNet
+from ..base import Backend, PreparedNet
 
 
 def _portable(exc: BaseException) -> BaseException:
@@ -111,7 +111,7 @@ class Worker:
         fd = theirs.fileno()
         # its chatter (TensorFlow logs at import whatever the log level) goes to a file, shown if it dies
         self._log = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen([sys.executable, "-c", f"from backends.isolated import serve; serve({fd})"],
+        self._proc = subprocess.Popen([sys.executable, "-c", f"from backends.peers.isolated import serve; serve({fd})"],
                                       pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL,
                                       stdout=self._log, stderr=subprocess.STDOUT)
         theirs.close()

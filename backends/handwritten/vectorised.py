@@ -9,7 +9,7 @@ sections 7.2 and 7.4).
   kernels/vectorised.cl);
 - explicit work-group shapes, the seed's (1, 4, 4) and variants, chosen per
   layer and per device within the device's limits
-  (handwritten_workgroups.py) and recorded in `config`;
+  (workgroups.py) and recorded in `config`;
 - max-pool and subsampling in NHWC with float4 too; dense layers as a float4
   GEMV at batch 1 and a float4 kernel at batch > 1, their weights reordered
   to the input buffer's (H, W, C) order;
@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .handwritten_layout import round_up
-from .handwritten_net import ACT_CODES, HandwrittenBackend, HandwrittenNet, KernelOp, step_name
-from .handwritten_workgroups import (CONV_SHAPES, DENSE_SHAPES, MAX_WASTE, choose_gemv, choose_local,
-                                     device_class, device_limits, rounded_global)
+from nets.layouts import chw_rows_to_hwc
+
+from ..opencl.launch import ACT_CODES, Launch, step_name
+from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class
+from .layout import round_up
+from .net import HandwrittenBackend, HandwrittenNet, KernelOp
+from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 
 SOURCE = "vectorised.cl"
 
@@ -41,9 +44,8 @@ def dense_rows(weight: np.ndarray, c: int, h: int, w: int, c_stored: int) -> np.
     (OUT, H*W*c_stored): row j lists output j's weights in the order the NHWC
     input buffer holds its features, zero for the padding channels."""
     n_out = weight.shape[1]
-    hwc = np.asarray(weight, np.float32).reshape(c, h, w, n_out).transpose(1, 2, 0, 3)
     padded = np.zeros((h, w, c_stored, n_out), np.float32)
-    padded[:, :, :c, :] = hwc
+    padded[:, :, :c, :] = chw_rows_to_hwc(weight, (c, h, w)).reshape(h, w, c, n_out)
     return np.ascontiguousarray(padded.reshape(h * w * c_stored, n_out).T)
 
 
@@ -69,12 +71,8 @@ class VectorisedNet(HandwrittenNet):
                                f"and adds at most {MAX_WASTE:.1%} idle work-items (else the least idle)",
         })
 
-    def _kernel(self, name: str, defines: dict):
-        defines = {**defines, "DOT_EACH": self.dot_each, name.upper(): 1}
-        return self.rt.kernel(SOURCE, name, defines)
-
-    def _limits(self, kernel=None):
-        return device_limits(self.rt.info, kernel, self.rt.device)
+    def _defines(self, name: str, defines: dict) -> dict:
+        return {**defines, "DOT_EACH": self.dot_each, name.upper(): 1}
 
     def window_defines(self, layer, src, dst) -> dict:
         """The -D constants of a windowed layer (conv, pooling) between buffers `src` and `dst`."""
@@ -98,36 +96,31 @@ class VectorisedNet(HandwrittenNet):
                     self.upload(pad_to(params["bias"], dst.c_stored), f"{layer.name} bias"))
         else:
             args = ()
-        kernel = self._kernel(layer.kind, defines)
         # (image * output row, output column, group of four output channels)
         grid = (self.batch * dst.h, dst.w, dst.c_stored // 4)
-        local = choose_local(grid, CONV_SHAPES[self.device], self._limits(kernel))
-        return KernelOp(self, index, kernel, rounded_global(grid, local), local, args,
-                        step_name(layer.kind, layer.activation))
+        launch = Launch(self.rt, SOURCE, layer.kind, self._defines(layer.kind, defines), grid,
+                        lambda lim: choose_local(grid, CONV_SHAPES[self.device], lim))
+        return KernelOp(self, index, launch, args, step_name(layer.kind, layer.activation))
 
     def _dense(self, index, layer, params, src, dst, act):
         in4 = src.h * src.w * src.c_stored
         weight = self.upload(dense_rows(params["weight"], src.c, src.h, src.w, src.c_stored), f"{layer.name} weights")
         bias = self.upload(params["bias"], f"{layer.name} bias")
         defines = {"N": self.batch, "IN4": in4, "OUT": dst.c, "YC4": dst.c_stored, "ACT": act}
-        if self.batch == 1:
-            lanes, rows = choose_gemv(self.device, self._limits())
-            while True:   # the kernel's own limit is known only once it is built with LANES and ROWS
-                kernel = self._kernel("dense_gemv", {**defines, "LANES": lanes, "ROWS": rows})
-                limit = self._limits(kernel).max_group
-                if lanes * rows <= limit:
-                    break
-                lanes, rows = (lanes, rows // 2) if rows > 1 else (lanes // 2, rows)
-            local = (lanes, rows)
-            global_size = (lanes, round_up(dst.c, rows))
+        if self.batch == 1:   # LANES and ROWS are -D constants: the work-group is fixed at build
+            (lanes, rows), kernel = build_fitting(
+                self.rt, SOURCE, "dense_gemv", lambda lim: choose_gemv(self.device, lim),
+                lambda lr: self._defines("dense_gemv", {**defines, "LANES": lr[0], "ROWS": lr[1]}),
+                lambda lr: lr[0] * lr[1])
+            launch = Launch(self.rt, SOURCE, "dense_gemv", None, (lanes, round_up(dst.c, rows)), (lanes, rows),
+                            exact=True, kernel=kernel)
             what = "dense GEMV"
         else:
-            kernel = self._kernel("dense_batched", defines)
             grid = (dst.c, self.batch)
-            local = choose_local(grid, DENSE_SHAPES[self.device], self._limits(kernel))
-            global_size = rounded_global(grid, local)
+            launch = Launch(self.rt, SOURCE, "dense_batched", self._defines("dense_batched", defines), grid,
+                            lambda lim: choose_local(grid, DENSE_SHAPES[self.device], lim))
             what = "dense"
-        return KernelOp(self, index, kernel, global_size, local, (weight, bias), step_name(what, layer.activation))
+        return KernelOp(self, index, launch, (weight, bias), step_name(what, layer.activation))
 
 
 class VectorisedBackend(HandwrittenBackend):

@@ -1,0 +1,137 @@
+"""Every figure derived from results, computed once here: times, GFLOP/s,
+speedups with their geometric means, and utilisation.  The terminal
+tables, the Markdown/HTML report and the plots all read them from here.
+
+A speedup of backend B over reference R is R's time / B's time: above 1x, B
+is faster.  The references are a setting (`compare report --baseline`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .errors import UserError
+from .results import BackendResult, RunResult
+
+DEFAULT_BASELINES = ("clblast", "numpy")
+
+
+def compute_ms(b: BackendResult | None) -> float | None:
+    """A backend's headline time: the whole forward pass without per-layer
+    syncs and without host<->device transfers (median)."""
+    return b.timing.end_to_end.compute.median if b is not None and b.ok and b.timing else None
+
+
+def layer_ms(b: BackendResult, i: int) -> float | None:
+    return b.timing.layers[i].wall.median if b.ok and b.timing else None
+
+
+def layers_ms(b: BackendResult | None) -> float | None:
+    if b is None or not b.ok or not b.timing:
+        return None
+    return sum(t.wall.median for t in b.timing.layers)
+
+
+def gflops(flops: int, ms: float | None) -> float | None:
+    return flops / (ms * 1e-3) / 1e9 if ms else None
+
+
+def ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num and den else None
+
+
+def geomean(values) -> float | None:
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return float(math.exp(sum(math.log(v) for v in vals) / len(vals)))
+
+
+def timed(res: RunResult) -> list[BackendResult]:
+    """Backends with timings, in the file's order."""
+    return [b for b in res.backends if b.ok and b.timing]
+
+
+def on_device(res: RunResult, b: BackendResult) -> bool:
+    """Does `b` run on the device whose peak the file holds?  OpenCL backends
+    do; a peer does when it names that device (PyTorch on the same GPU), or
+    is a CPU peer and the OpenCL device is the CPU (PoCL)."""
+    if b.uses_opencl:
+        return True
+    device = b.info.get("device")
+    if device and device == res.device.name:
+        return True
+    kind = str(b.info.get("kind") or "")
+    return bool(kind) and kind.upper() in str(res.device.type or "").upper()
+
+
+def parse_baselines(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError("--baseline needs at least one backend name, e.g. --baseline clblast,numpy")
+    return list(dict.fromkeys(names))
+
+
+def baselines(res: RunResult, names=DEFAULT_BASELINES) -> list[str]:
+    """The references among `names` that have timings in `res`."""
+    return [n for n in names if compute_ms(res.backend(n)) is not None]
+
+
+@dataclass
+class Speedups:
+    """Every other timed backend's speedup over `reference`."""
+
+    reference: str
+    backends: list[str]
+    layers: list[list[float | None]]        # [layer][backend]
+    sum_of_layers: list[float | None]
+    end_to_end: list[float | None]           # compute, no per-layer syncs
+    geomean: list[float | None]              # of the per-layer speedups
+
+
+def speedups(res: RunResult, reference: str) -> Speedups | None:
+    base = res.backend(reference)
+    if compute_ms(base) is None:
+        return None
+    others = [b for b in timed(res) if b.name != reference]
+    if not others:
+        return None
+    per_layer = [[ratio(layer_ms(base, i), layer_ms(b, i)) for b in others] for i in range(len(res.net.layers))]
+    return Speedups(
+        reference=reference, backends=[b.name for b in others], layers=per_layer,
+        sum_of_layers=[ratio(layers_ms(base), layers_ms(b)) for b in others],
+        end_to_end=[ratio(compute_ms(base), compute_ms(b)) for b in others],
+        geomean=[geomean([row[k] for row in per_layer]) for k in range(len(others))])
+
+
+@dataclass
+class Utilisation:
+    """Achieved GFLOP/s as % of the device's peak, for the backends on it."""
+
+    peak_gflops: float
+    backends: list[str]
+    layers: list[list[float | None]]        # [layer][backend]
+    end_to_end: list[float | None]
+
+
+def percent_of_peak(flops: int, ms: float | None, peak: float) -> float | None:
+    g = gflops(flops, ms)
+    return None if g is None else 100 * g / peak
+
+
+def utilisation(res: RunResult) -> Utilisation | None:
+    peak = res.peak.gflops if res.peak else None
+    on = [b for b in timed(res) if on_device(res, b)]
+    if not peak or not on:
+        return None
+    return Utilisation(
+        peak_gflops=peak, backends=[b.name for b in on],
+        layers=[[percent_of_peak(layer.flops, layer_ms(b, i), peak) for b in on]
+                for i, layer in enumerate(res.net.layers)],
+        end_to_end=[percent_of_peak(res.net.flops, compute_ms(b), peak) for b in on])
+
+
+def is_gemm_step(name: str) -> bool:
+    """Steps that do the matrix products (CLBlast's routines, Morton GEMM, GEMV kernels)."""
+    low = name.lower()
+    return "gemm" in low or "gemv" in low

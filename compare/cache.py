@@ -1,0 +1,42 @@
+"""The user's cache of per-device figures (the measured peak, CLBlast's
+tuned parameters): one JSON file per kind, keyed by the device, written
+atomically.  COMPARE_CACHE_DIR moves it (the tests do)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .files import write_text_atomic
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("COMPARE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "clblast-compare")
+    return Path(base)
+
+
+def device_key(info: dict) -> str:
+    """What tells one device and driver from another: figures never carry over."""
+    return f"{info['platform']} | {info['name']} | {info['driver']}"
+
+
+def load(kind: str) -> dict:
+    """Every device's entry in the `kind` file; {} when there is none or it is damaged."""
+    try:
+        data = json.loads((cache_dir() / f"{kind}.json").read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}   # no cache or a damaged one: measure again
+
+
+def entry(kind: str, info: dict):
+    return load(kind).get(device_key(info))
+
+
+def store(kind: str, info: dict, value) -> Path:
+    data = load(kind)
+    data[device_key(info)] = value
+    path = cache_dir() / f"{kind}.json"
+    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
+    return path

@@ -1,0 +1,60 @@
+// What our kernels share.  A kernel file takes it with
+//     #include "common.h"
+// which kernels/__init__.py pastes in on the host, so every driver's
+// program cache sees the header's text in the source it hashes.
+//
+// -D ACT: 0 none, 1 relu, 2 sigmoid (required).  With YC and YC4 defined
+// (output channels, and as stored: a multiple of 4), zero_tail too.
+
+#ifndef ACT
+#error "ACT must be defined: 0 none, 1 relu, 2 sigmoid"
+#endif
+
+// The layer's activation.  A NaN (an element never written: buffers start
+// poisoned with NaN) passes through a ReLU, as in the oracle; fmax would drop it.
+inline float activate(float v)
+{
+#if ACT == 1
+    return v < 0.0f ? 0.0f : v;
+#elif ACT == 2
+    return 1.0f / (1.0f + exp(-v));   // exp overflows to inf below -88: the result is then 0, as it should be
+#else
+    return v;
+#endif
+}
+
+inline float4 activate4(float4 v)
+{
+#if ACT == 1
+    return select(v, (float4)(0.0f), isless(v, (float4)(0.0f)));
+#elif ACT == 2
+    return 1.0f / (1.0f + exp(-v));
+#else
+    return v;
+#endif
+}
+
+// max that keeps a NaN, as numpy's max does, so a poisoned input still shows
+inline float max_keep_nan(float m, float v)
+{
+    return (v > m || isnan(v)) ? v : m;
+}
+
+inline float4 max4_keep_nan(float4 m, float4 v)
+{
+    return select(m, v, isgreater(v, m) | isnan(v));
+}
+
+#if defined(YC) && defined(YC4)
+// Channels past YC in a pixel's last float4 must stay 0 (the next layer's
+// zero weights multiply them): mask them after the activation, which would
+// turn 0 into 0.5 for a sigmoid.
+inline float4 zero_tail(float4 v, int c4)
+{
+#if YC % 4
+    if (c4 == YC4 / 4 - 1)
+        v = select(v, (float4)(0.0f), (int4)(0, 1, 2, 3) >= (int4)(YC % 4));
+#endif
+    return v;
+}
+#endif
