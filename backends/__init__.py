@@ -16,6 +16,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "numpy": ("backends.reference.numpy_backend", "NumpyBackend"),
     "clblast": ("backends.clblast.backend", "ClblastBackend"),
     "clblast-convgemm": ("backends.clblast.backend", "ClblastConvgemmBackend"),
+    "clblast-best": ("backends.clblast.best", "ClblastBestBackend"),
     "baseline": ("backends.handwritten.baseline", "BaselineBackend"),
     "vectorised": ("backends.handwritten.vectorised", "VectorisedBackend"),
     "vectorised-tiled": ("backends.handwritten.tiled", "TiledBackend"),

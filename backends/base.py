@@ -115,28 +115,39 @@ class PreparedNet(ABC):
         return np.ascontiguousarray(x)
 
 
-
 class Backend(ABC):
-    """A way of running nets.  Subclasses set the class attributes."""
+    """A way of running nets.  Subclasses set the class attributes.
+
+    A backend that can run in several modes (a peer: eager or graph replay,
+    NCHW or channels-last, with or without XLA) lists them in modes(); the
+    runner prepares, checks and times each, and reports the fastest with
+    its name, the others beside it.  prepare() takes the mode (None: the
+    first)."""
 
     name: str = ""
     summary: str = ""        # one line for `compare backends` and the reports
     uses_opencl: bool = False
+    deterministic = True     # the same input gives bit-identical outputs on every pass
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
         """None when the backend can run here, else why not (a library missing...)."""
         return None
 
-    def __init__(self, device: str | None = None):
+    def __init__(self, device: str | None = None, options: dict | None = None):
         self.device_spec = device
+        self.options = dict(options or {})   # run-wide settings a backend may read (e.g. clblast_params)
 
     @abstractmethod
     def info(self) -> dict:
         """Where it runs and with what: device, driver, library versions."""
 
+    def modes(self) -> list[str]:
+        """The modes this backend can run in here, in order of preference; [] when it has only one."""
+        return []
+
     @abstractmethod
-    def prepare(self, net: Net, weights: dict[str, np.ndarray], batch: int) -> PreparedNet:
+    def prepare(self, net: Net, weights: dict[str, np.ndarray], batch: int, mode: str | None = None) -> PreparedNet:
         """Compile, upload and allocate: everything that is not timed."""
 
 

@@ -26,7 +26,7 @@ from .models import imported_weights, load_net
 from .progress import Progress
 from .results import Source, load_results, write_results
 from .runner import MODES, Outputs, Plan, execute, exit_code
-from .tables import check_table, layer_table, summary_table
+from .tables import check_table, layer_table, modes_table, summary_table
 
 
 class _Parser(argparse.ArgumentParser):
@@ -111,7 +111,8 @@ def _plan(args, mode: str) -> Plan:
                 mode=mode, layerwise=not args.end_to_end_only,
                 sources={"weights": Source(**weights_source), "input": Source(**input_source)},
                 peak_gflops=_peak(getattr(args, "peak_gflops", None)),
-                command=shlex.join(["compare"] + args.argv), debug=args.debug)
+                command=shlex.join(["compare"] + args.argv), debug=args.debug,
+                options={"clblast_params": args.clblast_params})
 
 
 def _save_outputs(outputs: Outputs, plan: Plan, directory: str) -> None:
@@ -164,6 +165,9 @@ def cmd_run(args) -> int:
             print(f"== {b.name}: {b.summary} [{b.info.get('device', device)}]")
             print(layer_table(results, b) + "\n")
     print(summary_table(results, parse_baselines(args.baseline)))
+    modes = modes_table(results)
+    if modes:
+        print("\n" + modes)
     if plan.mode != "performance":
         print("\n" + check_table(results))
     print(f"\nresults written to {out}")
@@ -259,6 +263,30 @@ def cmd_peak(args) -> int:
     return 0
 
 
+def cmd_tune(args) -> int:
+    from . import tune
+    if not args.budget_s > 0:
+        raise UserError(f"--budget-s must be a positive number of seconds, not {args.budget_s}")
+    nets_ = [n.strip() for n in args.net.split(",") if n.strip()]
+    scopes = [s.strip() for s in args.scope.split(",") if s.strip()]
+    bad = [s for s in scopes if s not in tune.SCOPES]
+    if bad or not scopes:
+        raise UserError(f"--scope takes {' and/or '.join(tune.SCOPES)} (comma-separated), not {args.scope!r}")
+    batch = _positive("--batch", args.batch) if args.batch is not None else None
+    progress = Progress()
+    try:
+        entry, rows = tune.tune(args.device, nets_, batch, args.budget_s, scopes, progress.update)
+    finally:
+        progress.done()
+    from backends.opencl.runtime import get_runtime
+    path = tune.store(get_runtime(args.device).info, entry)
+    print(tune.table(rows))
+    print(f"\n{len(entry['device_sets'])} kernels tuned at the tuners' sizes, {len(entry['shape_sets'])} problems at "
+          f"the nets' sizes, in {entry['took_s']:.0f} s (budget {args.budget_s:.0f} s) on {entry['device']}")
+    print(f"written to {path}; `compare run` uses it (--clblast-params default ignores it)")
+    return 0
+
+
 def cmd_report(args) -> int:
     from .report import render_report
     results = [load_results(p) for p in args.files]
@@ -281,6 +309,9 @@ def _add_run_options(p, with_timing: bool) -> None:
     p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment (default: first GPU, else PoCL)")
     p.add_argument("--save-outputs", metavar="DIR", help="save the input, the reference and every backend's output as .npy")
     p.add_argument("--end-to-end-only", action="store_true", help="check only the final output, not each layer")
+    p.add_argument("--clblast-params", choices=["tuned", "default"], default="tuned",
+                   help="CLBlast's parameters: the ones `compare tune` found for this device (when there are any; "
+                        "default), or CLBlast's own database")
     if with_timing:
         p.add_argument("--repeats", type=int, default=10, help="timed repeats; medians are reported (default 10)")
         p.add_argument("--warmup", type=int, default=2, help="untimed runs first; the first is reported apart (default 2)")
@@ -325,6 +356,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("peak", help="measure the device's multiply-add throughput and memory bandwidth")
     p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment")
     p.set_defaults(func=cmd_peak)
+
+    p = sub.add_parser("tune", help="tune CLBlast for the device with CLBlast's own tuners (needs clblast-utils)")
+    p.add_argument("--net", default="lenet,vgg16", help="the nets whose layer sizes are tuned (default lenet,vgg16)")
+    p.add_argument("--batch", type=int, help="tune at this batch instead of each net's own")
+    p.add_argument("--budget-s", type=float, default=900.0, help="time for all tuning, in seconds (default 900)")
+    p.add_argument("--scope", default="device,shape",
+                   help="device: each kernel at the tuner's own sizes (as the study tuned); shape: the nets' "
+                        "layer sizes; both by default, half the budget each")
+    p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("weights", help="write a net's seeded weights as a .npz file")
     p.add_argument("--net", required=True)

@@ -1,11 +1,11 @@
 """Which net a command runs: a built-in one by name, or a user's Keras model
 file.  Keras loads TensorFlow, which must stay out of this process (PoCL's
 compiler breaks beside it), so a model file is read in a child process
-(backends/peers/isolated.py) that sends back the net and its weights."""
+(backends/isolated.py) that sends back the net and its weights."""
 from __future__ import annotations
 
 import nets
-from backends.peers.isolated import call_isolated
+from backends.isolated import call_isolated
 from nets import Net
 
 SUFFIXES = (".keras", ".h5")

@@ -3,17 +3,19 @@ one `compare peak` cached for this device, or measured now
 (backends/opencl/peak.py) and cached."""
 from __future__ import annotations
 
-from . import cache
+from backends import cache
+
+from . import device_cache
 
 KIND = "peak"
 
 
 def cache_path():
-    return cache.cache_dir() / f"{KIND}.json"
+    return cache.path(KIND)
 
 
 def store(info: dict, peak: dict) -> None:
-    cache.store(KIND, info, peak)
+    device_cache.store(KIND, info, peak)
 
 
 def peak_for_run(rt, override_gflops: float | None = None, progress=lambda s: None) -> dict:

@@ -45,6 +45,11 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
             doc.para(f"Achieved GFLOP/s over the device's peak of {res.peak.gflops:.1f} GFLOP/s, {res.peak.source}. "
                      f"Backends that do not run on this device are left out.")
             doc.table(util)
+        modes = rt.modes_rows(res)
+        if modes:
+            doc.heading("Modes of the backends that have several", 3)
+            doc.table(modes, caption="Each mode checked and timed end to end; the fastest is the one every "
+                                     "other table uses, named beside the backend.")
         doc.heading("Transfers and one-off costs", 3)
         doc.table(rt.transfers_table(res), caption="Times in ms; memory: device memory the backend holds "
                                                    "(weights and buffers).")

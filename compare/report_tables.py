@@ -7,7 +7,7 @@ from __future__ import annotations
 from . import analysis as an
 from .published import FIGURES, SOURCE
 from .results import BackendResult, RunResult
-from .tables import DASH, fmt_err, fmt_ms, fmt_pct, fmt_ratio, reason_line, worst_layer
+from .tables import DASH, fmt_err, fmt_ms, fmt_pct, fmt_ratio, modes_rows, reason_line, worst_layer
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -16,7 +16,7 @@ def times_table(res: RunResult, published: bool = False) -> Table:
     """Per-layer median wall time of every backend (ms), like table 7.4."""
     timed = an.timed(res)
     pub = FIGURES.get(res.net.name, {}) if published else {}
-    headers = ["layer", "MFLOP"] + [b.name for b in timed] + [f"{name} ({SOURCE})" for name in pub]
+    headers = ["layer", "MFLOP"] + [b.label for b in timed] + [f"{name} ({SOURCE})" for name in pub]
     rows = []
     for i, layer in enumerate(res.net.layers):
         rows.append([layer.name, f"{layer.flops / 1e6:.1f}"] + [fmt_ms(an.layer_ms(b, i)) for b in timed]
@@ -108,7 +108,7 @@ def transfers_table(res: RunResult) -> Table:
     rows = []
     for b in an.timed(res):
         e2e = b.timing.end_to_end
-        rows.append([b.name, fmt_ms(e2e.upload), fmt_ms(e2e.compute), fmt_ms(e2e.download), fmt_ms(e2e.total),
+        rows.append([b.label, fmt_ms(e2e.upload), fmt_ms(e2e.compute), fmt_ms(e2e.download), fmt_ms(e2e.total),
                      fmt_ms(b.first_run_ms), fmt_ms(b.prepare_ms), _mib(b.memory_bytes)])
     return headers, rows
 
@@ -171,3 +171,4 @@ def cross_device_table(group: list[RunResult], reference: str = an.DEFAULT_BASEL
             row.append(DASH if ms is None else (f"{fmt_ms(ms)} ({fmt_ratio(speed)})" if speed else fmt_ms(ms)))
         rows.append(row)
     return ["backend"] + [device_label(r) for r in group], rows
+

@@ -129,6 +129,21 @@ class BackendDigits:
 
 
 @dataclass
+class ModeResult:
+    """One mode of a backend that can run in several, checked and timed end to end."""
+
+    name: str
+    status: str                       # OK, FAILED or UNSUPPORTED
+    reason: str | None = None
+    rel_l2: float | None = None       # its output against the oracle's
+    compute: Samples | None = None    # the whole pass without per-layer syncs
+
+    def validate(self, where: str) -> None:
+        if self.status not in STATUSES:
+            raise Malformed(f"{where}.status", f"must be one of {', '.join(STATUSES)}, not {self.status!r}")
+
+
+@dataclass
 class BackendResult:
     name: str
     status: str
@@ -144,6 +159,8 @@ class BackendResult:
     check: Check | None = None
     timing: Timing | None = None
     digits: BackendDigits | None = None
+    mode: str | None = None                    # the mode the timings are of: the fastest of `modes`
+    modes: list[ModeResult] = field(default_factory=list)
 
     def validate(self, where: str) -> None:
         if self.status not in STATUSES:
@@ -152,6 +169,11 @@ class BackendResult:
     @property
     def ok(self) -> bool:
         return self.status == "OK"
+
+    @property
+    def label(self) -> str:
+        """The name, with the mode it ran in where it has several."""
+        return f"{self.name} ({self.mode})" if self.mode else self.name
 
 
 @dataclass

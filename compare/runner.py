@@ -17,12 +17,12 @@ import backends
 from nets import Net
 
 from . import __version__, oracle
-from .checking import check_prepared
+from .checking import check_prepared, compare_arrays
 from .errors import Unsupported, UserError
 from .hostinfo import host_info
 from .peak import peak_for_run
-from .results import (BackendResult, Device, Host, LayerInfo, LayerTimes, NetInfo, PassTimes, Peak, RunResult,
-                      Samples, Settings, Source, StepTimes, Timing, Tool)
+from .results import (BackendResult, Device, Host, LayerInfo, LayerTimes, ModeResult, NetInfo, PassTimes, Peak,
+                      RunResult, Samples, Settings, Source, StepTimes, Timing, Tool)
 
 MODES = ("correctness", "performance", "both")
 
@@ -44,6 +44,7 @@ class Plan:
     command: str = ""
     peak_gflops: float | None = None   # the user's figure; else cached or measured
     debug: bool = False
+    options: dict = field(default_factory=dict)   # settings passed to every backend (clblast_params)
 
 
 @dataclass
@@ -114,8 +115,52 @@ def _sane_output(y: np.ndarray, name: str) -> None:
         raise RuntimeError(f"{name} produced an all-zero output")
 
 
+def _failure(exc: Exception, debug: bool) -> str:
+    reason = f"{type(exc).__name__}: {exc}"
+    if debug:   # a backend in a child process (backends/isolated.py) sends its own traceback
+        reason += "\n" + getattr(exc, "child_traceback", "") + traceback.format_exc()
+    return reason
+
+
+def _measure_mode(backend, mode: str, plan: Plan, ref, progress) -> ModeResult:
+    """One mode of a backend with several: prepared, checked end to end, timed end to end."""
+    prepared = None
+    label = f"{backend.name} ({mode})"
+    try:
+        progress(f"{label}: preparing")
+        prepared = backend.prepare(plan.net, plan.weights, plan.batch, mode=mode)
+        y = prepared.forward(plan.x)
+        _sane_output(y, label)
+        for _ in range(max(plan.warmup - 1, 0)):
+            prepared.forward(plan.x)
+        result = ModeResult(mode, "OK")
+        if ref is not None:
+            result.rel_l2 = compare_arrays(y, ref[-1]).rel_l2
+        if plan.mode in ("performance", "both"):
+            result.compute = _time_end_to_end(prepared, plan.x, plan.repeats, progress, label).compute
+        return result
+    except Unsupported as exc:
+        return ModeResult(mode, "UNSUPPORTED", reason=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a mode that fails is recorded; the other modes still run
+        return ModeResult(mode, "FAILED", reason=_failure(exc, plan.debug))
+    finally:
+        if prepared is not None:
+            prepared.close()
+
+
+def _fastest(modes: list[ModeResult]) -> str | None:
+    """The OK mode with the lowest median compute time (the first OK one when none was timed)."""
+    ok = [m for m in modes if m.status == "OK"]
+    timed = [m for m in ok if m.compute is not None]
+    if timed:
+        return min(timed, key=lambda m: m.compute.median).name
+    return ok[0].name if ok else None
+
+
 def run_backend(name: str, plan: Plan, ref, progress, cl_missing: str | None) -> tuple[BackendResult, np.ndarray | None]:
-    """One backend through every stage; its result, and its output when it ran."""
+    """One backend through every stage; its result, and its output when it ran.
+    A backend with several modes has each measured first; the fastest then
+    runs every stage, and the others are recorded beside it."""
     reason = backends.unavailable_reason(name)
     if reason:   # checked first: an unavailable backend's module may not even import
         return BackendResult(name, "UNAVAILABLE", reason=reason), None
@@ -127,11 +172,20 @@ def run_backend(name: str, plan: Plan, ref, progress, cl_missing: str | None) ->
     prepared = None
     y = None
     try:
-        backend = cls(device=plan.device)
+        backend = cls(device=plan.device, options=plan.options)
         entry.info = backend.info()
+        modes = backend.modes()
+        if modes:
+            entry.modes = [_measure_mode(backend, m, plan, ref, progress) for m in modes]
+            entry.mode = _fastest(entry.modes)
+            if entry.mode is None:
+                why = "; ".join(f"{m.name}: {(m.reason or '').splitlines()[0]}" for m in entry.modes)
+                if all(m.status == "UNSUPPORTED" for m in entry.modes):
+                    raise Unsupported(f"no mode can run here ({why})")
+                raise RuntimeError(f"no mode ran ({why})")
         progress(f"{name}: preparing {plan.net.name}")
         t0 = time.perf_counter()
-        prepared = backend.prepare(plan.net, plan.weights, plan.batch)
+        prepared = backend.prepare(plan.net, plan.weights, plan.batch, mode=entry.mode)
         entry.prepare_ms = (time.perf_counter() - t0) * 1e3
         entry.config = prepared.config
         entry.memory_bytes = prepared.memory_bytes
@@ -158,10 +212,7 @@ def run_backend(name: str, plan: Plan, ref, progress, cl_missing: str | None) ->
         entry.check = entry.timing = None
         return entry, None
     except Exception as exc:  # noqa: BLE001 - a backend's crash is a result, not the end of the run
-        reason = f"{type(exc).__name__}: {exc}"
-        if plan.debug:   # a backend in a child process (backends/peers/isolated.py) sends its own traceback
-            reason += "\n" + getattr(exc, "child_traceback", "") + traceback.format_exc()
-        entry.status, entry.error_kind, entry.reason = "FAILED", "internal", reason
+        entry.status, entry.error_kind, entry.reason = "FAILED", "internal", _failure(exc, plan.debug)
         entry.check = entry.timing = None
         return entry, None
     finally:

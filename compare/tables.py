@@ -33,7 +33,7 @@ def fmt_pct(x) -> str:
     return DASH if x is None else f"{x:.1f}"
 
 
-def reason_line(b: BackendResult) -> str:
+def reason_line(b) -> str:
     """The first line of why a backend did not run (empty when it did)."""
     return b.reason.splitlines()[0] if b.reason else ""
 
@@ -64,7 +64,7 @@ def summary_table(res: RunResult, baselines=an.DEFAULT_BASELINES) -> str:
     rows = []
     for b in res.backends:
         ms = an.compute_ms(b)
-        rows.append([b.name, b.status, b.check.status if b.check else DASH, fmt_ms(ms), fmt_ms(an.layers_ms(b)),
+        rows.append([b.label, b.status, b.check.status if b.check else DASH, fmt_ms(ms), fmt_ms(an.layers_ms(b)),
                      fmt_num(an.gflops(res.net.flops, ms)),
                      *[fmt_ratio(an.ratio(an.compute_ms(res.backend(r)), ms)) for r in refs],
                      reason_line(b)])
@@ -87,8 +87,22 @@ def check_table(res: RunResult) -> str:
             continue
         end = b.check.end_to_end
         worst = worst_layer(b)
-        rows.append([b.name, b.check.status, fmt_err(end.rel_l2), fmt_err(end.max_abs),
+        rows.append([b.label, b.check.status, fmt_err(end.rel_l2), fmt_err(end.max_abs),
                      f"{worst.name} {fmt_err(worst.rel_l2)}" if worst else DASH,
                      DASH if end.top1 is None else f"{end.top1 * 100:.0f}%", end.note or ""])
     headers = ["backend", "check", "rel L2", "max abs", "worst layer (rel L2)", "top-1 agree", "note"]
     return tabulate(rows, headers=headers, disable_numparse=True)
+
+
+def modes_rows(res: RunResult):
+    """Every mode of the backends that have several (a peer: eager, graph replay,
+    XLA...) as (headers, rows); the fastest is the one every other table uses."""
+    rows = [[b.name, m.name, m.status, fmt_ms(m.compute), fmt_err(m.rel_l2),
+             "used (fastest)" if m.name == b.mode else reason_line(m)]
+            for b in res.backends for m in b.modes]
+    return (["backend", "mode", "status", "compute ms", "rel L2", "note"], rows) if rows else None
+
+
+def modes_table(res: RunResult) -> str | None:
+    table = modes_rows(res)
+    return tabulate(table[1], headers=table[0], disable_numparse=True) if table else None

@@ -1,14 +1,17 @@
 // What CLBlast has no routine for, as small kernels of our own (the
 // `clblast` and `clblast-convgemm` backends label them "(own kernel)"):
-// an activation in place, bias + activation after xCONVGEMM (which
-// overwrites its output and takes no bias), and max-pooling.
+// an activation in place, bias + activation after xCONVGEMM or a GEMM with
+// beta = 0 (which overwrite their output and take no bias), max-pooling,
+// and (`clblast-best`) subsampling as average pooling with the channel's
+// coefficient, bias and activation folded in.
 //
 // Compiled once per layer with -D constants:
 //   ACT      0 none, 1 relu, 2 sigmoid
 //   COUNT    activate_inplace, bias_activate: number of elements
 //            (work-items past it return at once)
 //   CHANNELS, PLANE       bias_activate: the data is (N, CHANNELS, PLANE)
-//   H, W, OH, OW, KH, KW, SH, SW   maxpool: input (N*C, H, W) -> (N*C, OH, OW)
+//   H, W, OH, OW, KH, KW, SH, SW   maxpool, subsample: input (N*C, H, W) -> (N*C, OH, OW)
+//   CHANNELS                        subsample: C
 
 #include "common.h"
 
@@ -43,5 +46,22 @@ __kernel void maxpool(__global const float *x, __global float *y) {
         for (int fx = 0; fx < KW; fx++)
             best = max_keep_nan(best, src[fy * W + fx]);
     y[(size_t)plane * (OH * OW) + oy * OW + ox] = activate(best);
+}
+#endif
+
+#if defined(KH) && defined(CHANNELS)
+// The window mean of one channel times its coefficient, plus its bias, then
+// the activation: LeNet's subsampling in one pass (NDRange as maxpool's).
+__kernel void subsample(__global const float *x, __global float *y,
+                        __global const float *coeff, __global const float *bias) {
+    const int ox = get_global_id(0), oy = get_global_id(1);
+    const uint plane = get_global_id(2), c = plane % CHANNELS;   // unsigned: see maxpool
+    if (ox >= OW || oy >= OH) return;
+    __global const float *src = x + (size_t)plane * (H * W) + (oy * SH) * W + ox * SW;
+    float sum = 0.0f;
+    for (int fy = 0; fy < KH; fy++)
+        for (int fx = 0; fx < KW; fx++)
+            sum += src[fy * W + fx];
+    y[(size_t)plane * (OH * OW) + oy * OW + ox] = activate(sum * (coeff[c] / (float)(KH * KW)) + bias[c]);
 }
 #endif

@@ -1,5 +1,5 @@
 """Keras models for the tests, built and run in a child process (through
-backends.peers.isolated): TensorFlow must never load in the test process, where
+backends.isolated): TensorFlow must never load in the test process, where
 PoCL's compiler breaks beside it.  Only plain data comes back: file paths,
 numpy arrays, error messages."""
 from __future__ import annotations

@@ -5,7 +5,7 @@ whose converted weights must reproduce Keras's own outputs."""
 import numpy as np
 import pytest
 
-from backends.peers.isolated import call_isolated
+from backends.isolated import call_isolated
 from backends.reference.numpy_backend import NumpyNet
 from compare import digits
 from compare.checking import compare_arrays

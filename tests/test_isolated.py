@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from backends.peers.isolated import IsolatedBackend, Worker, call_isolated
+from backends.isolated import IsolatedBackend, Worker, call_isolated
 from backends.reference.numpy_backend import NumpyNet
 from compare.errors import UserError
 from nets.weights import init_weights, make_input

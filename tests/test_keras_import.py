@@ -3,14 +3,14 @@ imported, and run by our numpy backend must give Keras's own outputs;
 unsupported layers are refused with the layer named.
 
 Keras runs in a child process (tests/keras_models.py through
-backends.peers.isolated): TensorFlow must not load beside PoCL in this one."""
+backends.isolated): TensorFlow must not load beside PoCL in this one."""
 import json
 import sys
 
 import numpy as np
 import pytest
 
-from backends.peers.isolated import Worker
+from backends.isolated import Worker
 from backends.reference.numpy_backend import NumpyNet
 from compare.checking import compare_arrays
 from compare.cli import main

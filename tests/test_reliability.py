@@ -50,7 +50,7 @@ def _backend(skip, scale):
         def info(self):
             return {}
 
-        def prepare(self, net, weights, batch):
+        def prepare(self, net, weights, batch, mode=None):
             return _Net(skip, scale)
     return Faulty
 

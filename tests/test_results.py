@@ -122,7 +122,7 @@ def test_a_crashing_backend_is_recorded_and_the_others_still_run(tmp_path, capsy
     # make the numpy backend crash inside prepare, as a broken backend would
     import backends.reference.numpy_backend as nb
 
-    def broken_prepare(self, net, weights, batch):
+    def broken_prepare(self, net, weights, batch, mode=None):
         raise RuntimeError("kernel exploded")
     monkeypatch.setattr(nb.NumpyBackend, "prepare", broken_prepare)
     out = tmp_path / "r.json"

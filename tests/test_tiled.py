@@ -140,7 +140,9 @@ def test_gpu_plans_on_this_device_name_their_steps(runtime, monkeypatch):
         assert compare_arrays(prepared.forward(x), oracle.forward(net, weights, x)[-1]).passed
         prepared.load_input(x)
         steps = [s.name for s in prepared.run_timed()[0].steps]
-        assert steps == ["tiled conv", f"add {prepared.config['layers']['a']['split']} parts+relu"]
+        # the one layer is first and last: the conversions of the net's input and output are its steps too
+        assert steps == ["input NCHW->NHWC+border", "tiled conv",
+                         f"add {prepared.config['layers']['a']['split']} parts+relu", "output NHWC->NCHW"]
     finally:
         prepared.close()
 

@@ -29,7 +29,9 @@ from ..opencl.net import OpenCLNet
 from ..opencl.runtime import get_runtime
 from . import library
 from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, im2col_floats, subsample_as_conv_weight
+from . import overrides
 from .library import check_library, require_library
+from .tuned import Tuning
 
 _SPATIAL = ("conv", "subsample")
 
@@ -37,13 +39,16 @@ _SPATIAL = ("conv", "subsample")
 class ClblastNet(OpenCLNet):
     """A net as a chain of CLBlast layer ops; buffer i+1 is layer i's output."""
 
-    def __init__(self, runtime, net, weights, batch: int, conv_method: str):
+    def __init__(self, runtime, net, weights, batch: int, conv_method: str, tuning: Tuning):
         super().__init__(runtime, net, batch)
         self.conv_method = conv_method
+        self.tuning = tuning
         self.activations = []   # the input buffer and every layer's output
         try:
             self._build(weights)
             self._warm_up()
+            # what the warm-up ran with: the overrides of this net, or none (the database's)
+            self.config["clblast_parameters_in_force"] = overrides.in_force(self.rt.device)
         except BaseException:
             self.close()
             raise
@@ -115,6 +120,7 @@ class ClblastNet(OpenCLNet):
             "conv_method": ("xIM2COL + xGEMMBATCHED (xGEMM at batch 1)" if self.conv_method == "im2col"
                             else "xCONVGEMM + bias/activation kernel"),
             "layers": recipes,
+            "clblast_parameters": self.tuning.source,
             "step_timing": "CLBlast routines: markers around the call on the in-order profiling queue; "
                            "own kernels: their own profiling events",
         })
@@ -141,9 +147,11 @@ class ClblastBackend(Backend):
                              "libclblast": os.path.basename(lib) if lib else "unknown",
                              "pyopencl": cl.VERSION_TEXT}}
 
-    def prepare(self, net, weights, batch):
+    def prepare(self, net, weights, batch, mode=None):
         require_library()
-        return ClblastNet(self.runtime(), net, weights, batch, self.conv_method)
+        rt = self.runtime()
+        tuning = Tuning.for_device(rt.info, self.options.get("clblast_params", "tuned"))
+        return ClblastNet(rt, net, weights, batch, self.conv_method, tuning)
 
 
 class ClblastConvgemmBackend(ClblastBackend):

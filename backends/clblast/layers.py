@@ -20,6 +20,7 @@ from ..opencl.launch import ACT_CODES, Launch
 from ..opencl.net import LayerOp
 from . import library
 from .library import pyclblast
+from .tuned import COPY_KERNELS, CONVGEMM_KERNELS, GEMM_KERNELS, GEMV_KERNELS, Applied
 
 EXTRAS = "clblast_extras.cl"
 LOCAL_SIZE = 64   # work-group size wanted for the own 1-D kernels (shrunk to what the device allows)
@@ -58,10 +59,20 @@ def _step_name(what: str, activation: str) -> str:
 
 
 class ClblastOp(LayerOp):
-    """Common part: input and output buffers, canonical reads and writes."""
+    """Common part: input and output buffers, canonical reads and writes, and
+    the CLBlast parameters its routines run with (tuned.Applied: put in force
+    before each call, or checked to be still CLBlast's defaults)."""
 
-    def __init__(self, owner, layer, index, in_buf, out_buf, separate_activation=True):
+    kernels: tuple = ()   # the database kernels its routines compile
+
+    def __init__(self, owner, layer, index, in_buf, out_buf, separate_activation=True, sets=None):
+        """`sets`: the (kernel, parameters) overrides its routines run with;
+        None: the tuning's device sets for its kernels, the rest CLBlast's defaults."""
         super().__init__(layer, index)
+        kernels = self.kernels_used(owner.batch)
+        relies = kernels + (("GemmRoutine",) if "XgemmDirect" in kernels else ())
+        sets = owner.tuning.device_overrides(kernels) if sets is None else sets
+        self.apply = Applied(owner.rt.device, sets, relies)
         self.rt = owner.rt
         self.queue = owner.rt.queue
         self.batch = owner.batch
@@ -74,6 +85,9 @@ class ClblastOp(LayerOp):
             self.activation = own_kernel(self.rt, "activate_inplace", layer.activation, (self.out_count,),
                                         COUNT=self.out_count)
         self.recipe: list[str] = []   # the step names, for prepared.config
+
+    def kernels_used(self, batch: int) -> tuple:
+        return self.kernels
 
     def write_input(self, x):
         self.rt.write(self.in_buf, x)
@@ -106,6 +120,8 @@ class Im2colConvOp(ClblastOp):
     output directly: output n is K rows of OH*OW.
     """
 
+    kernels = COPY_KERNELS + GEMM_KERNELS
+
     def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, col_buf):
         super().__init__(owner, layer, index, in_buf, out_buf)
         n, c, h, w = self.in_shape
@@ -129,6 +145,7 @@ class Im2colConvOp(ClblastOp):
 
     def enqueue(self, rec):
         q = self.queue
+        self.apply()
         with rec.library("xCOPY"):
             pyclblast.copy(q, self.out_count, self.bias, self.out_vec)
         with rec.library("xIM2COL"):
@@ -148,8 +165,10 @@ class ConvgemmOp(ClblastOp):
     KCHW weights, NKHW output).  It overwrites its output and takes no
     bias, so one own kernel adds the bias and applies the activation."""
 
-    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad):
-        super().__init__(owner, layer, index, in_buf, out_buf, separate_activation=False)
+    kernels = CONVGEMM_KERNELS
+
+    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, sets=None):
+        super().__init__(owner, layer, index, in_buf, out_buf, separate_activation=False, sets=sets)
         n, c, h, w = self.in_shape
         k, _, fh, fw = weight.shape
         self.args = dict(channels=c, height=h, width=w, kernel=(fh, fw), pad=tuple(pad), stride=tuple(stride),
@@ -162,6 +181,7 @@ class ConvgemmOp(ClblastOp):
         self.recipe = ["xCONVGEMM", self.bias_step]
 
     def enqueue(self, rec):
+        self.apply()
         with rec.library("xCONVGEMM"):
             library.convgemm(self.queue, im=self.in_buf, im_offset=0, weight=self.weight, weight_offset=0,
                                out=self.out_buf, out_offset=0, **self.args)
@@ -171,6 +191,9 @@ class ConvgemmOp(ClblastOp):
 class DenseOp(ClblastOp):
     """y = x @ W + b: xCOPY the pre-expanded bias into the output, then
     xGEMM with beta = 1, or xGEMV (y = W^T x) at batch 1; then the activation."""
+
+    def kernels_used(self, batch):
+        return COPY_KERNELS + (GEMV_KERNELS if batch == 1 else GEMM_KERNELS)
 
     def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias):
         super().__init__(owner, layer, index, in_buf, out_buf)
@@ -192,6 +215,7 @@ class DenseOp(ClblastOp):
 
     def enqueue(self, rec):
         q = self.queue
+        self.apply()
         with rec.library("xCOPY"):
             pyclblast.copy(q, self.batch * self.f, self.bias, self.out_vec)
         with rec.library(self.gemm_name):

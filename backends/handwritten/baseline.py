@@ -10,7 +10,10 @@ and section 7.1, appendices B and C).
   buffer (table 7.1); max-pool keeps or strips the padding the same way;
 - every layer's kernel is built once at prepare with its shape as -D
   constants (kernels/baseline.cl) and reused on every forward pass;
-- like the seed, the work-group shape is left to the OpenCL runtime.
+- like the seed, the work-group shape is left to the OpenCL runtime;
+- the net's input is copied to the device as given; when the first conv
+  pads, a small kernel moves it into its padded buffer, timed with the
+  first layer (net.py, kernels/layout.cl).
 """
 from __future__ import annotations
 

@@ -11,6 +11,11 @@ dense layer (it "strips" it).
 The border is filled with zeros once at prepare (the interior with NaN, so an
 element a kernel fails to write still shows) and no kernel ever writes it.
 
+The net's own input and output stay canonical on the device: a staging
+buffer of each, converted to and from the first and last buffers by
+kernels/layout.cl inside the timed forward pass (net.py).  pack() and
+unpack() here are those kernels' reference, and serve the layer-wise checks.
+
 `vectorised` also pads channels to a multiple of 4 (float4 loads); those
 extra channels hold zeros too.  Dense activations are stored as C = features,
 H = W = 1, so one layout class serves both.
@@ -74,7 +79,29 @@ class Layout:
     def canonical_shape(self) -> tuple:
         return (self.batch, self.c) if self.flat else (self.batch, self.c, self.h, self.w)
 
-    # -- host conversions (only at the net's edges and for layer-wise checks)
+    @property
+    def is_canonical(self) -> bool:
+        """True when the stored buffer holds exactly the canonical array's bytes
+        (no border, no padding channels, and NCHW order or no order to keep):
+        the net's edges then need no conversion."""
+        plain = self.order == "nchw" or self.c == 1 or self.h * self.w == 1
+        return self.pad_h == 0 and self.pad_w == 0 and self.c_stored == self.c and plain
+
+    def kernel_defines(self) -> dict:
+        """The -D constants of kernels/layout.cl for this buffer."""
+        return {"N": self.batch, "C": self.c, "H": self.h, "W": self.w, "CS": self.c_stored,
+                "PH": self.pad_h, "PW": self.pad_w, "NHWC": int(self.order == "nhwc")}
+
+    @property
+    def order_name(self) -> str:
+        """'NHWC', 'NCHW', with '+border' when it has one (names conversion steps)."""
+        return self.order.upper() + ("+border" if self.pad_h or self.pad_w else "")
+
+    @property
+    def canonical_name(self) -> str:
+        return "NC" if self.flat else "NCHW"
+
+    # -- host conversions (the reference for kernels/layout.cl, and layer-wise checks)
     def pack(self, x: np.ndarray, fill: float = 0.0) -> np.ndarray:
         """A canonical host array in this layout; border and extra channels
         hold `fill` (always 0 except for the NaN-interior template)."""

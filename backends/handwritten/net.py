@@ -6,6 +6,15 @@ and builds one KernelOp per layer (compile with -D constants, upload the
 layer's reordered parameters, fix the launch shape).  Buffers are made here:
 buffer i is layer i's input and buffer i+1 its output, so layer i writes
 straight into the buffer (and the padding) layer i+1 reads.
+
+The net's input and output are held on the device in the canonical layout
+too, in staging buffers, so that load_input and fetch_output are plain
+copies as in every other backend and the conversions to and from the
+buffers' layouts (kernels/layout.cl) are compute: the first layer's op
+converts the input before its kernel, the last layer's converts the output
+after its own, each a named step (InputEdge, OutputEdge).  Where a layout
+already is canonical, the staging buffer is that activation buffer and no
+conversion runs.
 """
 from __future__ import annotations
 
@@ -20,10 +29,14 @@ from ..opencl.net import LayerOp, OpenCLNet
 from ..opencl.runtime import get_runtime
 from .layout import Layout, net_layouts
 
+LAYOUT_SOURCE = "layout.cl"
+CONVERT_GROUP = (64,)   # work-items per group of a conversion kernel, shrunk to the device's limits
+
 
 class KernelOp(LayerOp):
-    """One layer = one kernel launch.  Host arrays in and out are canonical;
-    the conversion to and from the buffers' layouts happens only here."""
+    """One layer = one kernel launch.  Host arrays in and out are canonical,
+    converted here on the host (layer-wise checks); a forward pass converts
+    on the device instead, at the net's edges (InputEdge, OutputEdge)."""
 
     def __init__(self, net: "HandwrittenNet", index: int, launch: Launch, args, step: str):
         super().__init__(net.net.layers[index], index)
@@ -49,6 +62,71 @@ class KernelOp(LayerOp):
         return {"kernel": self.step, **self.launch.describe(), "output": self.out_layout.describe()}
 
 
+class Convert:
+    """One conversion between a canonical staging buffer and a stored
+    activation buffer (kernels/layout.cl `pack` or `unpack`)."""
+
+    def __init__(self, rt, kernel: str, layout: Layout, src, dst, step: str):
+        count = int(np.prod(layout.canonical_shape))
+        self.launch = Launch(rt, LAYOUT_SOURCE, kernel, layout.kernel_defines(), (count,), CONVERT_GROUP)
+        self.args = (src, dst)
+        self.step = step
+
+    def enqueue(self, rec):
+        rec.kernel(self.step, self.launch(*self.args))
+
+    def describe(self) -> str:
+        shape = self.launch.describe()
+        return (f"'{self.step}' on the device (kernels/{LAYOUT_SOURCE} {self.launch.name}, "
+                f"global {shape['global']}, local {shape['local']})")
+
+
+class EdgeOp(LayerOp):
+    """The first or last layer's op, its conversion added; the rest is the op's."""
+
+    def __init__(self, op: LayerOp, rt, stage, shape: tuple, convert: Convert | None):
+        super().__init__(op.layer, op.index)
+        self.op, self.rt, self.stage, self.shape, self.convert = op, rt, stage, shape, convert
+
+    def enqueue(self, rec):
+        self.op.enqueue(rec)
+
+    def write_input(self, x):
+        self.op.write_input(x)
+
+    def read_output(self):
+        return self.op.read_output()
+
+    def describe(self) -> dict:
+        return self.op.describe()
+
+
+class InputEdge(EdgeOp):
+    """The first layer, fed from the canonical input staging buffer."""
+
+    def enqueue(self, rec):
+        if self.convert is not None:
+            self.convert.enqueue(rec)
+        self.op.enqueue(rec)
+
+    def write_input(self, x):
+        # a plain copy, waited for: the upload holds no conversion
+        x = np.ascontiguousarray(x, np.float32).reshape(self.shape)
+        cl.enqueue_copy(self.rt.queue, self.stage, x, is_blocking=True)
+
+
+class OutputEdge(EdgeOp):
+    """The last layer, leaving its output in the canonical output staging buffer."""
+
+    def enqueue(self, rec):
+        self.op.enqueue(rec)
+        if self.convert is not None:
+            self.convert.enqueue(rec)
+
+    def read_output(self):
+        return self.rt.read(self.stage, self.shape)   # a plain, blocking copy
+
+
 class HandwrittenNet(OpenCLNet):
     """Subclasses set `order` and `channel_multiple` and implement make_op()."""
 
@@ -67,11 +145,47 @@ class HandwrittenNet(OpenCLNet):
                 op = self.make_op(i, layer, layer_params(net, weights, i))
                 self.ops.append(op)
                 layers[layer.name] = op.describe()
-            self.config.update({"input": self.layouts[0].describe(), "layers": layers})
+            self.config.update({"input": self.layouts[0].describe(), "output": self.layouts[-1].describe(),
+                                "layers": layers})
+            self._add_edges()
         except BaseException:
             self.close()
             raise
         self.finish_prepare()
+
+    def _add_edges(self) -> None:
+        """Wrap the first and last ops (one op may be both) with the staging
+        buffers and the conversions the net's input and output need."""
+        first, last = self.layouts[0], self.layouts[-1]
+        self.input_stage = stage = self._staging(first, 0, "input")
+        pack = None if stage is self.activations[0] else Convert(
+            self.rt, "pack", first, stage, self.activations[0], f"input NCHW->{first.order_name}")
+        self.ops[0] = InputEdge(self.ops[0], self.rt, stage, first.canonical_shape, pack)
+        self.config["input_conversion"] = self._edge_text(pack, "load_input copies into the input buffer")
+        self.output_stage = stage = self._staging(last, -1, "output")
+        unpack = None if stage is self.activations[-1] else Convert(
+            self.rt, "unpack", last, self.activations[-1], stage, f"output {last.order_name}->{last.canonical_name}")
+        self.ops[-1] = OutputEdge(self.ops[-1], self.rt, stage, last.canonical_shape, unpack)
+        self.config["output_conversion"] = self._edge_text(unpack, "fetch_output copies from the output buffer")
+
+    def _staging(self, layout: Layout, i: int, side: str):
+        """The canonical buffer of the net's `side`: activations[i] itself
+        when its layout is canonical, else a buffer of its own."""
+        if layout.is_canonical:
+            return self.activations[i]
+        stage = self.alloc(int(np.prod(layout.canonical_shape)) * 4, f"canonical {side} staging buffer", poison=False)
+        # NaN from the host, as the activation buffers' interior: an element never written still shows
+        cl.enqueue_copy(self.rt.queue, stage, np.full(layout.canonical_shape, np.nan, np.float32))
+        return stage
+
+    @staticmethod
+    def _edge_text(convert: Convert | None, plain: str) -> str:
+        return convert.describe() if convert is not None else f"none: the layout is canonical, {plain}"
+
+    def load_input(self, x):
+        """A plain copy into the canonical input staging buffer, returning
+        once it is done; the first layer's op converts it on the device."""
+        self.ops[0].write_input(x)
 
     def _activation_buffer(self, i: int, layout: Layout):
         what = "input buffer" if i == 0 else f"output of {self.net.layers[i - 1].name}"
@@ -96,5 +210,5 @@ class HandwrittenBackend(Backend):
         return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
                 "versions": {"pyopencl": cl.VERSION_TEXT, "driver": rt.info["driver"]}}
 
-    def prepare(self, net, weights, batch):
+    def prepare(self, net, weights, batch, mode=None):
         return self.net_class(self.runtime(), net, weights, batch)

@@ -14,7 +14,10 @@ sections 7.2 and 7.4).
   GEMV at batch 1 and a float4 kernel at batch > 1, their weights reordered
   to the input buffer's (H, W, C) order;
 - as in `baseline`, every buffer carries the zero border its consumer needs,
-  and every kernel is built once at prepare with -D constants.
+  and every kernel is built once at prepare with -D constants;
+- the net's input goes NCHW -> NHWC (border, padding channels), and its
+  output back where it is not already canonical, in small kernels on the
+  device timed with the first and last layers (net.py, kernels/layout.cl).
 """
 from __future__ import annotations
 

@@ -98,8 +98,8 @@ class MortonBackend(Backend):
     summary = "im2col + Hybrid Morton Order GEMM (R_2_4_R x C_4_2_C, 4x16 work-groups), two shared buffers"
     uses_opencl = True
 
-    def __init__(self, device: str | None = None, work_group: tuple = GEMM_WORK_GROUP):
-        super().__init__(device)
+    def __init__(self, device: str | None = None, options: dict | None = None, work_group: tuple = GEMM_WORK_GROUP):
+        super().__init__(device, options)
         if len(work_group) != 2 or min(work_group) < 1:
             raise UserError(f"morton: the GEMM work-group must be two positive sizes, not {work_group!r}")
         self.work_group = tuple(int(v) for v in work_group)
@@ -112,5 +112,5 @@ class MortonBackend(Backend):
         return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
                 "versions": {"pyopencl": cl.VERSION_TEXT}}
 
-    def prepare(self, net, weights, batch):
+    def prepare(self, net, weights, batch, mode=None):
         return MortonNet(self.runtime(), net, weights, batch, self.work_group)

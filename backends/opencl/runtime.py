@@ -38,7 +38,7 @@ def platforms() -> list:
     if "tensorflow" in sys.modules:
         # PoCL's LLVM and TensorFlow's collide: a crash here, or kernels that no longer build
         raise RuntimeError("TensorFlow is loaded in this process, where PoCL crashes; run TensorFlow "
-                           "in a child process (backends/peers/isolated.py)")
+                           "in a child process (backends/isolated.py)")
     try:
         found = cl.get_platforms()
     except cl.Error:

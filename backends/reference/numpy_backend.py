@@ -123,5 +123,5 @@ class NumpyBackend(Backend):
         return {"device": cpu_name(), "kind": "cpu",
                 "versions": {"numpy": np.__version__, "blas": f"{blas.get('name', '')} {blas.get('version', '')}".strip()}}
 
-    def prepare(self, net, weights, batch):
+    def prepare(self, net, weights, batch, mode=None):
         return NumpyNet(net, weights, batch)

@@ -1,13 +1,12 @@
 """The user's cache of per-device figures (the measured peak, CLBlast's
-tuned parameters): one JSON file per kind, keyed by the device, written
-atomically.  COMPARE_CACHE_DIR moves it (the tests do)."""
+tuned parameters): one JSON file per kind, keyed by the device.  Read here;
+written by the harness (compare/device_cache.py), atomically.
+COMPARE_CACHE_DIR moves it (the tests do)."""
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-
-from .files import write_text_atomic
 
 
 def cache_dir() -> Path:
@@ -21,10 +20,14 @@ def device_key(info: dict) -> str:
     return f"{info['platform']} | {info['name']} | {info['driver']}"
 
 
+def path(kind: str) -> Path:
+    return cache_dir() / f"{kind}.json"
+
+
 def load(kind: str) -> dict:
     """Every device's entry in the `kind` file; {} when there is none or it is damaged."""
     try:
-        data = json.loads((cache_dir() / f"{kind}.json").read_text(encoding="utf-8"))
+        data = json.loads(path(kind).read_text(encoding="utf-8"))
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}   # no cache or a damaged one: measure again
@@ -32,11 +35,3 @@ def load(kind: str) -> dict:
 
 def entry(kind: str, info: dict):
     return load(kind).get(device_key(info))
-
-
-def store(kind: str, info: dict, value) -> Path:
-    data = load(kind)
-    data[device_key(info)] = value
-    path = cache_dir() / f"{kind}.json"
-    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
-    return path

@@ -1,11 +1,17 @@
-"""Work that must not share a process with the OpenCL drivers runs in a child.
+"""Work that must not share a process with the others runs in a child.
 
-TensorFlow and PoCL both carry LLVM.  Once TensorFlow is loaded, PoCL's
-kernel compiler fails ("unknown target CPU") or the process crashes, whichever
-was loaded first.  So TensorFlow (the `tensorflow` backend, the Keras model
-importer) lives in a child process: a fresh interpreter, not a fork, so it
-starts clean, and not multiprocessing's spawn, which re-runs the caller's
-main script.  The parent holds proxies that send each call over a socket.
+- TensorFlow and PoCL both carry LLVM.  Once TensorFlow is loaded, PoCL's
+  kernel compiler fails ("unknown target CPU") or the process crashes,
+  whichever was loaded first.  So TensorFlow (the `tensorflow` backend, the
+  Keras model importer) lives in a child process.
+- CLBlast's parameter overrides hold for the whole process and cannot be
+  undone (backends/clblast/overrides.py).  `clblast-best` switches them per
+  layer, so it runs in a child of its own and leaves the other CLBlast
+  backends CLBlast's defaults (or their tuned sets).
+
+A child is a fresh interpreter, not a fork, so it starts clean, and not
+multiprocessing's spawn, which re-runs the caller's main script.  The parent
+holds proxies that send each call over a socket.
 
 Timing is measured inside the child (`run_timed`, `timed_pass`), so the
 socket is never part of a timed interval.
@@ -29,7 +35,7 @@ import numpy as np
 
 from compare.errors import UserError
 
-from ..base import Backend, PreparedNet
+from .base import Backend, PreparedNet
 
 
 def _portable(exc: BaseException) -> BaseException:
@@ -111,7 +117,7 @@ class Worker:
         fd = theirs.fileno()
         # its chatter (TensorFlow logs at import whatever the log level) goes to a file, shown if it dies
         self._log = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen([sys.executable, "-c", f"from backends.peers.isolated import serve; serve({fd})"],
+        self._proc = subprocess.Popen([sys.executable, "-c", f"from backends.isolated import serve; serve({fd})"],
                                       pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL,
                                       stdout=self._log, stderr=subprocess.STDOUT)
         theirs.close()
@@ -212,8 +218,8 @@ class IsolatedBackend(Backend):
 
     inner: str = ""
 
-    def __init__(self, device: str | None = None):
-        super().__init__(device)
+    def __init__(self, device: str | None = None, options: dict | None = None):
+        super().__init__(device, options)
         self._worker: Worker | None = None
         self._handle: int | None = None
 
@@ -221,7 +227,7 @@ class IsolatedBackend(Backend):
         if self._worker is None:
             module, cls = self.inner.split(":")
             worker = Worker(f"{self.name} backend")
-            self._handle = worker.request("new", module, cls, (self.device_spec,))
+            self._handle = worker.request("new", module, cls, (self.device_spec, self.options))
             self._worker = worker
         return self._worker, self._handle
 
@@ -229,9 +235,14 @@ class IsolatedBackend(Backend):
         worker, handle = self._remote()
         return worker.request("call", handle, "info", (), False)
 
-    def prepare(self, net, weights, batch):
+    def modes(self):
         worker, handle = self._remote()
-        return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch), True), net, batch)
+        return worker.request("call", handle, "modes", (), False)
+
+    def prepare(self, net, weights, batch, mode=None):
+        worker, handle = self._remote()
+        return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch, mode), True),
+                           net, batch)
 
     def close(self) -> None:
         if self._worker is not None:

@@ -1,0 +1,393 @@
+"""`clblast-best`: CLBlast at its best, so that a ratio against it is one a
+reader who knows CLBlast would accept.  Per layer, every composition CLBlast
+allows is built and timed at prepare, and the fastest kept (as cuDNN's
+benchmark mode picks an algorithm):
+
+  conv       im2col + xGEMM (xGEMMSTRIDEDBATCHED for a batch) with beta = 0,
+             forced direct and forced indirect (the GemmRoutine override),
+             then one own kernel for bias + activation; or xCONVGEMM + that kernel
+  subsample  average pooling with the coefficient, bias and activation folded
+             in (own kernel: CLBlast has no pooling); or the study's sparse
+             filters through xCONVGEMM + the bias kernel
+  dense      xGEMM beta = 0, direct or indirect, + the bias kernel; at batch 1
+             also xGEMV with the weights stored (out, in), its fast path, its
+             output first set to the bias (xCOPY, beta 1) or to zeros
+  maxpool    own kernel (CLBlast has none)
+
+Parameters: each routine runs with the tuned set for its exact problem where
+`compare tune` made one (and a device set for that kernel exists to switch
+back to), else the device set, else CLBlast's database.  A candidate is timed
+with the parameter switch it causes (an override call is host time a user
+of per-layer sets pays), wall clock around enqueue + finish, median of
+REPEATS after WARMUP.  Choices and every candidate's time are in `config`.
+
+It runs in a child process of its own (backends/isolated.py): the overrides
+it switches hold for the whole process and cannot be undone.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyopencl as cl
+
+from compare.errors import Unsupported, UserError
+
+from ..base import Backend, layer_params
+from ..isolated import IsolatedBackend
+from ..opencl.net import OpenCLNet, Recorder
+from ..opencl.runtime import get_runtime
+from . import library, problems
+from .layers import (ClblastOp, ConvgemmOp, MaxPoolOp, _step_name, as_array, im2col_floats, own_kernel,
+                     subsample_as_conv_weight)
+from .library import check_library, pyclblast, require_library
+from .overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
+from .tuned import CONVGEMM_KERNELS, COPY_KERNELS, GEMM_KERNELS, GEMV_KERNELS, Tuning
+
+WARMUP = 2
+REPEATS = 5
+
+
+class _Epilogue:
+    """The own kernel after a routine that overwrites its output (beta = 0):
+    bias per channel (planes of `plane` elements) and the activation."""
+
+    def __init__(self, op: ClblastOp, bias: np.ndarray, channels: int, plane: int):
+        self.bias = op.owner_upload(bias, f"bias of {op.layer.name}")
+        self.launch = own_kernel(op.rt, "bias_activate", op.layer.activation, (op.out_count,), COUNT=op.out_count,
+                                 CHANNELS=channels, PLANE=plane)
+        self.step = _step_name("bias", op.layer.activation)
+
+    def __call__(self, rec, out_buf) -> None:
+        rec.kernel(self.step, self.launch(out_buf, self.bias))
+
+
+class BestOp(ClblastOp):
+    """A candidate: one composition of one layer, with the sets it runs with."""
+
+    def __init__(self, owner, layer, index, in_buf, out_buf, sets):
+        self.owner = owner
+        super().__init__(owner, layer, index, in_buf, out_buf, separate_activation=False, sets=sets)
+
+    def owner_upload(self, array, what):
+        return self.owner.upload(array, what)
+
+
+class GemmConvOp(BestOp):
+    """im2col of the whole batch (the seed's trick: N images as N*C channels,
+    so image n's rows are one block), then one GEMM per image as a strided
+    batch, beta = 0, then the bias kernel."""
+
+    kernels = GEMM_KERNELS
+
+    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, col_buf, sets, route):
+        super().__init__(owner, layer, index, in_buf, out_buf, sets)
+        n, c, h, w = self.in_shape
+        k, _, fh, fw = weight.shape
+        _, _, oh, ow = self.out_shape
+        self.geometry = dict(channels=n * c, height=h, width=w, kernel=(fh, fw), pad=tuple(pad), stride=tuple(stride))
+        self.k, self.p, self.ckk = k, oh * ow, c * fh * fw
+        q = self.queue
+        self.weight = as_array(q, owner.upload(weight.reshape(k, -1), f"weights of {layer.name}"), (k, self.ckk))
+        self.col_buf = col_buf
+        self.col = as_array(q, col_buf, (n * self.ckk, self.p))
+        self.out_mat = as_array(q, out_buf, (n * k, self.p))
+        self.epilogue = _Epilogue(self, bias, k, self.p)
+        self.gemm_name = "xGEMM" if n == 1 else "xGEMMSTRIDEDBATCHED"
+        self.recipe = ["xIM2COL", f"{self.gemm_name} ({route}, beta 0)", self.epilogue.step]
+
+    def enqueue(self, rec):
+        q = self.queue
+        self.apply()
+        with rec.library("xIM2COL"):
+            library.im2col(q, im=self.in_buf, im_offset=0, col=self.col_buf, col_offset=0, **self.geometry)
+        with rec.library(self.gemm_name):
+            if self.batch == 1:
+                pyclblast.gemm(q, self.k, self.p, self.ckk, self.weight, self.col, self.out_mat,
+                               a_ld=self.ckk, b_ld=self.p, c_ld=self.p, alpha=1.0, beta=0.0)
+            else:
+                pyclblast.gemmStridedBatched(q, self.k, self.p, self.ckk, self.batch, self.weight, self.col,
+                                             self.out_mat, self.ckk, self.p, self.p, 0, self.ckk * self.p,
+                                             self.k * self.p, alpha=1.0, beta=0.0)
+        self.epilogue(rec, self.out_buf)
+
+
+class GemmDenseOp(BestOp):
+    """Y = X W, beta = 0, then the bias kernel (batch > 1)."""
+
+    kernels = GEMM_KERNELS
+
+    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, sets, route):
+        super().__init__(owner, layer, index, in_buf, out_buf, sets)
+        self.d, self.f = weight.shape
+        q = self.queue
+        self.weight = as_array(q, owner.upload(weight, f"weights of {layer.name}"), (self.d, self.f))
+        self.x = as_array(q, in_buf, (self.batch, self.d))
+        self.y = as_array(q, out_buf, (self.batch, self.f))
+        self.epilogue = _Epilogue(self, bias, self.f, 1)
+        self.recipe = [f"xGEMM ({route}, beta 0)", self.epilogue.step]
+
+    def enqueue(self, rec):
+        self.apply()
+        with rec.library("xGEMM"):
+            pyclblast.gemm(self.queue, self.batch, self.f, self.d, self.x, self.weight, self.y,
+                           a_ld=self.d, b_ld=self.f, c_ld=self.f, alpha=1.0, beta=0.0)
+        self.epilogue(rec, self.out_buf)
+
+
+class GemvDenseOp(BestOp):
+    """y = W x + b with W stored (out, in), no transposition (batch 1).
+
+    CLBlast's xGEMV reads y even at beta = 0 (a NaN there stays NaN), so y
+    must hold numbers first: either the bias, copied by xCOPY, with beta = 1
+    and an activation kernel after (`bias_first`), or zeros from a buffer
+    fill, beta = 0 and the bias kernel after."""
+
+    def kernels_used(self, batch):
+        return GEMV_KERNELS + (COPY_KERNELS if self.bias_first else ())
+
+    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, sets, bias_first: bool):
+        self.bias_first = bias_first
+        super().__init__(owner, layer, index, in_buf, out_buf, sets)
+        self.d, self.f = weight.shape
+        q = self.queue
+        rows = np.ascontiguousarray(np.asarray(weight, np.float32).T)
+        self.weight = as_array(q, owner.upload(rows, f"weights of {layer.name} (out, in)"), (self.f, self.d))
+        self.x = as_array(q, in_buf, (self.d,))
+        self.y = as_array(q, out_buf, (self.f,))
+        if bias_first:
+            self.bias = as_array(q, owner.upload(bias, f"bias of {layer.name}"), (self.f,))
+            self.activation = (own_kernel(self.rt, "activate_inplace", layer.activation, (self.f,), COUNT=self.f)
+                               if layer.activation != "none" else None)
+            self.recipe = ["xCOPY (bias)", "xGEMV (weights out x in, beta 1)"] + self._activation_step()
+        else:
+            self.epilogue = _Epilogue(self, bias, self.f, 1)
+            self.recipe = ["fill 0", "xGEMV (weights out x in, beta 0)", self.epilogue.step]
+
+    def enqueue(self, rec):
+        q = self.queue
+        self.apply()
+        if self.bias_first:
+            with rec.library("xCOPY"):
+                pyclblast.copy(q, self.f, self.bias, self.y)
+        else:
+            rec.kernel("fill 0", cl.enqueue_fill_buffer(q, self.out_buf, np.float32(0), 0, 4 * self.f))
+        with rec.library("xGEMV"):
+            pyclblast.gemv(q, self.f, self.d, self.weight, self.x, self.y, a_ld=self.d, alpha=1.0,
+                           beta=1.0 if self.bias_first else 0.0)
+        if self.bias_first:
+            self._activate(rec)
+        else:
+            self.epilogue(rec, self.out_buf)
+
+
+class AvgPoolOp(BestOp):
+    """Subsampling in one own kernel: window mean x coefficient + bias, activation."""
+
+    def __init__(self, owner, layer, index, in_buf, out_buf, coeff, bias):
+        super().__init__(owner, layer, index, in_buf, out_buf, [])
+        _, c, h, w = self.in_shape
+        _, _, oh, ow = self.out_shape
+        self.coeff = owner.upload(coeff, f"coefficients of {layer.name}")
+        self.bias = owner.upload(bias, f"bias of {layer.name}")
+        self.pool = own_kernel(self.rt, "subsample", layer.activation, (ow, oh, self.batch * c), (8, 8, 1), H=h, W=w,
+                               OH=oh, OW=ow, KH=layer.kernel[0], KW=layer.kernel[1], SH=layer.stride[0],
+                               SW=layer.stride[1], CHANNELS=c)
+        self.step = _step_name("subsample", layer.activation)
+        self.recipe = [self.step]
+
+    def enqueue(self, rec):
+        rec.kernel(self.step, self.pool(self.in_buf, self.out_buf, self.coeff, self.bias))
+
+
+class ClblastBestNet(OpenCLNet):
+    """Buffer i+1 is layer i's output (NCHW, as `clblast`'s); per layer the
+    fastest candidate, measured here."""
+
+    def __init__(self, runtime, net, weights, batch: int, tuning: Tuning):
+        super().__init__(runtime, net, batch)
+        self.tuning = tuning
+        self.activations = []
+        self.choices: dict[str, dict] = {}
+        try:
+            self._build(weights)
+        except BaseException:
+            self.close()
+            raise
+        self.config.update({
+            "composition": "per layer the fastest candidate, timed at prepare (wall clock, median of "
+                           f"{REPEATS} after {WARMUP} warm-up runs, parameter switches included)",
+            "layers": {name: c["chosen"] for name, c in self.choices.items()},
+            "candidates_ms": {name: c["candidates"] for name, c in self.choices.items()},
+            "clblast_parameters": tuning.source,
+            "step_timing": "CLBlast routines: routine span between markers on the in-order queue (includes host "
+                           "gaps between its kernels); own kernels: their own profiling events",
+        })
+        self.finish_prepare()
+
+    # -- parameter sets
+    def _sets(self, kernels, tuner: str | None = None, args: dict | None = None, route: dict | None = None):
+        """Device sets for `kernels`, the shape set where tuned (only for a
+        kernel that has a device set to switch back to), and the route."""
+        sets = dict(self.tuning.device_overrides(kernels))
+        if tuner:
+            for kernel in list(sets):
+                shape = self.tuning.shape_set(tuner, args, kernel)
+                if shape:
+                    sets[kernel] = shape
+        if route is not None:
+            sets["GemmRoutine"] = route
+        return list(sets.items())
+
+    # -- building and choosing
+    def _col_buffer(self):
+        needs = []
+        for i, layer in enumerate(self.net.layers):
+            if layer.kind == "conv":
+                rows, cols = im2col_floats(self.batch, self.net.in_shape(i), layer.kernel, self.net.out_shape(i))
+                needs.append(rows * cols)
+        if not needs:
+            return None
+        try:
+            return self.alloc(max(needs) * 4, "im2col buffer")
+        except UserError:   # past MAX_MEM_ALLOC_SIZE: the im2col compositions are out, xCONVGEMM stays
+            return None
+
+    def _candidates(self, i, layer, params, src, dst, col):
+        """name -> a function that builds the candidate op."""
+        n = self.batch
+        out = {}
+        if layer.kind == "conv":
+            w, b, stride, pad = params["weight"], params["bias"], layer.stride, layer.pad
+            dims = problems.gemm_dims("conv", n, self.net.in_shape(i), self.net.out_shape(i), layer.kernel)
+            cg = problems.convgemm_dims(n, self.net.in_shape(i), layer.out_channels, layer.kernel, layer.pad)
+            if col is not None:
+                for route, force in (("direct", ALWAYS_DIRECT), ("indirect", ALWAYS_INDIRECT)):
+                    tuner = "xgemm_direct" if route == "direct" else "xgemm"
+                    sets = self._sets(GEMM_KERNELS, tuner, dims if route == "direct" else _rounded(dims), force)
+                    out[f"im2col+gemm-{route}"] = (lambda s=sets, r=route: GemmConvOp(
+                        self, layer, i, src, dst, w, b, stride, pad, col, s, r))
+            sets = self._sets(CONVGEMM_KERNELS, "xconvgemm", cg)
+            out["convgemm"] = lambda: ConvgemmOp(self, layer, i, src, dst, w, b, stride, pad, sets=sets)
+        if layer.kind == "subsample":
+            out["avgpool"] = lambda: AvgPoolOp(self, layer, i, src, dst, params["coeff"], params["bias"])
+            sparse = subsample_as_conv_weight(params["coeff"], layer.kernel)
+            sets = self._sets(CONVGEMM_KERNELS)
+            out["sparse-convgemm"] = lambda: ConvgemmOp(self, layer, i, src, dst, sparse, params["bias"],
+                                                        layer.stride, (0, 0), sets=sets)
+        elif layer.kind == "dense" and n == 1:
+            gemv = problems.gemv_dims(self.net.in_shape(i), self.net.out_shape(i))
+            for name, first in (("copy-bias+gemv", True), ("zero+gemv", False)):
+                sets = self._sets(GEMV_KERNELS + (COPY_KERNELS if first else ()), "xgemv", gemv)
+                out[name] = (lambda s=sets, f=first: GemvDenseOp(self, layer, i, src, dst, params["weight"],
+                                                                  params["bias"], s, f))
+        if layer.kind == "dense":
+            dims = problems.gemm_dims("dense", n, self.net.in_shape(i), self.net.out_shape(i))
+            for route, force in (("direct", ALWAYS_DIRECT), ("indirect", ALWAYS_INDIRECT)):
+                tuner = "xgemm_direct" if route == "direct" else "xgemm"
+                sets = self._sets(GEMM_KERNELS, tuner, dims if route == "direct" else _rounded(dims), force)
+                out[f"gemm-{route}"] = (lambda s=sets, r=route: GemmDenseOp(
+                    self, layer, i, src, dst, params["weight"], params["bias"], s, r))
+        if layer.kind == "maxpool":
+            out["maxpool"] = lambda: MaxPoolOp(self, layer, i, src, dst)
+        if not out:
+            raise Unsupported(f"{layer.name}: clblast-best has no composition for layer kind {layer.kind!r}")
+        return out
+
+    def _time(self, op, before) -> float:
+        """Median wall time of `op`, each run after `before` (the previous
+        layer's choice) has put its parameters back in force."""
+        quiet = Recorder(self.rt.queue, enabled=False)
+        for _ in range(WARMUP):
+            op.enqueue(quiet)
+        self.rt.finish()
+        times = []
+        for _ in range(REPEATS):
+            if before is not None:
+                before.apply()
+            t0 = time.perf_counter()
+            op.enqueue(quiet)
+            self.rt.finish()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return float(np.median(times))
+
+    def _build(self, weights):
+        net, batch = self.net, self.batch
+        col = self._col_buffer()
+        src = self.alloc(batch * int(np.prod(net.in_shape(0))) * 4, "input buffer")
+        self.activations.append(src)
+        self.rt.write(src, np.zeros((batch,) + tuple(net.in_shape(0)), np.float32))   # real data, not NaN
+        before = None
+        for i, layer in enumerate(net.layers):
+            dst = self.alloc(batch * int(np.prod(net.out_shape(i))) * 4, f"output of {layer.name}")
+            self.activations.append(dst)
+            timed, best, best_ms, own = {}, None, None, {}
+            for name, build in self._candidates(i, layer, layer_params(net, weights, i), src, dst, col).items():
+                first = len(self.buffers)
+                try:
+                    op = build()
+                    ms = self._time(op, before)
+                except (library.ClblastError, cl.Error, UserError) as exc:   # a composition this device refuses
+                    timed[name] = f"refused: {str(exc).splitlines()[0]}"
+                    self._release(self.buffers[first:])
+                    continue
+                own[name] = self.buffers[first:]
+                timed[name] = round(ms, 4)
+                if best_ms is None or ms < best_ms:
+                    best, best_ms, best_name = op, ms, name
+            if best is None:
+                raise Unsupported(f"{layer.name}: no CLBlast composition ran here ({timed})")
+            for name, bufs in own.items():   # free what the other candidates uploaded
+                if name != best_name:
+                    self._release(bufs)
+            best.enqueue(Recorder(self.rt.queue, enabled=False))   # its output feeds the next layer's timing
+            self.ops.append(best)
+            self.choices[layer.name] = {"chosen": f"{best_name}: {best.describe()}", "candidates": timed}
+            before, src = best, dst
+        self.rt.finish()
+        for buf in self.activations[1:]:   # poisoned again: a run must write every element
+            cl.enqueue_fill_buffer(self.rt.queue, buf, np.float32(np.nan), 0, buf.size)
+
+    def _release(self, bufs: list) -> None:
+        """Free the buffers of a candidate not kept."""
+        gone = {id(b) for b in bufs}
+        for b in bufs:
+            b.release()
+        self.buffers = [b for b in self.buffers if id(b) not in gone]
+
+
+def _rounded(dims: dict) -> dict:
+    """The indirect kernel's problem as `compare tune` tuned it (tiles of 128 x 128 x 32)."""
+    r = (lambda v, m: -(-v // m) * m)
+    return {"m": r(dims["m"], 128), "n": r(dims["n"], 128), "k": r(dims["k"], 32)}
+
+
+class ClblastBestInProcess(Backend):
+    """The backend itself; it runs inside the child process of ClblastBestBackend."""
+
+    name = "clblast-best"
+    uses_opencl = True
+
+    def info(self):
+        rt = get_runtime(self.device_spec)
+        lib = library.library_file()
+        return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
+                "versions": {"libclblast": lib.rsplit("/", 1)[-1] if lib else "unknown", "pyopencl": cl.VERSION_TEXT}}
+
+    def prepare(self, net, weights, batch, mode=None):
+        require_library()
+        rt = get_runtime(self.device_spec)
+        return ClblastBestNet(rt, net, weights, batch,
+                              Tuning.for_device(rt.info, self.options.get("clblast_params", "tuned")))
+
+
+class ClblastBestBackend(IsolatedBackend):
+    name = "clblast-best"
+    summary = ("CLBlast at its best: per layer the fastest composition it allows (im2col + GEMM direct/indirect "
+               "with beta 0 + fused bias kernel, xCONVGEMM, GEMV fast path, strided batch), tuned parameters")
+    uses_opencl = True
+    inner = "backends.clblast.best:ClblastBestInProcess"
+
+    @classmethod
+    def unavailable_reason(cls):
+        return check_library()

@@ -1,0 +1,44 @@
+"""Checks that look inside a prepared net, run in a child process
+(backends/isolated.py: call_isolated) so that a backend which lives in a
+child of its own (clblast-best) is looked into where it runs."""
+import importlib
+
+import numpy as np
+import pyopencl as cl
+
+import backends
+from backends.isolated import IsolatedBackend
+from backends.opencl.net import Recorder
+from nets.weights import init_weights
+
+
+def in_process(name: str):
+    """Backend `name` itself, not the proxy of a child process."""
+    cls = backends.backend_class(name)
+    if issubclass(cls, IsolatedBackend):
+        module, attr = cls.inner.split(":")
+        cls = getattr(importlib.import_module(module), attr)
+    return cls()
+
+
+def events_after_run(name: str, net, batch: int) -> tuple[int, int]:
+    """(events enqueued by one run(), those not complete when it returned):
+    every kernel event and the markers around every library routine."""
+    recorders = []
+    init = Recorder.__init__
+
+    def recording(self, queue, enabled=True):
+        init(self, queue, True)
+        recorders.append(self)
+    Recorder.__init__ = recording
+    prepared = in_process(name).prepare(net, init_weights(net, 0), batch)
+    try:
+        prepared.load_input(np.ones((batch,) + net.input_shape, np.float32))
+        recorders.clear()
+        prepared.run()
+        events = [ev for rec in recorders for _, _, a, b in rec._pending for ev in (a, b) if ev is not None]
+        late = sum(ev.command_execution_status != cl.command_execution_status.COMPLETE for ev in events)
+        return len(events), late
+    finally:
+        prepared.close()
+        Recorder.__init__ = init
