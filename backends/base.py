@@ -3,7 +3,7 @@
     backend = backends.get("vectorised", device=None)   # registry, lazy import
     net = backend.prepare(netspec, weights, batch)      # compile, upload, allocate: untimed
     y = net.forward(x)                                  # numpy in, numpy out
-    phases = net.timed_pass(x)                          # upload, compute, download (ms)
+    phases, y = net.timed_pass(x)                       # upload, compute, download (ms), and the output
     timings = net.run_timed()                           # per layer: wall, kernel, named steps
     y_i = net.run_layer(i, x_i)                         # one layer alone, for layer-wise checks
     outs = net.layer_outputs(x)                         # every layer's output, end to end
@@ -85,19 +85,20 @@ class PreparedNet(ABC):
         self.run()
         return self.fetch_output()
 
-    def timed_pass(self, x: np.ndarray) -> dict[str, float]:
+    def timed_pass(self, x: np.ndarray) -> tuple[dict[str, float], np.ndarray]:
         """One forward pass on `x`, its phases timed by the host clock in ms:
-        upload (load_input), compute (run), download (fetch_output), total."""
+        upload (load_input), compute (run), download (fetch_output), total;
+        and its output, which the runner checks against the checked one."""
         x = self.check_input(x)
         t0 = time.perf_counter()
         self.load_input(x)
         t1 = time.perf_counter()
         self.run()
         t2 = time.perf_counter()
-        self.fetch_output()
+        y = self.fetch_output()
         t3 = time.perf_counter()
         return {"upload": (t1 - t0) * 1e3, "compute": (t2 - t1) * 1e3,
-                "download": (t3 - t2) * 1e3, "total": (t3 - t0) * 1e3}
+                "download": (t3 - t2) * 1e3, "total": (t3 - t0) * 1e3}, y
 
     def close(self) -> None:
         """Release device memory; the object is unusable afterwards."""

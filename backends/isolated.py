@@ -191,7 +191,7 @@ class IsolatedNet(PreparedNet):
     def run_timed(self):
         return self._call("run_timed")
 
-    def timed_pass(self, x: np.ndarray) -> dict[str, float]:
+    def timed_pass(self, x: np.ndarray):
         return self._call("timed_pass", self.check_input(x))
 
     def run_layer(self, index, x):

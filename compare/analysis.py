@@ -3,7 +3,11 @@ speedups with their geometric means, and utilisation.  The terminal
 tables, the Markdown/HTML report and the plots all read them from here.
 
 A speedup of backend B over reference R is R's time / B's time: above 1x, B
-is faster.  The references are a setting (`compare report --baseline`).
+is faster; beside it, the 95% bootstrap interval of that ratio from the raw
+samples (compare/intervals.py), and a winner only where it excludes 1x.  The
+references are a setting (`compare report --baseline`); `best-clblast` is
+whichever CLBlast backend was fastest end to end in that file (CLBlast at
+its best), so the headline ratio is never taken against a weak CLBlast.
 """
 from __future__ import annotations
 
@@ -11,9 +15,11 @@ import math
 from dataclasses import dataclass
 
 from .errors import UserError
+from .intervals import ratio_interval
 from .results import BackendResult, RunResult
 
-DEFAULT_BASELINES = ("clblast", "numpy")
+BEST_CLBLAST = "best-clblast"
+DEFAULT_BASELINES = (BEST_CLBLAST, "clblast", "numpy")
 
 
 def compute_ms(b: BackendResult | None) -> float | None:
@@ -72,35 +78,77 @@ def parse_baselines(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def reference(res: RunResult, token: str) -> BackendResult | None:
+    """The backend a baseline token stands for in `res`, when it has timings."""
+    if token == BEST_CLBLAST:
+        return min((b for b in timed(res) if b.name.startswith("clblast")), key=compute_ms, default=None)
+    b = res.backend(token)
+    return b if compute_ms(b) is not None else None
+
+
+def reference_label(res: RunResult, token: str) -> str:
+    b = reference(res, token)
+    if token == BEST_CLBLAST and b is not None:
+        return f"CLBlast at its best ({b.label})"
+    return token
+
+
 def baselines(res: RunResult, names=DEFAULT_BASELINES) -> list[str]:
-    """The references among `names` that have timings in `res`."""
-    return [n for n in names if compute_ms(res.backend(n)) is not None]
+    """The tokens among `names` that stand for a timed backend of `res`, each backend once."""
+    out, seen = [], set()
+    for token in names:
+        b = reference(res, token)
+        if b is not None and b.name not in seen:
+            seen.add(b.name)
+            out.append(token)
+    return out
+
+
+Interval = tuple[float, float] | None
 
 
 @dataclass
 class Speedups:
-    """Every other timed backend's speedup over `reference`."""
+    """Every other timed backend's speedup over the reference a token stands for."""
 
-    reference: str
+    token: str
+    reference: str                            # the backend it stood for
+    label: str
     backends: list[str]
-    layers: list[list[float | None]]        # [layer][backend]
+    layers: list[list[float | None]]          # [layer][backend]
+    layer_intervals: list[list[Interval]]
     sum_of_layers: list[float | None]
-    end_to_end: list[float | None]           # compute, no per-layer syncs
-    geomean: list[float | None]              # of the per-layer speedups
+    end_to_end: list[float | None]            # compute, no per-layer syncs
+    end_to_end_intervals: list[Interval]
+    with_transfers: list[float | None]        # upload + compute + download
+    with_transfers_intervals: list[Interval]
+    geomean: list[float | None]               # of the per-layer speedups
 
 
-def speedups(res: RunResult, reference: str) -> Speedups | None:
-    base = res.backend(reference)
-    if compute_ms(base) is None:
+def _values(samples) -> list[float]:
+    return samples.values if samples is not None else []
+
+
+def speedups(res: RunResult, token: str) -> Speedups | None:
+    base = reference(res, token)
+    if base is None:
         return None
-    others = [b for b in timed(res) if b.name != reference]
+    others = [b for b in timed(res) if b.name != base.name]
     if not others:
         return None
-    per_layer = [[ratio(layer_ms(base, i), layer_ms(b, i)) for b in others] for i in range(len(res.net.layers))]
+    n = len(res.net.layers)
+    per_layer = [[ratio(layer_ms(base, i), layer_ms(b, i)) for b in others] for i in range(n)]
+    layer_ci = [[ratio_interval(_values(base.timing.layers[i].wall), _values(b.timing.layers[i].wall))
+                 for b in others] for i in range(n)]
+    e2e, e2e_b = base.timing.end_to_end, [b.timing.end_to_end for b in others]
     return Speedups(
-        reference=reference, backends=[b.name for b in others], layers=per_layer,
+        token=token, reference=base.name, label=reference_label(res, token), backends=[b.label for b in others],
+        layers=per_layer, layer_intervals=layer_ci,
         sum_of_layers=[ratio(layers_ms(base), layers_ms(b)) for b in others],
         end_to_end=[ratio(compute_ms(base), compute_ms(b)) for b in others],
+        end_to_end_intervals=[ratio_interval(_values(e2e.compute), _values(t.compute)) for t in e2e_b],
+        with_transfers=[ratio(e2e.total.median, t.total.median) for t in e2e_b],
+        with_transfers_intervals=[ratio_interval(_values(e2e.total), _values(t.total)) for t in e2e_b],
         geomean=[geomean([row[k] for row in per_layer]) for k in range(len(others))])
 
 

@@ -112,7 +112,7 @@ def _plan(args, mode: str) -> Plan:
                 sources={"weights": Source(**weights_source), "input": Source(**input_source)},
                 peak_gflops=_peak(getattr(args, "peak_gflops", None)),
                 command=shlex.join(["compare"] + args.argv), debug=args.debug,
-                options={"clblast_params": args.clblast_params})
+                options={"clblast_params": args.clblast_params}, interleave=getattr(args, "interleave", False))
 
 
 def _save_outputs(outputs: Outputs, plan: Plan, directory: str) -> None:
@@ -321,7 +321,11 @@ def _add_run_options(p, with_timing: bool) -> None:
                             "else measured at the start of the run)")
         p.add_argument("--out", help="results file (default results/<net>-<date>.json)")
         p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
-                       help=f"the backends speedups are taken over (default {','.join(DEFAULT_BASELINES)})")
+                       help=f"the backends speedups are taken over (default {','.join(DEFAULT_BASELINES)}; "
+                            f"best-clblast: the fastest CLBlast backend of the run)")
+        p.add_argument("--interleave", action="store_true",
+                       help="run the backends' timed passes round-robin, so clock and thermal drift hit all alike "
+                            "(every backend is prepared first: more device memory at once)")
     else:
         p.set_defaults(repeats=1, warmup=1, mode="correctness")
         p.add_argument("--out", help="also write a results file")

@@ -50,12 +50,13 @@ def layer_times(res, path) -> bool:
 
 
 def speedups(res, path, baselines=an.DEFAULT_BASELINES) -> bool:
-    refs = an.baselines(res, baselines)
+    tokens = an.baselines(res, baselines)
     timed = an.timed(res)
-    if not refs or not timed:
+    if not tokens or not timed:
         return False
-    labels = [b.name for b in timed]
-    series = {f"vs {r}": [an.ratio(an.compute_ms(res.backend(r)), an.compute_ms(b)) for b in timed] for r in refs}
+    labels = [b.label for b in timed]
+    series = {f"vs {an.reference_label(res, t)}": [an.ratio(an.compute_ms(an.reference(res, t)), an.compute_ms(b))
+                                                 for b in timed] for t in tokens}
     fig, ax = plt.subplots(figsize=(max(5, 0.8 * len(labels) + 2), 3.5))
     _grouped_bars(ax, labels, series, log=True)
     ax.axhline(1.0, color="k", lw=0.8)

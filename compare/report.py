@@ -13,6 +13,7 @@ from .document import Document
 from .files import write_text_atomic
 from .published import SOURCE
 from .results import RunResult
+from .tables import KERNEL_COLUMN
 
 
 def _slug(text: str) -> str:
@@ -34,11 +35,14 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
         doc.heading("Per-layer times (ms)", 3)
         doc.table(rt.times_table(res, published),
                   caption=f"Columns marked '{SOURCE}' are the study's Mali-T628 figures, not ours." if published else None)
-        for ref in an.baselines(res, baselines):
-            table = rt.speedup_table(res, ref)
+        for token in an.baselines(res, baselines):
+            table = rt.speedup_table(res, token)
             if table:
-                doc.heading(f"Speedup over {ref}", 3)
-                doc.table(table, caption=f"{ref}'s time divided by each backend's: above 1x is faster than {ref}.")
+                label = an.reference_label(res, token)
+                doc.heading(f"Speedup over {label}", 3)
+                doc.table(table, caption=f"{label}'s time divided by each backend's: above 1x is faster. In brackets "
+                                         f"the 95% bootstrap interval of the ratio; 'no clear difference' where it "
+                                         f"spans 1x.")
         util = rt.utilisation_table(res)
         if util:
             doc.heading("Device utilisation (% of peak)", 3)
@@ -60,12 +64,14 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
 
     if res.mode != "correctness":
         for b in an.timed(res):
-            tables = [("Wall, kernel and overhead (as the seed's table 6.2)", rt.wall_kernel_table(res, b)),
+            tables = [("The composition chosen per layer, measured at prepare", rt.choices_table(res, b)),
+                      ("Wall, kernel and overhead (as the seed's table 6.2)", rt.wall_kernel_table(res, b)),
                       ("Steps of each layer (as the seed's table 5.3)", rt.steps_table(res, b)),
                       ("Matrix products against the infrastructure around them (as the seed's table 7.3)",
                        rt.useful_time_table(res, b))]
             if not any(t for _, t in tables) and not b.config:
                 continue
+            tables[1] = (tables[1][0] + f" ({KERNEL_COLUMN})", tables[1][1])
             doc.heading(f"Backend {b.name}: {b.summary}", 3)
             for caption, table in tables:
                 if table:

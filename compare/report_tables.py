@@ -7,7 +7,7 @@ from __future__ import annotations
 from . import analysis as an
 from .published import FIGURES, SOURCE
 from .results import BackendResult, RunResult
-from .tables import DASH, fmt_err, fmt_ms, fmt_pct, fmt_ratio, modes_rows, reason_line, worst_layer
+from .tables import DASH, HOW, fmt_err, fmt_ms, fmt_pct, fmt_ratio, fmt_speedup, modes_rows, reason_line, worst_layer
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -27,14 +27,18 @@ def times_table(res: RunResult, published: bool = False) -> Table:
     return headers, rows
 
 
-def speedup_table(res: RunResult, reference: str) -> Table | None:
-    """Each backend's speedup over `reference` per layer (its time / the backend's)."""
-    s = an.speedups(res, reference)
+def speedup_table(res: RunResult, token: str) -> Table | None:
+    """Each backend's speedup over the reference `token` stands for, per layer
+    (its time / the backend's) and end to end, with 95% intervals."""
+    s = an.speedups(res, token)
     if s is None:
         return None
-    rows = [[layer.name] + [fmt_ratio(r) for r in s.layers[i]] for i, layer in enumerate(res.net.layers)]
+    rows = [[layer.name] + [fmt_speedup(r, ci) for r, ci in zip(s.layers[i], s.layer_intervals[i])]
+            for i, layer in enumerate(res.net.layers)]
     rows.append(["sum of layers"] + [fmt_ratio(r) for r in s.sum_of_layers])
-    rows.append(["end to end (compute)"] + [fmt_ratio(r) for r in s.end_to_end])
+    rows.append(["end to end (compute)"] + [fmt_speedup(r, ci) for r, ci in zip(s.end_to_end, s.end_to_end_intervals)])
+    rows.append(["end to end (with transfers)"]
+                + [fmt_speedup(r, ci) for r, ci in zip(s.with_transfers, s.with_transfers_intervals)])
     rows.append(["geometric mean of layers"] + [fmt_ratio(r) for r in s.geomean])
     return ["layer"] + s.backends, rows
 
@@ -63,7 +67,7 @@ def wall_kernel_table(res: RunResult, b: BackendResult) -> Table | None:
             for t in layers]
     wall, kern, over = (sum(getattr(t, k).median for t in layers) for k in ("wall", "kernel", "overhead"))
     rows.append(["total", fmt_ms(wall), fmt_ms(kern), fmt_ms(over), _pct(over, wall)])
-    return ["layer", "wall ms", "kernel ms", "overhead ms", "overhead %"], rows
+    return ["layer", "wall ms", "device ms", "overhead ms", "overhead %"], rows
 
 
 def steps_table(res: RunResult, b: BackendResult) -> Table | None:
@@ -75,8 +79,9 @@ def steps_table(res: RunResult, b: BackendResult) -> Table | None:
     for t in layers:
         total = sum(s.ms.median for s in t.steps)
         for j, s in enumerate(t.steps):
-            rows.append([t.name if j == 0 else "", s.name, fmt_ms(s.ms), s.how, fmt_ms(total) if j == 0 else ""])
-    return ["layer", "step", "ms", "how", "layer total ms"], rows
+            rows.append([t.name if j == 0 else "", s.name, fmt_ms(s.ms), HOW.get(s.how, s.how),
+                         fmt_ms(total) if j == 0 else ""])
+    return ["layer", "step", "ms", "measured as", "layer total ms"], rows
 
 
 def useful_time_table(res: RunResult, b: BackendResult) -> Table | None:
@@ -151,23 +156,40 @@ def environment_table(res: RunResult) -> Table:
         versions = b.info.get("versions") or {}
         if versions:
             rows.append([f"{b.name} versions", ", ".join(f"{k} {v}" for k, v in versions.items())])
+        if b.config.get("clblast_parameters"):
+            rows.append([f"{b.name} parameters", b.config["clblast_parameters"]])
     return ["", ""], rows
+
+
+def choices_table(res: RunResult, b: BackendResult) -> Table | None:
+    """What a backend that chooses per layer (clblast-best) chose, and every
+    candidate's time at prepare (ms; 'refused' where the device would not run it)."""
+    candidates = b.config.get("candidates_ms")
+    if not isinstance(candidates, dict) or not candidates:
+        return None
+    rows = []
+    for layer, timed in candidates.items():
+        chosen = str(b.config.get("layers", {}).get(layer, ""))
+        rows.append([layer, chosen.split(":", 1)[0],
+                     ", ".join(f"{name} {ms if isinstance(ms, str) else fmt_ms(ms)}" for name, ms in timed.items())])
+    return ["layer", "chosen", "candidates (median ms at prepare)"], rows
 
 
 def device_label(res: RunResult) -> str:
     return f"{res.device.name} ({res.created[:10]})"
 
 
-def cross_device_table(group: list[RunResult], reference: str = an.DEFAULT_BASELINES[0]) -> Table:
+def cross_device_table(group: list[RunResult], token: str = an.DEFAULT_BASELINES[0]) -> Table:
     """One column per results file (device and date): each backend's end-to-end
-    compute time and its speedup over `reference` on that device."""
+    compute time and its speedup over the reference `token` stands for there."""
     names = list(dict.fromkeys(b.name for r in group for b in r.backends))
     rows = []
     for name in names:
         row = [name]
         for r in group:
             ms = an.compute_ms(r.backend(name))
-            speed = an.ratio(an.compute_ms(r.backend(reference)), ms) if name != reference else None
+            ref = an.reference(r, token)
+            speed = an.ratio(an.compute_ms(ref), ms) if ref is not None and name != ref.name else None
             row.append(DASH if ms is None else (f"{fmt_ms(ms)} ({fmt_ratio(speed)})" if speed else fmt_ms(ms)))
         rows.append(row)
     return ["backend"] + [device_label(r) for r in group], rows

@@ -62,8 +62,15 @@ class Samples:
                    iqr=float(q3 - q1), n=len(xs), values=xs)
 
     def validate(self, where: str) -> None:
-        if self.values and len(self.values) != self.n:
+        if not self.values:
+            return
+        if len(self.values) != self.n:
             raise Malformed(where, f"n is {self.n} but {len(self.values)} values are kept")
+        fresh = Samples.of(self.values)
+        for name in ("median", "min", "max", "q1", "q3"):
+            kept, made = getattr(self, name), getattr(fresh, name)
+            if not math.isclose(kept, made, rel_tol=1e-9, abs_tol=1e-12):
+                raise Malformed(f"{where}.{name}", f"is {kept}, but the values kept give {made}")
 
 
 @dataclass
@@ -161,6 +168,7 @@ class BackendResult:
     digits: BackendDigits | None = None
     mode: str | None = None                    # the mode the timings are of: the fastest of `modes`
     modes: list[ModeResult] = field(default_factory=list)
+    gpu_state: dict | None = None              # NVIDIA clocks and power before and after it (nvidia-smi)
 
     def validate(self, where: str) -> None:
         if self.status not in STATUSES:
@@ -217,6 +225,7 @@ class Settings:
     repeats: int
     warmup: int
     layerwise_check: bool = True
+    interleave: bool = False        # timed passes round-robin over the backends
 
 
 @dataclass

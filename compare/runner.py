@@ -16,13 +16,14 @@ import numpy as np
 import backends
 from nets import Net
 
-from . import __version__, oracle
+from . import __version__, gpustate, oracle
 from .checking import check_prepared, compare_arrays
 from .errors import Unsupported, UserError
 from .hostinfo import host_info
 from .peak import peak_for_run
-from .results import (BackendResult, Device, Host, LayerInfo, LayerTimes, ModeResult, NetInfo, PassTimes, Peak,
-                      RunResult, Samples, Settings, Source, StepTimes, Timing, Tool)
+from .results import (BackendResult, Device, Host, LayerInfo, ModeResult, NetInfo, Peak, RunResult, Samples, Settings,
+                      Source, Tool)
+from .timing import Trial
 
 MODES = ("correctness", "performance", "both")
 
@@ -44,6 +45,7 @@ class Plan:
     command: str = ""
     peak_gflops: float | None = None   # the user's figure; else cached or measured
     debug: bool = False
+    interleave: bool = False       # timed passes round-robin over the backends
     options: dict = field(default_factory=dict)   # settings passed to every backend (clblast_params)
 
 
@@ -73,37 +75,6 @@ def _resolve_device(plan: Plan):
         if plan.explicit or plan.device:
             raise
         return None, str(exc)
-
-
-def _time_end_to_end(prepared, x, repeats, progress, name) -> PassTimes:
-    samples = {"upload": [], "compute": [], "download": [], "total": []}
-    for r in range(repeats):
-        progress(f"{name}: end to end, repeat {r + 1}/{repeats}")
-        for key, ms in prepared.timed_pass(x).items():
-            samples[key].append(ms)
-    return PassTimes(**{k: Samples.of(v) for k, v in samples.items()})
-
-
-def _time_layers(prepared, x, repeats, progress, name) -> list[LayerTimes]:
-    per_repeat = []
-    prepared.load_input(x)
-    prepared.run_timed()   # untimed: the per-layer path can have first-call costs of its own
-    for r in range(repeats):
-        progress(f"{name}: per layer, repeat {r + 1}/{repeats}")
-        per_repeat.append(prepared.run_timed())
-    layers = []
-    for i, layer in enumerate(prepared.net.layers):
-        runs = [rep[i] for rep in per_repeat]
-        kernel = [t.kernel_ms for t in runs]
-        has_kernel = all(k is not None for k in kernel)
-        steps = [StepTimes(step.name, step.how, Samples.of([t.steps[s_i].ms for t in runs]))
-                 for s_i, step in enumerate(runs[0].steps)]
-        layers.append(LayerTimes(
-            name=layer.name, wall=Samples.of([t.wall_ms for t in runs]),
-            kernel=Samples.of(kernel) if has_kernel else None,
-            overhead=Samples.of([t.wall_ms - t.kernel_ms for t in runs]) if has_kernel else None,
-            steps=steps))
-    return layers
 
 
 def _sane_output(y: np.ndarray, name: str) -> None:
@@ -137,7 +108,11 @@ def _measure_mode(backend, mode: str, plan: Plan, ref, progress) -> ModeResult:
         if ref is not None:
             result.rel_l2 = compare_arrays(y, ref[-1]).rel_l2
         if plan.mode in ("performance", "both"):
-            result.compute = _time_end_to_end(prepared, plan.x, plan.repeats, progress, label).compute
+            trial = Trial(label, prepared, plan.x, y, backend.deterministic)
+            for r in range(plan.repeats):
+                progress(f"{label}: end to end, repeat {r + 1}/{plan.repeats}")
+                trial.end_to_end(r)
+            result.compute = Samples.of(trial.phases["compute"])
         return result
     except Unsupported as exc:
         return ModeResult(mode, "UNSUPPORTED", reason=str(exc))
@@ -157,10 +132,32 @@ def _fastest(modes: list[ModeResult]) -> str | None:
     return ok[0].name if ok else None
 
 
-def run_backend(name: str, plan: Plan, ref, progress, cl_missing: str | None) -> tuple[BackendResult, np.ndarray | None]:
-    """One backend through every stage; its result, and its output when it ran.
-    A backend with several modes has each measured first; the fastest then
-    runs every stage, and the others are recorded beside it."""
+@dataclass
+class _Open:
+    """A backend prepared, warmed up and checked, waiting for its timed passes."""
+
+    entry: BackendResult
+    prepared: object
+    output: np.ndarray
+    trial: Trial | None = None
+
+
+def _fail(entry: BackendResult, exc: BaseException, debug: bool) -> BackendResult:
+    """`entry` recorded as UNSUPPORTED or FAILED by what `exc` says."""
+    entry.check = entry.timing = None
+    if isinstance(exc, Unsupported):
+        entry.status, entry.reason = "UNSUPPORTED", str(exc)
+    elif isinstance(exc, UserError):
+        entry.status, entry.error_kind, entry.reason = "FAILED", "user", str(exc)
+    else:
+        entry.status, entry.error_kind, entry.reason = "FAILED", "internal", _failure(exc, debug)
+    return entry
+
+
+def _open(name: str, plan: Plan, ref, progress, cl_missing: str | None) -> tuple[BackendResult, _Open | None]:
+    """One backend up to its timed passes: available? its modes measured and
+    the fastest chosen, prepared, run once, warmed up, checked.  The result,
+    and the open backend when it got that far."""
     reason = backends.unavailable_reason(name)
     if reason:   # checked first: an unavailable backend's module may not even import
         return BackendResult(name, "UNAVAILABLE", reason=reason), None
@@ -170,8 +167,8 @@ def run_backend(name: str, plan: Plan, ref, progress, cl_missing: str | None) ->
         entry.status, entry.reason = "UNAVAILABLE", cl_missing
         return entry, None
     prepared = None
-    y = None
     try:
+        entry.gpu_state = {"before": gpustate.snapshot()} if gpustate.available() else None
         backend = cls(device=plan.device, options=plan.options)
         entry.info = backend.info()
         modes = backend.modes()
@@ -201,23 +198,67 @@ def run_backend(name: str, plan: Plan, ref, progress, cl_missing: str | None) ->
             progress(f"{name}: checking against the float64 oracle")
             entry.check = check_prepared(prepared, plan.x, ref, plan.layerwise,
                                          progress=lambda s: progress(f"{name}: {s}"))
+        opened = _Open(entry, prepared, y)
         if plan.mode in ("performance", "both"):
-            entry.timing = Timing(_time_end_to_end(prepared, plan.x, plan.repeats, progress, name),
-                                  _time_layers(prepared, plan.x, plan.repeats, progress, name))
-    except Unsupported as exc:
-        entry.status, entry.reason, entry.check, entry.timing = "UNSUPPORTED", str(exc), None, None
-        return entry, None
-    except UserError as exc:
-        entry.status, entry.error_kind, entry.reason = "FAILED", "user", str(exc)
-        entry.check = entry.timing = None
-        return entry, None
-    except Exception as exc:  # noqa: BLE001 - a backend's crash is a result, not the end of the run
-        entry.status, entry.error_kind, entry.reason = "FAILED", "internal", _failure(exc, plan.debug)
-        entry.check = entry.timing = None
-        return entry, None
-    finally:
+            opened.trial = Trial(entry.label, prepared, plan.x, y, backend.deterministic)
+        return entry, opened
+    except Exception as exc:  # noqa: BLE001 - a backend's failure is a result, not the end of the run
         if prepared is not None:
             prepared.close()
+        return _fail(entry, exc, plan.debug), None
+
+
+def _close(opened: _Open, plan: Plan) -> np.ndarray | None:
+    """The timings into the result; the prepared net closed.  Its output, when it stayed OK."""
+    entry = opened.entry
+    try:
+        if opened.trial is not None and entry.ok:
+            entry.timing = opened.trial.result()
+        if entry.gpu_state is not None:
+            entry.gpu_state["after"] = gpustate.snapshot()
+    finally:
+        opened.prepared.close()
+    return opened.output if entry.ok else None
+
+
+def _rounds(opened: list[_Open], plan: Plan, progress) -> None:
+    """The timed passes of the open backends: all of one backend's passes,
+    then the next's; or, with plan.interleave, one pass of each in turn."""
+    def each(step, what):
+        order = ([(o, r) for r in range(plan.repeats) for o in opened] if plan.interleave
+                 else [(o, r) for o in opened for r in range(plan.repeats)])
+        for o, r in order:
+            if not o.entry.ok:
+                continue
+            progress(f"{o.entry.label}: {what}, repeat {r + 1}/{plan.repeats}")
+            try:
+                step(o.trial, r)
+            except Exception as exc:  # noqa: BLE001 - this backend fails, the others go on
+                _fail(o.entry, exc, plan.debug)
+
+    live = [o for o in opened if o.trial is not None]
+    opened[:] = live
+    each(lambda t, r: t.end_to_end(r), "end to end")
+    for o in opened:
+        if o.entry.ok:
+            try:
+                o.trial.layers_first()
+            except Exception as exc:  # noqa: BLE001
+                _fail(o.entry, exc, plan.debug)
+    each(lambda t, r: t.layers(r), "per layer")
+
+
+def run_backend(name: str, plan: Plan, ref, progress, cl_missing: str | None) -> tuple[BackendResult, np.ndarray | None]:
+    """One backend through every stage; its result, and its output when it ran.
+    A backend with several modes has each measured first; the fastest then
+    runs every stage, and the others are recorded beside it."""
+    entry, opened = _open(name, plan, ref, progress, cl_missing)
+    if opened is None:
+        return entry, None
+    try:
+        _rounds([opened], plan, progress)
+    finally:
+        y = _close(opened, plan)
     return entry, y
 
 
@@ -256,18 +297,33 @@ def execute(plan: Plan, progress=lambda s: None) -> tuple[RunResult, Outputs]:
         host=Host(**host_info()),
         device=_device(runtime),
         mode=plan.mode,
-        settings=Settings(plan.repeats, plan.warmup, plan.layerwise),
+        settings=Settings(plan.repeats, plan.warmup, plan.layerwise, plan.interleave),
         net=NetInfo(name=net.name, batch=plan.batch, flops=net.flops(plan.batch),
                     layers=[LayerInfo(**row) for row in net.layer_table(plan.batch)],
                     input_shape=list(net.input_shape), params=net.params()),
         sources={k: v if isinstance(v, Source) else Source(**v) for k, v in plan.sources.items()},
         peak=peak,
         backends=[])
-    for name in plan.backends:
-        entry, y = run_backend(name, plan, ref, progress, cl_missing)
-        result.backends.append(entry)
-        if y is not None:
-            outputs.backends[name] = y
+    if plan.interleave:   # every backend open at once, their timed passes in turn
+        opened = []
+        try:
+            for name in plan.backends:
+                entry, o = _open(name, plan, ref, progress, cl_missing)
+                result.backends.append(entry)
+                if o is not None:
+                    opened.append(o)
+            _rounds(list(opened), plan, progress)
+        finally:
+            for o in opened:
+                y = _close(o, plan)
+                if y is not None:
+                    outputs.backends[o.entry.name] = y
+    else:
+        for name in plan.backends:
+            entry, y = run_backend(name, plan, ref, progress, cl_missing)
+            result.backends.append(entry)
+            if y is not None:
+                outputs.backends[name] = y
     return result, outputs
 
 

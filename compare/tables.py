@@ -8,6 +8,13 @@ from . import analysis as an
 from .results import BackendResult, RunResult, Samples
 
 DASH = "—"
+# what a step's time is, by how it was measured (backends/base.py Step.how)
+HOW = {"event": "kernel event",
+       "markers": "routine span (includes host gaps between its kernels)",
+       "wall": "host clock (includes dispatch)"}
+KERNEL_COLUMN = ("device ms: the sum of the layer's steps, each a kernel's own profiling event, or for a library "
+                 "routine (CLBlast, cuDNN) the span between markers around it, which includes host gaps between its "
+                 "kernels; torch's per-layer spans include Python dispatch")
 
 
 def fmt_ms(value: Samples | float | None, digits: int = 3) -> str:
@@ -19,6 +26,16 @@ def fmt_ms(value: Samples | float | None, digits: int = 3) -> str:
 
 def fmt_ratio(x) -> str:
     return DASH if x is None else f"{x:.2f}x"
+
+
+def fmt_speedup(r, interval) -> str:
+    """A speedup with its 95% interval; 'no clear difference' where that spans 1x."""
+    if r is None:
+        return DASH
+    if interval is None:
+        return f"{r:.2f}x"
+    low, high = interval
+    return f"{r:.2f}x [{low:.2f}, {high:.2f}]" + (" no clear difference" if low <= 1.0 <= high else "")
 
 
 def fmt_err(x) -> str:
@@ -54,22 +71,28 @@ def layer_table(res: RunResult, b: BackendResult) -> str:
                  fmt_num(an.gflops(flops, an.layers_ms(b))), ""])
     rows.append(["end to end", "", "", fmt_ms(e2e.total), "", "", fmt_num(an.gflops(flops, an.compute_ms(b))),
                  f"upload {fmt_ms(e2e.upload)} + compute {fmt_ms(e2e.compute)} + download {fmt_ms(e2e.download)}"])
-    headers = ["layer", "kind", "MFLOP", "wall ms", "kernel ms", "overhead ms", "GFLOP/s", "steps (median ms)"]
-    return tabulate(rows, headers=headers, disable_numparse=True)
+    headers = ["layer", "kind", "MFLOP", "wall ms", "device ms", "overhead ms", "GFLOP/s", "steps (median ms)"]
+    return tabulate(rows, headers=headers, disable_numparse=True) + f"\n({KERNEL_COLUMN})"
 
 
 def summary_table(res: RunResult, baselines=an.DEFAULT_BASELINES) -> str:
-    """One row per backend: status, check, headline time, speedups over each baseline."""
-    refs = an.baselines(res, baselines)
+    """One row per backend: status, check, headline time, and its end-to-end
+    speedup over each baseline with the 95% interval."""
+    tokens = an.baselines(res, baselines)
+    found = {t: an.speedups(res, t) for t in tokens}
     rows = []
     for b in res.backends:
         ms = an.compute_ms(b)
+        cells = []
+        for t in tokens:
+            s = found[t]
+            k = s.backends.index(b.label) if s and b.label in s.backends else None
+            cells.append(fmt_speedup(s.end_to_end[k], s.end_to_end_intervals[k]) if k is not None
+                         else ("1.00x (reference)" if ms and an.reference(res, t) is b else DASH))
         rows.append([b.label, b.status, b.check.status if b.check else DASH, fmt_ms(ms), fmt_ms(an.layers_ms(b)),
-                     fmt_num(an.gflops(res.net.flops, ms)),
-                     *[fmt_ratio(an.ratio(an.compute_ms(res.backend(r)), ms)) for r in refs],
-                     reason_line(b)])
+                     fmt_num(an.gflops(res.net.flops, ms)), *cells, reason_line(b)])
     headers = ["backend", "status", "check", "compute ms", "sum of layers ms", "GFLOP/s",
-               *[f"vs {r}" for r in refs], "note"]
+               *[f"vs {an.reference_label(res, t)}" for t in tokens], "note"]
     return tabulate(rows, headers=headers, disable_numparse=True)
 
 

@@ -19,7 +19,7 @@ platforms="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
 "$python" -m pip download -q --no-deps --no-binary pyclblast -d .offline/whl pyclblast==1.4.0
 rm -f .offline/whl/numpy-*.whl   # numpy is there already; the GPU machine's own build stays
 
-(cd .offline/deb && apt-get download -q libclblast1 libclblast-dev ocl-icd-libopencl1 ocl-icd-opencl-dev \
+(cd .offline/deb && apt-get download -q libclblast1 libclblast-dev clblast-utils ocl-icd-libopencl1 ocl-icd-opencl-dev \
     opencl-c-headers opencl-clhpp-headers clinfo)
 du -sh .offline
 ls .offline/whl .offline/deb

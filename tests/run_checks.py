@@ -42,3 +42,20 @@ def events_after_run(name: str, net, batch: int) -> tuple[int, int]:
     finally:
         prepared.close()
         Recorder.__init__ = init
+
+
+def best_prepared(net, batch: int, max_alloc: int | None = None, seed: int = 0):
+    """clblast-best prepared in this (child) process, as (config, output,
+    oracle output); `max_alloc` lowers the device's MAX_MEM_ALLOC_SIZE."""
+    from backends.opencl.runtime import get_runtime
+    from compare import oracle
+    from nets.weights import make_input
+    if max_alloc is not None:
+        get_runtime().info["max_alloc_bytes"] = max_alloc
+    weights = init_weights(net, seed)
+    x = make_input(net, batch, seed)
+    prepared = in_process("clblast-best").prepare(net, weights, batch)
+    try:
+        return prepared.config, prepared.forward(x), oracle.forward(net, weights, x)[-1]
+    finally:
+        prepared.close()

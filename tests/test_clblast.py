@@ -260,3 +260,38 @@ def test_a_missing_library_makes_both_unavailable_and_the_others_still_run(missi
     assert data["numpy"]["status"] == "OK" and data["numpy"]["check"]["status"] == "PASS"
     assert data["clblast"]["status"] == "UNAVAILABLE" and data["clblast"]["reason"].startswith(expect)
 
+
+
+# -- clblast-best: its candidates, looked at in a child process (backends/isolated.py) -----------
+
+def _best(net, batch, max_alloc=None):
+    from backends.isolated import call_isolated
+    return call_isolated("clblast-best check", "run_checks", "best_prepared", net, batch, max_alloc)
+
+
+def test_clblast_best_times_every_composition_and_keeps_the_fastest():
+    config, y, ref = _best(MINI_LENET, 3)
+    assert compare_arrays(y, ref).passed
+    timed = config["candidates_ms"]
+    assert set(timed["c1"]) == {"im2col+gemm-direct", "im2col+gemm-indirect", "convgemm"}
+    assert set(timed["s2"]) == {"avgpool", "sparse-convgemm"}
+    assert set(timed["f3"]) == {"gemm-direct", "gemm-indirect"}
+    for layer, candidates in timed.items():
+        chosen = config["layers"][layer].split(":")[0]
+        numbers = {k: v for k, v in candidates.items() if not isinstance(v, str)}
+        assert chosen == min(numbers, key=numbers.get), (layer, candidates)
+    assert config["clblast_parameters"] == "CLBlast database default"
+
+
+def test_clblast_best_at_batch_1_tries_the_gemv_fast_path_with_its_output_set_first():
+    net = Net("gemv", (3, 4, 5), (Dense("d", "relu", out_features=9),))
+    config, y, ref = _best(net, 1)
+    assert set(config["candidates_ms"]["d"]) == {"copy-bias+gemv", "zero+gemv", "gemm-direct", "gemm-indirect"}
+    assert compare_arrays(y, ref).passed   # xGEMV reads y even at beta 0: a NaN there would stay
+
+
+def test_clblast_best_without_room_for_im2col_keeps_xconvgemm():
+    net = Net("wide", (8, 40, 40), (Conv("wide1", "relu", out_channels=2, kernel=(3, 3), pad=(1, 1)),))
+    config, y, ref = _best(net, 2, max_alloc=500_000)   # the im2col buffer needs 0.9 MiB
+    assert set(config["candidates_ms"]["wide1"]) == {"convgemm"}
+    assert config["layers"]["wide1"].startswith("convgemm") and compare_arrays(y, ref).passed

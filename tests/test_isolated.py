@@ -66,7 +66,9 @@ def test_a_prepared_net_behind_the_proxy_matches_in_process():
     try:
         want = NumpyNet(LENET, weights, 3).forward(x)
         np.testing.assert_array_equal(prepared.forward(x), want)
-        assert set(prepared.timed_pass(x)) == {"upload", "compute", "download", "total"}
+        phases, y = prepared.timed_pass(x)
+        assert set(phases) == {"upload", "compute", "download", "total"}
+        np.testing.assert_array_equal(y, want)
         timings = prepared.run_timed()
         assert [t.name for t in timings] == [layer.name for layer in LENET.layers]
         np.testing.assert_array_equal(prepared.fetch_output(), want)

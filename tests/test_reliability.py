@@ -1,5 +1,6 @@
 """Outputs are checked, not trusted: buffers start as NaN, so an element a
 kernel never writes fails the run before any timing; so does an all-zero output."""
+import numpy as np
 import pytest
 
 from backends.base import Backend
@@ -65,3 +66,87 @@ def test_unwritten_or_zero_outputs_fail_before_timing(monkeypatch, skip, scale, 
     assert entry.status == "FAILED"
     assert problem in entry.reason
     assert entry.timing is None and output is None
+
+
+# -- every timed output is checked -----------------------------------------------------
+
+class _Drifting:
+    """A numpy net whose output changes after `good` passes: right when
+    checked, otherwise in its timed passes."""
+
+    def __init__(self, net, weights, batch, good, change, log):
+        from backends.reference.numpy_backend import NumpyNet
+        self.inner = NumpyNet(net, weights, batch)
+        self.net, self.batch, self.config, self.memory_bytes = net, batch, {}, 0
+        self.good, self.change, self.log, self.passes = good, change, log, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def fetch_output(self):
+        self.passes += 1
+        y = self.inner.fetch_output()
+        return self.change(y) if self.passes > self.good else y
+
+    def timed_pass(self, x):
+        self.log.append(self.net.name)
+        phases, _ = self.inner.timed_pass(x)
+        return phases, self.fetch_output()
+
+
+def _drifting_backend(good, change, deterministic=True, log=None):
+    class Drifting(Backend):
+        name = "drifting"
+        summary = "a test double"
+
+        def info(self):
+            return {}
+
+        def prepare(self, net, weights, batch, mode=None):
+            return _Drifting(net, weights, batch, good, change, log if log is not None else [])
+    Drifting.deterministic = deterministic
+    return Drifting
+
+
+def _plan(names, **kw):
+    net = Net("t", (1, 1, 8), (Dense("d", "relu", out_features=8),))
+    return runner.Plan(net=net, batch=2, weights=init_weights(net, 0), x=make_input(net, 2, 0),
+                       backends=names, mode="performance", repeats=3, warmup=1, **kw)
+
+
+@pytest.mark.parametrize("deterministic, change, fails", [
+    (True, lambda y: np.nextafter(y, np.inf, dtype=np.float32), "timed pass 2 (end to end) gave another output"),
+    (False, lambda y: y * np.float32(1 + 1e-6), None),        # within the tolerance of a nondeterministic backend
+    (False, lambda y: y * 0 + 1, "timed pass 2 (end to end) gave another output"),
+])
+def test_a_timed_output_that_differs_from_the_checked_one_fails_the_backend(monkeypatch, deterministic, change, fails):
+    cls = _drifting_backend(good=1, change=change, deterministic=deterministic)   # timed pass 1 is right
+    monkeypatch.setattr(runner.backends, "backend_class", lambda name: cls)
+    monkeypatch.setattr(runner.backends, "unavailable_reason", lambda name: None)
+    entry, output = runner.run_backend("drifting", _plan(["drifting"]), None, lambda s: None, None)
+    if fails:
+        assert entry.status == "FAILED" and fails in entry.reason and entry.timing is None and output is None
+    else:
+        assert entry.status == "OK" and entry.timing.end_to_end.compute.n == 3
+
+
+def test_interleave_runs_the_timed_passes_round_robin(monkeypatch):
+    log = []   # the name of the net of each timed pass, in order
+
+    def backend_named(name):
+        class Tagged(Backend):
+            summary = "a test double"
+
+            def info(self):
+                return {}
+
+            def prepare(self, net, weights, batch, mode=None):
+                return _Drifting(Net(name, net.input_shape, net.layers), weights, batch, 10 ** 6, None, log)
+        return Tagged
+    monkeypatch.setattr(runner.backends, "backend_class", backend_named)
+    monkeypatch.setattr(runner.backends, "unavailable_reason", lambda name: None)
+    for interleave, want in ((True, ["a", "b"] * 3), (False, ["a"] * 3 + ["b"] * 3)):
+        log.clear()
+        result, _ = runner.execute(_plan(["a", "b"], interleave=interleave))
+        assert log == want
+        assert [b.status for b in result.backends] == ["OK", "OK"] and result.settings.interleave == interleave

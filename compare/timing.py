@@ -1,0 +1,78 @@
+"""The timed repeats of one prepared backend, one round at a time, so the
+runner can run backends one after the other or round-robin (--interleave:
+clock and thermal drift then hit every backend alike).
+
+Every timed output is checked: against the output that was checked against
+the oracle, bit for bit for a deterministic backend, else within the
+float32 tolerance.  A backend that answers right once and otherwise in its
+timed passes fails, naming the pass.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .checking import TOLERANCE, compare_arrays
+from .results import LayerTimes, PassTimes, Samples, StepTimes, Timing
+
+PHASES = ("upload", "compute", "download", "total")
+
+
+class TimedOutputDiffers(RuntimeError):
+    """A timed pass gave another output than the checked one."""
+
+
+class Trial:
+    def __init__(self, label: str, prepared, x: np.ndarray, checked: np.ndarray, deterministic: bool):
+        self.label = label
+        self.prepared = prepared
+        self.x = x
+        self.checked = checked
+        self.deterministic = deterministic
+        self.phases: dict[str, list[float]] = {p: [] for p in PHASES}
+        self.layer_runs: list = []
+
+    def _check(self, y: np.ndarray, what: str) -> None:
+        if self.deterministic:
+            if np.array_equal(y, self.checked):
+                return
+            differ = int(np.count_nonzero(y != self.checked)) if y.shape == self.checked.shape else "all"
+            raise TimedOutputDiffers(f"{what} gave another output than the checked one ({differ} elements "
+                                     f"differ; {self.label} is deterministic, so they must be bit-identical)")
+        result = compare_arrays(y, self.checked, TOLERANCE["float32"])
+        if not result.passed:
+            raise TimedOutputDiffers(f"{what} gave another output than the checked one (rel L2 "
+                                     f"{result.rel_l2}, {result.note or 'tolerance 1e-4'})")
+
+    def end_to_end(self, r: int) -> None:
+        """Timed pass r: the whole forward pass, its phases apart."""
+        phases, y = self.prepared.timed_pass(self.x)
+        self._check(np.asarray(y), f"timed pass {r + 1} (end to end)")
+        for key in PHASES:
+            self.phases[key].append(phases[key])
+
+    def layers_first(self) -> None:
+        """An untimed per-layer pass: that path can have first-call costs of its own."""
+        self.prepared.load_input(self.x)
+        self.prepared.run_timed()
+
+    def layers(self, r: int) -> None:
+        """Timed pass r, layer by layer (a sync after each)."""
+        self.prepared.load_input(self.x)
+        self.layer_runs.append(self.prepared.run_timed())
+        self._check(np.asarray(self.prepared.fetch_output()), f"timed pass {r + 1} (layer by layer)")
+
+    def result(self) -> Timing:
+        end = PassTimes(**{k: Samples.of(v) for k, v in self.phases.items()})
+        layers = []
+        for i, layer in enumerate(self.prepared.net.layers):
+            runs = [rep[i] for rep in self.layer_runs]
+            kernel = [t.kernel_ms for t in runs]
+            has_kernel = all(k is not None for k in kernel)
+            steps = [StepTimes(step.name, step.how, Samples.of([t.steps[s].ms for t in runs]))
+                     for s, step in enumerate(runs[0].steps)]
+            layers.append(LayerTimes(
+                name=layer.name, wall=Samples.of([t.wall_ms for t in runs]),
+                kernel=Samples.of(kernel) if has_kernel else None,
+                overhead=Samples.of([t.wall_ms - t.kernel_ms for t in runs]) if has_kernel else None,
+                steps=steps))
+        return Timing(end, layers)
