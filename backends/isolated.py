@@ -33,7 +33,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from compare.errors import UserError
+from compare.errors import PassTimeout, UserError
 
 from .base import Backend, PreparedNet
 
@@ -124,11 +124,18 @@ class Worker:
         self._conn = Connection(ours.detach())
         self._stop = weakref.finalize(self, _stop, self._conn, self._proc, self._log)
 
-    def request(self, op: str, *args):
+    def request(self, op: str, *args, timeout_s: float | None = None):
+        """Send one request and wait for its answer; past `timeout_s` the
+        child is killed (it cannot be interrupted otherwise) and PassTimeout raised."""
         if not self._stop.alive:
             raise RuntimeError(f"the {self.label} process was already stopped")
         try:
             self._conn.send((op, args))
+            if timeout_s is not None and not self._conn.poll(timeout_s):
+                self._proc.kill()
+                self._stop()
+                raise PassTimeout(f"the {self.label} process gave no answer in --timeout-s {timeout_s:g} s "
+                                  f"({op} {args[1] if op == 'call' else ''}); it was stopped")
             status, value = self._conn.recv()
         except (EOFError, OSError):
             try:
@@ -166,10 +173,11 @@ def call_isolated(label: str, module: str, function: str, *args):
 class IsolatedNet(PreparedNet):
     """A PreparedNet that lives in the child; every method is one round trip."""
 
-    def __init__(self, worker: Worker, handle: int, net, batch: int):
+    def __init__(self, worker: Worker, handle: int, net, batch: int, timeout_s: float | None = None):
         super().__init__(net, batch)
         self._worker = worker
         self._handle = handle
+        self._timeout_s = timeout_s
         attrs = worker.request("get", handle, ("config", "memory_bytes"))
         self.config = attrs["config"]
         self.memory_bytes = attrs["memory_bytes"]
@@ -177,7 +185,7 @@ class IsolatedNet(PreparedNet):
     def _call(self, method: str, *args):
         if self._handle is None:
             raise UserError("this prepared net was closed")
-        return self._worker.request("call", self._handle, method, args, False)
+        return self._worker.request("call", self._handle, method, args, False, timeout_s=self._timeout_s)
 
     def load_input(self, x):
         self._call("load_input", self.check_input(x))
@@ -242,7 +250,7 @@ class IsolatedBackend(Backend):
     def prepare(self, net, weights, batch, mode=None):
         worker, handle = self._remote()
         return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch, mode), True),
-                           net, batch)
+                           net, batch, self.options.get("timeout_s"))
 
     def close(self) -> None:
         if self._worker is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import shlex
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -20,8 +21,8 @@ from nets.weights import init_weights, load_weights, make_input, save_weights, w
 
 from . import __version__
 from .analysis import DEFAULT_BASELINES, parse_baselines
-from .errors import CheckFailed, UserError
-from .files import atomic_path
+from .errors import CheckFailed, UserError, install_handlers, restore_handlers
+from .files import atomic_path, check_writable
 from .models import imported_weights, load_net
 from .progress import Progress
 from .results import Source, load_results, write_results
@@ -73,6 +74,8 @@ def _load_input(path: str, net, batch: int | None) -> np.ndarray:
 
 
 def _plan(args, mode: str) -> Plan:
+    if not args.timeout_s > 0:
+        raise UserError(f"--timeout-s must be a positive number of seconds, not {args.timeout_s}")
     net = load_net(args.net)
     names = backends.parse_names(args.backends)
     batch = _positive("--batch", args.batch) if args.batch is not None else None
@@ -112,7 +115,8 @@ def _plan(args, mode: str) -> Plan:
                 sources={"weights": Source(**weights_source), "input": Source(**input_source)},
                 peak_gflops=_peak(getattr(args, "peak_gflops", None)),
                 command=shlex.join(["compare"] + args.argv), debug=args.debug,
-                options={"clblast_params": args.clblast_params}, interleave=getattr(args, "interleave", False))
+                options={"clblast_params": args.clblast_params, "timeout_s": args.timeout_s},
+                interleave=getattr(args, "interleave", False), timeout_s=args.timeout_s)
 
 
 def _save_outputs(outputs: Outputs, plan: Plan, directory: str) -> None:
@@ -137,6 +141,8 @@ def _print_failures(results) -> None:
 
 
 def _execute(args, mode: str):
+    if args.save_outputs:
+        check_writable(args.save_outputs, "--save-outputs", folder=True)
     plan = _plan(args, mode)
     progress = Progress()
     try:
@@ -154,8 +160,9 @@ def _execute(args, mode: str):
 # -- subcommands ------------------------------------------------------------
 
 def cmd_run(args) -> int:
+    out = args.out or _default_out(Path(args.net).stem)
+    check_writable(out, "--out")
     results, plan = _execute(args, args.mode)
-    out = args.out or _default_out(plan.net.name)
     write_results(out, results)
     device = results.device.name
     print(f"{plan.net.name} batch {plan.batch} on {device} ({results.net.flops / 1e9:.2f} GFLOP per pass), "
@@ -176,6 +183,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_check(args) -> int:
+    if args.out:
+        check_writable(args.out, "--out")
     results, plan = _execute(args, "correctness")
     if args.out:
         write_results(args.out, results)
@@ -196,6 +205,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_weights(args) -> int:
+    check_writable(args.out, "--out")
     net = nets.get_net(args.net)
     weights = init_weights(net, args.seed)
     with atomic_path(args.out) as tmp:
@@ -246,10 +256,12 @@ def cmd_peak(args) -> int:
     from backends.opencl.runtime import get_runtime
 
     from .peak import cache_path, store
+    if not args.cap_s > 0:
+        raise UserError(f"--cap-s must be a positive number of seconds, not {args.cap_s}")
     rt = get_runtime(args.device)
     progress = Progress()
     try:
-        peak = measure_peak(rt, progress.update)
+        peak = measure_peak(rt, progress.update, args.cap_s)
     finally:
         progress.done()
     store(rt.info, peak)
@@ -259,6 +271,7 @@ def cmd_peak(args) -> int:
           f"float8 {d['float8_gflops']:.1f})")
     print(f"  bandwidth:    {peak['bandwidth_gbs']:.1f} GB/s (copy kernel {d['copy_kernel_gbs']:.1f}, "
           f"buffer copy {d['enqueue_copy_gbs']:.1f}; bytes read + written)")
+    print(f"  timed by {d['timer']}, in {d['seconds']:.0f} s" + (f"; {d['capped']}" if d.get("capped") else ""))
     print(f"cached in {cache_path()} for `compare run`")
     return 0
 
@@ -289,6 +302,7 @@ def cmd_tune(args) -> int:
 
 def cmd_report(args) -> int:
     from .report import render_report
+    check_writable(args.out, "--out", folder=True)
     results = [load_results(p) for p in args.files]
     written = render_report(results, args.files, args.out, published=args.published,
                             baselines=parse_baselines(args.baseline))
@@ -309,6 +323,8 @@ def _add_run_options(p, with_timing: bool) -> None:
     p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment (default: first GPU, else PoCL)")
     p.add_argument("--save-outputs", metavar="DIR", help="save the input, the reference and every backend's output as .npy")
     p.add_argument("--end-to-end-only", action="store_true", help="check only the final output, not each layer")
+    p.add_argument("--timeout-s", type=float, default=600.0,
+                   help="a backend whose forward pass takes longer fails, and the others still run (default 600)")
     p.add_argument("--clblast-params", choices=["tuned", "default"], default="tuned",
                    help="CLBlast's parameters: the ones `compare tune` found for this device (when there are any; "
                         "default), or CLBlast's own database")
@@ -359,6 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("peak", help="measure the device's multiply-add throughput and memory bandwidth")
     p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment")
+    p.add_argument("--cap-s", type=float, default=30.0, help="time for the whole measurement, in seconds (default 30)")
     p.set_defaults(func=cmd_peak)
 
     p = sub.add_parser("tune", help="tune CLBlast for the device with CLBlast's own tuners (needs clblast-utils)")
@@ -394,6 +411,7 @@ def main(argv=None) -> int:
     if not args.debug:
         # kernel compilers' warnings are for the developers of the kernels
         warnings.filterwarnings("ignore", category=UserWarning, module="pyopencl")
+    previous = install_handlers()
     try:
         return args.func(args)
     except (UserError, CheckFailed) as exc:
@@ -401,6 +419,10 @@ def main(argv=None) -> int:
             raise
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted: no results file was written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(f"interrupted ({signal.Signals(signum).name}): stopped; nothing was written and earlier files are "
+              f"as they were", file=sys.stderr)
+        return 128 + signum
+    finally:
+        restore_handlers(previous)

@@ -1,9 +1,19 @@
-"""The two ways a command fails on purpose.
+"""The ways a command stops on purpose, importable from every layer.
 
 UserError: bad input or a missing prerequisite; the CLI prints its message
 on one line and exits 2.  CheckFailed: outputs disagreed with the oracle;
-exit 1.  Anything else is a bug and shows a traceback.
+exit 1.  Interrupted: Ctrl-C (exit 130) or SIGTERM (exit 143): nothing more
+is written.  Anything else is a bug and shows a traceback.
+
+A signal can also surface as another error first: an OpenCL compiler whose
+temporary files were removed by its own signal handler reports a failed
+build, a child process killed with the group dies.  So code that turns
+errors into recorded failures asks `raise_if_interrupted()` first: once a
+signal has come, every error is the interrupt.
 """
+import signal
+
+_received: list[int] = []
 
 
 class UserError(Exception):
@@ -16,3 +26,47 @@ class Unsupported(Exception):
 
 class CheckFailed(Exception):
     exit_code = 1
+
+
+class PassTimeout(RuntimeError):
+    """A forward pass took longer than --timeout-s: the backend fails, the others run."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM: stop, write nothing more."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def note_signal(signum: int) -> None:
+    if not _received:
+        _received.append(signum)
+
+
+def _handler(signum, frame):
+    note_signal(signum)
+    raise Interrupted(signum)
+
+
+def install_handlers() -> dict:
+    """SIGINT and SIGTERM raise Interrupted (the CLI calls this); the handlers
+    they had, for restore_handlers()."""
+    _received.clear()
+    return {sig: signal.signal(sig, _handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def restore_handlers(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+    _received.clear()
+
+
+def raise_if_interrupted() -> None:
+    if _received:
+        raise Interrupted(_received[0])

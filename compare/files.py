@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,3 +41,41 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
+
+
+@contextmanager
+def staged_folder(out_dir: str | os.PathLike):
+    """Yield a fresh folder beside `out_dir` to write a set of files into;
+    when the block finishes, move each into `out_dir` with Ctrl-C and SIGTERM
+    held back, so the set lands whole or, on an exit by exception, not at
+    all (the staging folder is removed and `out_dir` is as it was)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else "."))
+    try:
+        yield stage
+        held = {signal.SIGINT, signal.SIGTERM}
+        signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            for f in sorted(stage.iterdir()):
+                os.chmod(f, 0o666 & ~_umask())
+                os.replace(f, out / f.name)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)   # a signal held back arrives now
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def check_writable(path: str | os.PathLike, what: str, folder: bool = False) -> None:
+    """UserError now, before any work, when `path` could not be written later:
+    an existing path of the wrong kind, or no writable folder to make it in."""
+    from .errors import UserError
+    path = Path(path)
+    if path.exists() and path.is_dir() != folder:
+        kind = "a folder" if path.is_dir() else "a file"
+        raise UserError(f"{what} {path} is {kind}; give {'a folder' if folder else 'a file name'} there")
+    ancestor = path if folder and path.exists() else path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UserError(f"{what} {path} cannot be written: {ancestor} is not a folder this user may write to")

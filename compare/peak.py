@@ -3,6 +3,8 @@ one `compare peak` cached for this device, or measured now
 (backends/opencl/peak.py) and cached."""
 from __future__ import annotations
 
+import sys
+
 from backends import cache
 
 from . import device_cache
@@ -26,7 +28,9 @@ def peak_for_run(rt, override_gflops: float | None = None, progress=lambda s: No
     cached = cache.entry(KIND, rt.info)
     if cached:
         return {**cached, "source": f"measured by `compare peak` on this device, {cached['measured']}"}
-    from backends.opencl.peak import measure_peak
+    from backends.opencl.peak import CAP_S, measure_peak
+    print(f"measuring the peak of {rt.info['name']} (at most {CAP_S:.0f} s; `compare peak` caches it)",
+          file=sys.stderr)
     peak = measure_peak(rt, progress)
     store(rt.info, peak)
     return {**peak, "source": "measured at the start of this run (mad chains, large copy)"}

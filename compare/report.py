@@ -10,7 +10,7 @@ from . import analysis as an
 from . import plots
 from . import report_tables as rt
 from .document import Document
-from .files import write_text_atomic
+from .files import staged_folder
 from .published import SOURCE
 from .results import RunResult
 from .tables import KERNEL_COLUMN
@@ -87,29 +87,32 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
             name = f"{stem}-{kind}.png"
             if draw(res, out_dir / name):
                 doc.image(name, f"{net.name} {kind}")
-                written.append(str(out_dir / name))
+                written.append(name)
     return written
 
 
 def render_report(results: list[RunResult], paths: list[str], out_dir: str, published: bool = False,
                   baselines=an.DEFAULT_BASELINES) -> list[str]:
+    """Render into a staging folder, then move the files into `out_dir` all at
+    once (compare/files.py): an interrupt leaves the old report whole."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     doc = Document("clblast-compare report")
     doc.para("Does CLBlast make a good neural-network engine on this device, or do hand-written kernels beat it? "
              "Every table below is rendered from the results files listed; nothing is typed in by hand.")
-    written = []
+    names = []
     groups: dict[str, list[tuple[RunResult, str]]] = {}
     for res, path in zip(results, paths):
         groups.setdefault(res.net.name, []).append((res, path))
-    for net_name, group in groups.items():
-        if len(group) > 1:
-            doc.heading(f"{net_name} across devices and runs")
-            doc.table(rt.cross_device_table([r for r, _ in group], baselines[0]),
-                      caption=f"End-to-end compute ms per results file (speedup over {baselines[0]} on that device).")
-        for i, (res, path) in enumerate(group):
-            stem = f"{net_name}-{_slug(res.device.name)}-{i}"
-            written += _file_section(doc, res, path, out, stem, published, baselines)
-    write_text_atomic(out / "report.md", doc.to_markdown())
-    write_text_atomic(out / "report.html", doc.to_html())
-    return [str(out / "report.md"), str(out / "report.html")] + written
+    with staged_folder(out) as stage:
+        for net_name, group in groups.items():
+            if len(group) > 1:
+                doc.heading(f"{net_name} across devices and runs")
+                doc.table(rt.cross_device_table([r for r, _ in group], baselines[0]),
+                          caption=f"End-to-end compute ms per results file (speedup over "
+                                  f"{baselines[0]} on that device).")
+            for i, (res, path) in enumerate(group):
+                stem = f"{net_name}-{_slug(res.device.name)}-{i}"
+                names += _file_section(doc, res, path, stage, stem, published, baselines)
+        (stage / "report.md").write_text(doc.to_markdown(), encoding="utf-8")
+        (stage / "report.html").write_text(doc.to_html(), encoding="utf-8")
+    return [str(out / "report.md"), str(out / "report.html")] + [str(out / n) for n in names]

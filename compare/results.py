@@ -218,7 +218,7 @@ class Device:
     max_work_group_size: int | None = None
     max_work_item_sizes: list[int] | None = None
     preferred_vector_width_float: int | None = None
-
+    profiling_timer_ns: int | None = None      # 0: the driver's events carry no real times
 
 @dataclass
 class Settings:

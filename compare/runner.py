@@ -18,12 +18,12 @@ from nets import Net
 
 from . import __version__, gpustate, oracle
 from .checking import check_prepared, compare_arrays
-from .errors import Unsupported, UserError
+from .errors import Unsupported, UserError, raise_if_interrupted
 from .hostinfo import host_info
 from .peak import peak_for_run
 from .results import (BackendResult, Device, Host, LayerInfo, ModeResult, NetInfo, Peak, RunResult, Samples, Settings,
                       Source, Tool)
-from .timing import Trial
+from .timing import Trial, within
 
 MODES = ("correctness", "performance", "both")
 
@@ -46,6 +46,7 @@ class Plan:
     peak_gflops: float | None = None   # the user's figure; else cached or measured
     debug: bool = False
     interleave: bool = False       # timed passes round-robin over the backends
+    timeout_s: float | None = None  # a backend whose pass takes longer fails
     options: dict = field(default_factory=dict)   # settings passed to every backend (clblast_params)
 
 
@@ -108,7 +109,7 @@ def _measure_mode(backend, mode: str, plan: Plan, ref, progress) -> ModeResult:
         if ref is not None:
             result.rel_l2 = compare_arrays(y, ref[-1]).rel_l2
         if plan.mode in ("performance", "both"):
-            trial = Trial(label, prepared, plan.x, y, backend.deterministic)
+            trial = Trial(label, prepared, plan.x, y, backend.deterministic, plan.timeout_s)
             for r in range(plan.repeats):
                 progress(f"{label}: end to end, repeat {r + 1}/{plan.repeats}")
                 trial.end_to_end(r)
@@ -117,6 +118,7 @@ def _measure_mode(backend, mode: str, plan: Plan, ref, progress) -> ModeResult:
     except Unsupported as exc:
         return ModeResult(mode, "UNSUPPORTED", reason=str(exc))
     except Exception as exc:  # noqa: BLE001 - a mode that fails is recorded; the other modes still run
+        raise_if_interrupted()
         return ModeResult(mode, "FAILED", reason=_failure(exc, plan.debug))
     finally:
         if prepared is not None:
@@ -143,7 +145,9 @@ class _Open:
 
 
 def _fail(entry: BackendResult, exc: BaseException, debug: bool) -> BackendResult:
-    """`entry` recorded as UNSUPPORTED or FAILED by what `exc` says."""
+    """`entry` recorded as UNSUPPORTED or FAILED by what `exc` says (unless a
+    signal came: then `exc` was its doing, and the run stops)."""
+    raise_if_interrupted()
     entry.check = entry.timing = None
     if isinstance(exc, Unsupported):
         entry.status, entry.reason = "UNSUPPORTED", str(exc)
@@ -193,14 +197,16 @@ def _open(name: str, plan: Plan, ref, progress, cl_missing: str | None) -> tuple
         _sane_output(y, name)
         for w in range(max(plan.warmup - 1, 0)):
             progress(f"{name}: warm-up {w + 2}/{plan.warmup}")
+            t0 = time.perf_counter()
             prepared.forward(plan.x)
+            within(time.perf_counter() - t0, plan.timeout_s, f"warm-up pass {w + 2}")
         if plan.mode in ("correctness", "both"):
             progress(f"{name}: checking against the float64 oracle")
             entry.check = check_prepared(prepared, plan.x, ref, plan.layerwise,
                                          progress=lambda s: progress(f"{name}: {s}"))
         opened = _Open(entry, prepared, y)
         if plan.mode in ("performance", "both"):
-            opened.trial = Trial(entry.label, prepared, plan.x, y, backend.deterministic)
+            opened.trial = Trial(entry.label, prepared, plan.x, y, backend.deterministic, plan.timeout_s)
         return entry, opened
     except Exception as exc:  # noqa: BLE001 - a backend's failure is a result, not the end of the run
         if prepared is not None:
@@ -257,9 +263,10 @@ def run_backend(name: str, plan: Plan, ref, progress, cl_missing: str | None) ->
         return entry, None
     try:
         _rounds([opened], plan, progress)
-    finally:
-        y = _close(opened, plan)
-    return entry, y
+    except BaseException:   # an interrupt: release the device, record nothing
+        opened.prepared.close()
+        raise
+    return entry, _close(opened, plan)
 
 
 def _device(runtime) -> Device:
@@ -313,11 +320,14 @@ def execute(plan: Plan, progress=lambda s: None) -> tuple[RunResult, Outputs]:
                 if o is not None:
                     opened.append(o)
             _rounds(list(opened), plan, progress)
-        finally:
+        except BaseException:   # an interrupt: release the devices, record nothing
             for o in opened:
-                y = _close(o, plan)
-                if y is not None:
-                    outputs.backends[o.entry.name] = y
+                o.prepared.close()
+            raise
+        for o in opened:
+            y = _close(o, plan)
+            if y is not None:
+                outputs.backends[o.entry.name] = y
     else:
         for name in plan.backends:
             entry, y = run_backend(name, plan, ref, progress, cl_missing)

@@ -9,9 +9,12 @@ timed passes fails, naming the pass.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from .checking import TOLERANCE, compare_arrays
+from .errors import PassTimeout
 from .results import LayerTimes, PassTimes, Samples, StepTimes, Timing
 
 PHASES = ("upload", "compute", "download", "total")
@@ -21,13 +24,23 @@ class TimedOutputDiffers(RuntimeError):
     """A timed pass gave another output than the checked one."""
 
 
+def within(seconds: float, timeout_s: float | None, what: str) -> None:
+    """PassTimeout when `what` took longer than `timeout_s` (it is measured
+    after it returns: a pass the driver never returns from cannot be cut
+    short inside this process; a backend in a child process is killed)."""
+    if timeout_s is not None and seconds > timeout_s:
+        raise PassTimeout(f"{what} took {seconds:.1f} s, more than --timeout-s {timeout_s:g}")
+
+
 class Trial:
-    def __init__(self, label: str, prepared, x: np.ndarray, checked: np.ndarray, deterministic: bool):
+    def __init__(self, label: str, prepared, x: np.ndarray, checked: np.ndarray, deterministic: bool,
+                 timeout_s: float | None = None):
         self.label = label
         self.prepared = prepared
         self.x = x
         self.checked = checked
         self.deterministic = deterministic
+        self.timeout_s = timeout_s
         self.phases: dict[str, list[float]] = {p: [] for p in PHASES}
         self.layer_runs: list = []
 
@@ -45,7 +58,9 @@ class Trial:
 
     def end_to_end(self, r: int) -> None:
         """Timed pass r: the whole forward pass, its phases apart."""
+        t0 = time.perf_counter()
         phases, y = self.prepared.timed_pass(self.x)
+        within(time.perf_counter() - t0, self.timeout_s, f"timed pass {r + 1} (end to end)")
         self._check(np.asarray(y), f"timed pass {r + 1} (end to end)")
         for key in PHASES:
             self.phases[key].append(phases[key])
@@ -57,8 +72,10 @@ class Trial:
 
     def layers(self, r: int) -> None:
         """Timed pass r, layer by layer (a sync after each)."""
+        t0 = time.perf_counter()
         self.prepared.load_input(self.x)
         self.layer_runs.append(self.prepared.run_timed())
+        within(time.perf_counter() - t0, self.timeout_s, f"timed pass {r + 1} (layer by layer)")
         self._check(np.asarray(self.prepared.fetch_output()), f"timed pass {r + 1} (layer by layer)")
 
     def result(self) -> Timing:

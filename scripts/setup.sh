@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs what clblast-compare needs on a fresh Debian or Ubuntu machine:
-# Debian's OpenCL loader, PoCL (the CPU OpenCL device), CLBlast with its tuners and Oclgrind
+# Debian's OpenCL loader, PoCL and Mesa's rusticl (two CPU OpenCL devices), CLBlast with its tuners and Oclgrind
 # through apt-get where missing, then the package into ./.venv.
 # Usage: scripts/setup.sh [pip extras, default test,tensorflow]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-test,tensorflow}"
 
-packages="pocl-opencl-icd ocl-icd-opencl-dev libclblast-dev clblast-utils clinfo oclgrind"
+packages="pocl-opencl-icd mesa-opencl-icd ocl-icd-opencl-dev libclblast-dev clblast-utils clinfo oclgrind"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

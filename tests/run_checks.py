@@ -59,3 +59,32 @@ def best_prepared(net, batch: int, max_alloc: int | None = None, seed: int = 0):
         return prepared.config, prepared.forward(x), oracle.forward(net, weights, x)[-1]
     finally:
         prepared.close()
+
+
+class SleepyInProcess:
+    """A backend whose forward pass never ends in time (it sleeps), for the
+    per-pass timeout of a backend in a child process."""
+
+    name = "sleepy"
+    summary = "a test double"
+    uses_opencl = False
+    deterministic = True
+
+    def __init__(self, device=None, options=None):
+        pass
+
+    def info(self):
+        return {}
+
+    def modes(self):
+        return []
+
+    def prepare(self, net, weights, batch, mode=None):
+        import time
+
+        from backends.reference.numpy_backend import NumpyNet
+
+        class Sleepy(NumpyNet):
+            def run(self):
+                time.sleep(3600)
+        return Sleepy(net, weights, batch)

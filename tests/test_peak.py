@@ -34,3 +34,19 @@ def test_user_figure_overrides(cache):
 def test_damaged_cache_is_measured_again(cache):
     cache.write_text("{broken")
     assert peak.peak_for_run(get_runtime())["source"].startswith("measured at the start")
+
+
+def test_the_peak_stops_at_its_cap_and_says_so(monkeypatch):
+    import time
+    monkeypatch.setattr(measure, "TARGET_MS", 1e9)   # a launch that never gets long enough
+    t0 = time.monotonic()
+    got = measure.measure_peak(get_runtime(), cap_s=2.0)
+    assert time.monotonic() - t0 < 10
+    assert got["gflops"] > 0 and got["details"]["capped"].startswith("the 2 s cap stopped the launches short")
+
+
+def test_without_profiling_times_the_host_clock_times_the_peak(monkeypatch, cache):
+    rt = get_runtime()
+    monkeypatch.setattr(rt, "profiling_ok", False)   # as on Mesa's rusticl, whose events read 0-3 ns
+    got = measure.measure_peak(rt, cap_s=3.0)
+    assert got["details"]["timer"] == "host clock" and 0 < got["gflops"] < 1e5

@@ -110,8 +110,9 @@ def _drifting_backend(good, change, deterministic=True, log=None):
 
 def _plan(names, **kw):
     net = Net("t", (1, 1, 8), (Dense("d", "relu", out_features=8),))
+    settings = {"mode": "performance", "repeats": 3, "warmup": 1, **kw}
     return runner.Plan(net=net, batch=2, weights=init_weights(net, 0), x=make_input(net, 2, 0),
-                       backends=names, mode="performance", repeats=3, warmup=1, **kw)
+                       backends=names, **settings)
 
 
 @pytest.mark.parametrize("deterministic, change, fails", [
@@ -150,3 +151,48 @@ def test_interleave_runs_the_timed_passes_round_robin(monkeypatch):
         result, _ = runner.execute(_plan(["a", "b"], interleave=interleave))
         assert log == want
         assert [b.status for b in result.backends] == ["OK", "OK"] and result.settings.interleave == interleave
+
+
+# -- every pass is bounded: --timeout-s --------------------------------------------------
+
+def test_a_pass_over_the_timeout_fails_the_backend_and_the_others_run(monkeypatch):
+    import time
+
+    from backends.reference.numpy_backend import NumpyBackend, NumpyNet
+
+    class Slow(NumpyNet):
+        def run(self):
+            time.sleep(0.4)
+            super().run()
+
+    class SlowBackend(NumpyBackend):
+        def prepare(self, net, weights, batch, mode=None):
+            return Slow(net, weights, batch)
+    monkeypatch.setattr(runner.backends, "backend_class", lambda name: SlowBackend if name == "slow" else NumpyBackend)
+    monkeypatch.setattr(runner.backends, "unavailable_reason", lambda name: None)
+    result, _ = runner.execute(_plan(["slow", "numpy"], timeout_s=0.2, warmup=2))
+    slow, fine = result.backends
+    assert slow.status == "FAILED" and "warm-up pass 2 took" in slow.reason and "--timeout-s 0.2" in slow.reason
+    assert fine.status == "OK"
+
+
+def test_a_backend_in_a_child_that_hangs_is_stopped_at_the_timeout(monkeypatch):
+    import time
+
+    from backends.isolated import IsolatedBackend
+    from backends.reference.numpy_backend import NumpyBackend
+
+    class Hangs(IsolatedBackend):
+        name = "sleepy"
+        summary = "a test double"
+        inner = "run_checks:SleepyInProcess"
+    monkeypatch.setattr(runner.backends, "backend_class", lambda name: Hangs if name == "sleepy" else NumpyBackend)
+    monkeypatch.setattr(runner.backends, "unavailable_reason", lambda name: None)
+    plan = _plan(["sleepy", "numpy"], timeout_s=2)
+    plan.options = {"timeout_s": 2}
+    t0 = time.monotonic()
+    result, _ = runner.execute(plan)
+    assert time.monotonic() - t0 < 30
+    hung, fine = result.backends
+    assert hung.status == "FAILED" and "gave no answer in --timeout-s 2 s" in hung.reason, hung.reason
+    assert fine.status == "OK"

@@ -1,7 +1,10 @@
-"""The `tensorflow` backend: layout conversions, padding choices, timing,
-and the independent check of our float64 oracle and numpy backend against
-TensorFlow's kernels (two implementations that share no code)."""
+"""The `tensorflow` backend: its modes (graph, xla), layout conversions,
+padding choices, timing, and the independent check of our float64 oracle
+and numpy backend against TensorFlow's kernels (two implementations that
+share no code).  TensorFlow runs in the backend's child process only: this
+process never imports it (PoCL breaks where it is loaded)."""
 import importlib.util
+import sys
 
 import numpy as np
 import pytest
@@ -9,6 +12,7 @@ import pytest
 from backends.reference.numpy_backend import NumpyNet
 from compare import oracle
 from compare.checking import compare_arrays
+from compare.errors import UserError
 from nets.weights import init_weights
 from nets import Conv, Dense, Net
 
@@ -20,10 +24,19 @@ def tf_backend():
     return backend_or_skip("tensorflow")
 
 
+MODES = ["graph", "xla"]
+
+
+def test_modes_are_graph_then_xla(tf_backend):
+    assert tf_backend.modes() == MODES
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("which", ["lenet_case", "vgg_case"])
-def test_oracle_and_numpy_agree_with_tensorflow(tf_backend, which, request):
+def test_oracle_and_numpy_agree_with_tensorflow(tf_backend, which, mode, request):
     case = request.getfixturevalue(which)
-    prepared = tf_backend.prepare(case.net, case.weights, case.batch)
+    prepared = tf_backend.prepare(case.net, case.weights, case.batch, mode=mode)
+    assert prepared.config["mode"] == mode
     try:
         got = prepared.forward(case.x)
     finally:
@@ -69,9 +82,10 @@ def test_a_dense_layer_alone_takes_the_canonical_nchw_input(tf_backend):
     assert compare_arrays(got, oracle.forward(net, weights, x)[-1]).passed
 
 
-def test_timing_is_wall_clock_only_and_output_follows(tf_backend, lenet_case):
+@pytest.mark.parametrize("mode", MODES)
+def test_timing_is_wall_clock_only_and_output_follows(tf_backend, lenet_case, mode):
     net = lenet_case.net
-    prepared = tf_backend.prepare(net, lenet_case.weights, lenet_case.batch)
+    prepared = tf_backend.prepare(net, lenet_case.weights, lenet_case.batch, mode=mode)
     prepared.load_input(lenet_case.x)
     timings = prepared.run_timed()
     assert [t.name for t in timings] == [layer.name for layer in net.layers]
@@ -79,6 +93,64 @@ def test_timing_is_wall_clock_only_and_output_follows(tf_backend, lenet_case):
         assert t.kernel_ms is None and [s.how for s in t.steps] == ["wall"] and t.steps[0].ms == t.wall_ms
     # run_timed leaves the net's output where fetch_output finds it
     assert compare_arrays(prepared.fetch_output(), lenet_case.ref[-1]).passed
+
+
+def _child_array(prepared, attribute: str) -> np.ndarray:
+    """prepared.<attribute>.numpy() computed in the child: the tensor itself
+    never comes here, so this process does not import TensorFlow."""
+    worker = prepared._worker
+    tensor = worker.request("call", prepared._handle, "__getattribute__", (attribute,), True)
+    try:
+        return worker.request("call", tensor, "numpy", (), False)
+    finally:
+        worker.request("drop", tensor)
+        assert "tensorflow" not in sys.modules
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_layout_conversions_are_inside_the_compiled_function(tf_backend, mode):
+    # a spatial output, so both ends convert: NCHW in, NHWC inside, NCHW out
+    net = Net("t", (3, 7, 6), (Conv("a", "relu", out_channels=4, kernel=(3, 3), pad=(1, 1)),
+                               Conv("b", "none", out_channels=2, kernel=(3, 3))))
+    weights = init_weights(net, 5)
+    x = rng(5).standard_normal((2,) + net.input_shape).astype(np.float32)
+    prepared = tf_backend.prepare(net, weights, 2, mode=mode)
+    try:
+        prepared.load_input(x)
+        loaded = _child_array(prepared, "_x")
+        assert loaded.shape == x.shape and np.array_equal(loaded, x)   # load_input is a plain copy
+        prepared.run()
+        computed = _child_array(prepared, "_y")
+        assert computed.shape == (2,) + net.output_shape            # run() left it NCHW already
+        assert np.array_equal(prepared.fetch_output(), computed)     # fetch_output only copies it
+        assert compare_arrays(computed, oracle.forward(net, weights, x)[-1]).passed
+        prepared.load_input(x)
+        prepared.run_timed()     # per layer: the first and last functions convert the layout
+        assert compare_arrays(prepared.fetch_output(), oracle.forward(net, weights, x)[-1]).passed
+        assert "inside the compiled function" in prepared.config["layout"]
+    finally:
+        prepared.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_passes_repeat_bit_for_bit_where_it_says_so(tf_backend, lenet_case, mode):
+    if not tf_backend.deterministic:
+        pytest.skip("on a GPU the backend says its passes may differ in the last bits")
+    prepared = tf_backend.prepare(lenet_case.net, lenet_case.weights, lenet_case.batch, mode=mode)
+    try:
+        assert np.array_equal(prepared.forward(lenet_case.x), prepared.forward(lenet_case.x))
+    finally:
+        prepared.close()
+
+
+def test_xla_is_recorded_and_an_unknown_mode_refused(tf_backend):
+    net = Net("t", (4, 3, 5), (Dense("d", "none", out_features=6),))
+    prepared = tf_backend.prepare(net, init_weights(net, 4), 3, mode="xla")
+    assert "jit_compile=True" in prepared.config["graph"]
+    prepared.close()
+    assert "no XLA" in tf_backend.prepare(net, init_weights(net, 4), 3).config["graph"]   # graph by default
+    with pytest.raises(UserError, match="unknown mode 'fast'"):
+        tf_backend.prepare(net, init_weights(net, 4), 3, mode="fast")
 
 
 def test_info_names_versions_and_threads(tf_backend):

@@ -1,14 +1,21 @@
 """The `torch` backend: float32 settings (TF32 off), what info() records,
-timing by device events on CUDA and wall clock on the CPU, and inputs
-copied on load.  Its outputs are checked by the generic suites."""
+timing by device events on CUDA and wall clock on the CPU, inputs copied
+on load, and every mode it lists against the oracle.  Its default mode's
+outputs are also checked by the generic suites.
+
+The CUDA-graph modes run only where PyTorch sees CUDA; `compile` on the CPU
+only with COMPARE_TORCH_COMPILE=1 (it compiles C++ for a minute or more)."""
 import importlib.util
+import os
 
 import numpy as np
 import pytest
 
+from compare import oracle
 from compare.checking import compare_arrays
-from nets.weights import init_weights
-from nets import Conv, MaxPool, Net, Subsample
+from compare.errors import Unsupported, UserError
+from nets.weights import init_weights, make_input
+from nets import LENET, Conv, MaxPool, Net, Subsample
 
 from conftest import backend_or_skip, rng
 
@@ -68,3 +75,111 @@ def test_unavailable_without_torch(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     reason = TorchBackend.unavailable_reason()
     assert "PyTorch is not installed" in reason and "clblast-compare[torch]" in reason
+
+
+# -- modes
+
+ALL_MODES = ["eager", "eager-channels-last", "cuda-graph", "cuda-graph-channels-last", "compile"]
+
+
+def _mode_or_skip(backend, mode):
+    if mode not in backend.modes():
+        pytest.skip(f"torch mode {mode} is not listed here")
+
+
+def test_the_modes_listed_fit_the_device(torch_backend):
+    import torch
+    modes = torch_backend.modes()
+    assert modes[:2] == ["eager", "eager-channels-last"] and set(modes) <= set(ALL_MODES)
+    cuda = torch.cuda.is_available()
+    assert ("cuda-graph" in modes) == cuda and ("cuda-graph-channels-last" in modes) == cuda
+    if not cuda:
+        assert ("compile" in modes) == (os.environ.get("COMPARE_TORCH_COMPILE") == "1")
+    assert torch_backend.deterministic is (not cuda)   # cuDNN's autotuner may pick other algorithms
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize("net, batch", [(NET, 3), (LENET, 4)], ids=["small-conv", "lenet"])
+def test_each_mode_matches_the_oracle(torch_backend, mode, net, batch):
+    _mode_or_skip(torch_backend, mode)
+    weights = init_weights(net, 2)
+    x = make_input(net, batch, 2)
+    ref = oracle.forward(net, weights, x)
+    prepared = torch_backend.prepare(net, weights, batch, mode=mode)
+    try:
+        assert prepared.config["mode"] == mode
+        end = compare_arrays(prepared.forward(x), ref[-1])
+        assert end.passed, end
+        prepared.load_input(x)
+        prepared.run_timed()   # eager layers in every mode; leaves the output for fetch_output
+        assert compare_arrays(prepared.fetch_output(), ref[-1]).passed
+        for i, layer in enumerate(net.layers):
+            got = prepared.run_layer(i, np.asarray(([x] + ref[:-1])[i], np.float32))
+            assert compare_arrays(got, ref[i], name=layer.name).passed, layer.name
+    finally:
+        prepared.close()
+
+
+def test_a_mode_runs_the_input_loaded_last(torch_backend):
+    # a CUDA graph replays on its static input: a new batch must reach it through load_input
+    for mode in torch_backend.modes():
+        weights = init_weights(NET, 6)
+        prepared = torch_backend.prepare(NET, weights, 2, mode=mode)
+        try:
+            for seed in (7, 8):
+                x = rng(seed).standard_normal((2,) + NET.input_shape).astype(np.float32)
+                assert compare_arrays(prepared.forward(x), oracle.forward(NET, weights, x)[-1]).passed, mode
+        finally:
+            prepared.close()
+
+
+def test_passes_repeat_bit_for_bit_where_it_says_so(torch_backend):
+    if not torch_backend.deterministic:
+        pytest.skip("on CUDA the backend says its passes may differ in the last bits")
+    x = make_input(LENET, 4, 3)
+    for mode in torch_backend.modes():
+        prepared = torch_backend.prepare(LENET, init_weights(LENET, 3), 4, mode=mode)
+        try:
+            assert np.array_equal(prepared.forward(x), prepared.forward(x)), mode
+        finally:
+            prepared.close()
+
+
+def test_channels_last_converts_the_input_inside_run(torch_backend, monkeypatch):
+    import torch
+    prepared = torch_backend.prepare(NET, init_weights(NET, 0), 2, mode="eager-channels-last")
+    calls = []
+    enter = prepared._enter
+    monkeypatch.setattr(prepared, "_enter", lambda x: calls.append(x) or enter(x))
+    prepared.load_input(rng(1).standard_normal((2,) + NET.input_shape).astype(np.float32))
+    # load_input is a plain copy: the input tensor stays contiguous NCHW ...
+    assert prepared._x.is_contiguous() and not prepared._x.is_contiguous(memory_format=torch.channels_last)
+    assert calls == []
+    prepared.run()   # ... and the timed forward converts it
+    assert len(calls) == 1 and calls[0] is prepared._x
+    converted = enter(prepared._x)
+    assert converted.is_contiguous(memory_format=torch.channels_last) and not converted.is_contiguous()
+    assert prepared.config["layout"].startswith("NHWC inside")
+
+
+def test_graph_modes_say_their_layer_times_are_eager(torch_backend):
+    for mode in torch_backend.modes():
+        prepared = torch_backend.prepare(NET, init_weights(NET, 0), 2, mode=mode)
+        eager_layers = "per-layer times are eager: include Python dispatch" in prepared.config["timing"]
+        assert eager_layers == (not mode.startswith("eager")), mode
+        prepared.close()
+
+
+def test_cuda_graph_is_unsupported_without_cuda(torch_backend):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is here")
+    assert "cuda-graph" not in torch_backend.modes()
+    for mode in ("cuda-graph", "cuda-graph-channels-last"):
+        with pytest.raises(Unsupported, match="needs CUDA"):
+            torch_backend.prepare(NET, init_weights(NET, 0), 2, mode=mode)
+
+
+def test_an_unknown_mode_is_refused(torch_backend):
+    with pytest.raises(UserError, match="unknown mode 'fast'"):
+        torch_backend.prepare(NET, init_weights(NET, 0), 2, mode="fast")

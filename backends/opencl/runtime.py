@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from compare.errors import UserError
+from compare.errors import UserError, raise_if_interrupted
 
 from kernels import kernel_source
 
@@ -112,6 +112,7 @@ def device_info(dev) -> dict:
         "max_work_group_size": dev.max_work_group_size,
         "max_work_item_sizes": list(dev.max_work_item_sizes),
         "preferred_vector_width_float": dev.preferred_vector_width_float,
+        "profiling_timer_ns": dev.profiling_timer_resolution,
     }
 
 
@@ -125,6 +126,9 @@ class Runtime:
         self.context = cl.Context([device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.info = device_info(device)
+        # a driver whose timer has no resolution (Mesa's rusticl) stamps its
+        # events 0, 1, 2, 3 ns: its device times mean nothing, the host clock is all there is
+        self.profiling_ok = self.info["profiling_timer_ns"] > 0
         self._programs: dict[tuple, object] = {}
         self._kernels: dict[tuple, object] = {}
 
@@ -139,6 +143,7 @@ class Runtime:
             try:
                 prog = cl.Program(self.context, source).build(options=list(opts))
             except cl.RuntimeError as exc:
+                raise_if_interrupted()   # a compiler cut short by Ctrl-C reports a failed build
                 log = _build_log(exc)
                 raise KernelBuildError(f"building {label} failed on {self.info['name']} "
                                        f"(options: {' '.join(opts) or 'none'}):\n{log}") from None

@@ -1,20 +1,28 @@
 """`tensorflow`: the peer a user would pick instead, TensorFlow's own kernels
 through Keras layers built from the same weights.
 
-Inside, activations are NHWC (TensorFlow's native CPU layout); load_input and
-fetch_output convert to and from the canonical NCHW on the host.  Our layouts
+Inside, activations are NHWC (TensorFlow's native CPU layout).  The
+compiled function of the whole net takes the canonical NCHW input and
+returns the canonical output: the transposes are inside it, so they count
+as compute, and load_input / fetch_output are plain copies.  Our layouts
 become Keras's: conv weight (K,C,FH,FW) -> (FH,FW,C,K); a dense layer after a
 spatial one gets its weight rows permuted from our C,H,W flatten order to
 the H,W,C order in which Keras's Flatten reads an NHWC tensor.  LeNet's
 subsampling is AveragePooling2D times a per-channel coefficient plus a bias.
 
-It runs in a child process of its own (isolated.py): PoCL's kernel
+Modes: `graph` (tf.function, TensorFlow's graph optimiser, no XLA) and
+`xla` (tf.function(jit_compile=True): the net compiled by XLA, which can
+fuse layers).  prepare() calls the whole-net function once, so XLA's
+compilation happens there, untimed.
+
+It runs in a child process of its own (backends/isolated.py): PoCL's kernel
 compiler breaks in a process that has loaded TensorFlow.
 
 Timing has no device events: wall time only.  The whole net is one compiled
-`tf.function`; `run_timed` calls one compiled function per layer and
-synchronises after each (see `_sync`).  TensorFlow keeps its default thread
-settings, as a user would have them.
+`tf.function`; `run_timed` calls one compiled function per layer (NHWC
+between them; the first and last convert the layout) and synchronises after
+each (see `_sync`).  TensorFlow keeps its default thread settings, as a
+user would have them.
 """
 from __future__ import annotations
 
@@ -25,13 +33,15 @@ from functools import lru_cache
 
 import numpy as np
 
+from compare.errors import UserError
 from nets import Net
 from nets.layouts import chw_rows_to_hwc
 
 from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
 from ..host import cpu_name
-from .isolated import IsolatedBackend
+from ..isolated import IsolatedBackend
 
+MODES = ("graph", "xla")
 _ACTIVATION = {"none": "linear", "relu": "relu", "sigmoid": "sigmoid"}
 
 
@@ -116,54 +126,100 @@ def _nhwc_shape(batch: int, shape: tuple) -> tuple:
     return (batch, shape[1], shape[2], shape[0]) if len(shape) == 3 else (batch,) + tuple(shape)
 
 
+def _check_mode(mode: str | None) -> str:
+    """`mode` itself (None: graph)."""
+    mode = mode or "graph"
+    if mode not in MODES:
+        raise UserError(f"unknown mode {mode!r} of the tensorflow backend; it has {', '.join(MODES)}")
+    return mode
+
+
+def _nchw_to_nhwc(x):
+    tf, _ = _modules()
+    return tf.transpose(x, (0, 2, 3, 1))
+
+
+def _nhwc_to_nchw(y):
+    tf, _ = _modules()
+    return tf.transpose(y, (0, 3, 1, 2))
+
+
 class TensorflowNet(PreparedNet):
-    def __init__(self, net: Net, weights, batch: int):
+    def __init__(self, net: Net, weights, batch: int, mode: str | None = None):
         super().__init__(net, batch)
         tf, _ = _modules()
+        self.mode = _check_mode(mode)
         self.memory_bytes = 0
-        self._steps = []       # one compiled function per layer, NHWC in and out
-        self._keras_layers = []
+        self._keras_layers = []   # a concrete function holds its variables weakly: keep them
         for i, layer in enumerate(net.layers):
             params = layer_params(net, weights, i)
             self.memory_bytes += sum(a.nbytes for a in params.values())
-            parts = keras_parts(layer, params, net.in_shape(i))
-            self._keras_layers.append(parts)   # a concrete function holds its variables weakly: keep them
-            self._steps.append(self._compile(parts, net.in_shape(i)))
-        self._whole = self._compile(self._steps, net.input_shape)
-        self.config = {"graph": "tf.function, no XLA", "layout": "NHWC",
-                       "threads": "TensorFlow defaults", "timing": "wall clock only"}
+            self._keras_layers.append(keras_parts(layer, params, net.in_shape(i)))
+        # the conversions between the canonical layout and NHWC, at the two ends of the net
+        self._enter = [_nchw_to_nhwc] if len(net.input_shape) == 3 else []
+        self._leave = [_nhwc_to_nchw] if len(net.output_shape) == 3 else []
+        self._whole = self._compile(self._enter + [p for parts in self._keras_layers for p in parts],
+                                    (batch,) + tuple(net.input_shape), self._leave)
+        # one function per layer, NHWC in and out (run_layer converts on the host) ...
+        self._steps = [self._compile(parts, _nhwc_shape(batch, net.in_shape(i)))
+                       for i, parts in enumerate(self._keras_layers)]
+        # ... and as run_timed calls them, with the conversions in the first and last
+        self._timed = self._timed_steps()
+        _sync(self._whole(tf.zeros((batch,) + tuple(net.input_shape))))   # XLA compiles here, not in run()
         self._x = None
         self._y = None
+        self.config = {"mode": self.mode,
+                       "graph": "tf.function(jit_compile=True): XLA" if self.mode == "xla" else "tf.function, no XLA",
+                       "layout": "NHWC inside; NCHW in and out, transposed inside the compiled function",
+                       "per_layer": f"one compiled function per layer{' (XLA)' if self.mode == 'xla' else ''}; "
+                                    "the first and last also convert the layout",
+                       "threads": "TensorFlow defaults", "timing": "wall clock only"}
 
-    def _compile(self, parts, in_shape):
-        """The chain of `parts` traced once, here in prepare, into a graph for
-        this batch's input shape.  The concrete function is called directly, so
-        it never retraces.  The whole net's parts are the layers' concrete
-        functions: calls inside one graph, which TensorFlow's optimiser inlines."""
+    def _compile(self, parts, in_shape, after=()):
+        """The chain of `parts` (then `after`) traced once, here in prepare,
+        into a graph for the input shape `in_shape` (batch included), with
+        XLA in the xla mode.  The concrete function is called directly, so it
+        never retraces."""
         tf, _ = _modules()
+        chain = list(parts) + list(after)
 
         def body(x):
-            for part in parts:
+            for part in chain:
                 x = part(x)
             return x
-        spec = tf.TensorSpec(_nhwc_shape(self.batch, in_shape), tf.float32)
-        return tf.function(body).get_concrete_function(spec)
+        spec = tf.TensorSpec(in_shape, tf.float32)
+        return tf.function(body, jit_compile=self.mode == "xla").get_concrete_function(spec)
+
+    def _timed_steps(self) -> list:
+        """self._steps, but the first takes the canonical input and the last
+        gives the canonical output, so the per-layer times add up to a pass."""
+        steps = list(self._steps)
+        last = len(steps) - 1
+        for i in sorted({0, last}):
+            enter = self._enter if i == 0 else []
+            leave = self._leave if i == last else []
+            if enter or leave:
+                shape = (self.batch,) + tuple(self.net.input_shape) if enter else \
+                    _nhwc_shape(self.batch, self.net.in_shape(i))
+                steps[i] = self._compile(enter + self._keras_layers[i], shape, leave)
+        return steps
 
     def load_input(self, x):
+        """A plain copy of the canonical array: the transpose is the compiled function's."""
         tf, _ = _modules()
-        self._x = tf.constant(to_nhwc(x))
+        self._x = tf.constant(x)
 
     def run(self):
         self._y = self._whole(self._x)
         _sync(self._y)
 
     def fetch_output(self):
-        return to_nchw(self._y.numpy())
+        return self._y.numpy()
 
     def run_timed(self):
         x = self._x
         timings = []
-        for layer, step in zip(self.net.layers, self._steps):
+        for layer, step in zip(self.net.layers, self._timed):
             t0 = time.perf_counter()
             x = step(x)
             _sync(x)
@@ -178,7 +234,7 @@ class TensorflowNet(PreparedNet):
         return to_nchw(self._steps[index](tf.constant(to_nhwc(x))).numpy())
 
     def close(self):
-        self._steps = self._whole = self._keras_layers = self._x = self._y = None
+        self._steps = self._timed = self._whole = self._keras_layers = self._x = self._y = None
 
 
 class TensorflowInProcess(Backend):
@@ -196,8 +252,11 @@ class TensorflowInProcess(Backend):
                 "threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads() or "default",
                             "inter_op": tf.config.threading.get_inter_op_parallelism_threads() or "default"}}
 
-    def prepare(self, net, weights, batch):
-        return TensorflowNet(net, weights, batch)
+    def modes(self):
+        return list(MODES)
+
+    def prepare(self, net, weights, batch, mode=None):
+        return TensorflowNet(net, weights, batch, mode)
 
 
 class TensorflowBackend(IsolatedBackend):
@@ -214,3 +273,10 @@ class TensorflowBackend(IsolatedBackend):
             if importlib.util.find_spec(module) is None:
                 return f"{module} is not installed (pip install 'clblast-compare[tensorflow]')"
         return None
+
+    @property
+    def deterministic(self) -> bool:
+        """True on the CPU, where both modes repeat bit for bit (tested); on a
+        GPU cuDNN's autotuner and XLA's atomic reductions may differ in the
+        last bits from pass to pass.  Asks the child, starting it if needed."""
+        return self.info()["kind"] == "cpu"

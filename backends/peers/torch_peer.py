@@ -8,23 +8,43 @@ first call, which the runner's warm-up absorbs.  Our layouts are PyTorch's
 own (NCHW, conv weight (K,C,FH,FW), flatten in C,H,W order); only the dense
 weight (in, out) is used as the right operand of addmm.
 
+Modes (modes() lists those that can run here):
+
+- `eager`: one Python dispatch per layer, NCHW.
+- `eager-channels-last`: the same with weights and activations in
+  torch.channels_last (NHWC in memory); run() converts the canonical NCHW
+  input and converts a spatial output back, so both count as compute.
+- `cuda-graph`, `cuda-graph-channels-last` (CUDA only): the whole forward
+  captured once at prepare into a CUDA graph and replayed by run(), which
+  removes the per-layer launch and dispatch costs.
+- `compile`: torch.compile (TorchInductor) of the whole forward.
+
 Timing: on CUDA a pair of CUDA events brackets each layer on the stream (one
 or more cuDNN/cuBLAS kernels, hence how='markers'), read only after the
 end event has completed; wall time is the host clock around the layer and
-its synchronisation.  On the CPU: wall time only.  Weights and activations
-stay on the device; the only host copies are in load_input and fetch_output.
+its synchronisation.  On the CPU: wall time only.  A graph replays the whole
+net, so run_timed() times the layers eagerly in every mode.  Weights and
+activations stay on the device; the only host copies are in load_input and
+fetch_output.
 """
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
 
 import numpy as np
 
+from compare.errors import Unsupported, UserError
 from nets import Net
 
 from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
 from ..host import cpu_name
+
+MODES = ("eager", "eager-channels-last", "cuda-graph", "cuda-graph-channels-last", "compile")
+GRAPH_WARMUP = 3   # eager passes on the capture stream before capturing: cuDNN's autotuner, handles, allocator
+COMPILE_WARMUP = 2   # calls at prepare: the first compiles, the second checks that nothing recompiles
+EAGER_LAYERS = "per-layer times are eager: include Python dispatch"
 
 
 def _torch():
@@ -43,11 +63,30 @@ def _device(torch):
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
 
-def _layer_fn(torch, layer, params: dict, dev):
-    """Layer `layer` as a function of an NCHW (or (N, features)) device tensor."""
+def available_modes(torch) -> list[str]:
+    """The modes that can run here, eager first (the default of prepare)."""
+    cuda = torch.cuda.is_available()
+    modes = ["eager", "eager-channels-last"]
+    if cuda:
+        modes += ["cuda-graph", "cuda-graph-channels-last"]
+    # torch.compile needs Triton on CUDA; on the CPU it builds C++ with the
+    # host compiler, which takes minutes for VGG-16 on a small machine, so
+    # there it runs only when asked for (COMPARE_TORCH_COMPILE=1).
+    if (cuda and importlib.util.find_spec("triton") is not None) or os.environ.get("COMPARE_TORCH_COMPILE") == "1":
+        modes.append("compile")
+    return modes
+
+
+def _layer_fn(torch, layer, params: dict, dev, channels_last: bool):
+    """Layer `layer` as a function of an NCHW (or (N, features)) device tensor;
+    with `channels_last` the conv weights are stored NHWC in memory, so cuDNN
+    and oneDNN pick their NHWC kernels for inputs in that format too."""
     F = torch.nn.functional
     p = {k: torch.from_numpy(np.ascontiguousarray(v)).to(dev) for k, v in params.items()}
     if layer.kind == "conv":
+        if channels_last:
+            p["weight"] = p["weight"].contiguous(memory_format=torch.channels_last)
+
         def op(x):
             return F.conv2d(x, p["weight"], p["bias"], stride=tuple(layer.stride), padding=tuple(layer.pad))
     elif layer.kind == "subsample":
@@ -59,7 +98,7 @@ def _layer_fn(torch, layer, params: dict, dev):
         def op(x):
             return F.max_pool2d(x, tuple(layer.kernel), tuple(layer.stride))
     elif layer.kind == "dense":
-        def op(x):
+        def op(x):   # reshape follows the logical C,H,W order whatever the memory format
             return torch.addmm(p["bias"], x.reshape(x.shape[0], -1), p["weight"])
     else:
         raise ValueError(f"torch backend: unknown layer kind {layer.kind!r}")
@@ -70,81 +109,186 @@ def _layer_fn(torch, layer, params: dict, dev):
     return (lambda x: activate(op(x))), nbytes   # in place on the layer's fresh output
 
 
+def _check_mode(torch, mode: str | None) -> str:
+    """`mode` itself (None: eager); a mode this machine lacks is Unsupported."""
+    mode = mode or "eager"
+    if mode not in MODES:
+        raise UserError(f"unknown mode {mode!r} of the torch backend; it has {', '.join(MODES)}")
+    if mode.startswith("cuda-graph") and not torch.cuda.is_available():
+        raise Unsupported(f"torch mode {mode} needs CUDA, and PyTorch sees no CUDA device here")
+    return mode
+
+
 class TorchNet(PreparedNet):
-    def __init__(self, net: Net, weights, batch: int):
+    def __init__(self, net: Net, weights, batch: int, mode: str | None = None):
         super().__init__(net, batch)
         torch = self.torch = _torch()
         _configure(torch)
+        self.mode = _check_mode(torch, mode)
         self.device = _device(torch)
         self.cuda = self.device.type == "cuda"
+        self.channels_last = self.mode.endswith("channels-last")
         with torch.inference_mode():
-            fns = [_layer_fn(torch, layer, layer_params(net, weights, i), self.device)
+            fns = [_layer_fn(torch, layer, layer_params(net, weights, i), self.device, self.channels_last)
                    for i, layer in enumerate(net.layers)]
             self._fns = [f for f, _ in fns]
-            self._x = torch.empty((batch,) + tuple(net.input_shape), dtype=torch.float32, device=self.device)
+            self._x = torch.zeros((batch,) + tuple(net.input_shape), dtype=torch.float32, device=self.device)
         self.memory_bytes = sum(n for _, n in fns) + self._x.numel() * 4
         if self.cuda:
             self._events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                             for _ in net.layers]
-            torch.cuda.synchronize()
         self._y = None
-        self.config = {"device": str(self.device), "layout": "NCHW", "tf32": False,
-                       "cudnn_benchmark": bool(torch.backends.cudnn.benchmark) if self.cuda else None,
-                       "threads": None if self.cuda else torch.get_num_threads(),
-                       "timing": "CUDA events around each layer" if self.cuda else "wall clock only"}
+        self._graph = None          # the captured CUDA graph, in the cuda-graph modes
+        self._compiled = None       # the torch.compile'd forward, in the compile mode
+        if self.mode.startswith("cuda-graph"):
+            self._capture()
+        elif self.mode == "compile":
+            self._compile()
+        self._wait()
+        self.config = self._describe()
+
+    # -- the forward pass, canonical NCHW in and out
+    def _enter(self, x):
+        """The canonical input as the layers take it: channels_last in that mode."""
+        if self.channels_last and x.dim() == 4:
+            return x.contiguous(memory_format=self.torch.channels_last)
+        return x
+
+    def _leave(self, y):
+        """A layer's output in the canonical layout (a no-op but in channels_last)."""
+        return y.contiguous() if self.channels_last else y
+
+    def _forward(self, x):
+        """Every layer on `x`, with the layout conversions at the two ends."""
+        x = self._enter(x)
+        for fn in self._fns:
+            x = fn(x)
+        return self._leave(x)
+
+    def _capture(self):
+        """Capture the whole forward on the static input self._x into a CUDA
+        graph.  As PyTorch's CUDA Graphs notes require, warm-up passes run
+        first on the same side stream that then captures (cuDNN's autotuner,
+        cuBLAS's handle and workspace, the allocator all settle outside the
+        capture), and the graph's output tensor is kept for run()."""
+        torch = self.torch
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.inference_mode(), torch.cuda.stream(stream):
+            for _ in range(GRAPH_WARMUP):
+                self._forward(self._x)
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        self._graph = torch.cuda.CUDAGraph()
+        with torch.inference_mode(), torch.cuda.graph(self._graph, stream=stream):
+            self._static_y = self._forward(self._x)
+        torch.cuda.synchronize()
+
+    def _compile(self):
+        """torch.compile of the whole forward, compiled here by calling it:
+        static shapes, one graph (fullgraph), Inductor's default mode."""
+        torch = self.torch
+        self._compiled = torch.compile(self._forward, fullgraph=True, dynamic=False)
+        with torch.inference_mode():
+            for _ in range(COMPILE_WARMUP):
+                self._compiled(self._x)
+
+    def _describe(self) -> dict:
+        torch = self.torch
+        cuda = self.cuda
+        if self._graph is not None:
+            graph = f"CUDA graph of the whole forward, captured at prepare after {GRAPH_WARMUP} warm-up passes"
+        elif self._compiled is not None:
+            graph = "torch.compile (Inductor, default mode, fullgraph, static shapes)"
+        else:
+            graph = "none: one Python dispatch per layer"
+        timing = "CUDA events around each layer" if cuda else "wall clock only"
+        return {"mode": self.mode, "device": str(self.device),
+                "layout": ("NHWC inside (torch.channels_last); NCHW in and out, converted in run()"
+                           if self.channels_last else "NCHW"),
+                "graph": graph, "tf32": False,
+                "cudnn_benchmark": bool(torch.backends.cudnn.benchmark) if cuda else None,
+                "threads": None if cuda else torch.get_num_threads(),
+                "timing": timing if self.mode.startswith("eager") else f"{timing}; {EAGER_LAYERS}"}
 
     def _wait(self):
         if self.cuda:
             self.torch.cuda.synchronize()
 
+    # -- the PreparedNet interface
     def load_input(self, x):
+        """A plain copy into the preallocated input tensor (the graph's static input)."""
         with self.torch.inference_mode():
             self._x.copy_(self.torch.from_numpy(x))
         self._wait()
 
     def run(self):
         with self.torch.inference_mode():
-            x = self._x
-            for fn in self._fns:
-                x = fn(x)
-            self._y = x
+            if self._graph is not None:
+                self._graph.replay()
+                self._y = self._static_y
+            elif self._compiled is not None:
+                self._y = self._compiled(self._x)
+            else:
+                self._y = self._forward(self._x)
         self._wait()
 
     def fetch_output(self):
         return self._y.cpu().numpy()
 
     def run_timed(self):
+        """Each layer eagerly, synchronised after each; the first layer's time
+        includes the input's layout conversion, the last's the output's."""
         self._wait()   # nothing of an earlier call may run into the first layer's time
         timings = []
+        last = len(self._fns) - 1
         with self.torch.inference_mode():
             x = self._x
             for i, (layer, fn) in enumerate(zip(self.net.layers, self._fns)):
+                step = self._timed_step(i, last, fn)
                 t0 = time.perf_counter()
                 if self.cuda:
                     start, end = self._events[i]
                     start.record()
-                    x = fn(x)
+                    x = step(x)
                     end.record()
                     end.synchronize()
                     wall = (time.perf_counter() - t0) * 1e3
                     ms = start.elapsed_time(end)
                     timings.append(LayerTiming(layer.name, wall, ms, [Step(layer.kind, ms, "markers")]))
                 else:
-                    x = fn(x)
+                    x = step(x)
                     wall = (time.perf_counter() - t0) * 1e3
                     timings.append(LayerTiming(layer.name, wall, None, [Step(layer.kind, wall, "wall")]))
             self._y = x
         return timings
 
+    def _timed_step(self, i: int, last: int, fn):
+        if i == 0 and i == last:
+            return lambda x: self._leave(fn(self._enter(x)))
+        if i == 0:
+            return lambda x: fn(self._enter(x))
+        if i == last:
+            return lambda x: self._leave(fn(x))
+        return fn
+
     def run_layer(self, index, x):
+        """Layer `index` eagerly, in this mode's memory format."""
         x = self.check_input(x, index)
         with self.torch.inference_mode():
-            y = self._fns[index](self.torch.from_numpy(x).to(self.device))
+            y = self._leave(self._fns[index](self._enter(self.torch.from_numpy(x).to(self.device))))
         return y.cpu().numpy()
 
     def close(self):
-        self._fns = self._x = self._y = None
+        if self._compiled is not None:
+            # Dynamo's caches hold this net's graph (and its weights) per code
+            # object, shared by every TorchNet: reset them, or later nets pile
+            # up recompilations until the recompile limit.  The runner holds
+            # one prepared net at a time.
+            self.torch.compiler.reset()
+        self._fns = self._x = self._y = self._graph = self._static_y = self._compiled = None
         if self.cuda:
+            self.torch.cuda.synchronize()
             self.torch.cuda.empty_cache()
 
 
@@ -157,6 +301,17 @@ class TorchBackend(Backend):
         if importlib.util.find_spec("torch") is None:
             return "PyTorch is not installed (pip install 'clblast-compare[torch]')"
         return None
+
+    @property
+    def deterministic(self) -> bool:
+        """Per instance, since it depends on the device.  On CUDA, cuDNN's
+        autotuner picks each convolution's algorithm by timing it, so two
+        preparations (two modes, or the runner's measuring then running) may
+        use different algorithms and differ in the last bits; and
+        cudnn.deterministic stays off, as a user would have it for speed.
+        On the CPU the kernels (oneDNN, OpenMP with a fixed thread count)
+        repeat bit for bit (tested)."""
+        return not _torch().cuda.is_available()
 
     def info(self):
         torch = _torch()
@@ -172,5 +327,8 @@ class TorchBackend(Backend):
                          "cudnn": torch.backends.cudnn.allow_tf32},
                 "threads": None if cuda else torch.get_num_threads()}
 
-    def prepare(self, net, weights, batch):
-        return TorchNet(net, weights, batch)
+    def modes(self):
+        return available_modes(_torch())
+
+    def prepare(self, net, weights, batch, mode=None):
+        return TorchNet(net, weights, batch, mode)

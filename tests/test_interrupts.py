@@ -1,0 +1,115 @@
+"""Ctrl-C (SIGINT) and SIGTERM at several points of the commands: the
+command stops, prints one line, exits 130 (143 for SIGTERM), writes no
+new file and leaves every existing one as it was.  The signals go to the
+whole process group, as a terminal sends Ctrl-C."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pyopencl as cl
+import pytest
+
+from backends.opencl.runtime import get_runtime
+from compare import errors
+from compare.cli import main
+from conftest import backend_or_skip
+
+
+def _interrupt(argv, after_s: float, sig=signal.SIGINT, env=None):
+    proc = subprocess.Popen([sys.executable, "-m", "compare", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=dict(os.environ, **(env or {})))
+    time.sleep(after_s)
+    os.killpg(proc.pid, sig)
+    t0 = time.monotonic()
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, err, time.monotonic() - t0
+
+
+def _stopped_cleanly(code, err, sig, folder, before: dict):
+    assert code == 128 + sig, err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert lines[-1].startswith(f"interrupted ({signal.Signals(sig).name}): stopped"), err
+    assert "Traceback" not in err
+    assert {p.name: p.read_text() for p in folder.iterdir()} == before   # nothing new, nothing changed
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "earlier.json").write_text("an earlier results file")
+    return tmp_path
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_timing(folder, sig):
+    code, err, took = _interrupt(["run", "--net", "lenet", "--backends", "numpy", "--repeats", "100000",
+                                  "--peak-gflops", "1", "--out", str(folder / "new.json")], 6, sig)
+    _stopped_cleanly(code, err, sig, folder, {"earlier.json": "an earlier results file"})
+    assert took < 20
+
+
+def test_ctrl_c_during_kernel_builds(folder, tmp_path_factory):
+    backend_or_skip("vectorised")
+    fresh = tmp_path_factory.mktemp("pocl-cache")   # nothing cached: every kernel compiles now
+    code, err, _ = _interrupt(["run", "--net", "vgg16", "--backends", "vectorised", "--mode", "performance",
+                               "--peak-gflops", "1", "--out", str(folder / "new.json")], 5,
+                              env={"POCL_CACHE_DIR": str(fresh)})
+    _stopped_cleanly(code, err, signal.SIGINT, folder, {"earlier.json": "an earlier results file"})
+
+
+def test_ctrl_c_while_the_tensorflow_child_works(folder):
+    backend_or_skip("tensorflow")
+    code, err, took = _interrupt(["run", "--net", "lenet", "--backends", "tensorflow", "--repeats", "100000",
+                                  "--out", str(folder / "new.json")], 4)
+    _stopped_cleanly(code, err, signal.SIGINT, folder, {"earlier.json": "an earlier results file"})
+    assert took < 30
+
+
+def test_ctrl_c_during_tuning_keeps_the_old_tuning_file(folder):
+    backend_or_skip("clblast")
+    (folder / "clblast-tuning.json").write_text("{}")
+    code, err, _ = _interrupt(["tune", "--net", "lenet", "--budget-s", "120"], 6,
+                              env={"COMPARE_CACHE_DIR": str(folder)})
+    _stopped_cleanly(code, err, signal.SIGINT, folder, {"earlier.json": "an earlier results file",
+                                                        "clblast-tuning.json": "{}"})
+
+
+def test_a_build_that_fails_because_a_signal_came_is_the_signal(monkeypatch):
+    # an OpenCL compiler whose temporary files its own signal handler removed
+    # reports a failed build: once a signal has come, that is the interrupt
+    rt = get_runtime()
+
+    def cut_short(self, *args, **kwargs):
+        errors.note_signal(signal.SIGINT)
+        raise cl.RuntimeError("clBuildProgram failed: BUILD_PROGRAM_FAILURE - unable to rename temporary file")
+    monkeypatch.setattr(cl.Program, "build", cut_short)
+    try:
+        with pytest.raises(errors.Interrupted):
+            rt.program("__kernel void k(__global float *a) { a[0] = 1.0f; }", {"UNIQUE": 12345})
+    finally:
+        errors._received.clear()
+
+
+def test_ctrl_c_while_a_report_is_written_leaves_the_old_report(tmp_path, monkeypatch, capsys):
+    from compare import plots
+    from compare.results import write_results
+    from results_factory import small_results
+    write_results(tmp_path / "r.json", small_results())
+    out = tmp_path / "rep"
+    assert main(["report", str(tmp_path / "r.json"), "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    calls = []
+
+    def interrupted(res, path, *rest):
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return False
+    monkeypatch.setattr(plots, "speedups", interrupted)
+    monkeypatch.setattr(plots, "utilisation", interrupted)
+    assert main(["report", str(tmp_path / "r.json"), "--out", str(out)]) == 130
+    assert capsys.readouterr().err.startswith("interrupted (SIGINT)")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "rep"]   # no staging folder left
