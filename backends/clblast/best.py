@@ -19,7 +19,8 @@ Parameters: each routine runs with the tuned set for its exact problem where
 back to), else the device set, else CLBlast's database.  A candidate is timed
 with the parameter switch it causes (an override call is host time a user
 of per-layer sets pays), wall clock around enqueue + finish, median of
-REPEATS after WARMUP.  Choices and every candidate's time are in `config`.
+REPEATS runs (fewer once they take TIME_CAP_S) after WARMUP.  Choices and
+every candidate's time are in `config`.
 
 It runs in a child process of its own (backends/isolated.py): the overrides
 it switches hold for the whole process and cannot be undone.
@@ -44,8 +45,9 @@ from .library import check_library, pyclblast, require_library
 from .overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from .tuned import CONVGEMM_KERNELS, COPY_KERNELS, GEMM_KERNELS, GEMV_KERNELS, Tuning
 
-WARMUP = 2
-REPEATS = 5
+WARMUP = 1        # the first run compiles
+REPEATS = 5       # timed runs per candidate at most ...
+TIME_CAP_S = 0.3  # ... and no more once a candidate has taken this long (slow devices, Oclgrind)
 
 
 class _Epilogue:
@@ -215,8 +217,8 @@ class ClblastBestNet(OpenCLNet):
             self.close()
             raise
         self.config.update({
-            "composition": "per layer the fastest candidate, timed at prepare (wall clock, median of "
-                           f"{REPEATS} after {WARMUP} warm-up runs, parameter switches included)",
+            "composition": "per layer the fastest candidate, timed at prepare (wall clock, median of up to "
+                           f"{REPEATS} runs or {TIME_CAP_S} s after {WARMUP} warm-up, parameter switches included)",
             "layers": {name: c["chosen"] for name, c in self.choices.items()},
             "candidates_ms": {name: c["candidates"] for name, c in self.choices.items()},
             "clblast_parameters": tuning.source,
@@ -302,7 +304,7 @@ class ClblastBestNet(OpenCLNet):
             op.enqueue(quiet)
         self.rt.finish()
         times = []
-        for _ in range(REPEATS):
+        while len(times) < REPEATS and sum(times) < TIME_CAP_S * 1e3:
             if before is not None:
                 before.apply()
             t0 = time.perf_counter()
