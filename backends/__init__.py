@@ -20,6 +20,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "baseline": ("backends.handwritten.baseline", "BaselineBackend"),
     "vectorised": ("backends.handwritten.vectorised", "VectorisedBackend"),
     "vectorised-tiled": ("backends.handwritten.tiled", "TiledBackend"),
+    "fused": ("backends.handwritten.fused", "FusedBackend"),
     "morton": ("backends.morton.backend", "MortonBackend"),
     "tensorflow": ("backends.peers.tensorflow_peer", "TensorflowBackend"),
     "torch": ("backends.peers.torch_peer", "TorchBackend"),

@@ -21,9 +21,8 @@ def _read(filename: str) -> str:
         raise FileNotFoundError(f"kernel source kernels/{filename} is missing from the installation") from None
 
 
-@lru_cache(maxsize=None)
-def kernel_source(filename: str) -> str:
-    """The source of kernels/`filename` with its #include "x.h" lines expanded (once each)."""
+def expand_includes(text: str) -> str:
+    """`text` with its #include "x.h" lines replaced by kernels/x.h (once each)."""
     seen: set[str] = set()
 
     def expand(match) -> str:
@@ -32,4 +31,10 @@ def kernel_source(filename: str) -> str:
             return f"// {header} included above"
         seen.add(header)
         return f"// ---- kernels/{header}\n{_INCLUDE.sub(expand, _read(header))}\n// ---- end of kernels/{header}"
-    return _INCLUDE.sub(expand, _read(filename))
+    return _INCLUDE.sub(expand, text)
+
+
+@lru_cache(maxsize=None)
+def kernel_source(filename: str) -> str:
+    """The source of kernels/`filename` with its includes expanded."""
+    return expand_includes(_read(filename))

@@ -10,14 +10,25 @@
 #error "ACT must be defined: 0 none, 1 relu, 2 sigmoid"
 #endif
 
-// The layer's activation.  A NaN (an element never written: buffers start
-// poisoned with NaN) passes through a ReLU, as in the oracle; fmax would drop it.
+// A NaN (an element never written: buffers start poisoned with NaN) passes
+// through a ReLU, as in the oracle; fmax would drop it.
+inline float relu(float v)
+{
+    return v < 0.0f ? 0.0f : v;
+}
+
+inline float sigmoid(float v)
+{
+    return 1.0f / (1.0f + exp(-v));   // exp overflows to inf below -88: the result is then 0, as it should be
+}
+
+// The layer's activation (-D ACT).
 inline float activate(float v)
 {
 #if ACT == 1
-    return v < 0.0f ? 0.0f : v;
+    return relu(v);
 #elif ACT == 2
-    return 1.0f / (1.0f + exp(-v));   // exp overflows to inf below -88: the result is then 0, as it should be
+    return sigmoid(v);
 #else
     return v;
 #endif

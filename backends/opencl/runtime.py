@@ -151,9 +151,14 @@ class Runtime:
         return prog
 
     def kernel(self, filename: str, name: str, defines: dict | None = None, options: tuple = ()):
-        """Kernel `name` from kernels/<filename>, built with `defines`; one
-        kernel object per program and name (arguments are set at each call)."""
-        prog = self.program(kernel_source(filename), defines, options, label=f"kernels/{filename}")
+        """Kernel `name` from kernels/`filename`, built with `defines`."""
+        return self.kernel_of(kernel_source(filename), name, defines, options, label=f"kernels/{filename}")
+
+    def kernel_of(self, source: str, name: str, defines: dict | None = None, options: tuple = (),
+                  label: str = "kernel"):
+        """Kernel `name` of `source` (a generated one, say): one kernel object
+        per program and name (arguments are set at each call)."""
+        prog = self.program(source, defines, options, label=label)
         key = (id(prog), name)
         if key not in self._kernels:
             self._kernels[key] = cl.Kernel(prog, name)
@@ -183,7 +188,7 @@ class Runtime:
         return buf
 
     def write(self, buf, array: np.ndarray) -> None:
-        cl.enqueue_copy(self.queue, buf, np.ascontiguousarray(array))
+        cl.enqueue_copy(self.queue, buf, np.ascontiguousarray(array), is_blocking=True)   # returns when copied
 
     def read(self, buf, shape, dtype=np.float32) -> np.ndarray:
         out = np.empty(shape, dtype)

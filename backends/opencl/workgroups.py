@@ -77,16 +77,18 @@ def choose_local(grid: tuple, candidates, lim: Limits, max_waste: float = MAX_WA
     return min(usable, key=lambda s: (waste(grid, s), usable.index(s)))
 
 
-def build_fitting(rt, filename: str, name: str, choose, defines_of, threads_of):
+def build_fitting(rt, filename: str, name: str, choose, defines_of, threads_of, build=None):
     """(choice, kernel) for a kernel whose -D constants fix its work-group
     size: `choose(limits)` picks under the limits, `defines_of(choice)` gives
     the constants, `threads_of(choice)` its work-items.  Built once under the
     device's limits; while the built kernel accepts fewer work-items, chosen
-    again under the kernel's limit and rebuilt."""
+    again under the kernel's limit and rebuilt.  `build(defines)`: how to
+    build it, when not kernels/`filename`."""
+    build = build or (lambda defines: rt.kernel(filename, name, defines))
     lim = limits(rt)
     while True:
         choice = choose(lim)
-        kernel = rt.kernel(filename, name, defines_of(choice))
+        kernel = build(defines_of(choice))
         built = limits(rt, kernel)
         if threads_of(choice) <= built.max_group:
             return choice, kernel

@@ -1,0 +1,139 @@
+"""`fused`: the whole net in one kernel launch, one work-group per image, its
+activations in local memory (backends/handwritten/fused_source.py writes the
+kernel for each net).  Small nets are launch-bound on a GPU (LeNet-5 batch
+100 is 84 MFLOP in six or more launches elsewhere); here a forward pass is
+one launch and no activation goes through global memory.
+
+Where one image's activations (the two local buffers) do not fit the
+device's local memory, or the kernel cannot have a work-group, it is
+UNSUPPORTED with the sizes, never a crash (VGG-16 needs megabytes).
+
+The end-to-end pass is the one kernel.  Per-layer times (run_timed) and the
+layer-wise checks run each layer as a kernel of its own, global memory in
+and out: that is said in `config`, and the per-layer tables show those.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from compare.errors import Unsupported
+
+from ..base import Backend
+from ..opencl.launch import Launch, step_name
+from ..opencl.net import LayerOp, OpenCLNet, Recorder
+from ..opencl.runtime import KernelBuildError, get_runtime
+from ..opencl.workgroups import build_fitting, limits
+from .fused_source import layer_source, local_floats, net_source
+
+GROUP = 256   # work-items per image, shrunk to what the device and the kernel accept
+
+
+def _build(rt, source: str, name: str):
+    """The kernel and its work-group size (a -D constant of the source)."""
+    def choose(lim):
+        size = 1
+        while size * 2 <= min(GROUP, lim.max_group, lim.max_items[0]):
+            size *= 2
+        return size
+    try:
+        return build_fitting(rt, "", name, choose, lambda lsz: {"LSZ": f"{lsz}u"}, lambda lsz: lsz,
+                             build=lambda defines: rt.kernel_of(source, name, defines, label=f"the {name} kernel"))
+    except KernelBuildError as exc:   # e.g. a local array past what the compiler allows
+        raise Unsupported(f"fused: the device's compiler refused the kernel: {str(exc).splitlines()[0]}") from None
+
+
+class _LayerAlone(LayerOp):
+    """Layer i as a kernel of its own, reading buffer i, writing buffer i+1."""
+
+    def __init__(self, owner, index):
+        layer = owner.net.layers[index]
+        super().__init__(layer, index)
+        self.rt = owner.rt
+        source, names = layer_source(owner.net, index)
+        (lsz, kernel) = _build(owner.rt, source, "layer_fused")
+        self.launch = Launch(owner.rt, "", "layer_fused", None, (owner.batch * lsz,), (lsz,), exact=True,
+                             kernel=kernel)
+        self.in_buf, self.out_buf = owner.activations[index], owner.activations[index + 1]
+        self.args = [owner.parameter(n) for n in names]
+        self.out_shape = (owner.batch,) + tuple(owner.net.out_shape(index))
+        self.step = f"{step_name(layer.kind, layer.activation)} alone"
+
+    def enqueue(self, rec):
+        rec.kernel(self.step, self.launch(self.in_buf, self.out_buf, *self.args))
+
+    def write_input(self, x):
+        self.rt.write(self.in_buf, x)
+
+    def read_output(self):
+        return self.rt.read(self.out_buf, self.out_shape)
+
+
+class FusedNet(OpenCLNet):
+    def __init__(self, runtime, net, weights, batch: int):
+        super().__init__(runtime, net, batch)
+        n0, n1 = local_floats(net)
+        need, have = 4 * (n0 + n1), runtime.info["local_mem_bytes"]
+        if need > have:
+            raise Unsupported(f"fused: one image of {net.name} needs {need / 1024:.1f} KiB of local memory "
+                              f"for its activations, more than the {have / 1024:.1f} KiB of {runtime.info['name']}")
+        self._params: dict[str, object] = {}
+        try:
+            self.activations = [self._poisoned(batch * int(np.prod(s)), f"activations {k}")
+                                for k, s in enumerate(net.shapes)]
+            self._weights = weights
+            source, names = net_source(net)
+            lsz, kernel = _build(runtime, source, "net_fused")
+            lim = limits(runtime, kernel)
+            self.whole = Launch(runtime, "", "net_fused", None, (batch * lsz,), (lsz,), exact=True, kernel=kernel)
+            self.whole_args = [self.parameter(n) for n in names]
+            self.ops = [_LayerAlone(self, i) for i in range(len(net.layers))]
+        except BaseException:
+            self.close()
+            raise
+        self.config.update({
+            "kernel": "the whole net in one kernel (backends/handwritten/fused_source.py writes it per net)",
+            "work_group": f"{lsz} work-items per image (kernel limit {lim.max_group})",
+            "local_memory": f"{need} bytes per work-group (two buffers: {n0} and {n1} floats)",
+            "per_layer": "each layer alone as a kernel of its own (global memory in and out); the end-to-end "
+                         "pass is the one fused kernel",
+        })
+        self.finish_prepare()
+
+    def _poisoned(self, floats: int, what: str):
+        """A buffer of NaN, so an element no kernel writes shows; written from
+        the host, not filled: after clEnqueueFillBuffer, Oclgrind 21.10 takes
+        what kernels write there later for uninitialised values."""
+        buf = self.alloc(floats * 4, what, poison=False)
+        self.rt.write(buf, np.full(floats, np.nan, np.float32))
+        return buf
+
+    def parameter(self, name: str):
+        """The device copy of weights array `name`, uploaded once."""
+        if name not in self._params:
+            self._params[name] = self.upload(self._weights[name], name)
+        return self._params[name]
+
+    def run(self):
+        rec = Recorder(self.rt.queue, enabled=False)
+        rec.kernel("whole net (one kernel)", self.whole(self.activations[0], self.activations[-1], *self.whole_args))
+        self.rt.finish()
+
+
+class FusedBackend(Backend):
+    name = "fused"
+    summary = ("hand-written: the whole net in one kernel, one work-group per image, activations in local "
+               "memory (nets whose activations fit, e.g. LeNet-5)")
+    uses_opencl = True
+
+    def info(self):
+        rt = get_runtime(self.device_spec)
+        return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
+                "versions": {"pyopencl": cl.VERSION_TEXT, "driver": rt.info["driver"]}}
+
+    def prepare(self, net, weights, batch, mode=None):
+        for layer in net.layers:
+            if layer.kind not in ("conv", "subsample", "maxpool", "dense"):
+                raise Unsupported(f"fused: no code for layer kind {layer.kind!r} ({layer.name})")
+        return FusedNet(get_runtime(self.device_spec), net, {k: np.asarray(v, np.float32) for k, v in weights.items()},
+                        batch)

@@ -1,0 +1,206 @@
+"""`compare sweep`: one net at several batches, a results file per batch and
+a sweep file tying them together, so the report can show where CLBlast
+catches up with the hand-written kernels as the batch grows.
+
+The sweep file is small, versioned JSON (SCHEMA, VERSION): the net, the
+device, and per batch the results file's name, relative to the sweep file's
+folder so the folder can be moved.  Each results file is written atomically
+as its batch finishes; the sweep file only once every batch has, so an
+interrupted sweep leaves the finished batches' files and no sweep file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__
+from .errors import UserError
+from .files import write_text_atomic
+from .results import Malformed, RunResult, Tool, decode, load_results, write_results
+from .runner import Plan, execute, exit_code as run_exit_code
+
+SCHEMA = "clblast-compare/sweep"
+VERSION = 1
+SWEEP_FILE = "sweep.json"
+# a batch too large for the device's buffers is an answer of the sweep, not a failure of it
+DEFAULT_MAX_BATCH = {"lenet": 64, "vgg16": 16}
+FALLBACK_BATCHES = [1, 2, 4, 8]
+
+
+@dataclass
+class SweepRun:
+    batch: int
+    results: str          # the results file, relative to the sweep file's folder
+
+
+@dataclass
+class Sweep:
+    net: str
+    device: str
+    created: str
+    command: str
+    batches: list[SweepRun]
+    tool: Tool | None = None
+    schema: str = SCHEMA
+    schema_version: int = VERSION
+
+    def validate(self, where: str) -> None:
+        if not self.batches:
+            raise Malformed("batches", "lists no batch")
+        seen = set()
+        for i, run in enumerate(self.batches):
+            if run.batch < 1:
+                raise Malformed(f"batches[{i}].batch", f"must be a positive whole number, not {run.batch}")
+            if run.batch in seen:
+                raise Malformed(f"batches[{i}].batch", f"batch {run.batch} is listed twice")
+            seen.add(run.batch)
+
+
+@dataclass
+class LoadedSweep:
+    """A sweep file with its results files read: what the report renders."""
+
+    path: str
+    sweep: Sweep
+    results: list[RunResult] = field(default_factory=list)   # in the sweep's order of batches
+    paths: list[str] = field(default_factory=list)
+
+
+# -- batches -------------------------------------------------------------------
+
+def parse_batches(text: str) -> list[int]:
+    """'1,2,4' as [1, 2, 4]: each a positive integer, in ascending order, each once."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            value = int(part)
+        except ValueError:
+            raise UserError(f"--batch takes positive integers separated by commas (e.g. 1,2,4,8), "
+                            f"not {text!r}") from None
+        if value < 1:
+            raise UserError(f"--batch must be a positive integer, not {value}")
+        out.append(value)
+    return sorted(set(out))
+
+
+def default_batches(net_name: str) -> list[int]:
+    """Powers of two up to the net's largest sweep batch (1, 2, 4, 8 for other nets)."""
+    top = DEFAULT_MAX_BATCH.get(net_name)
+    if top is None:
+        return list(FALLBACK_BATCHES)
+    return [2 ** k for k in range(top.bit_length()) if 2 ** k <= top]
+
+
+def results_name(net_name: str, batch: int) -> str:
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', net_name)}-batch{batch}.json"
+
+
+def does_not_fit(b) -> bool:
+    """A backend refused at prepare because a buffer exceeds the device's
+    MAX_MEM_ALLOC_SIZE (backends/opencl/runtime.py check_alloc)."""
+    return b.status == "FAILED" and b.error_kind == "user" and "MAX_MEM_ALLOC_SIZE" in (b.reason or "")
+
+
+def exit_code(results: Iterable[RunResult]) -> int:
+    """The worst of the batches' exit codes (compare/runner.py), where a batch
+    that does not fit counts as an answer, not an error."""
+    return max((run_exit_code(dataclasses.replace(r, backends=[b for b in r.backends if not does_not_fit(b)]))
+                for r in results), default=0)
+
+
+# -- running -------------------------------------------------------------------
+
+def run_sweep(plans: Iterable[Plan], out_dir: str | os.PathLike, command: str, progress=lambda s: None,
+              on_batch: Callable[[RunResult, Path], None] = lambda res, path: None) -> Path:
+    """Each plan (one per batch) executed, its results written into `out_dir`
+    as soon as it finishes; then the sweep file.  Returns the sweep file's path."""
+    out = Path(out_dir)
+    runs, first = [], None
+    for plan in plans:
+        res, _ = execute(plan, lambda s, b=plan.batch: progress(f"batch {b}: {s}"))
+        name = results_name(plan.net.name, plan.batch)
+        write_results(out / name, res)
+        runs.append(SweepRun(plan.batch, name))
+        first = first or res
+        on_batch(res, out / name)
+    sweep = Sweep(net=first.net.name, device=first.device.name,
+                  created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                  command=command, batches=runs, tool=Tool("clblast-compare", __version__))
+    path = out / SWEEP_FILE
+    write_sweep(path, sweep)
+    return path
+
+
+def write_sweep(path: str | os.PathLike, sweep: Sweep) -> None:
+    write_text_atomic(path, json.dumps(dataclasses.asdict(sweep), indent=1) + "\n")
+
+
+# -- reading -------------------------------------------------------------------
+
+def is_sweep(path: str | os.PathLike) -> bool:
+    """Does `path` name a sweep (a sweep file, or a folder holding one) rather
+    than a results file?  Told by the file's schema; a file named sweep.json
+    counts as one even when it cannot be read, so its errors speak of a sweep."""
+    p = Path(path)
+    if p.is_dir() or p.name == SWEEP_FILE:
+        return True
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False   # load_results says what is wrong with it
+    return isinstance(data, dict) and data.get("schema") == SCHEMA
+
+
+def parse_sweep(text: str, source: str) -> Sweep:
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"sweep file {source} is not valid JSON ({exc}); was it cut short?") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise UserError(f"{source} is not a clblast-compare sweep file (no '\"schema\": \"{SCHEMA}\"')")
+    version = data.get("schema_version")
+    if version != VERSION:
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > VERSION
+        raise UserError(f"{source} has sweep schema version {version}; this compare reads version {VERSION}: "
+                        + ("update clblast-compare to read it" if newer else "re-run `compare sweep`"))
+    try:
+        return decode(Sweep, data)
+    except Malformed as exc:
+        raise UserError(f"sweep file {source} is malformed: {exc}") from None
+
+
+def load_sweep(path: str | os.PathLike) -> LoadedSweep:
+    """A sweep file (or the folder holding one) and every results file it
+    names, each checked to hold the sweep's net at its batch."""
+    p = Path(path)
+    if p.is_dir():
+        if not (p / SWEEP_FILE).is_file():
+            raise UserError(f"{p} is a folder without a {SWEEP_FILE} (`compare sweep --out {p}` writes one)")
+        p = p / SWEEP_FILE
+    if not p.is_file():
+        raise UserError(f"sweep file {p} not found")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"sweep file {p} cannot be read ({exc})") from None
+    sweep = parse_sweep(text, str(p))
+    loaded = LoadedSweep(str(p), sweep)
+    for run in sorted(sweep.batches, key=lambda r: r.batch):
+        rp = p.parent / run.results
+        if not rp.is_file():
+            raise UserError(f"sweep file {p} names results file {run.results} (batch {run.batch}), "
+                            f"which is not in {p.parent}")
+        res = load_results(rp)
+        if res.net.name != sweep.net or res.net.batch != run.batch:
+            raise UserError(f"sweep file {p}: {run.results} holds {res.net.name} batch {res.net.batch}, "
+                            f"not {sweep.net} batch {run.batch}")
+        loaded.results.append(res)
+        loaded.paths.append(str(rp))
+    return loaded
