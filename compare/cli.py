@@ -6,11 +6,13 @@ or a missing prerequisite (one line on stderr, a traceback only with --debug).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import shlex
 import signal
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +27,7 @@ from .errors import CheckFailed, UserError, install_handlers, restore_handlers
 from .files import atomic_path, check_writable
 from .models import imported_weights, load_net
 from .progress import Progress
-from .results import Source, load_results, write_results
+from .results import RunResult, Source, load_results, write_results
 from .runner import MODES, Outputs, Plan, execute, exit_code
 from .tables import check_table, layer_table, modes_table, summary_table
 
@@ -134,6 +136,24 @@ def _default_out(net_name: str) -> str:
     return f"results/{net_name}-{stamp}.json"
 
 
+def _sweep_plans(args) -> tuple[Plan, list[int], Iterator[Plan]]:
+    """A sweep's first plan, its batches and a plan per batch, made as each is
+    reached: the same net, weights and device throughout, and a fresh seeded
+    input per batch (seed + batch), so no batch's images are another's."""
+    from .sweep import default_batches, parse_batches
+    given = parse_batches(args.batch) if args.batch is not None else None
+    args.batch = given[0] if given else None
+    base = _plan(args, "both")
+    batches = given or default_batches(base.net.name)
+
+    def plans():
+        for batch in batches:
+            seed = args.seed + batch
+            yield dataclasses.replace(base, batch=batch, x=make_input(base.net, batch, seed),
+                                      sources={**base.sources, "input": Source("seed", seed=seed)})
+    return base, batches, plans()
+
+
 def _print_failures(results) -> None:
     for b in results.backends:
         if b.status == "FAILED":
@@ -202,6 +222,51 @@ def cmd_check(args) -> int:
         raise CheckFailed(f"check failed: {', '.join(disagreements(results))} predicted differently "
                           f"(see the accuracy table)")
     return code
+
+
+def cmd_sweep(args) -> int:
+    from tabulate import tabulate
+
+    from . import sweep as sw
+    from .sweep_report import comparisons, crossover, notes, per_image_table, speedup_table
+    baselines = parse_baselines(args.baseline)
+    if args.out:
+        check_writable(args.out, "--out", folder=True)
+    base, batches, plans = _sweep_plans(args)
+    out = args.out or f"results/sweep-{Path(args.net).stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    check_writable(out, "--out", folder=True)
+    done: list[RunResult] = []
+    progress = Progress()
+
+    def finished(res: RunResult, path: Path) -> None:
+        progress.done()
+        done.append(res)
+        print(f"== {res.net.name} batch {res.net.batch} on {res.device.name} ({res.net.flops / 1e9:.2f} GFLOP per "
+              f"pass), median of {base.repeats} runs: {path}")
+        print(summary_table(res, baselines) + "\n")
+
+    try:
+        try:
+            path = sw.run_sweep(plans, out, base.command, progress.update, finished)
+        finally:
+            progress.done()
+    except KeyboardInterrupt:
+        if done:   # their files are whole and stay; the sweep file is written only at the end
+            print(f"sweep stopped after batch {done[-1].net.batch}: the results files of batch "
+                  f"{', '.join(str(r.net.batch) for r in done)} are in {out}, and no sweep file", file=sys.stderr)
+        raise
+    print(f"{base.net.name}: time per image (ms), end-to-end compute over the batch")
+    for headers, rows in (per_image_table(done), speedup_table(done)):
+        print(tabulate(rows, headers=headers, disable_numparse=True) + "\n")
+    print(f"where CLBlast catches up: {crossover(comparisons(done))}")
+    for note in notes(done):
+        print(note)
+    print(f"\nsweep written to {path}; `compare report {path}` renders it")
+    for res in done:
+        for b in res.backends:
+            if b.status == "FAILED" and not sw.does_not_fit(b):
+                print(f"error: batch {res.net.batch}: backend {b.name} failed: {b.reason}", file=sys.stderr)
+    return sw.exit_code(done)
 
 
 def cmd_weights(args) -> int:
@@ -277,35 +342,63 @@ def cmd_peak(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from . import tune
+    from backends.handwritten.tiles_tuned import KIND as TILES_KIND
+    from backends.opencl.runtime import get_runtime
+
+    from . import device_cache, tune
+    from .tune_tiles import tune_tiles
     if not args.budget_s > 0:
         raise UserError(f"--budget-s must be a positive number of seconds, not {args.budget_s}")
     nets_ = [n.strip() for n in args.net.split(",") if n.strip()]
     scopes = [s.strip() for s in args.scope.split(",") if s.strip()]
     bad = [s for s in scopes if s not in tune.SCOPES]
     if bad or not scopes:
-        raise UserError(f"--scope takes {' and/or '.join(tune.SCOPES)} (comma-separated), not {args.scope!r}")
+        raise UserError(f"--scope takes {', '.join(tune.SCOPES)} (comma-separated), not {args.scope!r}")
     batch = _positive("--batch", args.batch) if args.batch is not None else None
+    loaded = [load_net(n) for n in nets_]
+    share = args.budget_s / len(scopes)   # each scope asked for gets an even part
+    rt = get_runtime(args.device)
     progress = Progress()
+    entry = tiles = None
+    rows = []
     try:
-        entry, rows = tune.tune(args.device, nets_, batch, args.budget_s, scopes, progress.update)
+        clblast_scopes = [s for s in scopes if s != "tiles"]
+        if clblast_scopes:
+            entry, rows = tune.tune(args.device, nets_, batch, share * len(clblast_scopes), clblast_scopes,
+                                    progress.update)
+        if "tiles" in scopes:
+            tiles, tile_rows = tune_tiles(rt, loaded, [batch or n.default_batch for n in loaded], share,
+                                          progress.update)
+            rows += tile_rows
     finally:
         progress.done()
-    from backends.opencl.runtime import get_runtime
-    path = tune.store(get_runtime(args.device).info, entry)
     print(tune.table(rows))
-    print(f"\n{len(entry['device_sets'])} kernels tuned at the tuners' sizes, {len(entry['shape_sets'])} problems at "
-          f"the nets' sizes, in {entry['took_s']:.0f} s (budget {args.budget_s:.0f} s) on {entry['device']}")
-    print(f"written to {path}; `compare run` uses it (--clblast-params default ignores it)")
+    if entry is not None:
+        path = tune.store(rt.info, entry)
+        print(f"\nCLBlast: {len(entry['device_sets'])} kernels tuned at the tuners' sizes, {len(entry['shape_sets'])} "
+              f"problems at the nets' sizes, in {entry['took_s']:.0f} s; written to {path}")
+    if tiles is not None:
+        path = device_cache.store(TILES_KIND, rt.info, tiles)
+        print(f"vectorised-tiled: {len(tiles['layers'])} conv layers timed in {tiles['took_s']:.0f} s; "
+              f"written to {path}")
+    print(f"on {rt.info['name']}, budget {args.budget_s:.0f} s; `compare run` uses these "
+          f"(--clblast-params default ignores CLBlast's)")
     return 0
 
 
 def cmd_report(args) -> int:
     from .report import render_report
+    from .sweep import is_sweep, load_sweep
     check_writable(args.out, "--out", folder=True)
-    results = [load_results(p) for p in args.files]
-    written = render_report(results, args.files, args.out, published=args.published,
-                            baselines=parse_baselines(args.baseline))
+    results, paths, sweeps = [], [], []
+    for p in args.files:
+        if is_sweep(p):
+            sweeps.append(load_sweep(p))
+        else:
+            results.append(load_results(p))
+            paths.append(p)
+    written = render_report(results, paths, args.out, published=args.published,
+                            baselines=parse_baselines(args.baseline), sweeps=sweeps)
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -313,35 +406,45 @@ def cmd_report(args) -> int:
 
 # -- parser -----------------------------------------------------------------
 
-def _add_run_options(p, with_timing: bool) -> None:
+def _add_net_options(p) -> None:
+    """What every command that runs a net takes: the net, the backends, where they run and with what weights."""
     p.add_argument("--net", required=True, help="lenet, vgg16, or a Keras Sequential model file (.keras, .h5)")
     p.add_argument("--backends", default="all", help="'all' or a comma-separated list (see `compare backends`)")
-    p.add_argument("--batch", type=int, help="images per forward pass (default: the net's, 100 for lenet, 1 for vgg16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated weights and input (default 0)")
     p.add_argument("--weights", help="a .npz weights file (see `compare weights`) instead of seeded weights")
-    p.add_argument("--input", help="a float32 .npy input of shape (N, C, H, W) instead of a seeded one")
     p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment (default: first GPU, else PoCL)")
-    p.add_argument("--save-outputs", metavar="DIR", help="save the input, the reference and every backend's output as .npy")
-    p.add_argument("--end-to-end-only", action="store_true", help="check only the final output, not each layer")
     p.add_argument("--timeout-s", type=float, default=600.0,
                    help="a backend whose forward pass takes longer fails, and the others still run (default 600)")
     p.add_argument("--clblast-params", choices=["tuned", "default"], default="tuned",
                    help="CLBlast's parameters: the ones `compare tune` found for this device (when there are any; "
                         "default), or CLBlast's own database")
+
+
+def _add_timing_options(p) -> None:
+    """How the timed commands (run, sweep) time and compare."""
+    p.add_argument("--repeats", type=int, default=10, help="timed repeats; medians are reported (default 10)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed runs first; the first is reported apart (default 2)")
+    p.add_argument("--peak-gflops", type=float,
+                   help="the device's peak for utilisation (default: `compare peak`'s cached figure, "
+                        "else measured at the start of the run)")
+    p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
+                   help=f"the backends speedups are taken over (default {','.join(DEFAULT_BASELINES)}; "
+                        f"best-clblast: the fastest CLBlast backend of the run)")
+    p.add_argument("--interleave", action="store_true",
+                   help="run the backends' timed passes round-robin, so clock and thermal drift hit all alike "
+                        "(every backend is prepared first: more device memory at once)")
+
+
+def _add_run_options(p, with_timing: bool) -> None:
+    _add_net_options(p)
+    p.add_argument("--batch", type=int, help="images per forward pass (default: the net's, 100 for lenet, 1 for vgg16)")
+    p.add_argument("--input", help="a float32 .npy input of shape (N, C, H, W) instead of a seeded one")
+    p.add_argument("--save-outputs", metavar="DIR", help="save the input, the reference and every backend's output as .npy")
+    p.add_argument("--end-to-end-only", action="store_true", help="check only the final output, not each layer")
     if with_timing:
-        p.add_argument("--repeats", type=int, default=10, help="timed repeats; medians are reported (default 10)")
-        p.add_argument("--warmup", type=int, default=2, help="untimed runs first; the first is reported apart (default 2)")
+        _add_timing_options(p)
         p.add_argument("--mode", choices=MODES, default="both", help="check outputs, time them, or both (default)")
-        p.add_argument("--peak-gflops", type=float,
-                       help="the device's peak for utilisation (default: `compare peak`'s cached figure, "
-                            "else measured at the start of the run)")
         p.add_argument("--out", help="results file (default results/<net>-<date>.json)")
-        p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
-                       help=f"the backends speedups are taken over (default {','.join(DEFAULT_BASELINES)}; "
-                            f"best-clblast: the fastest CLBlast backend of the run)")
-        p.add_argument("--interleave", action="store_true",
-                       help="run the backends' timed passes round-robin, so clock and thermal drift hit all alike "
-                            "(every backend is prepared first: more device memory at once)")
     else:
         p.set_defaults(repeats=1, warmup=1, mode="correctness")
         p.add_argument("--out", help="also write a results file")
@@ -364,8 +467,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "top-1 accuracy (lenet defaults to the weights trained on them, nets/data/lenet-digits.npz)")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("report", help="render tables and plots from results files")
-    p.add_argument("files", nargs="+", help="results JSON files")
+    p = sub.add_parser("sweep", help="run a net at several batches (a results file each) and write a sweep file")
+    _add_net_options(p)
+    p.add_argument("--batch", help="comma-separated batches (default: powers of two up to 64 for lenet, "
+                                   "16 for vgg16, else 1,2,4,8)")
+    _add_timing_options(p)
+    p.add_argument("--out", help="folder for the results files and sweep.json (default results/sweep-<net>-<date>/)")
+    p.set_defaults(func=cmd_sweep, input=None, end_to_end_only=False)
+
+    p = sub.add_parser("report", help="render tables and plots from results files and sweeps")
+    p.add_argument("files", nargs="+", help="results JSON files, and sweeps: a sweep.json of `compare sweep` "
+                                            "or the folder holding it")
     p.add_argument("--out", default="report", help="output folder (default ./report)")
     p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
                    help=f"the backends speedups are taken over, in order (default {','.join(DEFAULT_BASELINES)})")
@@ -382,9 +494,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--net", default="lenet,vgg16", help="the nets whose layer sizes are tuned (default lenet,vgg16)")
     p.add_argument("--batch", type=int, help="tune at this batch instead of each net's own")
     p.add_argument("--budget-s", type=float, default=900.0, help="time for all tuning, in seconds (default 900)")
-    p.add_argument("--scope", default="device,shape",
-                   help="device: each kernel at the tuner's own sizes (as the study tuned); shape: the nets' "
-                        "layer sizes; both by default, half the budget each")
+    p.add_argument("--scope", default="device,shape,tiles",
+                   help="device: each CLBlast kernel at the tuner's own sizes (as the study tuned); shape: CLBlast "
+                        "at the nets' layer sizes; tiles: vectorised-tiled's tiles per conv layer; all three by "
+                        "default, an even part of the budget each")
     p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment")
     p.set_defaults(func=cmd_tune)
 
@@ -421,8 +534,8 @@ def main(argv=None) -> int:
         return exc.exit_code
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
-        print(f"interrupted ({signal.Signals(signum).name}): stopped; nothing was written and earlier files are "
-              f"as they were", file=sys.stderr)
+        print(f"interrupted ({signal.Signals(signum).name}): stopped; no partial file was written and "
+              f"earlier files are as they were", file=sys.stderr)
         return 128 + signum
     finally:
         restore_handlers(previous)

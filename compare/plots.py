@@ -1,4 +1,5 @@
-"""PNG plots of one results file: per-layer times, speedups, utilisation."""
+"""PNG plots: of one results file (per-layer times, speedups, utilisation),
+of a batch sweep (time per image, speedup against batch) and rooflines."""
 from __future__ import annotations
 
 import matplotlib
@@ -76,5 +77,99 @@ def utilisation(res, path) -> bool:
     _grouped_bars(ax, labels, series, log=False)
     ax.set_ylabel(f"% of peak ({u.peak_gflops:.0f} GFLOP/s)")
     ax.set_title(_title(res, "device utilisation per layer"), fontsize=10)
+    _save(fig, path)
+    return True
+
+
+# -- sweeps and rooflines: log-log, from figures computed elsewhere ------------------
+
+def _batch_axis(ax, batches) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(batches)
+    ax.set_xticklabels([str(b) for b in batches])
+    ax.minorticks_off()
+    ax.set_xlabel("batch (images per forward pass, log)")
+
+
+def per_image(series: dict[str, list[tuple[int, float]]], path, title: str) -> bool:
+    """Time per image against batch, one line per backend (compare/sweep_report.py per_image_series)."""
+    if not series:
+        return False
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for name, points in series.items():
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, marker="o", label=name)
+    _batch_axis(ax, sorted({b for pts in series.values() for b, _ in pts}))
+    ax.set_yscale("log")
+    ax.set_ylabel("end-to-end compute per image (ms, log)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    _save(fig, path)
+    return True
+
+
+def speedup_vs_batch(batches: list[int], speedups: list[float | None], intervals: list, path, title: str) -> bool:
+    """The best hand-written backend's speedup over CLBlast at its best against
+    batch, with its 95% interval as error bars; 1x drawn."""
+    points = [(b, s, ci) for b, s, ci in zip(batches, speedups, intervals) if s]
+    if not points:
+        return False
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    xs = [b for b, _, _ in points]
+    ys = [s for _, s, _ in points]
+    lows = [s - ci[0] if ci else 0.0 for _, s, ci in points]
+    highs = [ci[1] - s if ci else 0.0 for _, s, ci in points]
+    ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3)
+    ax.axhline(1.0, color="k", lw=0.8)
+    _batch_axis(ax, xs)
+    ax.set_yscale("log")
+    ax.set_ylabel("speedup over CLBlast at its best (log)\nabove 1x the hand-written backend is faster")
+    ax.set_title(title, fontsize=10)
+    ax.grid(which="both", alpha=0.3)
+    _save(fig, path)
+    return True
+
+
+MARKERS = "os^Dv<>PX*ph"
+
+
+def roofline(lines, path, title: str) -> bool:
+    """Every layer of every backend as a point (intensity, achieved GFLOP/s)
+    under min(peak, intensity x bandwidth); `lines` are compare/roofline.py
+    Rooflines of one net and device (a colour per backend, a marker per batch)."""
+    points = [(rl, layer) for rl in lines for layer in rl.layers if layer.achieved]
+    if not points:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 5))
+    names = list(dict.fromkeys(name for _, layer in points for name in layer.achieved))
+    batches = sorted({rl.batch for rl in lines})
+    colours = {name: f"C{k % 10}" for k, name in enumerate(names)}
+    for rl, layer in points:
+        for name, g in layer.achieved.items():
+            ax.scatter(layer.intensity, g, color=colours[name], s=24,
+                       marker=MARKERS[batches.index(rl.batch) % len(MARKERS)])
+    largest = max(lines, key=lambda rl: rl.batch)
+    for layer in largest.layers:   # names once, at the largest batch, beside its best point
+        if layer.achieved:
+            ax.annotate(layer.name, (layer.intensity, max(layer.achieved.values())), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")
+    ais = [layer.intensity for _, layer in points]
+    for peak, bw in dict.fromkeys((rl.peak_gflops, rl.bandwidth_gbs) for rl in lines):
+        x = np.geomspace(min(min(ais), peak / bw) / 2, max(max(ais), peak / bw) * 2, 200)
+        ax.plot(x, np.minimum(peak, x * bw), color="k", lw=1.2)
+        ax.annotate(f"{peak:.0f} GFLOP/s, {bw:.0f} GB/s", (x[-1], peak), ha="right", va="bottom", fontsize=8)
+    for name in names:
+        ax.scatter([], [], color=colours[name], label=name)
+    if len(batches) > 1:
+        for k, b in enumerate(batches):
+            ax.scatter([], [], color="grey", marker=MARKERS[k % len(MARKERS)], label=f"batch {b}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of input, weights and output, log)")
+    ax.set_ylabel("achieved GFLOP/s per layer (log)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
     _save(fig, path)
     return True

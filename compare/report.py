@@ -1,5 +1,6 @@
 """`compare report`: Markdown and HTML reports with PNG plots, rendered from
-results files only, so runs from several machines merge into one report."""
+results files only, so runs from several machines merge into one report;
+batch sweeps (compare/sweep.py) and a roofline per net and device after them."""
 from __future__ import annotations
 
 import json
@@ -9,10 +10,13 @@ from pathlib import Path
 from . import analysis as an
 from . import plots
 from . import report_tables as rt
+from . import roofline
+from . import sweep_report as sr
 from .document import Document
 from .files import staged_folder
 from .published import SOURCE
 from .results import RunResult
+from .sweep import LoadedSweep
 from .tables import KERNEL_COLUMN
 
 
@@ -91,8 +95,85 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
     return written
 
 
+def _sweep_section(doc: Document, loaded: LoadedSweep, out_dir: Path, stem: str) -> list[str]:
+    sweep, runs = loaded.sweep, sorted(loaded.results, key=lambda r: r.net.batch)
+    batches = [r.net.batch for r in runs]
+    doc.heading(f"Batch sweep: {sweep.net} on {sweep.device}")
+    doc.para(f"From `{loaded.path}` and the {len(runs)} results files it names, one per batch "
+             f"({', '.join(map(str, batches))}); made by `{sweep.command}`. Time per image is the end-to-end compute "
+             f"median (the whole pass without per-layer syncs and without host<->device transfers, "
+             f"{runs[0].settings.repeats} timed runs) over the batch.")
+    for note in sr.notes(runs):
+        doc.para(note)
+    written = []
+    doc.heading("Time per image (ms)", 3)
+    doc.table(sr.per_image_table(runs), caption="'does not fit': a buffer of that backend would exceed the "
+                                                "device's MAX_MEM_ALLOC_SIZE at that batch.")
+    name = f"{stem}-per-image.png"
+    if plots.per_image(sr.per_image_series(runs), out_dir / name,
+                       f"{sweep.net}: time per image against batch\n{sweep.device}"):
+        doc.image(name, f"{sweep.net} time per image against batch")
+        written.append(name)
+    comps = sr.comparisons(runs)
+    doc.heading("The best hand-written backend against CLBlast at its best", 3)
+    doc.table(sr.speedup_table(runs), caption="Speedup: CLBlast at its best's time divided by the best hand-written "
+                                              "backend's (above 1x the hand-written one is faster); in brackets the "
+                                              "95% bootstrap interval. A winner is named only where it excludes 1x.")
+    doc.para(f"Where CLBlast catches up: {sr.crossover(comps)}")
+    name = f"{stem}-speedup.png"
+    if plots.speedup_vs_batch([c.batch for c in comps], [c.speedup for c in comps], [c.interval for c in comps],
+                              out_dir / name, f"{sweep.net}: the best hand-written backend over CLBlast at its "
+                                              f"best\n{sweep.device}"):
+        doc.image(name, f"{sweep.net} speedup against batch")
+        written.append(name)
+    return written
+
+
+def _roofline_sections(doc: Document, files: list[tuple[RunResult, str]], out_dir: Path) -> list[str]:
+    """One roofline per net and device, over every results file of that pair
+    (a sweep's batches included: a larger batch moves its layers to the right)."""
+    groups: dict[tuple[str, str], list[tuple[RunResult, str]]] = {}
+    seen = set()
+    for res, path in files:
+        if Path(path).resolve() not in seen:
+            seen.add(Path(path).resolve())
+            groups.setdefault((res.net.name, res.device.name), []).append((res, path))
+    if not groups:
+        return []
+    doc.heading("Rooflines")
+    doc.para("Each layer of each backend that runs on the device, as a point: its arithmetic intensity (the layer's "
+             "FLOPs over the bytes it must at least move: input activations, weights and output activations, "
+             "float32) and the GFLOP/s it reached (its FLOPs over its median wall time), under the roof "
+             "min(peak, intensity x bandwidth) of the device's measured compute peak and memory bandwidth.")
+    written = []
+    for k, ((net, device), group) in enumerate(groups.items()):
+        doc.heading(f"{net} on {device}", 3)
+        lines, why_not, unshaped = [], [], []
+        for res, path in group:
+            why = roofline.missing(res)
+            if why:
+                why_not.append(f"`{path}`: {why}")
+                continue
+            line = roofline.of(res)
+            lines.append(line)
+            if line.unshaped:
+                unshaped.append(f"`{path}` ({', '.join(line.unshaped)})")
+        if why_not:
+            doc.para(f"No roofline from {'; '.join(why_not)}.")
+        if unshaped:
+            doc.para(f"Left out, as the results file records no layer shapes (a version-1 file): "
+                     f"{'; '.join(unshaped)}.")
+        name = f"roofline-{k}-{_slug(net)}-{_slug(device)}.png"
+        if lines and plots.roofline(lines, out_dir / name, f"{net}: roofline per layer\n{device}"):
+            doc.image(name, f"{net} roofline on {device}")
+            written.append(name)
+        doc.table(rt.roofline_table(lines), caption="FLOP/byte: arithmetic intensity; roof: min(peak, intensity x "
+                                                    "bandwidth); each backend's achieved GFLOP/s as a % of that roof.")
+    return written
+
+
 def render_report(results: list[RunResult], paths: list[str], out_dir: str, published: bool = False,
-                  baselines=an.DEFAULT_BASELINES) -> list[str]:
+                  baselines=an.DEFAULT_BASELINES, sweeps: list[LoadedSweep] = ()) -> list[str]:
     """Render into a staging folder, then move the files into `out_dir` all at
     once (compare/files.py): an interrupt leaves the old report whole."""
     out = Path(out_dir)
@@ -113,6 +194,10 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
             for i, (res, path) in enumerate(group):
                 stem = f"{net_name}-{_slug(res.device.name)}-{i}"
                 names += _file_section(doc, res, path, stage, stem, published, baselines)
+        for k, loaded in enumerate(sweeps):
+            names += _sweep_section(doc, loaded, stage, f"sweep-{k}-{_slug(loaded.sweep.net)}")
+        every = list(zip(results, paths)) + [pair for s in sweeps for pair in zip(s.results, s.paths)]
+        names += _roofline_sections(doc, every, stage)
         (stage / "report.md").write_text(doc.to_markdown(), encoding="utf-8")
         (stage / "report.html").write_text(doc.to_html(), encoding="utf-8")
     return [str(out / "report.md"), str(out / "report.html")] + [str(out / n) for n in names]

@@ -1,10 +1,11 @@
 """The tables of a report, each as (headers, rows) of strings, built from
 results only (the figures come from compare/analysis.py).  Shapes follow the
 seed's tables: 7.4 (times and speedups), 5.3 (steps), 6.2 (wall / kernel /
-overhead), 7.3 (useful time)."""
+overhead), 7.3 (useful time); and the roofline's share per layer."""
 from __future__ import annotations
 
 from . import analysis as an
+from . import roofline
 from .published import FIGURES, SOURCE
 from .results import BackendResult, RunResult
 from .tables import DASH, HOW, fmt_err, fmt_ms, fmt_pct, fmt_ratio, fmt_speedup, modes_rows, reason_line, worst_layer
@@ -194,3 +195,18 @@ def cross_device_table(group: list[RunResult], token: str = an.DEFAULT_BASELINES
         rows.append(row)
     return ["backend"] + [device_label(r) for r in group], rows
 
+
+
+def roofline_table(lines: list[roofline.Roofline]) -> Table | None:
+    """Each layer at each batch: its intensity, the roof there, and the share
+    of that roof each backend reached (compare/roofline.py)."""
+    rows_in = [(rl, layer) for rl in sorted(lines, key=lambda rl: rl.batch) for layer in rl.layers]
+    if not rows_in:
+        return None
+    # layer by layer, each at every batch: how a larger batch moves it along the roof
+    order = list(dict.fromkeys(layer.name for _, layer in rows_in))
+    rows_in.sort(key=lambda pair: order.index(pair[1].name))
+    names = list(dict.fromkeys(name for rl in lines for name in rl.backends))
+    rows = [[layer.name, str(layer.batch), f"{layer.intensity:.2f}", f"{layer.roof_gflops:.1f}"]
+            + [fmt_pct(layer.percent(name)) for name in names] for _, layer in rows_in]
+    return ["layer", "batch", "FLOP/byte", "roof GFLOP/s"] + [f"{name} %" for name in names], rows

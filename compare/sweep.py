@@ -139,7 +139,9 @@ def run_sweep(plans: Iterable[Plan], out_dir: str | os.PathLike, command: str, p
 
 
 def write_sweep(path: str | os.PathLike, sweep: Sweep) -> None:
-    write_text_atomic(path, json.dumps(dataclasses.asdict(sweep), indent=1) + "\n")
+    data = dataclasses.asdict(sweep)
+    head = {"schema": data.pop("schema"), "schema_version": data.pop("schema_version")}   # first, for a reader
+    write_text_atomic(path, json.dumps({**head, **data}, indent=1) + "\n")
 
 
 # -- reading -------------------------------------------------------------------

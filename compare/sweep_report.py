@@ -72,7 +72,7 @@ def compare_batch(res: RunResult) -> BatchComparison:
     clb = an.reference(res, an.BEST_CLBLAST)
     c = BatchComparison(res.net.batch, hand, clb)
     if hand is None or clb is None:
-        c.why = "; ".join(_absent(res, which, what) for found, which, what in
+        c.why = " and ".join(_absent(res, which, what) for found, which, what in
                           ((hand, is_hand_written, "hand-written"), (clb, is_clblast, "CLBlast")) if found is None)
         return c
     c.speedup = an.ratio(an.compute_ms(clb), an.compute_ms(hand))
@@ -115,10 +115,13 @@ def crossover(comps: list[BatchComparison]) -> str:
     """In words: the batch from which CLBlast at its best is faster (and stays
     so, each interval excluding 1x), or that there is none up to the largest."""
     judged = [c for c in comps if c.verdict != MISSING]
-    missing = [f"not compared at batch {c.batch}: {c.why}" for c in comps if c.verdict == MISSING]
+    whys: dict[str, list[int]] = {}
+    for c in comps:
+        if c.verdict == MISSING:
+            whys.setdefault(c.why, []).append(c.batch)
+    missing = "".join(f"; not compared at {_batches(bs)}: {why}" for why, bs in whys.items())
     if not judged:
-        return "no comparison: at no batch were both a hand-written backend and a CLBlast backend timed" + \
-            "".join(f"; {m}" for m in missing) + "."
+        return f"no comparison: at no batch were both a hand-written and a CLBlast backend timed{missing}."
     start = len(judged)
     while start > 0 and judged[start - 1].verdict == CLBLAST:
         start -= 1
@@ -132,7 +135,7 @@ def crossover(comps: list[BatchComparison]) -> str:
                 f"(every interval excludes 1x)")
     else:
         text = f"no crossover up to batch {judged[-1].batch}: " + "; ".join(_phrases(judged))
-    return text + "".join(f"; {m}" for m in missing) + "."
+    return text + missing + "."
 
 
 # -- tables ----------------------------------------------------------------------

@@ -2,12 +2,14 @@
 as the study did before measuring anything (seed 003, section 4.1), under a
 time budget, the result kept in the user's cache for `compare run`.
 
-Two scopes of jobs share the budget:
+Three scopes share the budget evenly:
 - device: every kernel at the tuner's own sizes, one parameter set per
   kernel (the study's `make alltuners`), used by `clblast` and
-  `clblast-convgemm`: half the budget when both scopes run;
+  `clblast-convgemm`;
 - shape: the nets' own problems (each conv and dense layer's GEMM, GEMV or
-  xCONVGEMM sizes), used per layer by `clblast-best` where they win.
+  xCONVGEMM sizes), used per layer by `clblast-best` where they win;
+- tiles: our own `vectorised-tiled`, every tile and split per conv layer
+  (compare/tune_tiles.py): our kernels get the same chance as CLBlast's.
 Each job gets what is left of its scope's budget divided by the jobs left,
 samples about as many configurations as fit (the seconds per configuration
 are measured as it goes) and is stopped at its cap with the best it found.
@@ -29,7 +31,7 @@ from . import device_cache
 from .errors import UserError
 from .models import load_net
 
-SCOPES = ("device", "shape")
+SCOPES = ("device", "shape", "tiles")
 MIN_JOB_S = 2.0
 
 
@@ -43,7 +45,8 @@ def _jobs(nets: list[str], batch: int | None, scopes) -> list[tuners.Job]:
 
 
 def _shares(jobs, budget_s: float) -> dict[str, float]:
-    """The budget of each scope present: halves when both are."""
+    """The budget of each CLBlast scope present (compare/cli.py splits the
+    whole budget evenly between the scopes asked for)."""
     present = [s for s in SCOPES if any(j.scope == s for j in jobs)]
     return {s: budget_s / len(present) for s in present}
 

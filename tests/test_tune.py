@@ -74,7 +74,7 @@ def test_tune_on_this_device_then_a_run_applies_it(tmp_path):
             pytest.fail(f"`make test` installs CLBlast's tuners: {problem}")
         pytest.skip(problem)
     env = dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path))
-    tuned = _compare("tune", "--net", "lenet", "--batch", "2", "--budget-s", "24", env=env)
+    tuned = _compare("tune", "--net", "lenet", "--batch", "2", "--budget-s", "24", "--scope", "device,shape", env=env)
     assert tuned.returncode == 0, tuned.stderr
     entry = next(iter(json.loads((tmp_path / "clblast-tuning.json").read_text()).values()))
     assert entry["budget_s"] == 24 and entry["took_s"] < 24 + 2 * len(problems.DEVICE_JOBS) + 30
@@ -101,10 +101,30 @@ def test_tune_on_this_device_then_a_run_applies_it(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["tune", "--budget-s", "0"], "--budget-s must be a positive number of seconds, not 0.0"),
-    (["tune", "--scope", "everything"], "--scope takes device and/or shape"),
+    (["tune", "--scope", "everything"], "--scope takes device, shape, tiles (comma-separated)"),
     (["tune", "--net", "nosuch", "--budget-s", "5"], "unknown net 'nosuch'"),
 ])
 def test_tune_refuses_bad_options_in_one_line(argv, message, tmp_path):
     proc = _compare(*argv, env=dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path)))
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "clblast-tuning.json").exists()
+
+
+def test_tiles_are_measured_and_then_used(tmp_path):
+    backend_or_skip("vectorised-tiled")
+    env = dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path))
+    tuned = _compare("tune", "--net", "lenet", "--batch", "2", "--budget-s", "8", "--scope", "tiles", env=env)
+    assert tuned.returncode == 0, tuned.stderr
+    entry = next(iter(json.loads((tmp_path / "tiles.json").read_text()).values()))
+    layers = entry["layers"]
+    assert set(layers) == {"n2 in1x32x32 k6 w5x5 s1x1 p0x0", "n2 in6x14x14 k16 w5x5 s1x1 p0x0"}
+    for found in layers.values():
+        # the cost model's own choice is always timed, and the choice is never slower than it
+        assert found["timed"] >= 1 and found["model"]["ms"] is not None and found["ms"] <= found["model"]["ms"]
+    out = tmp_path / "r.json"
+    run = _compare("run", "--net", "lenet", "--batch", "2", "--backends", "vectorised-tiled", "--mode", "correctness",
+                   "--out", str(out), env=env)
+    assert run.returncode == 0, run.stderr
+    config = json.loads(out.read_text())["backends"][0]["config"]
+    assert all(source.startswith("measured by `compare tune`") for source in config["tile_source"].values())
+    assert set(config["tile_source"]) == {"c1", "c3"}

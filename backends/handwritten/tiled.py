@@ -22,6 +22,7 @@ from ..opencl.launch import Launch, step_name
 from ..opencl.workgroups import build_fitting
 from .net import KernelOp
 from .tiled_plan import TILES, plan_conv
+from .tiles_tuned import TunedTiles, layer_key
 from .vectorised import VectorisedBackend, VectorisedNet, pad_to
 
 SOURCE = "tiled_conv.cl"
@@ -61,10 +62,14 @@ class TiledConvOp(KernelOp):
 
 
 class TiledNet(VectorisedNet):
-    def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None):
-        # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py sweeps them)
+    def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None, tuned: TunedTiles | None = None):
+        # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py, compare tune sweep them);
+        # `tuned`: the measured choices, used for the layers they name
         self.tiles, self.ksplit = tiles, ksplit
+        self.tuned = tuned or TunedTiles(None)
+        self.tile_sources: dict[str, str] = {}
         super().__init__(runtime, net, weights, batch)
+        self.config["tile_source"] = self.tile_sources
         self.config["conv"] = ("implicit GEMM tiles in local memory, register blocks per work-item "
                                "(kernels/tiled_conv.cl); tile and split per layer: backends/handwritten/tiled_plan.py")
 
@@ -74,6 +79,9 @@ class TiledNet(VectorisedNet):
         src, dst = self.layouts[index], self.layouts[index + 1]
         pixels = self.batch * dst.h * dst.w   # the implicit GEMM's rows
         window = self.window_defines(layer, src, dst)
+        key = layer_key(self.batch, self.net.in_shape(index), layer)
+        measured = self.tuned.choice(key)
+        tiles, ksplit = ((measured[0],), measured[1]) if measured else (self.tiles, self.ksplit)
 
         def defines_of(plan):
             return {**window, "TM": plan.tile.tm, "TN": plan.tile.tn, "TK": plan.tk, "RM": plan.tile.rm,
@@ -82,13 +90,14 @@ class TiledNet(VectorisedNet):
         def choose(lim):
             return plan_conv(pixels, dst.c_stored, src.c_stored, layer.kernel[0] * layer.kernel[1],
                              self.rt.info["compute_units"], self.device != "cpu", lim.max_group, lim.max_items,
-                             self.tiles, self.ksplit, self.rt.info["local_mem_bytes"])
+                             tiles, ksplit, self.rt.info["local_mem_bytes"])
         # the tile's work-items are -D constants: a kernel's own limit is known only once it is built
         plan, kernel = build_fitting(self.rt, SOURCE, "conv_tiled", choose, defines_of, lambda p: p.tile.threads)
         launch = Launch(self.rt, SOURCE, "conv_tiled", None, plan.global_size, plan.tile.local + (1,),
                         exact=True, kernel=kernel)
         weight = self.upload(tiled_filters(params["weight"], src.c_stored, plan.kp), f"{layer.name} weights")
         bias = self.upload(pad_to(params["bias"], plan.kp), f"{layer.name} bias")
+        self.tile_sources[layer.name] = self.tuned.source(key)
         if plan.ksplit == 1:
             return TiledConvOp(self, index, launch, plan, weight, bias)
         parts = plan.ksplit * pixels * plan.kp
@@ -104,5 +113,10 @@ class TiledNet(VectorisedNet):
 class TiledBackend(VectorisedBackend):
     name = "vectorised-tiled"
     summary = ("hand-written, tuned variant of vectorised for GPUs: NHWC float4 conv as implicit-GEMM tiles "
-               "in local memory with register blocks")
+               "in local memory with register blocks; tiles measured by `compare tune` where it ran, else a cost model")
     net_class = TiledNet
+
+    def prepare(self, net, weights, batch, mode=None):
+        rt = self.runtime()
+        tuned = TunedTiles.for_device(rt.info, self.options.get("tiles", "tuned"))
+        return TiledNet(rt, net, weights, batch, tuned=tuned)

@@ -1,0 +1,38 @@
+"""Tiles of `vectorised-tiled` chosen by measurement: `compare tune` times
+every tile and split on each conv layer of the nets (checking each output)
+and keeps the fastest per layer and device (backends/cache.py, kind
+'tiles').  A layer found there runs with its measured tile and split; any
+other with the cost model's (tiled_plan.py)."""
+from __future__ import annotations
+
+from .. import cache
+from .tiled_plan import Tile
+
+KIND = "tiles"
+
+
+def layer_key(batch: int, in_shape, layer) -> str:
+    """What fixes a conv layer's kernel: batch, input shape, filters, window, stride, padding."""
+    return (f"n{batch} in{'x'.join(map(str, in_shape))} k{layer.out_channels} "
+            f"w{layer.kernel[0]}x{layer.kernel[1]} s{layer.stride[0]}x{layer.stride[1]} "
+            f"p{layer.pad[0]}x{layer.pad[1]}")
+
+
+class TunedTiles:
+    def __init__(self, entry: dict | None):
+        self.entry = entry if isinstance(entry, dict) else None
+
+    @classmethod
+    def for_device(cls, info: dict, use: str = "tuned") -> "TunedTiles":
+        return cls(cache.entry(KIND, info) if use == "tuned" else None)
+
+    def choice(self, key: str) -> tuple[Tile, int] | None:
+        found = (self.entry or {}).get("layers", {}).get(key)
+        if not found:
+            return None
+        return Tile(*found["tile"]), int(found["ksplit"])
+
+    def source(self, key: str) -> str:
+        if self.choice(key) is None:
+            return "cost model (tiled_plan.py)"
+        return f"measured by `compare tune` on {str(self.entry.get('tuned', '?'))[:10]}"
