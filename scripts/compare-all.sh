@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole fair comparison on one device, into one folder: the device and
+# its peak; the CLBlast backends with CLBlast's database parameters; CLBlast
+# and our tiles tuned for the device (TUNE_BUDGET seconds, default 900);
+# LeNet-5 (batch 100) and VGG-16 (batch 1) on every backend, tuned; the
+# report of each, and the batch sweeps when SWEEP=1.
+# Usage: scripts/compare-all.sh OUTDIR [REPEATS]   (PYTHON: the interpreter, default .venv/bin/python)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:?usage: scripts/compare-all.sh OUTDIR [REPEATS]}"
+repeats="${2:-20}"
+python="${PYTHON:-.venv/bin/python}"
+mkdir -p "$out"
+log() { echo "== $*" >&2; }
+compare() { "$python" -m compare "$@"; }
+# exit 1 means a check failed or a backend crashed: keep going, the report shows it
+run() { local code=0; compare run "$@" || code=$?; [ "$code" -le 1 ] || { log "compare run $* exited $code"; exit "$code"; }; }
+
+compare devices | tee "$out/devices.txt"
+compare peak | tee "$out/peak.txt"
+for net in lenet vgg16; do
+    log "CLBlast with its database's parameters, $net"
+    run --net "$net" --backends clblast,clblast-convgemm,clblast-best --clblast-params default \
+        --repeats "$repeats" --warmup 3 --out "$out/$net-untuned.json" > "$out/$net-untuned.txt"
+done
+log "tuning for ${TUNE_BUDGET:-900} s"
+compare tune --budget-s "${TUNE_BUDGET:-900}" | tee "$out/tune.txt"
+for net in lenet vgg16; do
+    log "every backend, $net"
+    run --net "$net" --backends all --repeats "$repeats" --warmup 3 --out "$out/$net.json" > "$out/$net.txt"
+    cat "$out/$net.txt"
+done
+compare report "$out/lenet.json" "$out/vgg16.json" --out "$out"
+compare report "$out/lenet-untuned.json" "$out/vgg16-untuned.json" --out "$out/untuned"
+log "results and report in $out"
