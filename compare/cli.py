@@ -228,20 +228,21 @@ def cmd_sweep(args) -> int:
     from tabulate import tabulate
 
     from . import sweep as sw
-    from .sweep_report import comparisons, crossover, notes, per_image_table, speedup_table
+    from .sweep_report import batches_text, comparisons, crossover, notes, per_image_table, speedup_table
     baselines = parse_baselines(args.baseline)
     if args.out:
         check_writable(args.out, "--out", folder=True)
     base, batches, plans = _sweep_plans(args)
     out = args.out or f"results/sweep-{Path(args.net).stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     check_writable(out, "--out", folder=True)
+    print(f"{base.net.name} at {batches_text(batches)}, {base.repeats} timed runs each, into {out}\n")
     done: list[RunResult] = []
     progress = Progress()
 
     def finished(res: RunResult, path: Path) -> None:
         progress.done()
         done.append(res)
-        print(f"== {res.net.name} batch {res.net.batch} on {res.device.name} ({res.net.flops / 1e9:.2f} GFLOP per "
+        print(f"== {res.net.name} batch {res.net.batch} on {res.device.name} ({res.net.flops / 1e9:.3g} GFLOP per "
               f"pass), median of {base.repeats} runs: {path}")
         print(summary_table(res, baselines) + "\n")
 
@@ -252,8 +253,8 @@ def cmd_sweep(args) -> int:
             progress.done()
     except KeyboardInterrupt:
         if done:   # their files are whole and stay; the sweep file is written only at the end
-            print(f"sweep stopped after batch {done[-1].net.batch}: the results files of batch "
-                  f"{', '.join(str(r.net.batch) for r in done)} are in {out}, and no sweep file", file=sys.stderr)
+            print(f"sweep stopped after batch {done[-1].net.batch}: the results files of "
+                  f"{batches_text([r.net.batch for r in done])} are in {out}, and no sweep file", file=sys.stderr)
         raise
     print(f"{base.net.name}: time per image (ms), end-to-end compute over the batch")
     for headers, rows in (per_image_table(done), speedup_table(done)):

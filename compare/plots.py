@@ -83,6 +83,17 @@ def utilisation(res, path) -> bool:
 
 # -- sweeps and rooflines: log-log, from figures computed elsewhere ------------------
 
+def _plain_y(ax, suffix: str = "") -> None:
+    """Log-scale y ticks as plain numbers (0.6x, 2x), not powers of ten; the
+    minor ones labelled only where the axis spans little more than a decade."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    fmt = FuncFormatter(lambda v, _: f"{v:g}{suffix}")
+    low, high = ax.get_ylim()
+    ax.yaxis.set_major_formatter(fmt)
+    ax.yaxis.set_minor_formatter(fmt if high / low < 20 else NullFormatter())
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+
+
 def _batch_axis(ax, batches) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(batches)
@@ -101,6 +112,7 @@ def per_image(series: dict[str, list[tuple[int, float]]], path, title: str) -> b
         ax.plot(xs, ys, marker="o", label=name)
     _batch_axis(ax, sorted({b for pts in series.values() for b, _ in pts}))
     ax.set_yscale("log")
+    _plain_y(ax)
     ax.set_ylabel("end-to-end compute per image (ms, log)")
     ax.set_title(title, fontsize=10)
     ax.grid(which="both", alpha=0.3)
@@ -124,6 +136,7 @@ def speedup_vs_batch(batches: list[int], speedups: list[float | None], intervals
     ax.axhline(1.0, color="k", lw=0.8)
     _batch_axis(ax, xs)
     ax.set_yscale("log")
+    _plain_y(ax, "x")
     ax.set_ylabel("speedup over CLBlast at its best (log)\nabove 1x the hand-written backend is faster")
     ax.set_title(title, fontsize=10)
     ax.grid(which="both", alpha=0.3)

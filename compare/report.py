@@ -148,18 +148,18 @@ def _roofline_sections(doc: Document, files: list[tuple[RunResult, str]], out_di
     written = []
     for k, ((net, device), group) in enumerate(groups.items()):
         doc.heading(f"{net} on {device}", 3)
-        lines, why_not, unshaped = [], [], []
+        lines, why_not, unshaped = [], {}, []
         for res, path in group:
             why = roofline.missing(res)
             if why:
-                why_not.append(f"`{path}`: {why}")
+                why_not.setdefault(why, []).append(f"`{path}`")
                 continue
             line = roofline.of(res)
             lines.append(line)
             if line.unshaped:
                 unshaped.append(f"`{path}` ({', '.join(line.unshaped)})")
         if why_not:
-            doc.para(f"No roofline from {'; '.join(why_not)}.")
+            doc.para("No roofline from " + "; ".join(f"{', '.join(ps)}: {why}" for why, ps in why_not.items()) + ".")
         if unshaped:
             doc.para(f"Left out, as the results file records no layer shapes (a version-1 file): "
                      f"{'; '.join(unshaped)}.")

@@ -91,7 +91,8 @@ def comparisons(runs: list[RunResult]) -> list[BatchComparison]:
     return [compare_batch(res) for res in sorted(runs, key=lambda r: r.net.batch)]
 
 
-def _batches(values: list[int]) -> str:
+def batches_text(values: list[int]) -> str:
+    """'batch 4', or 'batches 1, 2 and 4'."""
     if len(values) == 1:
         return f"batch {values[0]}"
     return f"batches {', '.join(map(str, values[:-1]))} and {values[-1]}"
@@ -108,7 +109,7 @@ def _phrases(comps: list[BatchComparison]) -> list[str]:
     groups: dict[str, list[int]] = {}
     for c in comps:
         groups.setdefault(c.verdict, []).append(c.batch)
-    return [PHRASES[v].format(_batches(bs)) for v, bs in groups.items()]
+    return [PHRASES[v].format(batches_text(bs)) for v, bs in groups.items()]
 
 
 def crossover(comps: list[BatchComparison]) -> str:
@@ -119,7 +120,7 @@ def crossover(comps: list[BatchComparison]) -> str:
     for c in comps:
         if c.verdict == MISSING:
             whys.setdefault(c.why, []).append(c.batch)
-    missing = "".join(f"; not compared at {_batches(bs)}: {why}" for why, bs in whys.items())
+    missing = "".join(f"; not compared at {batches_text(bs)}: {why}" for why, bs in whys.items())
     if not judged:
         return f"no comparison: at no batch were both a hand-written and a CLBlast backend timed{missing}."
     start = len(judged)
@@ -210,7 +211,7 @@ def notes(runs: list[RunResult]) -> list[str]:
     if checks:
         out.append(f"Outputs that failed the check against the float64 oracle: {', '.join(checks)}.")
     for name, batches in misfit.items():
-        out.append(f"{name} does not fit the device at {_batches(batches)}: a buffer exceeds its "
+        out.append(f"{name} does not fit the device at {batches_text(batches)}: a buffer exceeds its "
                    f"MAX_MEM_ALLOC_SIZE.")
     if failed:
         out.append(f"Failed: {'; '.join(failed)}.")
