@@ -17,7 +17,7 @@ from .files import staged_folder
 from .published import SOURCE
 from .results import RunResult
 from .sweep import LoadedSweep
-from .tables import KERNEL_COLUMN
+from .tables import KERNEL_COLUMN, modes_rows
 
 
 def _slug(text: str) -> str:
@@ -53,7 +53,7 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
             doc.para(f"Achieved GFLOP/s over the device's peak of {res.peak.gflops:.1f} GFLOP/s, {res.peak.source}. "
                      f"Backends that do not run on this device are left out.")
             doc.table(util)
-        modes = rt.modes_rows(res)
+        modes = modes_rows(res)
         if modes:
             doc.heading("Modes of the backends that have several", 3)
             doc.table(modes, caption="Each mode checked and timed end to end; the fastest is the one every "

@@ -8,7 +8,7 @@ from . import analysis as an
 from . import roofline
 from .published import FIGURES, SOURCE
 from .results import BackendResult, RunResult
-from .tables import DASH, HOW, fmt_err, fmt_ms, fmt_pct, fmt_ratio, fmt_speedup, modes_rows, reason_line, worst_layer
+from .tables import DASH, HOW, fmt_err, fmt_ms, fmt_pct, fmt_ratio, fmt_speedup, reason_line, worst_layer
 
 Table = tuple[list[str], list[list[str]]]
 

@@ -420,26 +420,35 @@ def _migrate_v1(data: dict) -> dict:
 MIGRATIONS = {1: _migrate_v1}
 
 
-def parse_results(text: str, source: str) -> RunResult:
-    """A results file's text as a RunResult; UserError naming the problem."""
+def parse_versioned(text: str, source: str, what: str, schema: str, version: int, cls,
+                    migrations: dict | None = None, remake: str = "compare run"):
+    """A versioned JSON file of ours (`what`: 'results', 'sweep') as `cls`:
+    its schema and version checked, older versions migrated, every field
+    decoded; UserError naming the problem otherwise."""
+    migrations = migrations or {}
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"results file {source} is not valid JSON ({exc}); was it cut short?") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise UserError(f"{source} is not a clblast-compare results file (no '\"schema\": \"{SCHEMA}\"')")
-    version = data.get("schema_version")
-    if version in MIGRATIONS:
-        data = MIGRATIONS[version](data)
-    elif version != VERSION:
-        newer = _is_number(version) and version > VERSION
-        raise UserError(f"{source} has results schema version {version}; this compare reads versions "
-                        f"1 to {VERSION}: " + ("update clblast-compare to read it" if newer else
-                                               "re-run `compare run` to make a current file"))
+        raise UserError(f"{what} file {source} is not valid JSON ({exc}); was it cut short?") from None
+    if not isinstance(data, dict) or data.get("schema") != schema:
+        raise UserError(f"{source} is not a clblast-compare {what} file (no '\"schema\": \"{schema}\"')")
+    found = data.get("schema_version")
+    if found in migrations:
+        data = migrations[found](data)
+    elif found != version:
+        newer = _is_number(found) and found > version
+        known = f"versions {min(migrations)} to {version}" if migrations else f"version {version}"
+        raise UserError(f"{source} has {what} schema version {found}; this compare reads {known}: "
+                        + ("update clblast-compare to read it" if newer else f"re-run `{remake}` to make a current file"))
     try:
-        return decode(RunResult, data)
+        return decode(cls, data)
     except Malformed as exc:
-        raise UserError(f"results file {source} is malformed: {exc}") from None
+        raise UserError(f"{what} file {source} is malformed: {exc}") from None
+
+
+def parse_results(text: str, source: str) -> RunResult:
+    """A results file's text as a RunResult; UserError naming the problem."""
+    return parse_versioned(text, source, "results", SCHEMA, VERSION, RunResult, MIGRATIONS)
 
 
 def load_results(path: str | os.PathLike) -> RunResult:

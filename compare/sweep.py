@@ -22,7 +22,7 @@ from pathlib import Path
 from . import __version__
 from .errors import UserError
 from .files import write_text_atomic
-from .results import Malformed, RunResult, Tool, decode, load_results, write_results
+from .results import Malformed, RunResult, Tool, load_results, parse_versioned, write_results
 from .runner import Plan, execute, exit_code as run_exit_code
 
 SCHEMA = "clblast-compare/sweep"
@@ -161,21 +161,7 @@ def is_sweep(path: str | os.PathLike) -> bool:
 
 
 def parse_sweep(text: str, source: str) -> Sweep:
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"sweep file {source} is not valid JSON ({exc}); was it cut short?") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise UserError(f"{source} is not a clblast-compare sweep file (no '\"schema\": \"{SCHEMA}\"')")
-    version = data.get("schema_version")
-    if version != VERSION:
-        newer = isinstance(version, int) and not isinstance(version, bool) and version > VERSION
-        raise UserError(f"{source} has sweep schema version {version}; this compare reads version {VERSION}: "
-                        + ("update clblast-compare to read it" if newer else "re-run `compare sweep`"))
-    try:
-        return decode(Sweep, data)
-    except Malformed as exc:
-        raise UserError(f"sweep file {source} is malformed: {exc}") from None
+    return parse_versioned(text, source, "sweep", SCHEMA, VERSION, Sweep, remake="compare sweep")
 
 
 def load_sweep(path: str | os.PathLike) -> LoadedSweep:

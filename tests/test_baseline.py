@@ -5,7 +5,6 @@ float64 oracle.  The generic suites cover the common cases and both nets."""
 import numpy as np
 import pytest
 
-import backends
 from compare import oracle
 from compare.checking import compare_arrays
 from nets.weights import init_weights

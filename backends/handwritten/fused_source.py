@@ -114,7 +114,7 @@ def net_source(net) -> tuple[str, list[str]]:
     layers = net.layers
     params = [_params(i, layer, net.in_shape(i)) for i, layer in enumerate(layers)]
     n_in, n_out = _size(net.in_shape(0)), _size(net.output_shape)
-    body = [f"    const uint lid = get_local_id(0), img = get_group_id(0);\n",
+    body = ["    const uint lid = get_local_id(0), img = get_group_id(0);\n",
             f"    __local float buf0[{max(n0, 1)}], buf1[{max(n1, 1)}];\n"]
     for i, layer in enumerate(layers):
         src = (f"__global const float *in = x + img * {n_in}u" if i == 0
