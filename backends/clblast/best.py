@@ -47,7 +47,7 @@ from .tuned import CONVGEMM_KERNELS, COPY_KERNELS, GEMM_KERNELS, GEMV_KERNELS, T
 
 WARMUP = 1        # the first run compiles
 REPEATS = 5       # timed runs per candidate at most ...
-TIME_CAP_S = 0.3  # ... and no more once a candidate has taken this long (slow devices, Oclgrind)
+TIME_CAP_S = 0.2  # ... and no more once a candidate has taken this long (slow devices, Oclgrind)
 
 
 class _Epilogue:
