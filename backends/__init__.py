@@ -63,9 +63,9 @@ def parse_names(text: str) -> list[str]:
     return list(dict.fromkeys(chosen))
 
 
-def get(name: str, device: str | None = None) -> Backend:
+def get(name: str, device: str | None = None, options: dict | None = None) -> Backend:
     """An instance of backend `name`, or a UserError saying why it cannot run."""
     reason = unavailable_reason(name)
     if reason:
         raise UserError(f"backend {name!r} is unavailable: {reason}")
-    return backend_class(name)(device=device)
+    return backend_class(name)(device=device, options=options)

@@ -295,3 +295,21 @@ def test_clblast_best_without_room_for_im2col_keeps_xconvgemm():
     config, y, ref = _best(net, 2, max_alloc=500_000)   # the im2col buffer needs 0.9 MiB
     assert set(config["candidates_ms"]["wide1"]) == {"convgemm"}
     assert config["layers"]["wide1"].startswith("convgemm") and compare_arrays(y, ref).passed
+
+
+def test_clblast_best_takes_a_shape_set_only_where_a_device_set_can_switch_back():
+    from backends.clblast.best import ClblastBestNet
+    from backends.clblast.overrides import ALWAYS_DIRECT
+    from backends.clblast.tuned import GEMM_KERNELS, Tuning
+    dims = {"m": 784, "n": 6, "k": 25}
+    tuning = Tuning({"device_sets": {"XgemmDirect": {"parameters": {"WGD": 8}}, "Xgemm": {"parameters": {"MWG": 16}}},
+                     "shape_sets": [{"tuner": "xgemm_direct", "args": dims,
+                                     "kernels": {"XgemmDirect": {"parameters": {"WGD": 32}}}},
+                                    {"tuner": "xgemm_direct", "args": {"m": 1, "n": 1, "k": 1},
+                                     "kernels": {"XgemmDirect": {"parameters": {"WGD": 64}}}}]})
+    net = type("Fake", (), {"tuning": tuning})()
+    sets = dict(ClblastBestNet._sets(net, GEMM_KERNELS, "xgemm_direct", dims, ALWAYS_DIRECT))
+    assert sets == {"XgemmDirect": {"WGD": 32}, "Xgemm": {"MWG": 16}, "GemmRoutine": ALWAYS_DIRECT}
+    # no device set for XgemmDirect: its shape set is not used (nothing to switch back to for other layers)
+    tuning.entry["device_sets"].pop("XgemmDirect")
+    assert dict(ClblastBestNet._sets(net, GEMM_KERNELS, "xgemm_direct", dims)) == {"Xgemm": {"MWG": 16}}

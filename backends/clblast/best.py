@@ -206,9 +206,10 @@ class ClblastBestNet(OpenCLNet):
     """Buffer i+1 is layer i's output (NCHW, as `clblast`'s); per layer the
     fastest candidate, measured here."""
 
-    def __init__(self, runtime, net, weights, batch: int, tuning: Tuning):
+    def __init__(self, runtime, net, weights, batch: int, tuning: Tuning, repeats: int = REPEATS):
         super().__init__(runtime, net, batch)
         self.tuning = tuning
+        self.repeats = repeats
         self.activations = []
         self.choices: dict[str, dict] = {}
         try:
@@ -304,14 +305,14 @@ class ClblastBestNet(OpenCLNet):
             op.enqueue(quiet)
         self.rt.finish()
         times = []
-        while len(times) < REPEATS and sum(times) < TIME_CAP_S * 1e3:
+        while len(times) < self.repeats and sum(times) < TIME_CAP_S * 1e3:
             if before is not None:
                 before.apply()
             t0 = time.perf_counter()
             op.enqueue(quiet)
             self.rt.finish()
             times.append((time.perf_counter() - t0) * 1e3)
-        return float(np.median(times))
+        return float(np.median(times)) if times else 0.0
 
     def _build(self, weights):
         net, batch = self.net, self.batch
@@ -379,8 +380,11 @@ class ClblastBestInProcess(Backend):
     def prepare(self, net, weights, batch, mode=None):
         require_library()
         rt = get_runtime(self.device_spec)
+        # options["choice_repeats"]: timed runs per candidate (0: build and run each once, keep the
+        # first: for a simulator such as Oclgrind, where the kernels matter and the times do not)
         return ClblastBestNet(rt, net, weights, batch,
-                              Tuning.for_device(rt.info, self.options.get("clblast_params", "tuned")))
+                              Tuning.for_device(rt.info, self.options.get("clblast_params", "tuned")),
+                              int(self.options.get("choice_repeats", REPEATS)))
 
 
 class ClblastBestBackend(IsolatedBackend):
