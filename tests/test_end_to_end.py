@@ -1,7 +1,9 @@
-"""LeNet-5 (batch 100) and VGG-16 (batch 1) on every backend, end to end and
-layer by layer, within the float32 tolerance of the float64 oracle.  A
-backend may refuse a net it cannot run (UNSUPPORTED): only where that is
-its documented limit."""
+"""LeNet-5 (batch 100) and VGG-16 (batch 1) on every backend within the
+float32 tolerance of the float64 oracle: LeNet-5 end to end and layer by
+layer, VGG-16 end to end (its 16 layers compound: one wrong layer fails
+it; layer-by-layer checks of its layer types run in test_layers.py, and
+on VGG-16 itself in `compare check`).  A backend may refuse a net it
+cannot run (UNSUPPORTED): only where that is its documented limit."""
 import pytest
 
 from compare.checking import check_prepared
@@ -21,7 +23,7 @@ def test_net_matches_the_oracle(backend, which, request):
         return
     assert (backend.name, which) not in REFUSED, f"{backend.name} was expected to refuse {which}"
     try:
-        result = check_prepared(prepared, case.x, case.ref)
+        result = check_prepared(prepared, case.x, case.ref, layerwise=which == "lenet_case")
     finally:
         prepared.close()
     assert result.status == "PASS", result
