@@ -2,8 +2,9 @@
 # The whole fair comparison on one device, into one folder: the device and
 # its peak; the CLBlast backends with CLBlast's database parameters; CLBlast
 # and our tiles tuned for the device (TUNE_BUDGET seconds, default 900);
-# LeNet-5 (batch 100) and VGG-16 (batch 1) on every backend, tuned; the
-# report of each, and the batch sweeps when SWEEP=1.
+# LeNet-5 (batch 100) and VGG-16 (batch 1) on every backend, tuned, their
+# timed passes round-robin (--interleave: drift hits every backend alike);
+# the report of each.
 # Usage: scripts/compare-all.sh OUTDIR [REPEATS]   (PYTHON: the interpreter, default .venv/bin/python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,13 +22,14 @@ compare peak | tee "$out/peak.txt"
 for net in lenet vgg16; do
     log "CLBlast with its database's parameters, $net"
     run --net "$net" --backends clblast,clblast-convgemm,clblast-best --clblast-params default \
-        --repeats "$repeats" --warmup 3 --out "$out/$net-untuned.json" > "$out/$net-untuned.txt"
+        --repeats "$repeats" --warmup 3 --interleave --out "$out/$net-untuned.json" > "$out/$net-untuned.txt"
 done
 log "tuning for ${TUNE_BUDGET:-900} s"
 compare tune --budget-s "${TUNE_BUDGET:-900}" | tee "$out/tune.txt"
 for net in lenet vgg16; do
     log "every backend, $net"
-    run --net "$net" --backends all --repeats "$repeats" --warmup 3 --out "$out/$net.json" > "$out/$net.txt"
+    run --net "$net" --backends all --repeats "$repeats" --warmup 3 --interleave --out "$out/$net.json" \
+        > "$out/$net.txt"
     cat "$out/$net.txt"
 done
 compare report "$out/lenet.json" "$out/vgg16.json" --out "$out"
