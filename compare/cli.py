@@ -432,7 +432,8 @@ def _add_timing_options(p) -> None:
                    help=f"the backends speedups are taken over (default {','.join(DEFAULT_BASELINES)}; "
                         f"best-clblast: the fastest CLBlast backend of the run)")
     p.add_argument("--interleave", action="store_true",
-                   help="run the backends' timed passes round-robin, so clock and thermal drift hit all alike "
+                   help="run the backends' timed passes round-robin, so clock and thermal drift hit all alike, "
+                        "each after an untimed pass of its own so that switching from another backend is not timed "
                         "(every backend is prepared first: more device memory at once)")
 
 

@@ -229,8 +229,10 @@ def _close(opened: _Open, plan: Plan) -> np.ndarray | None:
 
 def _rounds(opened: list[_Open], plan: Plan, progress) -> None:
     """The timed passes of the open backends: all of one backend's passes,
-    then the next's; or, with plan.interleave, one pass of each in turn."""
-    def each(step, what):
+    then the next's; or, with plan.interleave, one pass of each in turn,
+    each after an untimed pass of its own (Trial.settle: the switch from
+    the backend before is not its cost)."""
+    def each(step, settle, what):
         order = ([(o, r) for r in range(plan.repeats) for o in opened] if plan.interleave
                  else [(o, r) for o in opened for r in range(plan.repeats)])
         for o, r in order:
@@ -238,20 +240,22 @@ def _rounds(opened: list[_Open], plan: Plan, progress) -> None:
                 continue
             progress(f"{o.entry.label}: {what}, repeat {r + 1}/{plan.repeats}")
             try:
+                if plan.interleave:
+                    settle(o.trial)
                 step(o.trial, r)
             except Exception as exc:  # noqa: BLE001 - this backend fails, the others go on
                 _fail(o.entry, exc, plan.debug)
 
     live = [o for o in opened if o.trial is not None]
     opened[:] = live
-    each(lambda t, r: t.end_to_end(r), "end to end")
+    each(lambda t, r: t.end_to_end(r), lambda t: t.settle(), "end to end")
     for o in opened:
         if o.entry.ok:
             try:
                 o.trial.layers_first()
             except Exception as exc:  # noqa: BLE001
                 _fail(o.entry, exc, plan.debug)
-    each(lambda t, r: t.layers(r), "per layer")
+    each(lambda t, r: t.layers(r), lambda t: t.layers_first(), "per layer")
 
 
 def run_backend(name: str, plan: Plan, ref, progress, cl_missing: str | None) -> tuple[BackendResult, np.ndarray | None]:

@@ -65,6 +65,13 @@ class Trial:
         for key in PHASES:
             self.phases[key].append(phases[key])
 
+    def settle(self) -> None:
+        """An untimed end-to-end pass.  Interleaved, one precedes each timed
+        pass: on a GPU, the first work after another backend's (another
+        process, another runtime) pays for the switch of contexts, a cost
+        of running several backends at once that no user of one pays."""
+        self.prepared.timed_pass(self.x)
+
     def layers_first(self) -> None:
         """An untimed per-layer pass: that path can have first-call costs of its own."""
         self.prepared.load_input(self.x)

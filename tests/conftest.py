@@ -3,9 +3,14 @@ input and float64 reference computed once per session."""
 from __future__ import annotations
 
 import os
+import tempfile
 
 import numpy as np
 import pytest
+
+# The suite never reads or writes the user's cache (a tuning found there would
+# change what clblast-best runs with): an empty one per session, as CI has.
+os.environ["COMPARE_CACHE_DIR"] = tempfile.mkdtemp(prefix="compare-cache-")
 
 import backends
 from compare import oracle

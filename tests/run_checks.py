@@ -44,14 +44,20 @@ def events_after_run(name: str, net, batch: int) -> tuple[int, int]:
         Recorder.__init__ = init
 
 
-def best_prepared(net, batch: int, max_alloc: int | None = None, seed: int = 0):
+def best_prepared(net, batch: int, max_alloc: int | None = None, seed: int = 0, only: str | None = None):
     """clblast-best prepared in this (child) process, as (config, output,
-    oracle output); `max_alloc` lowers the device's MAX_MEM_ALLOC_SIZE."""
+    oracle output); `max_alloc` lowers the device's MAX_MEM_ALLOC_SIZE;
+    `only` leaves it one composition per layer, the one of that name, so
+    that each is checked and not only the fastest."""
     from backends.opencl.runtime import get_runtime
     from compare import oracle
     from nets.weights import make_input
     if max_alloc is not None:
         get_runtime().info["max_alloc_bytes"] = max_alloc
+    if only is not None:
+        from backends.clblast.best import ClblastBestNet
+        every = ClblastBestNet._candidates
+        ClblastBestNet._candidates = lambda self, *a: {k: v for k, v in every(self, *a).items() if k == only}
     weights = init_weights(net, seed)
     x = make_input(net, batch, seed)
     prepared = in_process("clblast-best").prepare(net, weights, batch)

@@ -264,9 +264,9 @@ def test_a_missing_library_makes_both_unavailable_and_the_others_still_run(missi
 
 # -- clblast-best: its candidates, looked at in a child process (backends/isolated.py) -----------
 
-def _best(net, batch, max_alloc=None):
+def _best(net, batch, max_alloc=None, only=None):
     from backends.isolated import call_isolated
-    return call_isolated("clblast-best check", "run_checks", "best_prepared", net, batch, max_alloc)
+    return call_isolated("clblast-best check", "run_checks", "best_prepared", net, batch, max_alloc, 0, only)
 
 
 def test_clblast_best_times_every_composition_and_keeps_the_fastest():
@@ -286,8 +286,17 @@ def test_clblast_best_times_every_composition_and_keeps_the_fastest():
 def test_clblast_best_at_batch_1_tries_the_gemv_fast_path_with_its_output_set_first():
     net = Net("gemv", (3, 4, 5), (Dense("d", "relu", out_features=9),))
     config, y, ref = _best(net, 1)
-    assert set(config["candidates_ms"]["d"]) == {"copy-bias+gemv", "zero+gemv", "gemm-direct", "gemm-indirect"}
+    assert set(config["candidates_ms"]["d"]) == {"copy-bias+gemv", "zero+gemv", "copy-bias+gemv-transposed",
+                                                 "zero+gemv-transposed", "gemm-direct", "gemm-indirect"}
     assert compare_arrays(y, ref).passed   # xGEMV reads y even at beta 0: a NaN there would stay
+
+
+@pytest.mark.parametrize("only", ["copy-bias+gemv", "zero+gemv", "copy-bias+gemv-transposed", "zero+gemv-transposed"])
+def test_clblast_best_every_gemv_composition_is_right(only):
+    net = Net("gemv", (3, 4, 5), (Dense("d", "relu", out_features=9),))
+    config, y, ref = _best(net, 1, only=only)
+    assert set(config["candidates_ms"]["d"]) == {only} and config["layers"]["d"].startswith(only + ":")
+    assert compare_arrays(y, ref).passed
 
 
 def test_clblast_best_without_room_for_im2col_keeps_xconvgemm():

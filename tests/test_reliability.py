@@ -132,7 +132,7 @@ def test_a_timed_output_that_differs_from_the_checked_one_fails_the_backend(monk
 
 
 def test_interleave_runs_the_timed_passes_round_robin(monkeypatch):
-    log = []   # the name of the net of each timed pass, in order
+    log = []   # the name of the net of each end-to-end pass, in order
 
     def backend_named(name):
         class Tagged(Backend):
@@ -146,7 +146,8 @@ def test_interleave_runs_the_timed_passes_round_robin(monkeypatch):
         return Tagged
     monkeypatch.setattr(runner.backends, "backend_class", backend_named)
     monkeypatch.setattr(runner.backends, "unavailable_reason", lambda name: None)
-    for interleave, want in ((True, ["a", "b"] * 3), (False, ["a"] * 3 + ["b"] * 3)):
+    # interleaved, each timed pass follows an untimed one of the same backend
+    for interleave, want in ((True, ["a", "a", "b", "b"] * 3), (False, ["a"] * 3 + ["b"] * 3)):
         log.clear()
         result, _ = runner.execute(_plan(["a", "b"], interleave=interleave))
         assert log == want

@@ -10,8 +10,9 @@ benchmark mode picks an algorithm):
              in (own kernel: CLBlast has no pooling); or the study's sparse
              filters through xCONVGEMM + the bias kernel
   dense      xGEMM beta = 0, direct or indirect, + the bias kernel; at batch 1
-             also xGEMV with the weights stored (out, in), its fast path, its
-             output first set to the bias (xCOPY, beta 1) or to zeros
+             also xGEMV with the weights stored (in, out) and transposed (the
+             study's) or stored (out, in), its output first set to the bias
+             (xCOPY, beta 1) or to zeros
   maxpool    own kernel (CLBlast has none)
 
 Parameters: each routine runs with the tuned set for its exact problem where
@@ -138,7 +139,10 @@ class GemmDenseOp(BestOp):
 
 
 class GemvDenseOp(BestOp):
-    """y = W x + b with W stored (out, in), no transposition (batch 1).
+    """y = W x + b at batch 1, W stored (in, out) and transposed (the study's
+    layout) or stored (out, in): CLBlast runs them with different kernels
+    (on an H100 the first was twice as fast on VGG-16's fc1, the second on
+    others), so both are candidates.
 
     CLBlast's xGEMV reads y even at beta = 0 (a NaN there stays NaN), so y
     must hold numbers first: either the bias, copied by xCOPY, with beta = 1
@@ -148,23 +152,30 @@ class GemvDenseOp(BestOp):
     def kernels_used(self, batch):
         return GEMV_KERNELS + (COPY_KERNELS if self.bias_first else ())
 
-    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, sets, bias_first: bool):
+    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, sets, bias_first: bool,
+                 transposed: bool):
         self.bias_first = bias_first
+        self.transposed = transposed
         super().__init__(owner, layer, index, in_buf, out_buf, sets)
         self.d, self.f = weight.shape
         q = self.queue
-        rows = np.ascontiguousarray(np.asarray(weight, np.float32).T)
-        self.weight = as_array(q, owner.upload(rows, f"weights of {layer.name} (out, in)"), (self.f, self.d))
+        if transposed:
+            self.weight = as_array(q, owner.upload(weight, f"weights of {layer.name} (in, out)"), (self.d, self.f))
+            stored = "weights in x out, transposed"
+        else:
+            rows = np.ascontiguousarray(np.asarray(weight, np.float32).T)
+            self.weight = as_array(q, owner.upload(rows, f"weights of {layer.name} (out, in)"), (self.f, self.d))
+            stored = "weights out x in"
         self.x = as_array(q, in_buf, (self.d,))
         self.y = as_array(q, out_buf, (self.f,))
         if bias_first:
             self.bias = as_array(q, owner.upload(bias, f"bias of {layer.name}"), (self.f,))
             self.activation = (own_kernel(self.rt, "activate_inplace", layer.activation, (self.f,), COUNT=self.f)
                                if layer.activation != "none" else None)
-            self.recipe = ["xCOPY (bias)", "xGEMV (weights out x in, beta 1)"] + self._activation_step()
+            self.recipe = ["xCOPY (bias)", f"xGEMV ({stored}, beta 1)"] + self._activation_step()
         else:
             self.epilogue = _Epilogue(self, bias, self.f, 1)
-            self.recipe = ["fill 0", "xGEMV (weights out x in, beta 0)", self.epilogue.step]
+            self.recipe = ["fill 0", f"xGEMV ({stored}, beta 0)", self.epilogue.step]
 
     def enqueue(self, rec):
         q = self.queue
@@ -174,9 +185,13 @@ class GemvDenseOp(BestOp):
                 pyclblast.copy(q, self.f, self.bias, self.y)
         else:
             rec.kernel("fill 0", cl.enqueue_fill_buffer(q, self.out_buf, np.float32(0), 0, 4 * self.f))
+        beta = 1.0 if self.bias_first else 0.0
         with rec.library("xGEMV"):
-            pyclblast.gemv(q, self.f, self.d, self.weight, self.x, self.y, a_ld=self.d, alpha=1.0,
-                           beta=1.0 if self.bias_first else 0.0)
+            if self.transposed:
+                pyclblast.gemv(q, self.d, self.f, self.weight, self.x, self.y, a_ld=self.f, alpha=1.0, beta=beta,
+                               a_transp=True)
+            else:
+                pyclblast.gemv(q, self.f, self.d, self.weight, self.x, self.y, a_ld=self.d, alpha=1.0, beta=beta)
         if self.bias_first:
             self._activate(rec)
         else:
@@ -282,8 +297,9 @@ class ClblastBestNet(OpenCLNet):
             gemv = problems.gemv_dims(self.net.in_shape(i), self.net.out_shape(i))
             for name, first in (("copy-bias+gemv", True), ("zero+gemv", False)):
                 sets = self._sets(GEMV_KERNELS + (COPY_KERNELS if first else ()), "xgemv", gemv)
-                out[name] = (lambda s=sets, f=first: GemvDenseOp(self, layer, i, src, dst, params["weight"],
-                                                                  params["bias"], s, f))
+                for suffix, transposed in (("", False), ("-transposed", True)):
+                    out[name + suffix] = (lambda s=sets, f=first, t=transposed: GemvDenseOp(
+                        self, layer, i, src, dst, params["weight"], params["bias"], s, f, t))
         if layer.kind == "dense":
             dims = problems.gemm_dims("dense", n, self.net.in_shape(i), self.net.out_shape(i))
             for route, force in (("direct", ALWAYS_DIRECT), ("indirect", ALWAYS_INDIRECT)):
@@ -324,7 +340,7 @@ class ClblastBestNet(OpenCLNet):
         for i, layer in enumerate(net.layers):
             dst = self.alloc(batch * int(np.prod(net.out_shape(i))) * 4, f"output of {layer.name}")
             self.activations.append(dst)
-            timed, best, best_ms, own = {}, None, None, {}
+            timed, best, best_ms, best_bufs = {}, None, None, []
             for name, build in self._candidates(i, layer, layer_params(net, weights, i), src, dst, col).items():
                 first = len(self.buffers)
                 try:
@@ -334,15 +350,15 @@ class ClblastBestNet(OpenCLNet):
                     timed[name] = f"refused: {str(exc).splitlines()[0]}"
                     self._release(self.buffers[first:])
                     continue
-                own[name] = self.buffers[first:]
                 timed[name] = round(ms, 4)
-                if best_ms is None or ms < best_ms:
-                    best, best_ms, best_name = op, ms, name
+                bufs = self.buffers[first:]
+                if best_ms is None or ms < best_ms:   # what a losing candidate uploaded is freed at once
+                    self._release(best_bufs)
+                    best, best_ms, best_name, best_bufs = op, ms, name, bufs
+                else:
+                    self._release(bufs)
             if best is None:
                 raise Unsupported(f"{layer.name}: no CLBlast composition ran here ({timed})")
-            for name, bufs in own.items():   # free what the other candidates uploaded
-                if name != best_name:
-                    self._release(bufs)
             best.enqueue(Recorder(self.rt.queue, enabled=False))   # its output feeds the next layer's timing
             self.ops.append(best)
             self.choices[layer.name] = {"chosen": f"{best_name}: {best.describe()}", "candidates": timed}
