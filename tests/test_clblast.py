@@ -322,3 +322,31 @@ def test_clblast_best_takes_a_shape_set_only_where_a_device_set_can_switch_back(
     # no device set for XgemmDirect: its shape set is not used (nothing to switch back to for other layers)
     tuning.entry["device_sets"].pop("XgemmDirect")
     assert dict(ClblastBestNet._sets(net, GEMM_KERNELS, "xgemm_direct", dims)) == {"Xgemm": {"MWG": 16}}
+
+
+@pytest.mark.parametrize("switch_ms, kept", [(5.0, "device sets for every layer"), (0.0, "shape sets where tuned")])
+def test_clblast_best_keeps_per_shape_sets_only_where_the_whole_pass_gains(switch_ms, kept):
+    """Two layers with sets of their own for one kernel switch it every pass:
+    the whole pass decides, not the layers one by one."""
+    from backends.clblast.best import ClblastBestNet
+    from backends.clblast.tuned import Tuning
+    device = {"Xgemv": {"WGS1": 64}}
+    tuning = Tuning({"device_sets": {"Xgemv": {"parameters": device["Xgemv"]}}, "shape_sets": []})
+
+    class Op:
+        def __init__(self, wgs):
+            self.apply = type("Applied", (), {"sets": [("Xgemv", {"WGS1": wgs}), ("GemmRoutine", {"X": 0})]})()
+    ops = [Op(128), Op(256), Op(64)]
+
+    def pass_ms(net):   # a switch each time a layer's set differs from the one before it; shape sets gain 1 ms
+        sets = [dict(op.apply.sets)["Xgemv"] for op in net.ops]
+        switches = sum(a != b for a, b in zip(sets, sets[1:] + sets[:1]))
+        return 10.0 - sum(s != device["Xgemv"] for s in sets) * 1.0 + switches * switch_ms
+    net = type("Fake", (), {"tuning": tuning, "ops": ops, "_pass_ms": pass_ms})()
+    before = [list(op.apply.sets) for op in ops]
+    said = ClblastBestNet._settle_sets(net)
+    assert said.startswith(kept)
+    if kept.startswith("device"):
+        assert all(dict(op.apply.sets) == {"Xgemv": device["Xgemv"], "GemmRoutine": {"X": 0}} for op in ops)
+    else:
+        assert [op.apply.sets for op in ops] == before

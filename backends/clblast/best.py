@@ -238,6 +238,7 @@ class ClblastBestNet(OpenCLNet):
             "layers": {name: c["chosen"] for name, c in self.choices.items()},
             "candidates_ms": {name: c["candidates"] for name, c in self.choices.items()},
             "clblast_parameters": tuning.source,
+            "parameter_sets": self.sets_choice,
             "step_timing": "CLBlast routines: routine span between markers on the in-order queue (includes host "
                            "gaps between its kernels); own kernels: their own profiling events",
         })
@@ -364,8 +365,51 @@ class ClblastBestNet(OpenCLNet):
             self.choices[layer.name] = {"chosen": f"{best_name}: {best.describe()}", "candidates": timed}
             before, src = best, dst
         self.rt.finish()
+        self.sets_choice = self._settle_sets()
         for buf in self.activations[1:]:   # poisoned again: a run must write every element
             cl.enqueue_fill_buffer(self.rt.queue, buf, np.float32(np.nan), 0, buf.size)
+
+    def _pass_ms(self) -> float:
+        """Median wall time of the whole pass as it stands (after a warm-up)."""
+        quiet = Recorder(self.rt.queue, enabled=False)
+        times = []
+        for r in range(WARMUP + self.repeats):
+            t0 = time.perf_counter()
+            for op in self.ops:
+                op.enqueue(quiet)
+            self.rt.finish()
+            if r >= WARMUP:
+                times.append((time.perf_counter() - t0) * 1e3)
+                if sum(times) >= TIME_CAP_S * 1e3:
+                    break
+        return float(np.median(times))
+
+    def _settle_sets(self) -> str:
+        """Per-shape sets are chosen layer by layer, but a kernel whose set
+        differs between two layers is switched back and forth every pass,
+        and a switch can cost far more than it saves (on an H100's OpenCL,
+        about 1.7 ms for xGEMV's, which takes 0.6 ms).  So the whole pass is
+        timed as chosen and with every layer on the device sets, and the
+        faster kept."""
+        shaped = []
+        for op in self.ops:
+            device = dict(self.tuning.device_overrides([k for k, _ in op.apply.sets]))
+            plain = [(k, device.get(k, p)) for k, p in op.apply.sets]
+            if plain != op.apply.sets:
+                shaped.append((op, op.apply.sets, plain))
+        if not shaped:
+            return "device sets (no layer has a set of its own)"
+        chosen_ms = self._pass_ms()
+        for op, _, plain in shaped:
+            op.apply.sets = plain
+        device_ms = self._pass_ms()
+        if device_ms <= chosen_ms:
+            return (f"device sets for every layer: whole pass {device_ms:.3f} ms, against {chosen_ms:.3f} ms with "
+                    f"the shape sets of {len(shaped)} layers (their switches cost more than they gain)")
+        for op, sets, _ in shaped:
+            op.apply.sets = sets
+        return (f"shape sets where tuned ({len(shaped)} layers): whole pass {chosen_ms:.3f} ms, against "
+                f"{device_ms:.3f} ms with the device sets for every layer")
 
     def _release(self, bufs: list) -> None:
         """Free the buffers of a candidate not kept."""
