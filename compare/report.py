@@ -172,6 +172,12 @@ def _roofline_sections(doc: Document, files: list[tuple[RunResult, str]], out_di
     return written
 
 
+HEADLINE_CAPTION = ("End-to-end compute in ms (median: the whole pass without per-layer syncs and without "
+                    "host<->device transfers), and CLBlast at its best's time (the fastest CLBlast backend of "
+                    "that file) over each backend's: above 1x it is faster; in brackets the 95% bootstrap "
+                    "interval, 'no clear difference' where it spans 1x.")
+
+
 def render_report(results: list[RunResult], paths: list[str], out_dir: str, published: bool = False,
                   baselines=an.DEFAULT_BASELINES, sweeps: list[LoadedSweep] = ()) -> list[str]:
     """Render into a staging folder, then move the files into `out_dir` all at
@@ -181,6 +187,10 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
     doc.para("Does CLBlast make a good neural-network engine on this device, or do hand-written kernels beat it? "
              "Every table below is rendered from the results files listed; nothing is typed in by hand.")
     names = []
+    headline = rt.headline_table(results)
+    if headline is not None:
+        doc.heading("Headline")
+        doc.table(headline, caption=HEADLINE_CAPTION)
     groups: dict[str, list[tuple[RunResult, str]]] = {}
     for res, path in zip(results, paths):
         groups.setdefault(res.net.name, []).append((res, path))
@@ -199,5 +209,11 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
         every = list(zip(results, paths)) + [pair for s in sweeps for pair in zip(s.results, s.paths)]
         names += _roofline_sections(doc, every, stage)
         (stage / "report.md").write_text(doc.to_markdown(), encoding="utf-8")
+        if headline is not None:   # the table alone, to paste into a README
+            alone = Document("Headline")
+            alone.para("Rendered by `compare report` from " + ", ".join(f"`{p}`" for p in paths) + ".")
+            alone.table(headline, caption=HEADLINE_CAPTION)
+            (stage / "headline.md").write_text(alone.to_markdown(), encoding="utf-8")
+            names.append("headline.md")
         (stage / "report.html").write_text(doc.to_html(), encoding="utf-8")
     return [str(out / "report.md"), str(out / "report.html")] + [str(out / n) for n in names]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from . import analysis as an
 from . import roofline
+from .intervals import ratio_interval
 from .published import FIGURES, SOURCE
 from .results import BackendResult, RunResult
 from .tables import DASH, HOW, fmt_err, fmt_ms, fmt_pct, fmt_ratio, fmt_speedup, reason_line, worst_layer
@@ -210,3 +211,35 @@ def roofline_table(lines: list[roofline.Roofline]) -> Table | None:
     rows = [[layer.name, str(layer.batch), f"{layer.intensity:.2f}", f"{layer.roof_gflops:.1f}"]
             + [fmt_pct(layer.percent(name)) for name in names] for _, layer in rows_in]
     return ["layer", "batch", "FLOP/byte", "roof GFLOP/s"] + [f"{name} %" for name in names], rows
+
+
+def headline_table(results: list[RunResult]) -> Table | None:
+    """The report's first table (and headline.md, for a README): per results
+    file, each backend's end-to-end compute time and its speedup over CLBlast
+    at its best in that file, with the 95% interval; a winner only where it
+    excludes 1x, and the status where a backend did not run."""
+    runs = [r for r in results if r.mode != "correctness" and an.reference(r, an.BEST_CLBLAST) is not None]
+    if not runs:
+        return None
+    names = list(dict.fromkeys(b.name for r in runs for b in r.backends))
+    headers = ["backend"]
+    for r in runs:
+        ref = an.reference(r, an.BEST_CLBLAST)
+        headers += [f"{r.net.name} batch {r.net.batch} ms", f"vs CLBlast at its best ({ref.label})"]
+    rows = []
+    for name in names:
+        labels = [r.backend(name).label for r in runs if r.backend(name) is not None]
+        row = [labels[-1] if labels else name]
+        for r in runs:
+            b, ref = r.backend(name), an.reference(r, an.BEST_CLBLAST)
+            ms = an.compute_ms(b)
+            if ms is None:
+                row += [b.status if b is not None else DASH, DASH]
+                continue
+            if b.name == ref.name:
+                row += [fmt_ms(ms), "1.00x (reference)"]
+                continue
+            ci = ratio_interval(ref.timing.end_to_end.compute.values, b.timing.end_to_end.compute.values)
+            row += [fmt_ms(ms), fmt_speedup(an.ratio(an.compute_ms(ref), ms), ci)]
+        rows.append(row)
+    return headers, rows

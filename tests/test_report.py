@@ -190,3 +190,29 @@ def test_render_writes_markdown_html_and_plots(tmp_path):
     for png in pngs:
         with open(png, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_headline_holds_each_file_against_its_fastest_clblast(tmp_path):
+    # two files: in the second, clblast-best is the fastest CLBlast backend and is the reference there
+    first = small_results_dict()
+    second = small_results_dict()
+    best = json.loads(json.dumps(second["backends"][1]))
+    best["name"] = "clblast-best"
+    best["timing"]["end_to_end"]["compute"] = stats(2.5)
+    second["backends"].insert(2, best)
+    second["net"]["name"], second["net"]["batch"] = "other", 8
+    paths = []
+    for i, d in enumerate((first, second)):
+        paths.append(tmp_path / f"r{i}.json")
+        paths[-1].write_text(json.dumps(d))
+    render_report([load_results(p) for p in paths], [str(p) for p in paths], str(tmp_path / "out"))
+    alone = (tmp_path / "out" / "headline.md").read_text()
+    rows = _markdown_table(alone, "| backend")
+    header = alone.splitlines()[alone.splitlines().index(next(l for l in alone.splitlines() if l.startswith("|")))]
+    assert "tiny batch 1 ms" in header and "vs CLBlast at its best (clblast)" in header
+    assert "other batch 8 ms" in header and "vs CLBlast at its best (clblast-best)" in header
+    assert rows["clblast"] == ["5.000", "1.00x (reference)", "5.000", "0.50x [0.50, 0.50]"]
+    assert rows["vectorised"] == ["1.250", "4.00x [4.00, 4.00]", "1.250", "2.00x [2.00, 2.00]"]
+    assert rows["clblast-best"] == ["—", "—", "2.500", "1.00x (reference)"]   # not in the first file
+    assert rows["torch"] == ["UNAVAILABLE", "—", "UNAVAILABLE", "—"]
+    assert _markdown_table((tmp_path / "out" / "report.md").read_text(), "## Headline") == rows
