@@ -225,6 +225,9 @@ class IsolatedBackend(Backend):
     'module:Class' of the in-process backend that the child runs."""
 
     inner: str = ""
+    # where preparing changes the child for good (CLBlast's parameter
+    # overrides), each mode is prepared in a child of its own
+    child_per_mode: bool = False
 
     def __init__(self, device: str | None = None, options: dict | None = None):
         super().__init__(device, options)
@@ -248,6 +251,8 @@ class IsolatedBackend(Backend):
         return worker.request("call", handle, "modes", (), False)
 
     def prepare(self, net, weights, batch, mode=None):
+        if self.child_per_mode and mode is not None:
+            self.close()   # the runner closed what the last child prepared
         worker, handle = self._remote()
         return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch, mode), True),
                            net, batch, self.options.get("timeout_s"))

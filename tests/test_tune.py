@@ -99,6 +99,16 @@ def test_tune_on_this_device_then_a_run_applies_it(tmp_path):
     assert default.returncode == 0, default.stderr
     config = json.loads(out.read_text())["backends"][0]["config"]
     assert config["clblast_parameters"] == "CLBlast database default" and config["clblast_parameters_in_force"] == {}
+    # clblast-best measures the tuned sets against the database's, each in a child of its own, and keeps the faster
+    best = _compare("run", "--net", "lenet", "--batch", "2", "--backends", "clblast-best", "--repeats", "2",
+                    "--warmup", "1", "--out", str(out), env=env)
+    assert best.returncode == 0, best.stderr
+    entry = json.loads(out.read_text())["backends"][0]
+    modes = {m["name"]: m for m in entry["modes"]}
+    assert set(modes) == {"tuned", "database"} and all(m["status"] == "OK" for m in modes.values()), modes
+    assert entry["mode"] == min(modes, key=lambda m: modes[m]["compute"]["median"])
+    want = "CLBlast database default" if entry["mode"] == "database" else "tuned on "
+    assert entry["config"]["clblast_parameters"].startswith(want) and entry["check"]["status"] == "PASS"
 
 
 @pytest.mark.parametrize("argv, message", [

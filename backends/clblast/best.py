@@ -17,7 +17,11 @@ benchmark mode picks an algorithm):
 
 Parameters: each routine runs with the tuned set for its exact problem where
 `compare tune` made one (and a device set for that kernel exists to switch
-back to), else the device set, else CLBlast's database.  A candidate is timed
+back to), else the device set, else CLBlast's database; the whole pass then
+decides whether the per-problem sets are worth their switches
+(_settle_sets).  With a tuning, the backend has two modes, 'tuned' and
+'database' (no overrides at all), each prepared in a child of its own; the
+runner keeps the faster.  A candidate is timed
 with the parameter switch it causes (an override call is host time a user
 of per-layer sets pays), wall clock around enqueue + finish, median of
 REPEATS runs (fewer once they take TIME_CAP_S) after WARMUP.  Choices and
@@ -437,22 +441,37 @@ class ClblastBestInProcess(Backend):
         return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
                 "versions": {"libclblast": lib.rsplit("/", 1)[-1] if lib else "unknown", "pyopencl": cl.VERSION_TEXT}}
 
+    def modes(self):
+        """With a tuning for this device: 'tuned' and 'database' (CLBlast's
+        own parameters), since sets tuned at the tuners' sizes in a short
+        budget can be slower at a net's sizes than the database's; at its
+        best is the faster.  Each runs in a child of its own."""
+        if check_library() is None and self._tuning(None).entry:
+            return ["tuned", "database"]
+        return []
+
+    def _tuning(self, mode) -> Tuning:
+        rt = get_runtime(self.device_spec)
+        use = "default" if mode == "database" else self.options.get("clblast_params", "tuned")
+        return Tuning.for_device(rt.info, use)
+
     def prepare(self, net, weights, batch, mode=None):
         require_library()
         rt = get_runtime(self.device_spec)
         # options["choice_repeats"]: timed runs per candidate (0: build and run each once, keep the
         # first: for a simulator such as Oclgrind, where the kernels matter and the times do not)
-        return ClblastBestNet(rt, net, weights, batch,
-                              Tuning.for_device(rt.info, self.options.get("clblast_params", "tuned")),
+        return ClblastBestNet(rt, net, weights, batch, self._tuning(mode),
                               int(self.options.get("choice_repeats", REPEATS)))
 
 
 class ClblastBestBackend(IsolatedBackend):
     name = "clblast-best"
     summary = ("CLBlast at its best: per layer the fastest composition it allows (im2col + GEMM direct/indirect "
-               "with beta 0 + fused bias kernel, xCONVGEMM, GEMV fast path, strided batch), tuned parameters")
+               "with beta 0 + fused bias kernel, xCONVGEMM, GEMV fast path, strided batch), with the tuned parameters "
+               "or CLBlast's database, whichever is faster")
     uses_opencl = True
     inner = "backends.clblast.best:ClblastBestInProcess"
+    child_per_mode = True
 
     @classmethod
     def unavailable_reason(cls):
