@@ -35,3 +35,17 @@ def load(kind: str) -> dict:
 
 def entry(kind: str, info: dict):
     return load(kind).get(device_key(info))
+
+
+class DeviceEntry:
+    """One device's entry of a cache file, or none; subclasses name the file's KIND."""
+
+    KIND = ""
+
+    def __init__(self, entry: dict | None):
+        self.entry = entry if isinstance(entry, dict) else None
+
+    @classmethod
+    def for_device(cls, info: dict, use: str = "tuned"):
+        """`use`: 'tuned' (this device's entry, when there is one) or 'default' (none)."""
+        return cls(entry(cls.KIND, info) if use == "tuned" else None)

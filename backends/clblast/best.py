@@ -318,22 +318,28 @@ class ClblastBestNet(OpenCLNet):
             raise Unsupported(f"{layer.name}: clblast-best has no composition for layer kind {layer.kind!r}")
         return out
 
-    def _time(self, op, before) -> float:
-        """Median wall time of `op`, each run after `before` (the previous
-        layer's choice) has put its parameters back in force."""
-        quiet = Recorder(self.rt.queue, enabled=False)
+    def _median_ms(self, run, before=None) -> float:
+        """Median wall time of `run` (enqueue) + finish after WARMUP untimed
+        runs: at most `repeats` runs, fewer once they took TIME_CAP_S; each
+        after `before` (when given); 0 when none was timed."""
         for _ in range(WARMUP):
-            op.enqueue(quiet)
+            run()
         self.rt.finish()
         times = []
         while len(times) < self.repeats and sum(times) < TIME_CAP_S * 1e3:
             if before is not None:
-                before.apply()
+                before()
             t0 = time.perf_counter()
-            op.enqueue(quiet)
+            run()
             self.rt.finish()
             times.append((time.perf_counter() - t0) * 1e3)
         return float(np.median(times)) if times else 0.0
+
+    def _time(self, op, before) -> float:
+        """`op`'s time, each run after `before` (the previous layer's choice)
+        has put its parameters back in force."""
+        quiet = Recorder(self.rt.queue, enabled=False)
+        return self._median_ms(lambda: op.enqueue(quiet), before.apply if before is not None else None)
 
     def _build(self, weights):
         net, batch = self.net, self.batch
@@ -374,19 +380,13 @@ class ClblastBestNet(OpenCLNet):
             cl.enqueue_fill_buffer(self.rt.queue, buf, np.float32(np.nan), 0, buf.size)
 
     def _pass_ms(self) -> float:
-        """Median wall time of the whole pass as it stands (after a warm-up)."""
+        """The whole pass's time as it stands."""
         quiet = Recorder(self.rt.queue, enabled=False)
-        times = []
-        for r in range(WARMUP + self.repeats):
-            t0 = time.perf_counter()
+
+        def run():
             for op in self.ops:
                 op.enqueue(quiet)
-            self.rt.finish()
-            if r >= WARMUP:
-                times.append((time.perf_counter() - t0) * 1e3)
-                if sum(times) >= TIME_CAP_S * 1e3:
-                    break
-        return float(np.median(times))
+        return self._median_ms(run)
 
     def _settle_sets(self) -> str:
         """Per-shape sets are chosen layer by layer, but a kernel whose set

@@ -24,14 +24,8 @@ COPY_KERNELS = ("Xaxpy",)
 CONVGEMM_KERNELS = ("Xconvgemm",)
 
 
-class Tuning:
-    def __init__(self, entry: dict | None):
-        self.entry = entry if isinstance(entry, dict) else None
-
-    @classmethod
-    def for_device(cls, info: dict, use: str = "tuned") -> "Tuning":
-        """`use`: 'tuned' (the file's entry for this device, when there is one) or 'default'."""
-        return cls(cache.entry(KIND, info) if use == "tuned" else None)
+class Tuning(cache.DeviceEntry):
+    KIND = KIND
 
     @property
     def source(self) -> str:

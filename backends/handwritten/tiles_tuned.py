@@ -18,13 +18,8 @@ def layer_key(batch: int, in_shape, layer) -> str:
             f"p{layer.pad[0]}x{layer.pad[1]}")
 
 
-class TunedTiles:
-    def __init__(self, entry: dict | None):
-        self.entry = entry if isinstance(entry, dict) else None
-
-    @classmethod
-    def for_device(cls, info: dict, use: str = "tuned") -> "TunedTiles":
-        return cls(cache.entry(KIND, info) if use == "tuned" else None)
+class TunedTiles(cache.DeviceEntry):
+    KIND = KIND
 
     def choice(self, key: str) -> tuple[Tile, int] | None:
         found = (self.entry or {}).get("layers", {}).get(key)
