@@ -6,6 +6,7 @@ or a missing prerequisite (one line on stderr, a traceback only with --debug).
 from __future__ import annotations
 
 import argparse
+import os
 import dataclasses
 import datetime as _dt
 import shlex
@@ -357,34 +358,49 @@ def cmd_tune(args) -> int:
         raise UserError(f"--scope takes {', '.join(tune.SCOPES)} (comma-separated), not {args.scope!r}")
     batch = _positive("--batch", args.batch) if args.batch is not None else None
     loaded = [load_net(n) for n in nets_]
-    share = args.budget_s / len(scopes)   # each scope asked for gets an even part
     rt = get_runtime(args.device)
+    if args.show:
+        print(tune.show(rt, loaded, batch))
+        return 0
+    jobs = _positive("--jobs", args.jobs) if args.jobs is not None else _default_jobs(rt)
+    # our tiles take little time: a tenth of the budget when both scopes are asked for
+    tiles_s = args.budget_s * (0.1 if len(scopes) > 1 else 1.0) if "tiles" in scopes else 0.0
     progress = Progress()
-    entry = tiles = None
+    tiles = search = None
     rows = []
     try:
-        clblast_scopes = [s for s in scopes if s != "tiles"]
-        if clblast_scopes:
-            entry, rows = tune.tune(args.device, nets_, batch, share * len(clblast_scopes), clblast_scopes,
-                                    progress.update)
+        if "clblast" in scopes:
+            search, verified = tune.tune_clblast(rt, loaded, batch, args.budget_s - tiles_s, jobs, progress.update)
         if "tiles" in scopes:
-            tiles, tile_rows = tune_tiles(rt, loaded, [batch or n.default_batch for n in loaded], share,
-                                          progress.update)
-            rows += tile_rows
+            tiles, rows = tune_tiles(rt, loaded, [batch or n.default_batch for n in loaded], tiles_s,
+                                     progress.update)
     finally:
         progress.done()
-    print(tune.table(rows))
-    if entry is not None:
-        path = tune.store(rt.info, entry)
-        print(f"\nCLBlast: {len(entry['device_sets'])} kernels tuned at the tuners' sizes, {len(entry['shape_sets'])} "
-              f"problems at the nets' sizes, in {entry['took_s']:.0f} s; written to {path}")
+    if search is not None:
+        print(f"CLBlast: {search.tried_now} configurations tried this run, {len(verified)} problems verified; "
+              f"written to {search.store.folder}")
+        print(tune.show(rt, loaded, batch))
     if tiles is not None:
+        print(tune_tiles_table(rows))
         path = device_cache.store(TILES_KIND, rt.info, tiles)
         print(f"vectorised-tiled: {len(tiles['layers'])} conv layers timed in {tiles['took_s']:.0f} s; "
               f"written to {path}")
     print(f"on {rt.info['name']}, budget {args.budget_s:.0f} s; `compare run` uses these "
-          f"(--clblast-params default ignores CLBlast's)")
+          f"(--clblast-params default ignores CLBlast's); run it again to go deeper")
     return 0
+
+
+def _default_jobs(rt) -> int:
+    """Side by side only on a GPU: a CPU device's compiles and runs take every core already."""
+    if "GPU" not in rt.info["type"]:
+        return 1
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
+def tune_tiles_table(rows) -> str:
+    from tabulate import tabulate
+    return tabulate(rows, headers=["scope", "tuner", "for", "sizes", "tried", "matched", "best", "s"],
+                    disable_numparse=True)
 
 
 def cmd_report(args) -> int:
@@ -492,14 +508,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cap-s", type=float, default=30.0, help="time for the whole measurement, in seconds (default 30)")
     p.set_defaults(func=cmd_peak)
 
-    p = sub.add_parser("tune", help="tune CLBlast for the device with CLBlast's own tuners (needs clblast-utils)")
-    p.add_argument("--net", default="lenet,vgg16", help="the nets whose layer sizes are tuned (default lenet,vgg16)")
+    p = sub.add_parser("tune", help="tune CLBlast for the device: its own tuners' default search on every "
+                                    "problem of the nets, resumable; and our tiles")
+    p.add_argument("--net", default="lenet,vgg16", help="the nets whose problems are tuned (default lenet,vgg16)")
     p.add_argument("--batch", type=int, help="tune at this batch instead of each net's own")
-    p.add_argument("--budget-s", type=float, default=900.0, help="time for all tuning, in seconds (default 900)")
-    p.add_argument("--scope", default="device,shape,tiles",
-                   help="device: each CLBlast kernel at the tuner's own sizes (as the study tuned); shape: CLBlast "
-                        "at the nets' layer sizes; tiles: vectorised-tiled's tiles per conv layer; all three by "
-                        "default, an even part of the budget each")
+    p.add_argument("--budget-s", type=float, default=900.0,
+                   help="time for this run, in seconds (default 900); the next run continues where it stopped")
+    p.add_argument("--scope", default="clblast,tiles",
+                   help="clblast: CLBlast's default search on each problem of the nets, then the best verified "
+                        "against CLBlast's database; tiles: vectorised-tiled's tiles per conv layer (a tenth of "
+                        "the budget); both by default")
+    p.add_argument("--jobs", type=int, help="searches side by side (default: half the host's cores up to 8 on a "
+                                            "GPU, 1 on a CPU device)")
+    p.add_argument("--show", action="store_true", help="print how deep the tuning of this device went, and stop")
     p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment")
     p.set_defaults(func=cmd_tune)
 

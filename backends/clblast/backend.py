@@ -27,11 +27,12 @@ from compare.errors import Unsupported
 from ..base import Backend, layer_params
 from ..opencl.net import OpenCLNet
 from ..opencl.runtime import get_runtime
-from . import library
+from ..isolated import IsolatedBackend
+from . import library, problems
 from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, im2col_floats, subsample_as_conv_weight
 from . import overrides
 from .library import check_library, require_library
-from .tuned import Tuning
+from .tuned import DATABASE, TUNED, Tuning
 
 _SPATIAL = ("conv", "subsample")
 
@@ -121,20 +122,18 @@ class ClblastNet(OpenCLNet):
                             else "xCONVGEMM + bias/activation kernel"),
             "layers": recipes,
             "clblast_parameters": self.tuning.source,
+            "clblast_tuning_depth": str(self.tuning.depth()) if self.tuning.records else None,
             "step_timing": "CLBlast routines: markers around the call on the in-order profiling queue; "
                            "own kernels: their own profiling events",
         })
 
 
-class ClblastBackend(Backend):
+class ClblastInProcess(Backend):
+    """The backend itself; it runs inside a child process of ClblastBackend."""
+
     name = "clblast"
-    summary = "CLBlast routines as the seed composed them: xCOPY + xIM2COL + xGEMMBATCHED/xGEMM(V)"
     uses_opencl = True
     conv_method = "im2col"
-
-    @classmethod
-    def unavailable_reason(cls):
-        return check_library()
 
     def runtime(self):
         return get_runtime(self.device_spec)
@@ -147,14 +146,50 @@ class ClblastBackend(Backend):
                              "libclblast": os.path.basename(lib) if lib else "unknown",
                              "pyopencl": cl.VERSION_TEXT}}
 
+    def tuning(self, net, batch, mode) -> Tuning:
+        use = DATABASE if mode == DATABASE or self.options.get("clblast_params") == "default" else TUNED
+        return Tuning.for_net(self.runtime().info, problems.net_problems(net, batch), use)
+
+    def modes(self):
+        """With a verified tuning for some of the nets' problems: 'tuned' and 'database' (CLBlast's own
+        parameters), each in a child of its own; at its best is the faster, so tuning never makes it
+        slower.  The modes are the same for every net: the tuning's problems decide whether it has any."""
+        if check_library() is None and self.options.get("clblast_params") != "default" and _has_tuning(self):
+            return [TUNED, DATABASE]
+        return []
+
     def prepare(self, net, weights, batch, mode=None):
         require_library()
-        rt = self.runtime()
-        tuning = Tuning.for_device(rt.info, self.options.get("clblast_params", "tuned"))
-        return ClblastNet(rt, net, weights, batch, self.conv_method, tuning)
+        return ClblastNet(self.runtime(), net, weights, batch, self.conv_method, self.tuning(net, batch, mode))
+
+
+class ClblastConvgemmInProcess(ClblastInProcess):
+    name = "clblast-convgemm"
+    conv_method = "convgemm"
+
+
+def _has_tuning(backend) -> bool:
+    from .record import DeviceId, Store
+    from .tuned import clblast_version
+    store = Store(DeviceId.of(backend.runtime().info, clblast_version()))
+    return any(r.verified for r in store.all())
+
+
+class ClblastBackend(IsolatedBackend):
+    name = "clblast"
+    summary = ("CLBlast routines as the seed composed them: xCOPY + xIM2COL + xGEMMBATCHED/xGEMM(V), with the "
+               "tuned parameters or CLBlast's database, whichever is faster")
+    uses_opencl = True
+    inner = "backends.clblast.backend:ClblastInProcess"
+    child_per_mode = True   # CLBlast's overrides hold for a whole process
+
+    @classmethod
+    def unavailable_reason(cls):
+        return check_library()
 
 
 class ClblastConvgemmBackend(ClblastBackend):
     name = "clblast-convgemm"
-    summary = "CLBlast's fused batched xCONVGEMM for conv/subsampling (+ own bias kernel); the rest as clblast"
-    conv_method = "convgemm"
+    summary = ("CLBlast's fused batched xCONVGEMM for conv/subsampling (+ own bias kernel); the rest as clblast; "
+               "tuned or database parameters, whichever is faster")
+    inner = "backends.clblast.backend:ClblastConvgemmInProcess"

@@ -15,15 +15,13 @@ benchmark mode picks an algorithm):
              (xCOPY, beta 1) or to zeros
   maxpool    own kernel (CLBlast has none)
 
-Parameters: each routine runs with the tuned set for its exact problem where
-`compare tune` made one (and a device set for that kernel exists to switch
-back to), else the device set, else CLBlast's database; the whole pass then
-decides whether the per-problem sets are worth their switches
-(_settle_sets).  With a tuning, the backend has two modes, 'tuned' and
-'database' (no overrides at all), each prepared in a child of its own; the
-runner keeps the faster.  A candidate is timed
-with the parameter switch it causes (an override call is host time a user
-of per-layer sets pays), wall clock around enqueue + finish, median of
+Parameters: in the `tuned` mode each routine runs with the set `compare
+tune` verified for its exact problem (tuned.py: a GEMM routed direct with
+the best XgemmDirect set, routed indirect with the best Xgemm set); in the
+`database` mode with CLBlast's own.  Each mode is prepared in a child of its
+own and the runner keeps the faster.  A candidate is timed with the
+parameter switch it causes (an override call is host time a user of
+per-layer sets pays), wall clock around enqueue + finish, median of
 REPEATS runs (fewer once they take TIME_CAP_S) after WARMUP.  Choices and
 every candidate's time are in `config`.
 
@@ -47,8 +45,12 @@ from . import library, problems
 from .layers import (ClblastOp, ConvgemmOp, MaxPoolOp, _step_name, as_array, im2col_floats, own_kernel,
                      subsample_as_conv_weight)
 from .library import check_library, pyclblast, require_library
+from .backend import ClblastInProcess
 from .overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
-from .tuned import CONVGEMM_KERNELS, COPY_KERNELS, GEMM_KERNELS, GEMV_KERNELS, Tuning
+from .tuned import COPY_KERNELS, GEMM_KERNELS, GEMV_KERNELS, Tuning
+
+# clblast-best's GEMM routes: (name, the kernel the route runs, the GemmRoutine override forcing it)
+ROUTES = (("direct", "XgemmDirect", ALWAYS_DIRECT), ("indirect", "Xgemm", ALWAYS_INDIRECT))
 
 WARMUP = 1        # the first run compiles
 REPEATS = 5       # timed runs per candidate at most ...
@@ -242,25 +244,19 @@ class ClblastBestNet(OpenCLNet):
             "layers": {name: c["chosen"] for name, c in self.choices.items()},
             "candidates_ms": {name: c["candidates"] for name, c in self.choices.items()},
             "clblast_parameters": tuning.source,
-            "parameter_sets": self.sets_choice,
+            "clblast_tuning_depth": str(tuning.depth()) if tuning.records else None,
             "step_timing": "CLBlast routines: routine span between markers on the in-order queue (includes host "
                            "gaps between its kernels); own kernels: their own profiling events",
         })
         self.finish_prepare()
 
     # -- parameter sets
-    def _sets(self, kernels, tuner: str | None = None, args: dict | None = None, route: dict | None = None):
-        """Device sets for `kernels`, the shape set where tuned (only for a
-        kernel that has a device set to switch back to), and the route."""
-        sets = dict(self.tuning.device_overrides(kernels))
-        if tuner:
-            for kernel in list(sets):
-                shape = self.tuning.shape_set(tuner, args, kernel)
-                if shape:
-                    sets[kernel] = shape
+    def _sets(self, problem, kernel: str | None = None, route: dict | None = None):
+        """The tuning's overrides for `problem` (none in the database mode), and the GEMM route."""
+        sets = list(self.tuning.sets(problem, kernel))
         if route is not None:
-            sets["GemmRoutine"] = route
-        return list(sets.items())
+            sets = [(k, p) for k, p in sets if k != "GemmRoutine"] + [("GemmRoutine", route)]
+        return sets
 
     # -- building and choosing
     def _col_buffer(self):
@@ -282,34 +278,33 @@ class ClblastBestNet(OpenCLNet):
         out = {}
         if layer.kind == "conv":
             w, b, stride, pad = params["weight"], params["bias"], layer.stride, layer.pad
-            dims = problems.gemm_dims("conv", n, self.net.in_shape(i), self.net.out_shape(i), layer.kernel)
-            cg = problems.convgemm_dims(n, self.net.in_shape(i), layer.out_channels, layer.kernel, layer.pad)
+            gemm = problems.conv_gemm(n, self.net.in_shape(i), self.net.out_shape(i), layer.kernel)
+            cg = problems.convgemm(n, self.net.in_shape(i), layer.out_channels, layer.kernel, layer.pad, stride)
             if col is not None:
-                for route, force in (("direct", ALWAYS_DIRECT), ("indirect", ALWAYS_INDIRECT)):
-                    tuner = "xgemm_direct" if route == "direct" else "xgemm"
-                    sets = self._sets(GEMM_KERNELS, tuner, dims if route == "direct" else _rounded(dims), force)
+                for route, kernel, force in ROUTES:
+                    sets = self._sets(gemm, kernel, force)
                     out[f"im2col+gemm-{route}"] = (lambda s=sets, r=route: GemmConvOp(
                         self, layer, i, src, dst, w, b, stride, pad, col, s, r))
-            sets = self._sets(CONVGEMM_KERNELS, "xconvgemm", cg)
+            sets = self._sets(cg)
             out["convgemm"] = lambda: ConvgemmOp(self, layer, i, src, dst, w, b, stride, pad, sets=sets)
         if layer.kind == "subsample":
             out["avgpool"] = lambda: AvgPoolOp(self, layer, i, src, dst, params["coeff"], params["bias"])
             sparse = subsample_as_conv_weight(params["coeff"], layer.kernel)
-            sets = self._sets(CONVGEMM_KERNELS)
+            c = self.net.in_shape(i)[0]
+            sets = self._sets(problems.convgemm(n, self.net.in_shape(i), c, layer.kernel, (0, 0), layer.stride))
             out["sparse-convgemm"] = lambda: ConvgemmOp(self, layer, i, src, dst, sparse, params["bias"],
                                                         layer.stride, (0, 0), sets=sets)
         elif layer.kind == "dense" and n == 1:
-            gemv = problems.gemv_dims(self.net.in_shape(i), self.net.out_shape(i))
+            d, f = int(np.prod(self.net.in_shape(i))), self.net.out_shape(i)[0]
             for name, first in (("copy-bias+gemv", True), ("zero+gemv", False)):
-                sets = self._sets(GEMV_KERNELS + (COPY_KERNELS if first else ()), "xgemv", gemv)
                 for suffix, transposed in (("", False), ("-transposed", True)):
+                    sets = self._sets(problems.gemv(f, d, transposed))
                     out[name + suffix] = (lambda s=sets, f=first, t=transposed: GemvDenseOp(
                         self, layer, i, src, dst, params["weight"], params["bias"], s, f, t))
         if layer.kind == "dense":
-            dims = problems.gemm_dims("dense", n, self.net.in_shape(i), self.net.out_shape(i))
-            for route, force in (("direct", ALWAYS_DIRECT), ("indirect", ALWAYS_INDIRECT)):
-                tuner = "xgemm_direct" if route == "direct" else "xgemm"
-                sets = self._sets(GEMM_KERNELS, tuner, dims if route == "direct" else _rounded(dims), force)
+            gemm = problems.dense_gemm(n, int(np.prod(self.net.in_shape(i))), self.net.out_shape(i)[0])
+            for route, kernel, force in ROUTES:
+                sets = self._sets(gemm, kernel, force)
                 out[f"gemm-{route}"] = (lambda s=sets, r=route: GemmDenseOp(
                     self, layer, i, src, dst, params["weight"], params["bias"], s, r))
         if layer.kind == "maxpool":
@@ -375,45 +370,8 @@ class ClblastBestNet(OpenCLNet):
             self.choices[layer.name] = {"chosen": f"{best_name}: {best.describe()}", "candidates": timed}
             before, src = best, dst
         self.rt.finish()
-        self.sets_choice = self._settle_sets()
         for buf in self.activations[1:]:   # poisoned again: a run must write every element
             cl.enqueue_fill_buffer(self.rt.queue, buf, np.float32(np.nan), 0, buf.size)
-
-    def _pass_ms(self) -> float:
-        """The whole pass's time as it stands."""
-        quiet = Recorder(self.rt.queue, enabled=False)
-
-        def run():
-            for op in self.ops:
-                op.enqueue(quiet)
-        return self._median_ms(run)
-
-    def _settle_sets(self) -> str:
-        """Per-shape sets are chosen layer by layer, but a kernel whose set
-        differs between two layers is switched back and forth every pass,
-        and a switch can cost far more than it saves (on an H100's OpenCL,
-        about 1.7 ms for xGEMV's, which takes 0.6 ms).  So the whole pass is
-        timed as chosen and with every layer on the device sets, and the
-        faster kept."""
-        shaped = []
-        for op in self.ops:
-            device = dict(self.tuning.device_overrides([k for k, _ in op.apply.sets]))
-            plain = [(k, device.get(k, p)) for k, p in op.apply.sets]
-            if plain != op.apply.sets:
-                shaped.append((op, op.apply.sets, plain))
-        if not shaped:
-            return "device sets (no layer has a set of its own)"
-        chosen_ms = self._pass_ms()
-        for op, _, plain in shaped:
-            op.apply.sets = plain
-        device_ms = self._pass_ms()
-        if device_ms <= chosen_ms:
-            return (f"device sets for every layer: whole pass {device_ms:.3f} ms, against {chosen_ms:.3f} ms with "
-                    f"the shape sets of {len(shaped)} layers (their switches cost more than they gain)")
-        for op, sets, _ in shaped:
-            op.apply.sets = sets
-        return (f"shape sets where tuned ({len(shaped)} layers): whole pass {chosen_ms:.3f} ms, against "
-                f"{device_ms:.3f} ms with the device sets for every layer")
 
     def _release(self, bufs: list) -> None:
         """Free the buffers of a candidate not kept."""
@@ -421,12 +379,6 @@ class ClblastBestNet(OpenCLNet):
         for b in bufs:
             b.release()
         self.buffers = [b for b in self.buffers if id(b) not in gone]
-
-
-def _rounded(dims: dict) -> dict:
-    """The indirect kernel's problem as `compare tune` tuned it (tiles of 128 x 128 x 32)."""
-    r = (lambda v, m: -(-v // m) * m)
-    return {"m": r(dims["m"], 128), "n": r(dims["n"], 128), "k": r(dims["k"], 32)}
 
 
 class ClblastBestInProcess(Backend):
@@ -442,25 +394,21 @@ class ClblastBestInProcess(Backend):
                 "versions": {"libclblast": lib.rsplit("/", 1)[-1] if lib else "unknown", "pyopencl": cl.VERSION_TEXT}}
 
     def modes(self):
-        """With a tuning for this device: 'tuned' and 'database' (CLBlast's
-        own parameters), since sets tuned at the tuners' sizes in a short
-        budget can be slower at a net's sizes than the database's; at its
-        best is the faster.  Each runs in a child of its own."""
-        if check_library() is None and self._tuning(None).entry:
-            return ["tuned", "database"]
-        return []
+        """As `clblast`'s: with a verified tuning, 'tuned' and 'database', each in a child of its own."""
+        return ClblastInProcess.modes(self)
 
-    def _tuning(self, mode) -> Tuning:
-        rt = get_runtime(self.device_spec)
-        use = "default" if mode == "database" else self.options.get("clblast_params", "tuned")
-        return Tuning.for_device(rt.info, use)
+    def runtime(self):
+        return get_runtime(self.device_spec)
+
+    def _tuning(self, net, batch, mode) -> Tuning:
+        return ClblastInProcess.tuning(self, net, batch, mode)
 
     def prepare(self, net, weights, batch, mode=None):
         require_library()
         rt = get_runtime(self.device_spec)
         # options["choice_repeats"]: timed runs per candidate (0: build and run each once, keep the
         # first: for a simulator such as Oclgrind, where the kernels matter and the times do not)
-        return ClblastBestNet(rt, net, weights, batch, self._tuning(mode),
+        return ClblastBestNet(rt, net, weights, batch, self._tuning(net, batch, mode),
                               int(self.options.get("choice_repeats", REPEATS)))
 
 

@@ -18,7 +18,7 @@ import pyopencl.array as cla
 
 from ..opencl.launch import ACT_CODES, Launch
 from ..opencl.net import LayerOp
-from . import library
+from . import library, problems
 from .library import pyclblast
 from .tuned import COPY_KERNELS, CONVGEMM_KERNELS, GEMM_KERNELS, GEMV_KERNELS, Applied
 
@@ -65,13 +65,14 @@ class ClblastOp(LayerOp):
 
     kernels: tuple = ()   # the database kernels its routines compile
 
-    def __init__(self, owner, layer, index, in_buf, out_buf, separate_activation=True, sets=None):
-        """`sets`: the (kernel, parameters) overrides its routines run with;
-        None: the tuning's device sets for its kernels, the rest CLBlast's defaults."""
+    def __init__(self, owner, layer, index, in_buf, out_buf, separate_activation=True, sets=None, problem=None):
+        """`sets`: the (kernel, parameters) overrides its routines run with; None: the tuning's
+        for `problem` (its main routine's call), the rest CLBlast's defaults."""
         super().__init__(layer, index)
         kernels = self.kernels_used(owner.batch)
         relies = kernels + (("GemmRoutine",) if "XgemmDirect" in kernels else ())
-        sets = owner.tuning.device_overrides(kernels) if sets is None else sets
+        if sets is None:
+            sets = owner.tuning.sets(problem) if problem is not None else []
         self.apply = Applied(owner.rt.device, sets, relies)
         self.rt = owner.rt
         self.queue = owner.rt.queue
@@ -123,8 +124,9 @@ class Im2colConvOp(ClblastOp):
     kernels = COPY_KERNELS + GEMM_KERNELS
 
     def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, col_buf):
-        super().__init__(owner, layer, index, in_buf, out_buf)
-        n, c, h, w = self.in_shape
+        n, c, h, w = (owner.batch,) + tuple(owner.net.in_shape(index))
+        problem = problems.conv_gemm(n, (c, h, w), owner.net.out_shape(index), weight.shape[2:])
+        super().__init__(owner, layer, index, in_buf, out_buf, problem=problem)
         k, _, fh, fw = weight.shape
         _, _, oh, ow = self.out_shape
         self.geometry = dict(channels=n * c, height=h, width=w, kernel=(fh, fw), pad=tuple(pad), stride=tuple(stride))
@@ -168,8 +170,10 @@ class ConvgemmOp(ClblastOp):
     kernels = CONVGEMM_KERNELS
 
     def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, sets=None):
-        super().__init__(owner, layer, index, in_buf, out_buf, separate_activation=False, sets=sets)
-        n, c, h, w = self.in_shape
+        n, c, h, w = (owner.batch,) + tuple(owner.net.in_shape(index))
+        problem = problems.convgemm(n, (c, h, w), weight.shape[0], weight.shape[2:], pad, stride)
+        super().__init__(owner, layer, index, in_buf, out_buf, separate_activation=False, sets=sets,
+                         problem=problem)
         k, _, fh, fw = weight.shape
         self.args = dict(channels=c, height=h, width=w, kernel=(fh, fw), pad=tuple(pad), stride=tuple(stride),
                          num_kernels=k, batch=n)
@@ -196,7 +200,9 @@ class DenseOp(ClblastOp):
         return COPY_KERNELS + (GEMV_KERNELS if batch == 1 else GEMM_KERNELS)
 
     def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias):
-        super().__init__(owner, layer, index, in_buf, out_buf)
+        d, f = weight.shape
+        problem = (problems.gemv(f, d, True) if owner.batch == 1 else problems.dense_gemm(owner.batch, d, f))
+        super().__init__(owner, layer, index, in_buf, out_buf, problem=problem)
         n = self.batch
         self.d, self.f = weight.shape
         q = self.queue

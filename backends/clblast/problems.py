@@ -1,83 +1,120 @@
-"""The CLBlast problems a net poses, as the tuners and the tuning file name
-them: per layer, the GEMM, GEMV or convolution sizes the CLBlast backends
-call, and the device-wide jobs that tune every kernel at the tuner's own
-sizes (what the study did: `make alltuners`, seed 003 section 4.1.1).
+"""The CLBlast problems a net poses: each routine call the CLBlast backends
+make, with the sizes they make it with, as one typed value.  The tuning
+(search.py) is done per problem and the backends look their parameters up
+by it, so a layer runs with what was found for exactly its call.
 
-CLBlast computes in column-major order, so a row-major product
-C (rows x cols) = A B is its C^T = B^T A^T: the tuners' m is our columns and
-their n our rows.  Sizes, per layer kind:
+Sizes are row-major, as the backends call pyclblast:
 
-  conv (im2col + GEMM)  C (K x OH*OW) = W (K x C*KH*KW) col (C*KH*KW x OH*OW), one per image
-  dense, batch > 1      Y (N x F) = X (N x D) W (D x F)
-  dense, batch 1        y (F) = W (F x D) x                     (GEMV)
-  conv (xCONVGEMM)      C, H + 2 pad, W + 2 pad, KH, KW, K, N   (the tuner takes no pad or stride)
+  gemm      C (m x n) = A (m x k) B (k x n); with batch > 1 one product per
+            image, A shared (stride 0), B and C one per image (the conv's
+            im2col GEMM: W (K x C*KH*KW) col (C*KH*KW x OH*OW); dense at
+            batch > 1: X (N x D) W (D x F), batch 1)
+  gemv      y (rows) = W x, W stored (rows x cols), or stored (cols x rows)
+            and transposed (the study's dense layout)
+  convgemm  xCONVGEMM of an NCHW batch: channels, height, width, kernel,
+            pad, stride, kernels out, batch
 """
 from __future__ import annotations
 
-from .tuners import Job
+from dataclasses import dataclass
 
-DEVICE_JOBS = (  # the tuners' own default sizes, one job each
-    "xgemm", "xgemm_direct", "xgemv", "xconvgemm", "copy_fast", "copy_pad", "transpose_fast", "transpose_pad",
-    "xaxpy",
-)
+GEMM, GEMV, CONVGEMM = "gemm", "gemv", "convgemm"
+TUNERS = {GEMM: ("xgemm_direct", "xgemm"), GEMV: ("xgemv",), CONVGEMM: ("xconvgemm",)}
 
 
-def _round(n: int, m: int) -> int:
-    return -(-int(n) // m) * m
+@dataclass(frozen=True)
+class Problem:
+    routine: str
+    sizes: tuple[int, ...]
+
+    @property
+    def key(self) -> str:
+        """A name a person can read and a file can carry."""
+        s = self.sizes
+        if self.routine == GEMM:
+            return f"gemm {s[0]}x{s[1]}x{s[2]}" + (f" batch {s[3]}" if s[3] > 1 else "")
+        if self.routine == GEMV:
+            return f"gemv {s[0]}x{s[1]}" + (" transposed" if s[2] else "")
+        c, h, w, kh, kw, ph, pw, sh, sw, k, n = s
+        return f"convgemm {c}x{h}x{w} k{kh}x{kw} p{ph}x{pw} s{sh}x{sw} out {k} batch {n}"
+
+    @property
+    def tuners(self) -> tuple[str, ...]:
+        return TUNERS[self.routine]
+
+    @property
+    def flops(self) -> int:
+        s = self.sizes
+        if self.routine == GEMM:
+            return 2 * s[0] * s[1] * s[2] * s[3]
+        if self.routine == GEMV:
+            return 2 * s[0] * s[1]
+        c, h, w, kh, kw, ph, pw, sh, sw, k, n = s
+        oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+        return 2 * n * k * oh * ow * c * kh * kw
+
+    def to_json(self) -> dict:
+        return {"routine": self.routine, "sizes": list(self.sizes)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Problem":
+        routine, sizes = data["routine"], tuple(int(v) for v in data["sizes"])
+        if routine not in TUNERS or len(sizes) != {GEMM: 4, GEMV: 3, CONVGEMM: 11}[routine]:
+            raise ValueError(f"not a CLBlast problem: {data!r}")
+        return cls(routine, sizes)
 
 
-def gemm_dims(kind: str, batch: int, in_shape: tuple, out_shape: tuple, kernel=None) -> dict:
-    """The tuners' m, n, k of one layer's GEMM (conv by im2col, or dense at batch > 1)."""
-    if kind == "dense":
-        d = 1
-        for v in in_shape:
-            d *= v
-        return {"m": out_shape[0], "n": batch, "k": d}
-    c = in_shape[0]
-    return {"m": out_shape[1] * out_shape[2], "n": out_shape[0], "k": c * kernel[0] * kernel[1]}
+def gemm(m: int, n: int, k: int, batch: int = 1) -> Problem:
+    return Problem(GEMM, (int(m), int(n), int(k), int(batch)))
 
 
-def gemv_dims(in_shape: tuple, out_shape: tuple) -> dict:
-    d = 1
-    for v in in_shape:
-        d *= v
-    return {"m": out_shape[0], "n": d}
+def gemv(rows: int, cols: int, transposed: bool) -> Problem:
+    return Problem(GEMV, (int(rows), int(cols), int(bool(transposed))))
 
 
-def convgemm_dims(batch: int, in_shape: tuple, out_channels: int, kernel, pad) -> dict:
+def convgemm(batch: int, in_shape, out_channels: int, kernel, pad, stride) -> Problem:
     c, h, w = in_shape
-    return {"channels": c, "height": h + 2 * pad[0], "width": w + 2 * pad[1], "kernelh": kernel[0],
-            "kernelw": kernel[1], "num_kernels": out_channels, "batch_num": batch}
+    return Problem(CONVGEMM, (int(c), int(h), int(w), int(kernel[0]), int(kernel[1]), int(pad[0]), int(pad[1]),
+                              int(stride[0]), int(stride[1]), int(out_channels), int(batch)))
 
 
-def layer_jobs(net, batch: int) -> list[Job]:
-    """The shape-scoped jobs of a net: one per distinct problem, naming its layers."""
-    jobs: dict[tuple, Job] = {}
+def conv_gemm(batch: int, in_shape, out_shape, kernel, channels_in=None) -> Problem:
+    """The im2col GEMM of a convolution: W (K x C*KH*KW) col (C*KH*KW x OH*OW) per image."""
+    c = in_shape[0] if channels_in is None else channels_in
+    return gemm(out_shape[0], out_shape[1] * out_shape[2], c * kernel[0] * kernel[1], batch)
 
-    def add(tuner: str, dims: dict, layer: str):
-        key = (tuner, tuple(sorted(dims.items())))
-        if key in jobs:
-            jobs[key].label += f",{layer}"
-        else:
-            jobs[key] = Job(tuner, dims, f"{net.name}:{layer}", scope="shape")
 
+def dense_gemm(batch: int, in_features: int, out_features: int) -> Problem:
+    return gemm(batch, out_features, in_features, 1)
+
+
+def _features(shape) -> int:
+    d = 1
+    for v in shape:
+        d *= int(v)
+    return d
+
+
+def layer_problems(net, batch: int, i: int) -> list[Problem]:
+    """Every call the CLBlast backends may make for layer i (each composition)."""
+    layer, src, dst = net.layers[i], net.in_shape(i), net.out_shape(i)
+    if layer.kind == "conv":
+        return [conv_gemm(batch, src, dst, layer.kernel),
+                convgemm(batch, src, layer.out_channels, layer.kernel, layer.pad, layer.stride)]
+    if layer.kind == "subsample":   # the study's sparse convolution, C channels in and out
+        return [conv_gemm(batch, src, dst, layer.kernel),
+                convgemm(batch, src, src[0], layer.kernel, (0, 0), layer.stride)]
+    if layer.kind == "dense" and batch == 1:
+        return [gemv(dst[0], _features(src), True), gemv(dst[0], _features(src), False)]
+    if layer.kind == "dense":
+        return [dense_gemm(batch, _features(src), dst[0])]
+    return []
+
+
+def net_problems(net, batch: int) -> dict[Problem, list[str]]:
+    """The distinct problems of a net, each with the layers that pose it, in layer order."""
+    found: dict[Problem, list[str]] = {}
     for i, layer in enumerate(net.layers):
-        src, dst = net.in_shape(i), net.out_shape(i)
-        if layer.kind == "conv":
-            dims = gemm_dims("conv", batch, src, dst, layer.kernel)
-            add("xgemm_direct", dims, layer.name)
-            add("xgemm", {"m": _round(dims["m"], 128), "n": _round(dims["n"], 128), "k": _round(dims["k"], 32)},
-                layer.name)
-            add("xconvgemm", convgemm_dims(batch, src, layer.out_channels, layer.kernel, layer.pad), layer.name)
-        elif layer.kind == "dense" and batch == 1:
-            add("xgemv", gemv_dims(src, dst), layer.name)
-        elif layer.kind == "dense":
-            dims = gemm_dims("dense", batch, src, dst)
-            add("xgemm_direct", dims, layer.name)
-            add("xgemm", {"m": _round(dims["m"], 128), "n": _round(dims["n"], 128), "k": _round(dims["k"], 32)},
-                layer.name)
-    return list(jobs.values())
-
-
-def device_jobs() -> list[Job]:
-    return [Job(t, {}, "device") for t in DEVICE_JOBS]
+        for p in layer_problems(net, batch, i):
+            found.setdefault(p, []).append(layer.name)
+    return found

@@ -1,54 +1,112 @@
-"""Which parameters the CLBlast backends run with: the tuning file `compare
-tune` made for this device (backends/cache.py, kind 'clblast-tuning'), or
-CLBlast's built-in database.
+"""Which parameters the CLBlast backends run with: what `compare tune`'s
+search found and verified for each of the net's problems on this device
+(search.py, record.py), or CLBlast's built-in database.
 
-The file holds, per device, one parameter set per kernel tuned at the
-tuners' own sizes (`device_sets`: what the study did, used by `clblast` and
-`clblast-convgemm`), and sets tuned at the nets' own sizes (`shape_sets`,
-one per problem: used by `clblast-best` where they win).
+Per problem, the verification re-timed the best configurations of each
+kernel and the database's through the real routine; a backend in its
+`tuned` mode runs each call with the fastest tuned candidate (for a GEMM
+that is routed to one kernel, the fastest of that kernel).  CLBlast's
+overrides cannot be undone and the database's own values cannot be read
+back, so a kind of call (GEMM direct, GEMM indirect, GEMV, xCONVGEMM) is
+tuned for a whole net or not at all: where one of the net's problems has
+no verified set yet, every call of that kind keeps the database's.  The
+`database` mode runs with no override at all; the runner keeps the faster
+mode, so tuning never makes a CLBlast backend slower.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from compare.errors import UserError
 
-from .. import cache
 from . import overrides
+from .problems import Problem
+from .record import DeviceId, ProblemRecord, Store
 
-KIND = "clblast-tuning"
 DEFAULT = "CLBlast database default"
+TUNED, DATABASE = "tuned", "database"
 
-# the database kernels each routine compiles (and so the overrides it needs)
+# the database kernels each routine compiles (and so the overrides it may need)
 GEMM_KERNELS = ("Xgemm", "XgemmDirect", "Copy", "Pad", "Transpose", "Padtranspose")
 GEMV_KERNELS = ("Xgemv", "XgemvFast", "XgemvFastRot")
 COPY_KERNELS = ("Xaxpy",)
 CONVGEMM_KERNELS = ("Xconvgemm",)
 
 
-class Tuning(cache.DeviceEntry):
-    KIND = KIND
+@dataclass(frozen=True)
+class Depth:
+    """How deep the tuning behind a net's CLBlast figures went."""
+
+    problems: int          # the net's problems
+    complete: int          # searched to 100% of CLBlast's default search
+    verified: int          # with a verified choice
+    tried: int             # configurations tried, over all
+    default: int           # CLBlast's default count, over all
+
+    def __str__(self) -> str:
+        if not self.problems:
+            return "no CLBlast problem"
+        pct = 100.0 * self.tried / max(self.default, 1)
+        return (f"{pct:.0f}% of CLBlast's default search ({self.tried:,} of {self.default:,} configurations), "
+                f"complete on {self.complete} of {self.problems} problems, verified on {self.verified}")
+
+
+def clblast_version() -> str:
+    from .library import library_file
+    lib = library_file()
+    return lib.rsplit("/", 1)[-1] if lib else "unknown"
+
+
+class Tuning:
+    """The verified sets of one device's problems, as one backend of one net uses them."""
+
+    def __init__(self, records: dict[Problem, ProblemRecord] | None, problems=()):
+        self.records = records or {}
+        self.problems = list(problems)
+        self._group: dict[tuple, bool] = {}
+
+    @classmethod
+    def for_net(cls, info: dict, problems, use: str = TUNED) -> "Tuning":
+        """`use`: 'tuned' (this device's tuning, where there is one) or 'database' (none)."""
+        if use == DATABASE:
+            return cls(None, problems)
+        store = Store(DeviceId.of(info, clblast_version()))
+        return cls({r.problem: r for r in store.all()}, problems)
+
+    @property
+    def entry(self) -> bool:
+        """Whether any problem of the net has a verified tuned set (else the backend has one mode)."""
+        return any(self._tuned(p, None) for p in self.problems)
+
+    def _tuned(self, problem: Problem, kernel: str | None):
+        rec = self.records.get(problem)
+        if rec is None or rec.verified is None:
+            return None
+        cands = [c for c in rec.verified.candidates if c.sets and c.ms is not None
+                 and (kernel is None or any(k == kernel for k, _ in c.sets))]
+        return min(cands, key=lambda c: c.ms).sets if cands else None
+
+    def sets(self, problem: Problem, kernel: str | None = None) -> list[tuple[str, dict]]:
+        """The overrides of `problem`'s call ([]: CLBlast's database); `kernel` asks for a GEMM routed
+        to that kernel (clblast-best's direct and indirect candidates)."""
+        group = (problem.routine, kernel)
+        if group not in self._group:
+            self._group[group] = all(self._tuned(p, kernel) for p in self.problems if p.routine == problem.routine)
+        return (self._tuned(problem, kernel) or []) if self._group[group] else []
+
+    def depth(self) -> Depth:
+        recs = [self.records.get(p) for p in self.problems]
+        return Depth(len(recs), sum(1 for r in recs if r and r.complete()),
+                     sum(1 for r in recs if r and r.verified), sum(r.depth()[0] for r in recs if r),
+                     sum(r.depth()[1] for r in recs if r))
 
     @property
     def source(self) -> str:
-        if not self.entry:
+        if not self.records:
             return DEFAULT
-        e = self.entry
-        return (f"tuned on {str(e.get('tuned', '?'))[:10]} by `compare tune` (budget {e.get('budget_s', '?')} s, "
-                f"took {e.get('took_s', '?')} s)")
-
-    def device_set(self, kernel: str) -> dict | None:
-        found = (self.entry or {}).get("device_sets", {}).get(kernel)
-        return found["parameters"] if found else None
-
-    def shape_set(self, tuner: str, args: dict, kernel: str) -> dict | None:
-        """The set tuned for exactly this problem, else None."""
-        for job in (self.entry or {}).get("shape_sets", []):
-            if job.get("tuner") == tuner and job.get("args") == args and kernel in job.get("kernels", {}):
-                return job["kernels"][kernel]["parameters"]
-        return None
-
-    def device_overrides(self, kernels) -> list[tuple[str, dict]]:
-        """(kernel, parameters) for the `kernels` that have a device set."""
-        return [(k, self.device_set(k)) for k in kernels if self.device_set(k)]
+        used = sum(1 for p in self.problems if self.sets(p))
+        return (f"tuned by `compare tune` ({self.depth()}); tuned sets in force for {used} of "
+                f"{len(self.problems)} problems, CLBlast's database for the rest")
 
 
 class Applied:

@@ -94,6 +94,14 @@ def select_device(spec: str | None = None):
     return devices[0][2]
 
 
+def device_index(dev) -> str:
+    """The 'P:D' index of `dev`, which names it to a child process on this machine."""
+    for index, _, other in all_devices():
+        if other.int_ptr == dev.int_ptr:
+            return index
+    raise LookupError(f"device {dev.name!r} is not among this machine's OpenCL devices")
+
+
 def device_info(dev) -> dict:
     plat = dev.platform
     return {

@@ -1,0 +1,257 @@
+"""What the tuning knows about one problem on one device, as typed,
+versioned files: written by the search (search.py) after every few
+configurations, read by the backends (tuned.py).
+
+One folder per device under the cache (COMPARE_CACHE_DIR moves it), named
+by the device, its driver and the CLBlast library, so nothing carries over
+to another of them; one file per problem in it.  Per stage the file keeps
+every configuration tried, by its place in the stage's search order
+(space.py: fixed, so the next run continues after the last one tried),
+with its time or why it failed; and the verification's result: the best
+candidates and CLBlast's database parameters re-timed through the real
+routine, alone.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import cache
+from .problems import Problem
+
+SCHEMA = "clblast-compare/clblast-tuning"
+VERSION = 1
+FOLDER = "clblast-tuning"
+
+
+@dataclass(frozen=True)
+class DeviceId:
+    """What a tuning holds for: no figure carries over to another of these."""
+
+    name: str
+    platform: str
+    driver: str
+    clblast: str
+
+    @classmethod
+    def of(cls, info: dict, clblast: str) -> "DeviceId":
+        return cls(info["name"], info["platform"], info["driver"], clblast)
+
+    @property
+    def slug(self) -> str:
+        text = "|".join((self.name, self.platform, self.driver, self.clblast))
+        name = re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-")[:40] or "device"
+        return f"{name}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "platform": self.platform, "driver": self.driver, "clblast": self.clblast}
+
+
+@dataclass
+class Tried:
+    """One configuration of a stage: its place in the search order, and its
+    time (device span of the routine, ms) or why it did not count."""
+
+    index: int
+    ms: float | None
+    error: str | None = None
+
+
+@dataclass
+class StageRecord:
+    stage: str                     # e.g. 'xgemm V=2'
+    kernel: str                    # the database kernel its parameters are for
+    order: str                     # fingerprint of the search order the indices refer to
+    default_count: int             # what CLBlast's tuner tries by default
+    tried: dict[int, Tried] = field(default_factory=dict)
+    best: list[dict] = field(default_factory=list)   # the fastest few: {"index", "ms", "parameters"}
+
+    KEEP = 8
+
+    def done(self) -> int:
+        """How far along the default search: configurations tried, each counted once."""
+        return sum(1 for i in self.tried if i < self.default_count)
+
+    def next_indices(self, limit: int, skip=()) -> list[int]:
+        out = []
+        for i in range(self.default_count):
+            if i not in self.tried and i not in skip:
+                out.append(i)
+                if len(out) == limit:
+                    break
+        return out
+
+    def add(self, tried: Tried, parameters: dict) -> None:
+        self.tried[tried.index] = tried
+        if tried.ms is not None:
+            self.best.append({"index": tried.index, "ms": tried.ms, "parameters": parameters})
+            self.best.sort(key=lambda b: b["ms"])
+            del self.best[self.KEEP:]
+
+    def best_ms(self) -> float | None:
+        return self.best[0]["ms"] if self.best else None
+
+    def progress(self) -> list[tuple[int, float]]:
+        """(configurations tried, best time so far) at each improvement, in search order."""
+        out, best, n = [], None, 0
+        for i in sorted(self.tried):
+            n += 1
+            ms = self.tried[i].ms
+            if ms is not None and (best is None or ms < best):
+                best = ms
+                out.append((n, ms))
+        return out
+
+    def to_json(self) -> dict:
+        return {"stage": self.stage, "kernel": self.kernel, "order": self.order,
+                "default_count": self.default_count,
+                "tried": [[t.index, t.ms, t.error] for t in sorted(self.tried.values(), key=lambda t: t.index)],
+                "best": self.best}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "StageRecord":
+        rec = cls(d["stage"], d["kernel"], d["order"], int(d["default_count"]))
+        rec.tried = {int(i): Tried(int(i), None if ms is None else float(ms), err) for i, ms, err in d["tried"]}
+        rec.best = list(d.get("best", []))
+        return rec
+
+
+@dataclass
+class Candidate:
+    """One way to run a problem, re-timed in the verification: the overrides
+    it puts in force (none: CLBlast's database) and the median wall time."""
+
+    label: str
+    sets: list[tuple[str, dict]]
+    ms: float | None
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return {"label": self.label, "sets": [[k, p] for k, p in self.sets], "ms": self.ms, "error": self.error}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Candidate":
+        return cls(d["label"], [(k, dict(p)) for k, p in d["sets"]], d["ms"], d.get("error"))
+
+
+@dataclass
+class Verified:
+    when: str
+    depth: dict[str, int]          # stage -> configurations tried when verified
+    how: str                       # what was timed and how
+    candidates: list[Candidate]    # the database's first
+
+    def database(self) -> Candidate | None:
+        return next((c for c in self.candidates if not c.sets), None)
+
+    def best_tuned(self) -> Candidate | None:
+        timed = [c for c in self.candidates if c.sets and c.ms is not None]
+        return min(timed, key=lambda c: c.ms) if timed else None
+
+    def winner(self) -> Candidate | None:
+        timed = [c for c in self.candidates if c.ms is not None]
+        return min(timed, key=lambda c: c.ms) if timed else None
+
+    def to_json(self) -> dict:
+        return {"when": self.when, "depth": self.depth, "how": self.how,
+                "candidates": [c.to_json() for c in self.candidates]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Verified":
+        return cls(d["when"], {k: int(v) for k, v in d["depth"].items()}, d["how"],
+                   [Candidate.from_json(c) for c in d["candidates"]])
+
+
+@dataclass
+class ProblemRecord:
+    problem: Problem
+    layers: list[str] = field(default_factory=list)     # 'net:layer' that pose it (as last tuned)
+    stages: dict[str, StageRecord] = field(default_factory=dict)
+    verified: Verified | None = None
+
+    def depth(self) -> tuple[int, int]:
+        """(configurations tried, CLBlast's default count), over every stage of its tuners."""
+        return sum(s.done() for s in self.stages.values()), sum(s.default_count for s in self.stages.values())
+
+    def complete(self) -> bool:
+        done, total = self.depth()
+        return total > 0 and done >= total
+
+    def needs_verifying(self) -> bool:
+        now = {name: s.done() for name, s in self.stages.items()}
+        return any(s.best for s in self.stages.values()) and (self.verified is None or self.verified.depth != now)
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, "version": VERSION, "problem": self.problem.to_json(), "key": self.problem.key,
+                "layers": self.layers, "stages": [s.to_json() for s in self.stages.values()],
+                "verified": self.verified.to_json() if self.verified else None}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ProblemRecord":
+        if d.get("schema") != SCHEMA or d.get("version") != VERSION:
+            raise ValueError(f"not a version {VERSION} {SCHEMA} file")
+        stages = [StageRecord.from_json(s) for s in d["stages"]]
+        return cls(Problem.from_json(d["problem"]), list(d.get("layers", [])), {s.stage: s for s in stages},
+                   Verified.from_json(d["verified"]) if d.get("verified") else None)
+
+
+class Store:
+    """The tuning files of one device."""
+
+    def __init__(self, device: DeviceId, root: Path | None = None):
+        self.device = device
+        self.folder = (root or cache.cache_dir()) / FOLDER / device.slug
+
+    def _path(self, problem: Problem) -> Path:
+        name = re.sub(r"[^a-z0-9]+", "-", problem.key.lower()).strip("-")
+        return self.folder / f"{name}.json"
+
+    def load(self, problem: Problem) -> ProblemRecord | None:
+        """The problem's record, or None when there is none or it is damaged or of another version
+        (then it is searched afresh)."""
+        try:
+            rec = ProblemRecord.from_json(json.loads(self._path(problem).read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return rec if rec.problem == problem else None
+
+    def all(self) -> list[ProblemRecord]:
+        out = []
+        for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
+            if path.name == "device.json":
+                continue
+            try:
+                out.append(ProblemRecord.from_json(json.loads(path.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    def save(self, rec: ProblemRecord) -> Path:
+        """Written whole to a temporary file and renamed: an interrupt leaves the last good file."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        device = self.folder / "device.json"
+        if not device.exists():
+            _write(device, {"schema": SCHEMA, "version": VERSION, "device": self.device.to_json()})
+        path = self._path(rec.problem)
+        _write(path, rec.to_json())
+        return path
+
+
+def _write(path: Path, data: dict) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, separators=(",", ":"))
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,333 @@
+"""CLBlast tuned as CLBlast means it: for every problem a net poses, its
+own tuners' default search (space.py: the same stages and configuration
+spaces, and as many configurations per stage as CLBlast tries by
+default), each configuration timed through the real routine in a child
+process (search_child.py) with the parameters put in force by
+OverrideParameters and its output checked; then the best few of each
+kernel, and CLBlast's database parameters, re-timed alone through the
+routine (the verification), so a tuned choice is never slower than the
+database.
+
+Resumable: every configuration's result is kept (record.py) as it comes,
+by its place in the stage's fixed search order, so a run stopped by its
+budget, an interrupt or a crash continues with the next configuration.
+Problems are searched heaviest first (their FLOPs), several children side
+by side (`jobs`: compiling dominates, and it is host work); a child's
+times are then noisier, which the verification, run alone, corrects.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
+from .problems import GEMV, Problem
+from .record import Candidate, ProblemRecord, StageRecord, Store, Tried, Verified
+from .search_child import LOST
+from .space import STAGES, DeviceLimits
+
+CHUNK = 64              # configurations per child at most: a fresh process bounds what CLBlast caches
+QUIET_S = 180.0         # a child silent this long (one configuration) is stopped: a hung build or kernel
+VERIFY_SHARE = 0.2      # of the budget, kept for the verification
+VERIFY_CAP_S = 6.0      # timed rounds per problem at most this long ...
+VERIFY_ROUNDS = 15      # ... and at most this many
+TOP = 3                 # best configurations of each kernel re-timed
+ROUTE = {"Xgemm": ALWAYS_INDIRECT, "XgemmDirect": ALWAYS_DIRECT}
+
+
+def order_fingerprint(order: list[dict]) -> str:
+    return hashlib.sha1(json.dumps(order, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass
+class _Plan:
+    """One stage of one problem: its search order and its record."""
+
+    problem: Problem
+    stage: object
+    order: list[dict]
+    record: StageRecord
+
+
+@dataclass
+class _Child:
+    plan: _Plan
+    indices: list[int]
+    proc: subprocess.Popen
+    last: float = field(default_factory=time.monotonic)
+    answered: set = field(default_factory=set)
+    ready: bool = False      # it built the problem: a death after this is a configuration's doing
+    stopped: bool = False    # stopped by us at the budget's end
+
+
+class Search:
+    def __init__(self, device_index: str, store: Store, limits: DeviceLimits, problems: dict[Problem, list[str]],
+                 jobs: int = 1, progress=lambda s: None):
+        self.device_index, self.store, self.jobs, self.progress = device_index, store, max(1, jobs), progress
+        self.records: dict[Problem, ProblemRecord] = {}
+        self.plans: list[_Plan] = []
+        for problem in sorted(problems, key=lambda p: -p.flops):
+            rec = store.load(problem) or ProblemRecord(problem)
+            rec.layers = sorted(set(rec.layers) | set(problems[problem]))
+            stages = [s for tuner in problem.tuners for s in STAGES[tuner]]
+            for stage in sorted(stages, key=lambda s: _stage_rank(s)):
+                order = stage.search_order(limits)[:stage.default_count(limits)]
+                fp = order_fingerprint(order)
+                old = rec.stages.get(stage.name)
+                if old is None or old.order != fp:   # a changed search order: its indices mean other configurations
+                    rec.stages[stage.name] = StageRecord(stage.name, stage.kernel, fp, len(order))
+                self.plans.append(_Plan(problem, stage, order, rec.stages[stage.name]))
+            self.records[problem] = rec
+        self.children: list[_Child] = []
+        self.lines: queue.Queue = queue.Queue()
+        self.dirty: set[Problem] = set()
+        self.tried_now = 0
+
+    # -- the search
+    def _next_chunk(self) -> tuple[_Plan, list[int]] | None:
+        for plan in self.plans:
+            busy = {i for c in self.children if c.plan is plan for i in c.indices}
+            indices = plan.record.next_indices(CHUNK, skip=busy)
+            if indices:
+                return plan, indices
+        return None
+
+    def _start(self, plan: _Plan, indices: list[int]) -> None:
+        kernel = plan.stage.kernel
+        req = {"task": "search", "device": self.device_index, "problem": plan.problem.to_json(), "kernel": kernel,
+               "route": ROUTE.get(kernel), "configs": [[i, plan.order[i]] for i in indices], "repeats": 3}
+        proc = _spawn(req)
+        child = _Child(plan, indices, proc)
+        threading.Thread(target=_read, args=(proc, child, self.lines), daemon=True).start()
+        self.children.append(child)
+
+    def _record(self, child: _Child, line: str) -> None:
+        try:
+            got = json.loads(line)
+            if got.get("ready"):
+                child.ready = True
+                return
+            index = int(got["index"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return   # a library's stray output on stdout
+        if index not in child.indices or index in child.answered:
+            return
+        child.answered.add(index)
+        child.last = time.monotonic()
+        plan = child.plan
+        plan.record.add(Tried(index, got.get("ms"), got.get("error")), plan.order[index])
+        self.dirty.add(plan.problem)
+        self.tried_now += 1
+
+    def _finished(self, child: _Child) -> None:
+        """A child that ended (or was stopped) without answering for a configuration in the middle of its
+        list: that one failed it (a crash), the ones after it are simply tried again later."""
+        self.children.remove(child)
+        code = child.proc.wait()
+        if not child.ready and not child.stopped:
+            raise SearchFailed(f"the search's child process failed before its first configuration "
+                               f"(exit {code}): {_last_words(child.proc)}")
+        missing = [i for i in child.indices if i not in child.answered]
+        if code not in (0, LOST) and missing and not child.stopped:
+            why = f"the child process died on it (exit {code})" if code != -9 else "no answer in time (stopped)"
+            child.plan.record.add(Tried(missing[0], None, why), child.plan.order[missing[0]])
+            self.dirty.add(child.plan.problem)
+
+    def _save(self) -> None:
+        for problem in self.dirty:
+            self.store.save(self.records[problem])
+        self.dirty.clear()
+
+    def search(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        saved = time.monotonic()
+        try:
+            while True:
+                now = time.monotonic()
+                while now < end and len(self.children) < self.jobs:
+                    nxt = self._next_chunk()
+                    if nxt is None:
+                        break
+                    self._start(*nxt)
+                if not self.children:
+                    break
+                if now >= end:
+                    break
+                try:
+                    child, line = self.lines.get(timeout=min(1.0, max(end - now, 0.01)))
+                except queue.Empty:
+                    child = line = None
+                if line is None and child is not None:
+                    if child in self.children:
+                        self._finished(child)
+                elif child is not None:
+                    self._record(child, line)
+                for c in list(self.children):
+                    if time.monotonic() - c.last > QUIET_S:
+                        c.proc.kill()
+                if time.monotonic() - saved > 5:
+                    self._save()
+                    saved = time.monotonic()
+                self.progress(self._status(end))
+        finally:
+            for c in list(self.children):
+                c.stopped = True
+                _stop(c.proc)
+            # what the children said before they were stopped is kept
+            while True:
+                try:
+                    child, line = self.lines.get_nowait()
+                except queue.Empty:
+                    break
+                if line is not None:
+                    self._record(child, line)
+            self.children.clear()
+            self._save()
+
+    def _status(self, end: float) -> str:
+        done = sum(p.record.done() for p in self.plans)
+        total = sum(p.record.default_count for p in self.plans)
+        working = ", ".join(sorted({f"{c.plan.problem.key} {c.plan.stage.name}" for c in self.children}))[:90]
+        return (f"search {done}/{total} configurations ({100 * done / max(total, 1):.0f}%), "
+                f"{max(end - time.monotonic(), 0):.0f} s left: {working}")
+
+    # -- the verification
+    def candidates(self, rec: ProblemRecord) -> list[tuple[str, list]]:
+        """CLBlast's database first, then the best few of each kernel searched."""
+        out: list[tuple[str, list]] = [("database", [])]
+        by_kernel: dict[str, list[dict]] = {}
+        for stage in rec.stages.values():
+            for b in stage.best:
+                by_kernel.setdefault(stage.kernel, []).append({**b, "stage": stage.stage})
+        for kernel in by_kernel:
+            by_kernel[kernel].sort(key=lambda b: b["ms"])
+        if rec.problem.routine == GEMV:
+            # the routine picks one of three kernels by layout and size: each candidate sets all three
+            kernels = ("Xgemv", "XgemvFast", "XgemvFastRot")
+            if all(by_kernel.get(k) for k in kernels):
+                for i in range(TOP):
+                    sets = [(k, by_kernel[k][min(i, len(by_kernel[k]) - 1)]["parameters"]) for k in kernels]
+                    out.append((f"tuned #{i + 1} of each GEMV kernel", sets))
+            return _distinct(out)
+        for kernel, best in sorted(by_kernel.items()):
+            route = [("GemmRoutine", ROUTE[kernel])] if kernel in ROUTE else []
+            for b in best[:TOP]:
+                out.append((f"{b['stage']} #{b['index']} ({b['ms']:.4f} ms searching)",
+                            [(kernel, b["parameters"])] + route))
+        return _distinct(out)
+
+    def verify(self, seconds: float) -> list[Problem]:
+        """Re-time the candidates of each problem whose search moved since it was last verified, heaviest
+        first, alone, until `seconds` are spent; the problems verified."""
+        end = time.monotonic() + seconds
+        done = []
+        for problem, rec in self.records.items():
+            if not rec.needs_verifying():
+                continue
+            if time.monotonic() + VERIFY_CAP_S > end:
+                break
+            self.progress(f"verify {problem.key}: CLBlast's database and the best found, through the routine")
+            cands = self.candidates(rec)
+            req = {"task": "verify", "device": self.device_index, "problem": problem.to_json(),
+                   "candidates": cands, "rounds": VERIFY_ROUNDS, "cap_s": VERIFY_CAP_S}
+            timed = _verify_child(req, timeout=end - time.monotonic())   # past the budget: verified next time
+            if timed is None:
+                continue
+            rec.verified = Verified(
+                when=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                depth={name: s.done() for name, s in rec.stages.items()},
+                how=f"wall clock around the routine + finish, median of up to {VERIFY_ROUNDS} calls "
+                    f"(rounds over the candidates; the database's first, before any override)",
+                candidates=[Candidate(label, sets, *timed.get(label, (None, "no answer"))) for label, sets in cands])
+            self.store.save(rec)
+            done.append(problem)
+        return done
+
+
+class SearchFailed(RuntimeError):
+    """The children cannot run at all here (not one configuration's fault)."""
+
+
+def _last_words(proc) -> str:
+    try:
+        proc.stderr_file.seek(0)
+        lines = proc.stderr_file.read().decode(errors="replace").strip().splitlines()
+    except (OSError, AttributeError):
+        return "(no output)"
+    return lines[-1][:300] if lines else "(no output)"
+
+
+def _stage_rank(stage) -> tuple:
+    """Each tuner's first (exhaustive, small) stages before the large sampled ones, direct before indirect."""
+    order = {"xgemm_direct": 0, "xconvgemm": 0, "xgemv": 0, "xgemm": 1}
+    return (stage.variation % 10 != 1 and stage.tuner != "xgemv", order.get(stage.tuner, 2), stage.variation)
+
+
+def _distinct(cands):
+    seen, out = set(), []
+    for label, sets in cands:
+        key = json.dumps(sets, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append((label, sets))
+    return out
+
+
+def _spawn(req: dict) -> subprocess.Popen:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # side by side, children must not each start a thread per core for numpy's BLAS
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    err = tempfile.TemporaryFile()
+    proc = subprocess.Popen([sys.executable, "-m", "backends.clblast.search_child"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+                            start_new_session=True)   # Ctrl-C is the parent's: it stops its children itself
+    proc.stderr_file = err
+    proc.stdin.write(json.dumps(req))
+    proc.stdin.close()
+    return proc
+
+
+def _read(proc, child, lines: queue.Queue) -> None:
+    for line in proc.stdout:
+        lines.put((child, line))
+    lines.put((child, None))
+
+
+def _stop(proc) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def _verify_child(req: dict, timeout: float) -> dict | None:
+    """label -> (ms, error), or None when the child failed as a whole."""
+    proc = _spawn(req)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_read, args=(proc, None, lines), daemon=True).start()
+    end, timed = time.monotonic() + timeout, {}
+    try:
+        while time.monotonic() < end:
+            try:
+                _, line = lines.get(timeout=min(1.0, max(end - time.monotonic(), 0.01)))
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            try:
+                got = json.loads(line)
+                timed[got["label"]] = (got["ms"], got["error"])
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+    finally:
+        _stop(proc)
+    return timed or None

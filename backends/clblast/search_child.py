@@ -1,0 +1,130 @@
+"""The child process of the search and the verification (search.py): a
+fresh interpreter per piece of work, since CLBlast's parameter overrides
+hold for the whole process and cannot be undone.  It reads one request
+(JSON) on stdin and prints one JSON line per result, as each comes, so a
+child stopped at the budget's end or killed by a bad configuration loses
+only the configuration in hand.
+
+  search:  {"task": "search", "device": "P:D", "problem": ..., "kernel": "Xgemm",
+            "route": {...} | null, "configs": [[index, parameters], ...], "repeats": 3}
+           -> {"index": i, "ms": device span (min of repeats) | null, "error": null | why}
+  verify:  {"task": "verify", "device": "P:D", "problem": ..., "candidates": [[label, sets], ...],
+            "rounds": 15, "cap_s": 20}
+           -> {"label": ..., "ms": median wall ms | null, "error": ...}
+  The verification times the first candidate (CLBlast's database: no
+  overrides) before any override is made; the others then in rounds, one
+  call each per round, so drift hits them alike.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+
+import numpy as np
+
+
+def _say(**fields) -> None:
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (f"{type(exc).__name__}: {text[0] if text else ''}")[:200]
+
+
+def _put(device, sets) -> None:
+    from . import overrides
+    for kernel, params in sets:
+        overrides.ensure(device, kernel, params)
+
+
+def search(req: dict, call, device) -> None:
+    route = [("GemmRoutine", req["route"])] if req.get("route") else []
+    for index, params in req["configs"]:
+        try:
+            _put(device, [(req["kernel"], params)] + route)
+            wrong = call.check()   # the first call compiles
+            if wrong:
+                _say(index=index, ms=None, error=wrong)
+                continue
+            ms = min(call.span_ms() for _ in range(int(req.get("repeats", 3))))
+            _say(index=index, ms=round(ms, 5), error=None)
+        except Exception as exc:  # noqa: BLE001 - a configuration the device refuses is a result, not a crash
+            _say(index=index, ms=None, error=_short(exc))
+            if not _healthy(call):
+                sys.exit(LOST)   # a kernel that faulted can take the context with it: the rest in a fresh child
+
+
+LOST = 3   # exit code: the context is unusable after a configuration's error
+
+
+def _healthy(call) -> bool:
+    """Whether the queue still works (on NVIDIA, after a kernel fault every later call fails)."""
+    try:
+        call.out.fill(np.float32(0))
+        call.q.finish()
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def verify(req: dict, call, device) -> None:
+    candidates = req["candidates"]
+    times: dict[str, list[float]] = {label: [] for label, _ in candidates}
+    errors: dict[str, str] = {}
+    for label, sets in candidates:     # each compiled and checked once; the database's before any override
+        try:
+            _put(device, sets)
+            wrong = call.check()
+            if wrong:
+                errors[label] = wrong
+            elif not sets:             # the database: timed now, as no override may come before it
+                times[label] = _rounds(call, int(req["rounds"]), float(req["cap_s"]) / len(candidates))
+        except Exception as exc:  # noqa: BLE001
+            errors[label] = _short(exc)
+    tuned = [(label, sets) for label, sets in candidates if sets and label not in errors]
+    deadline = time.monotonic() + float(req["cap_s"]) * len(tuned) / max(len(candidates), 1)
+    for _ in range(int(req["rounds"])):
+        for label, sets in tuned:
+            _put(device, sets)
+            call.wall_ms()             # a switch's first call may look its program up again: not timed
+            times[label].append(call.wall_ms())
+        if time.monotonic() > deadline:
+            break
+    for label, _ in candidates:
+        got = times[label]
+        _say(label=label, ms=round(float(np.median(got)), 5) if got and label not in errors else None,
+             error=errors.get(label))
+
+
+def _rounds(call, rounds: int, cap_s: float) -> list[float]:
+    call.wall_ms()
+    out, end = [], time.monotonic() + cap_s
+    while len(out) < rounds and (not out or time.monotonic() < end):
+        out.append(call.wall_ms())
+    return out
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent stops its children itself
+    req = json.loads(sys.stdin.read())
+    from ..opencl.runtime import get_runtime
+    from .measure import Call
+    from .problems import Problem
+    rt = get_runtime(req["device"])
+    call = Call(rt, Problem.from_json(req["problem"]))
+    if req["task"] == "search":
+        # the call itself must work with CLBlast's own parameters, else no configuration is to blame
+        wrong = call.check()
+        if wrong:
+            raise RuntimeError(f"with CLBlast's database parameters: {wrong}")
+    _say(ready=True)
+    (search if req["task"] == "search" else verify)(req, call, rt.device)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
