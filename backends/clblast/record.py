@@ -245,6 +245,7 @@ class Store:
 def _write(path: Path, data: dict) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)   # mkstemp's 0600 would keep a committed tuning from its readers
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, separators=(",", ":"))
             f.write("\n")
