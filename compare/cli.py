@@ -370,7 +370,8 @@ def cmd_tune(args) -> int:
     rows = []
     try:
         if "clblast" in scopes:
-            search, verified = tune.tune_clblast(rt, loaded, batch, args.budget_s - tiles_s, jobs, progress.update)
+            search, verified = tune.tune_clblast(rt, loaded, batch, args.budget_s - tiles_s, jobs, progress.update,
+                                                 args.verify_only)
         if "tiles" in scopes:
             tiles, rows = tune_tiles(rt, loaded, [batch or n.default_batch for n in loaded], tiles_s,
                                      progress.update)
@@ -521,6 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, help="searches side by side (default: half the host's cores up to 8 on a "
                                             "GPU, 1 on a CPU device)")
     p.add_argument("--show", action="store_true", help="print how deep the tuning of this device went, and stop")
+    p.add_argument("--verify-only", action="store_true",
+                   help="search nothing: spend the budget re-timing what was found against CLBlast's database")
     p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment")
     p.set_defaults(func=cmd_tune)
 

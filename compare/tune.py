@@ -36,15 +36,17 @@ def store_for(rt) -> Store:
     return Store(DeviceId.of(rt.info, clblast_version()))
 
 
-def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress) -> tuple[Search, list]:
-    """Search then verify; (the search, the problems verified this run)."""
+def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_only: bool = False
+                 ) -> tuple[Search, list]:
+    """Search then verify (or only verify); (the search, the problems verified this run)."""
     from backends.clblast.library import require_library
     require_library()
     search = Search(device_index(rt.device), store_for(rt), limits_from_device(rt.device), net_problems(nets, batch),
                     jobs, progress)
     try:
-        search.search(budget_s * (1 - VERIFY_SHARE))
-        verified = search.verify(budget_s * VERIFY_SHARE)
+        if not verify_only:
+            search.search(budget_s * (1 - VERIFY_SHARE))
+        verified = search.verify(budget_s if verify_only else budget_s * VERIFY_SHARE)
     except SearchFailed as exc:
         raise UserError(str(exc)) from None
     return search, verified
