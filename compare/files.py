@@ -1,12 +1,29 @@
 """Writing files so that a reader never sees half of one."""
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+
+
+def kind(path: str | os.PathLike) -> str | None:
+    """What is at `path` (links followed), in words: 'a regular file',
+    'a folder', 'a character device', ...; None when nothing is."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"),
+                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                        (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return words
+    return "a special file"
 
 
 def _umask() -> int:
@@ -28,6 +45,9 @@ def atomic_path(path: str | os.PathLike):
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
     try:
         yield tmp
+        there = kind(path)
+        if there not in (None, "a regular file"):   # the rename would replace a device or a pipe
+            raise OSError(errno.EEXIST, f"{there} is there, not a regular file, and is left alone", str(path))
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -68,13 +88,19 @@ def staged_folder(out_dir: str | os.PathLike):
 
 def check_writable(path: str | os.PathLike, what: str, folder: bool = False) -> None:
     """UserError now, before any work, when `path` could not be written later:
-    an existing path of the wrong kind, or no writable folder to make it in."""
+    an existing path of the wrong kind, or no writable folder to make it in.
+    A device, a pipe or a socket is refused, never replaced by a file."""
     from .errors import UserError
     path = Path(path)
-    if path.exists() and path.is_dir() != folder:
-        kind = "a folder" if path.is_dir() else "a file"
-        raise UserError(f"{what} {path} is {kind}; give {'a folder' if folder else 'a file name'} there")
-    ancestor = path if folder and path.exists() else path.parent
+    there = kind(path)
+    wanted = "a folder" if folder else "a regular file"
+    if there is not None and there != wanted:
+        if there in ("a folder", "a regular file"):
+            raise UserError(f"{what} {path} is {'a file' if there == 'a regular file' else there}; "
+                            f"give {'a folder' if folder else 'a file name'} there")
+        raise UserError(f"{what} {path} is {there}, not {wanted}: refused, since writing there would replace it; "
+                        f"give {'a folder' if folder else 'a file name'} there")
+    ancestor = path if folder and there else path.parent
     while not ancestor.exists():
         ancestor = ancestor.parent
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
