@@ -25,6 +25,7 @@ from . import __version__
 from .analysis import DEFAULT_BASELINES, parse_baselines
 from .errors import CheckFailed, UserError, install_handlers, restore_handlers
 from .files import atomic_path, check_writable
+from .hostmem import HostNeed, check_fits, host_need
 from .models import imported_weights, load_net
 from .progress import Progress
 from .results import RunResult, Source, load_results, write_results
@@ -75,6 +76,11 @@ def _load_input(path: str, net, batch: int | None) -> np.ndarray:
     return x
 
 
+def _host_need(net, names: list[str], mode: str, interleave: bool) -> HostNeed:
+    return host_need(net, checking=mode in ("correctness", "both"),
+                     backends_at_once=len(names) if interleave else 1, outputs_kept=len(names))
+
+
 def _plan(args, mode: str) -> Plan:
     if not args.timeout_s > 0:
         raise UserError(f"--timeout-s must be a positive number of seconds, not {args.timeout_s}")
@@ -82,18 +88,22 @@ def _plan(args, mode: str) -> Plan:
     names = backends.parse_names(args.backends)
     batch = _positive("--batch", args.batch) if args.batch is not None else None
     data = getattr(args, "data", None)
+    need = _host_need(net, names, mode, getattr(args, "interleave", False))
     if args.input and data:
         raise UserError("--input and --data are alternatives: give one")
     if args.input:
         x = _load_input(args.input, net, batch)
         batch = x.shape[0]
+        check_fits(net, batch, need, f"the {batch} images of {args.input}", "an input of {} images fits")
         input_source = {"kind": "file", "path": args.input}
     elif data:   # the held-out digits (compare/digits.py)
         from .digits import held_out_input
         x, input_source = held_out_input(net, batch)
         batch = x.shape[0]
+        check_fits(net, batch, need)
     else:
         batch = batch or net.default_batch
+        check_fits(net, batch, need)   # before the input, the largest single allocation, is made
         x = make_input(net, batch, args.seed)
         input_source = {"kind": "seed", "seed": args.seed}
     weights_file = args.weights
@@ -145,6 +155,8 @@ def _sweep_plans(args) -> tuple[Plan, list[int], Iterator[Plan]]:
     args.batch = given[0] if given else None
     base = _plan(args, "both")
     batches = given or default_batches(base.net.name)
+    check_fits(base.net, batches[-1], _host_need(base.net, base.backends, "both", base.interleave),
+               f"batch {batches[-1]} of the sweep", "batches up to {} fit")   # the largest, before any runs
 
     def plans():
         for batch in batches:
