@@ -70,9 +70,11 @@ def staged_folder(out_dir: str | os.PathLike):
     held back, so the set lands whole or, on an exit by exception, not at
     all (the staging folder is removed and `out_dir` is as it was)."""
     out = Path(out_dir)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else "."))
+    stage = None
     try:
+        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else "."))
         yield stage
         held = {signal.SIGINT, signal.SIGTERM}
         signal.pthread_sigmask(signal.SIG_BLOCK, held)
@@ -82,14 +84,26 @@ def staged_folder(out_dir: str | os.PathLike):
                 os.replace(f, out / f.name)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, held)   # a signal held back arrives now
+    except BaseException:
+        if made:   # the folder this call made goes too, unless something landed in it
+            try:
+                out.rmdir()
+            except OSError:
+                pass
+        raise
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)
 
 
-def check_writable(path: str | os.PathLike, what: str, folder: bool = False) -> None:
+RESULTS_ROOM = 2**20   # about the largest results file (VGG-16, every backend: 600 KB)
+
+
+def check_writable(path: str | os.PathLike, what: str, folder: bool = False, room: int = RESULTS_ROOM) -> None:
     """UserError now, before any work, when `path` could not be written later:
-    an existing path of the wrong kind, or no writable folder to make it in.
-    A device, a pipe or a socket is refused, never replaced by a file."""
+    an existing path of the wrong kind, no writable folder to make it in, or
+    a folder where a staging file of `room` bytes cannot be made (a full disk,
+    a quota).  A device, a pipe or a socket is refused, never replaced by a file."""
     from .errors import UserError
     path = Path(path)
     there = kind(path)
@@ -105,3 +119,24 @@ def check_writable(path: str | os.PathLike, what: str, folder: bool = False) -> 
         ancestor = ancestor.parent
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
         raise UserError(f"{what} {path} cannot be written: {ancestor} is not a folder this user may write to")
+    try:
+        _probe(ancestor, room)
+    except OSError as exc:
+        raise UserError(f"{what} {path} cannot be written: {exc.strerror or exc} in {ancestor} (a staging file "
+                        f"of {room / 2**20:.1f} MiB was tried before any work)") from None
+
+
+def _probe(folder: Path, room: int) -> None:
+    """Make a staging file in `folder` with `room` bytes reserved, and remove it."""
+    fd, tmp = tempfile.mkstemp(prefix=".compare-probe.", suffix=".tmp", dir=folder)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, room)
+        except (AttributeError, OSError) as exc:   # no fallocate here, or a file system that cannot reserve
+            if isinstance(exc, OSError) and exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            os.write(fd, bytes(min(room, RESULTS_ROOM)))
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+        os.unlink(tmp)
