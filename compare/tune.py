@@ -29,6 +29,7 @@ from backends.opencl.runtime import get_runtime
 
 from . import device_cache
 from .errors import UserError
+from .keep import Kept
 from .models import load_net
 
 SCOPES = ("device", "shape", "tiles")
@@ -110,9 +111,9 @@ def merge(old: dict | None, new: dict) -> dict:
             "shape_sets": kept + new["shape_sets"]}
 
 
-def store(info: dict, entry: dict):
+def store(info: dict, entry: dict) -> Kept:
     from backends import cache
-    return device_cache.store(KIND, info, merge(cache.entry(KIND, info), entry))
+    return device_cache.store(KIND, info, merge(cache.entry(KIND, info), entry), "the tuning cache")
 
 
 def table(rows) -> str:
