@@ -1,7 +1,9 @@
 """`compare`: the command line.  One cmd_<name> function per subcommand.
 
 Exit codes: 0 success; 1 a check failed or a backend crashed; 2 bad input
-or a missing prerequisite (one line on stderr, a traceback only with --debug).
+or a missing prerequisite, or finished work whose file could not be written
+where asked and was kept elsewhere (one line on stderr, naming where; a
+traceback only with --debug).
 """
 from __future__ import annotations
 
@@ -25,10 +27,12 @@ from nets.weights import init_weights, load_weights, make_input, save_weights, w
 from . import __version__
 from .analysis import DEFAULT_BASELINES, parse_baselines
 from .errors import CheckFailed, UserError, install_handlers, restore_handlers
-from .files import atomic_path, check_writable
+from .files import RESULTS_ROOM, check_writable
+from .hostmem import HostNeed, check_fits, host_need
+from .keep import Keeper, keep_file, text_writer
 from .models import imported_weights, load_net
 from .progress import Progress
-from .results import RunResult, Source, load_results, write_results
+from .results import RunResult, Source, load_results, to_json
 from .runner import MODES, Outputs, Plan, execute, exit_code
 from .tables import check_table, layer_table, modes_table, summary_table
 
@@ -76,6 +80,11 @@ def _load_input(path: str, net, batch: int | None) -> np.ndarray:
     return x
 
 
+def _host_need(net, names: list[str], mode: str, interleave: bool) -> HostNeed:
+    return host_need(net, checking=mode in ("correctness", "both"),
+                     backends_at_once=len(names) if interleave else 1, outputs_kept=len(names))
+
+
 def _plan(args, mode: str) -> Plan:
     if not args.timeout_s > 0:
         raise UserError(f"--timeout-s must be a positive number of seconds, not {args.timeout_s}")
@@ -83,18 +92,22 @@ def _plan(args, mode: str) -> Plan:
     names = backends.parse_names(args.backends)
     batch = _positive("--batch", args.batch) if args.batch is not None else None
     data = getattr(args, "data", None)
+    need = _host_need(net, names, mode, getattr(args, "interleave", False))
     if args.input and data:
         raise UserError("--input and --data are alternatives: give one")
     if args.input:
         x = _load_input(args.input, net, batch)
         batch = x.shape[0]
+        check_fits(net, batch, need, f"the {batch} images of {args.input}", "an input of {} images fits")
         input_source = {"kind": "file", "path": args.input}
     elif data:   # the held-out digits (compare/digits.py)
         from .digits import held_out_input
         x, input_source = held_out_input(net, batch)
         batch = x.shape[0]
+        check_fits(net, batch, need)
     else:
         batch = batch or net.default_batch
+        check_fits(net, batch, need)   # before the input, the largest single allocation, is made
         x = make_input(net, batch, args.seed)
         input_source = {"kind": "seed", "seed": args.seed}
     weights_file = args.weights
@@ -122,14 +135,29 @@ def _plan(args, mode: str) -> Plan:
                 interleave=getattr(args, "interleave", False), timeout_s=args.timeout_s)
 
 
-def _save_outputs(outputs: Outputs, plan: Plan, directory: str) -> None:
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    np.save(out / "input.npy", plan.x)
-    if outputs.reference is not None:
-        np.save(out / "reference.npy", outputs.reference)
-    for name, y in outputs.backends.items():
-        np.save(out / f"{name}.npy", y)
+def _save_outputs(outputs: Outputs, plan: Plan, directory: str) -> str | None:
+    """The arrays as .npy files in `directory`, or kept elsewhere: then the line that says where."""
+    def writer(array):
+        def write(tmp):
+            with open(tmp, "wb") as f:   # a file, not a name: np.save would add .npy to the staged name
+                np.save(f, array, allow_pickle=False)
+        return write
+    arrays = {"input": plan.x, "reference": outputs.reference, **outputs.backends}
+    keeper = Keeper(directory)
+    for name, array in arrays.items():
+        if array is not None:
+            keeper.write(f"{name}.npy", writer(array))
+    return keeper.problem("--save-outputs", "outputs")
+
+
+def _unwritten(problems: list[str]) -> None:
+    """A UserError (exit 2) when a file could not be written where asked, raised
+    after everything else was said, so its line, naming where the files are, comes last."""
+    problems = [p for p in problems if p]
+    for p in problems[:-1]:
+        print(f"error: {p}", file=sys.stderr)
+    if problems:
+        raise UserError(problems[-1])
 
 
 def _default_out(net_name: str) -> str:
@@ -146,6 +174,8 @@ def _sweep_plans(args) -> tuple[Plan, list[int], Iterator[Plan]]:
     args.batch = given[0] if given else None
     base = _plan(args, "both")
     batches = given or default_batches(base.net.name)
+    check_fits(base.net, batches[-1], _host_need(base.net, base.backends, "both", base.interleave),
+               f"batch {batches[-1]} of the sweep", "batches up to {} fit")   # the largest, before any runs
 
     def plans():
         for batch in batches:
@@ -170,12 +200,11 @@ def _execute(args, mode: str):
         results, outputs = execute(plan, progress.update)
     finally:
         progress.done()
-    if args.save_outputs:
-        _save_outputs(outputs, plan, args.save_outputs)
+    problems = [_save_outputs(outputs, plan, args.save_outputs)] if args.save_outputs else []
     if getattr(args, "data", None):
         from .digits import add_accuracy
         add_accuracy(results, outputs)
-    return results, plan
+    return results, plan, problems
 
 
 # -- subcommands ------------------------------------------------------------
@@ -183,8 +212,8 @@ def _execute(args, mode: str):
 def cmd_run(args) -> int:
     out = args.out or _default_out(Path(args.net).stem)
     check_writable(out, "--out")
-    results, plan = _execute(args, args.mode)
-    write_results(out, results)
+    results, plan, problems = _execute(args, args.mode)
+    kept = keep_file(out, text_writer(to_json(results)), "--out", "results")
     device = results.device.name
     print(f"{plan.net.name} batch {plan.batch} on {device} ({results.net.flops / 1e9:.2f} GFLOP per pass), "
           f"median of {plan.repeats} runs\n")
@@ -198,17 +227,19 @@ def cmd_run(args) -> int:
         print("\n" + modes)
     if plan.mode != "performance":
         print("\n" + check_table(results))
-    print(f"\nresults written to {out}")
+    if kept.problem is None:
+        print(f"\nresults written to {out}")
     _print_failures(results)
+    _unwritten(problems + [kept.problem])
     return exit_code(results)
 
 
 def cmd_check(args) -> int:
     if args.out:
         check_writable(args.out, "--out")
-    results, plan = _execute(args, "correctness")
+    results, plan, problems = _execute(args, "correctness")
     if args.out:
-        write_results(args.out, results)
+        problems.append(keep_file(args.out, text_writer(to_json(results)), "--out", "results").problem)
     print(f"{plan.net.name} batch {plan.batch}: outputs against the float64 oracle "
           f"(each layer on the oracle's input, and end to end)\n")
     print(check_table(results))
@@ -217,11 +248,16 @@ def cmd_check(args) -> int:
         print("\n" + accuracy_table(results))
     _print_failures(results)
     code = exit_code(results)
+    failed = None
     if code == 1 and not any(b.status == "FAILED" for b in results.backends):
-        raise CheckFailed("check failed: see the table above")
+        failed = "check failed: see the table above"
     if args.data and code == 0 and disagreements(results):
-        raise CheckFailed(f"check failed: {', '.join(disagreements(results))} predicted differently "
-                          f"(see the accuracy table)")
+        failed = f"check failed: {', '.join(disagreements(results))} predicted differently (see the accuracy table)"
+    if failed and any(problems):   # said first: the line naming where the files are comes last
+        print(f"error: {failed}", file=sys.stderr)
+    _unwritten(problems)
+    if failed:
+        raise CheckFailed(failed)
     return code
 
 
@@ -235,27 +271,29 @@ def cmd_sweep(args) -> int:
         check_writable(args.out, "--out", folder=True)
     base, batches, plans = _sweep_plans(args)
     out = args.out or f"results/sweep-{Path(args.net).stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    check_writable(out, "--out", folder=True)
+    check_writable(out, "--out", folder=True, room=len(batches) * RESULTS_ROOM)
     print(f"{base.net.name} at {batches_text(batches)}, {base.repeats} timed runs each, into {out}\n")
     done: list[RunResult] = []
     progress = Progress()
 
-    def finished(res: RunResult, path: Path) -> None:
+    def finished(res: RunResult, path: Path | None) -> None:
         progress.done()
         done.append(res)
         print(f"== {res.net.name} batch {res.net.batch} on {res.device.name} ({res.net.flops / 1e9:.3g} GFLOP per "
-              f"pass), median of {base.repeats} runs: {path}")
+              f"pass), median of {base.repeats} runs: {path or 'not written'}")
         print(summary_table(res, baselines) + "\n")
 
+    keeper = Keeper(out)
     try:
         try:
-            path = sw.run_sweep(plans, out, base.command, progress.update, finished)
+            path = sw.run_sweep(plans, keeper, base.command, progress.update, finished)
         finally:
             progress.done()
     except KeyboardInterrupt:
         if done:   # their files are whole and stay; the sweep file is written only at the end
             print(f"sweep stopped after batch {done[-1].net.batch}: the results files of "
-                  f"{batches_text([r.net.batch for r in done])} are in {out}, and no sweep file", file=sys.stderr)
+                  f"{batches_text([r.net.batch for r in done])} are in {keeper.folder}, and no sweep file",
+                  file=sys.stderr)
         raise
     print(f"{base.net.name}: time per image (ms), end-to-end compute over the batch")
     for headers, rows in (per_image_table(done), speedup_table(done)):
@@ -263,20 +301,23 @@ def cmd_sweep(args) -> int:
     print(f"where CLBlast catches up: {crossover(comparisons(done))}")
     for note in notes(done):
         print(note)
-    print(f"\nsweep written to {path}; `compare report {path}` renders it")
+    if keeper.error is None:
+        print(f"\nsweep written to {path}; `compare report {path}` renders it")
     for res in done:
         for b in res.backends:
             if b.status == "FAILED" and not sw.does_not_fit(b):
                 print(f"error: batch {res.net.batch}: backend {b.name} failed: {b.reason}", file=sys.stderr)
+    stayed = f"; what was written into {out} before stays there too" if keeper.written_before_failing else ""
+    _unwritten([keeper.problem("into --out", "sweep", f" (`compare report {keeper.folder}` renders it{stayed})")])
     return sw.exit_code(done)
 
 
 def cmd_weights(args) -> int:
-    check_writable(args.out, "--out")
     net = nets.get_net(args.net)
+    check_writable(args.out, "--out", room=net.params() * 4 + 2**16)
     weights = init_weights(net, args.seed)
-    with atomic_path(args.out) as tmp:
-        save_weights(tmp, weights)
+    kept = keep_file(args.out, lambda tmp: save_weights(tmp, weights), "--out", "weights")
+    _unwritten([kept.problem])
     print(f"wrote {len(weights)} arrays ({net.params():,} parameters) of {net.name}, seed {args.seed}, to {args.out}")
     return 0
 
@@ -325,13 +366,14 @@ def cmd_peak(args) -> int:
     from .peak import cache_path, store
     if not args.cap_s > 0:
         raise UserError(f"--cap-s must be a positive number of seconds, not {args.cap_s}")
+    check_writable(cache_path(), "the peak cache")
     rt = get_runtime(args.device)
     progress = Progress()
     try:
         peak = measure_peak(rt, progress.update, args.cap_s)
     finally:
         progress.done()
-    store(rt.info, peak)
+    kept = store(rt.info, peak)
     d = peak["details"]
     print(f"{rt.info['name']} ({rt.info['platform']}, {rt.info['compute_units']} compute units)")
     print(f"  multiply-add: {peak['gflops']:.1f} GFLOP/s (float4 {d['float4_gflops']:.1f}, "
@@ -339,11 +381,14 @@ def cmd_peak(args) -> int:
     print(f"  bandwidth:    {peak['bandwidth_gbs']:.1f} GB/s (copy kernel {d['copy_kernel_gbs']:.1f}, "
           f"buffer copy {d['enqueue_copy_gbs']:.1f}; bytes read + written)")
     print(f"  timed by {d['timer']}, in {d['seconds']:.0f} s" + (f"; {d['capped']}" if d.get("capped") else ""))
-    print(f"cached in {cache_path()} for `compare run`")
+    if kept.problem is None:
+        print(f"cached in {cache_path()} for `compare run`")
+    _unwritten([kept.problem])
     return 0
 
 
 def cmd_tune(args) -> int:
+    from backends import cache
     from backends.handwritten.tiles_tuned import KIND as TILES_KIND
     from backends.opencl.runtime import get_runtime
 
@@ -362,12 +407,17 @@ def cmd_tune(args) -> int:
     if args.show:
         print(tune.show(rt, loaded, batch))
         return 0
+    if "clblast" in scopes:   # before the budget is spent, not after
+        folder = tune.store_for(rt).folder
+        check_writable(str(folder / "device.json"), "the CLBlast tuning folder")
+    if "tiles" in scopes:
+        check_writable(cache.path(TILES_KIND), "the tiles' cache")
     jobs = _positive("--jobs", args.jobs) if args.jobs is not None else _default_jobs(rt)
     # our tiles take little time: a tenth of the budget when both scopes are asked for
     tiles_s = args.budget_s * (0.1 if len(scopes) > 1 else 1.0) if "tiles" in scopes else 0.0
     progress = Progress()
     tiles = search = None
-    rows = []
+    rows, problems = [], []
     try:
         if "clblast" in scopes:
             search, verified = tune.tune_clblast(rt, loaded, batch, args.budget_s - tiles_s, jobs, progress.update,
@@ -383,11 +433,13 @@ def cmd_tune(args) -> int:
         print(tune.show(rt, loaded, batch))
     if tiles is not None:
         print(tune_tiles_table(rows))
-        path = device_cache.store(TILES_KIND, rt.info, tiles)
+        kept = device_cache.store(TILES_KIND, rt.info, tiles, "the tiles' cache")
+        problems.append(kept.problem)
         print(f"vectorised-tiled: {len(tiles['layers'])} conv layers timed in {tiles['took_s']:.0f} s; "
-              f"written to {path}")
+              f"written to {kept.path or 'nowhere'}")
     print(f"on {rt.info['name']}, budget {args.budget_s:.0f} s; `compare run` uses these "
           f"(--clblast-params default ignores CLBlast's); run it again to go deeper")
+    _unwritten(problems)
     return 0
 
 
@@ -405,9 +457,9 @@ def tune_tiles_table(rows) -> str:
 
 
 def cmd_report(args) -> int:
-    from .report import render_report
+    from .report import REPORT_ROOM, render_report
     from .sweep import is_sweep, load_sweep
-    check_writable(args.out, "--out", folder=True)
+    check_writable(args.out, "--out", folder=True, room=REPORT_ROOM)
     results, paths, sweeps = [], [], []
     for p in args.files:
         if is_sweep(p):
@@ -415,8 +467,12 @@ def cmd_report(args) -> int:
         else:
             results.append(load_results(p))
             paths.append(p)
-    written = render_report(results, paths, args.out, published=args.published,
-                            baselines=parse_baselines(args.baseline), sweeps=sweeps)
+    try:
+        written = render_report(results, paths, args.out, published=args.published,
+                                baselines=parse_baselines(args.baseline), sweeps=sweeps)
+    except OSError as exc:   # nothing measured is lost: the report is rendered again from the same files
+        raise UserError(f"cannot write the report into --out {args.out} ({exc.strerror or exc}): nothing of it was "
+                        f"written there; free some room and run `compare report` again") from None
     for path in written:
         print(f"wrote {path}")
     return 0

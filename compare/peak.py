@@ -8,6 +8,7 @@ import sys
 from backends import cache
 
 from . import device_cache
+from .keep import Kept
 
 KIND = "peak"
 
@@ -16,8 +17,8 @@ def cache_path():
     return cache.path(KIND)
 
 
-def store(info: dict, peak: dict) -> None:
-    device_cache.store(KIND, info, peak)
+def store(info: dict, peak: dict) -> Kept:
+    return device_cache.store(KIND, info, peak, "the peak cache")
 
 
 def peak_for_run(rt, override_gflops: float | None = None, progress=lambda s: None) -> dict:
@@ -32,5 +33,7 @@ def peak_for_run(rt, override_gflops: float | None = None, progress=lambda s: No
     print(f"measuring the peak of {rt.info['name']} (at most {CAP_S:.0f} s; `compare peak` caches it)",
           file=sys.stderr)
     peak = measure_peak(rt, progress)
-    store(rt.info, peak)
+    kept = store(rt.info, peak)
+    if kept.problem:   # this run has its figure; only the next runs miss it
+        print(f"warning: {kept.problem}", file=sys.stderr)
     return {**peak, "source": "measured at the start of this run (mad chains, large copy)"}

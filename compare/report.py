@@ -178,6 +178,9 @@ HEADLINE_CAPTION = ("End-to-end compute in ms (median: the whole pass without pe
                     "interval, 'no clear difference' where it spans 1x.")
 
 
+REPORT_ROOM = 8 * 2**20   # about the largest report: Markdown, HTML and a dozen plots
+
+
 def render_report(results: list[RunResult], paths: list[str], out_dir: str, published: bool = False,
                   baselines=an.DEFAULT_BASELINES, sweeps: list[LoadedSweep] = ()) -> list[str]:
     """Render into a staging folder, then move the files into `out_dir` all at

@@ -7,6 +7,8 @@ device, and per batch the results file's name, relative to the sweep file's
 folder so the folder can be moved.  Each results file is written atomically
 as its batch finishes; the sweep file only once every batch has, so an
 interrupted sweep leaves the finished batches' files and no sweep file.
+When the folder stops taking files, the whole set moves to another folder
+(compare/keep.py), so the sweep file always lies beside its results files.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from pathlib import Path
 from . import __version__
 from .errors import UserError
 from .files import write_text_atomic
-from .results import Malformed, RunResult, Tool, load_results, parse_versioned, write_results
+from .keep import Keeper
+from .results import Malformed, RunResult, Tool, load_results, parse_versioned, to_json
 from .runner import Plan, execute, exit_code as run_exit_code
 
 SCHEMA = "clblast-compare/sweep"
@@ -117,31 +120,34 @@ def exit_code(results: Iterable[RunResult]) -> int:
 
 # -- running -------------------------------------------------------------------
 
-def run_sweep(plans: Iterable[Plan], out_dir: str | os.PathLike, command: str, progress=lambda s: None,
-              on_batch: Callable[[RunResult, Path], None] = lambda res, path: None) -> Path:
-    """Each plan (one per batch) executed, its results written into `out_dir`
-    as soon as it finishes; then the sweep file.  Returns the sweep file's path."""
-    out = Path(out_dir)
+def run_sweep(plans: Iterable[Plan], keeper: Keeper, command: str, progress=lambda s: None,
+              on_batch: Callable[[RunResult, Path | None], None] = lambda res, path: None) -> Path | None:
+    """Each plan (one per batch) executed, its results written into the
+    keeper's folder as soon as it finishes; then the sweep file.  Returns the
+    sweep file's path (None when no folder would take it: keeper.problem says why).
+    A folder that fails on the way sends the whole set to another (compare/keep.py)."""
     runs, first = [], None
     for plan in plans:
         res, _ = execute(plan, lambda s, b=plan.batch: progress(f"batch {b}: {s}"))
         name = results_name(plan.net.name, plan.batch)
-        write_results(out / name, res)
+        path = keeper.write_text(name, to_json(res))
         runs.append(SweepRun(plan.batch, name))
         first = first or res
-        on_batch(res, out / name)
+        on_batch(res, path)
     sweep = Sweep(net=first.net.name, device=first.device.name,
                   created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                   command=command, batches=runs, tool=Tool("clblast-compare", __version__))
-    path = out / SWEEP_FILE
-    write_sweep(path, sweep)
-    return path
+    return keeper.write_text(SWEEP_FILE, sweep_json(sweep))
+
+
+def sweep_json(sweep: Sweep) -> str:
+    data = dataclasses.asdict(sweep)
+    head = {"schema": data.pop("schema"), "schema_version": data.pop("schema_version")}   # first, for a reader
+    return json.dumps({**head, **data}, indent=1) + "\n"
 
 
 def write_sweep(path: str | os.PathLike, sweep: Sweep) -> None:
-    data = dataclasses.asdict(sweep)
-    head = {"schema": data.pop("schema"), "schema_version": data.pop("schema_version")}   # first, for a reader
-    write_text_atomic(path, json.dumps({**head, **data}, indent=1) + "\n")
+    write_text_atomic(path, sweep_json(sweep))
 
 
 # -- reading -------------------------------------------------------------------

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import re
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +61,7 @@ def load_keras(path: str | os.PathLike) -> tuple[Net, dict[str, np.ndarray]]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"Keras model file {path} not found")
+    _check_container(path)
     keras = _keras()
     try:
         model = keras.saving.load_model(path, compile=False)
@@ -66,6 +69,35 @@ def load_keras(path: str | os.PathLike) -> tuple[Net, dict[str, np.ndarray]]:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"cannot load Keras model {path}: {first}") from None
     return import_model(model, path.stem, str(path))
+
+
+def _check_container(path: Path) -> None:
+    """A UserError when `path` is not a whole zip (.keras) or HDF5 (.h5) file.
+    Checked before Keras sees it: Keras calls a .keras file cut short
+    "File not found", which sends the user looking for the wrong thing."""
+    bad = f"Keras model file {path} is not a valid model file"
+    if path.suffix.lower() == ".keras":
+        if not zipfile.is_zipfile(path):
+            raise UserError(f"{bad}: truncated, or not a zip archive (a .keras file is one); save the model again")
+        try:
+            with zipfile.ZipFile(path) as z:
+                damaged = z.testzip()
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError) as exc:
+            raise UserError(f"{bad}: a damaged zip archive ({exc}); save the model again") from None
+        if damaged is not None:
+            raise UserError(f"{bad}: {damaged} in its zip archive is damaged; save the model again")
+        return
+    try:
+        import h5py   # comes with Keras; it tells a file cut short by the length its header promises
+    except ImportError:
+        return        # Keras will say it cannot read .h5 files
+    if not h5py.is_hdf5(path):
+        raise UserError(f"{bad}: not an HDF5 file (a .h5 model is one); save the model again")
+    try:
+        h5py.File(path, "r").close()
+    except OSError as exc:
+        why = "a truncated HDF5 file" if "truncated" in str(exc) else str(exc).strip().splitlines()[0]
+        raise UserError(f"{bad}: {why}; save the model again") from None
 
 
 def conv_kernel_from_keras(kernel: np.ndarray) -> np.ndarray:

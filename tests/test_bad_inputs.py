@@ -1,8 +1,11 @@
 """Bad inputs a user can meet, each one line on stderr, exit 2, and no file
-left behind: unwritable outputs (refused before any work), results files
+left behind: unwritable outputs (refused before any work; a device or a pipe
+is never replaced by a file), results files
 that are malformed, of a wrong type, missing keys or from a future version,
 and weights files in float64 (accepted: converted to float32)."""
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -34,6 +37,43 @@ def test_outputs_of_the_wrong_kind_are_refused_before_any_work(tmp_path, capsys,
     assert main([a.format(**names) for a in argv]) == 2
     assert message.format(**names) in _one_line(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def _special(tmp_path, what):
+    path = tmp_path / what
+    if what == "pipe":
+        os.mkfifo(path)
+    else:   # the null device's numbers, made here: only root may
+        try:
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("making a device node needs root")
+    return path
+
+
+@pytest.mark.parametrize("what, words", [("pipe", "a named pipe"), ("device", "a character device")])
+@pytest.mark.parametrize("command", [["run", "--net", "lenet", "--backends", "numpy", "--repeats", "1"],
+                                     ["check", "--net", "lenet", "--backends", "numpy"],
+                                     ["weights", "--net", "lenet"]])
+def test_an_out_that_is_a_device_or_a_pipe_is_refused_and_left_alone(tmp_path, capsys, what, words, command):
+    path = _special(tmp_path, what)
+    before = os.stat(path)
+    assert main(command + ["--out", str(path)]) == 2
+    assert _one_line(capsys) == (f"error: --out {path} is {words}, not a regular file: refused, since writing "
+                                 f"there would replace it; give a file name there")
+    after = os.stat(path)
+    assert (after.st_ino, after.st_mode, after.st_rdev) == (before.st_ino, before.st_mode, before.st_rdev)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [what]
+
+
+def test_a_file_staged_for_a_path_that_became_a_pipe_is_not_renamed_over_it(tmp_path):
+    from compare.files import atomic_path
+    path = tmp_path / "out.json"
+    with pytest.raises(OSError, match="a named pipe is there, not a regular file"):
+        with atomic_path(path) as tmp:
+            os.mkfifo(path)   # after the checks at the start, before the rename at the end
+            open(tmp, "w").write("{}")
+    assert stat.S_ISFIFO(os.stat(path).st_mode) and sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
 
 
 @pytest.mark.parametrize("spoil, message", [

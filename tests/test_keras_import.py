@@ -128,4 +128,38 @@ def test_file_errors_are_one_line(tmp_path, capsys):
     bad.write_bytes(b"not a model")
     assert main(["check", "--net", str(bad), "--backends", "numpy"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: cannot load Keras model {bad}") and len(err.strip().splitlines()) == 1
+    assert err == f"error: Keras model file {bad} is not a valid model file: not an HDF5 file (a .h5 model is one); " \
+                  f"save the model again\n"
+
+
+def _cut_short(path, write):
+    """A model file written by `write`, then cut to half its length, as an interrupted copy leaves it."""
+    write(path)
+    whole = path.read_bytes()
+    path.write_bytes(whole[:len(whole) // 2])
+
+
+def _zip_like_keras(path):   # a .keras file is a zip of the config and the weights (an .h5 inside)
+    import zipfile
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("metadata.json", json.dumps({"keras_version": "3"}))
+        z.writestr("config.json", json.dumps({"class_name": "Sequential", "config": {"layers": []}}))
+        z.writestr("model.weights.h5", np.random.default_rng(0).bytes(20000))
+
+
+def _hdf5(path):
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(path, "w") as f:
+        f["weights"] = np.random.default_rng(0).random((50, 50))
+
+
+@pytest.mark.parametrize("name, write, why", [
+    ("cut.keras", _zip_like_keras, "truncated, or not a zip archive (a .keras file is one)"),
+    ("cut.h5", _hdf5, "a truncated HDF5 file"),
+])
+def test_a_model_file_cut_short_is_called_invalid_not_missing(tmp_path, capsys, name, write, why):
+    path = tmp_path / name
+    _cut_short(path, write)
+    assert main(["check", "--net", str(path), "--backends", "numpy"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: Keras model file {path} is not a valid model file: {why}; save the model again\n"
