@@ -20,6 +20,7 @@ from backends.clblast import layers as clblast_layers
 from backends.clblast import library as clblast_c
 from backends.opencl.runtime import get_runtime
 from conftest import backend_or_skip
+from run_checks import in_process
 
 
 @pytest.fixture(autouse=True)
@@ -163,7 +164,7 @@ MINI_LENET = Net("mini-lenet", (1, 12, 12), (
 def test_steps_are_named_and_the_outputs_right(name, batch, expect):
     weights = init_weights(MINI_LENET, 5)
     x = np.random.default_rng(batch).standard_normal((batch,) + MINI_LENET.input_shape).astype(np.float32)
-    prepared = backends.get(name).prepare(MINI_LENET, weights, batch)
+    prepared = in_process(name).prepare(MINI_LENET, weights, batch)
     try:
         assert prepared.config["layers"] == {k: " + ".join(v) for k, v in expect.items()}
         assert "warmup_ms" in prepared.config
@@ -181,7 +182,7 @@ def test_steps_are_named_and_the_outputs_right(name, batch, expect):
 def test_warm_up_leaves_every_activation_poisoned(name):
     # prepare runs every routine once (compiling CLBlast's kernels) and then
     # poisons again, so an element a run fails to write still reads NaN
-    prepared = backends.get(name).prepare(MINI_LENET, init_weights(MINI_LENET, 0), 2)
+    prepared = in_process(name).prepare(MINI_LENET, init_weights(MINI_LENET, 0), 2)
     try:
         assert prepared.config["warmup_ms"] > 0
         for op in prepared.ops:
@@ -194,7 +195,7 @@ def test_lenet_c1_breakdown_is_the_seeds(lenet_case):
     # table 5.3's rows for C1 at batch 100, plus the sigmoid the seed left untimed
     net = Net("c1-only", LENET.input_shape, LENET.layers[:1])
     weights = {k: v for k, v in lenet_case.weights.items() if k.startswith(LENET.layers[0].name + ".")}
-    prepared = backends.get("clblast").prepare(net, weights, 100)
+    prepared = in_process("clblast").prepare(net, weights, 100)
     try:
         prepared.load_input(lenet_case.x)
         (c1,) = prepared.run_timed()
@@ -212,9 +213,9 @@ def test_an_im2col_buffer_past_max_alloc_fails_in_prepare_with_the_sizes(rt, mon
     monkeypatch.setitem(rt.info, "max_alloc_bytes", 500_000)
     with pytest.raises(UserError, match=r"im2col buffer of wide1 \(144 x 1600 floats\) needs 0\.9 MiB.*"
                                         r"MAX_MEM_ALLOC_SIZE 0\.5 MiB"):
-        backends.get("clblast").prepare(net, weights, 2)
+        in_process("clblast").prepare(net, weights, 2)
     # xCONVGEMM's single kernel needs no im2col buffer: it prepares and runs right
-    prepared = backends.get("clblast-convgemm").prepare(net, weights, 2)
+    prepared = in_process("clblast-convgemm").prepare(net, weights, 2)
     try:
         x = np.random.default_rng(3).standard_normal((2,) + net.input_shape).astype(np.float32)
         assert compare_arrays(prepared.forward(x), oracle.forward(net, weights, x)[-1]).passed
@@ -232,7 +233,7 @@ def test_prepare_fails_cleanly_and_releases_what_it_allocated(rt, monkeypatch):
     close = ClblastNet.close
     monkeypatch.setattr(ClblastNet, "close", lambda self: (released.append(len(self.buffers)), close(self)))
     with pytest.raises(UserError, match="weights of b"):
-        backends.get("clblast").prepare(net, weights, 1)
+        in_process("clblast").prepare(net, weights, 1)
     assert released and released[0] > 0   # the buffers made before the failure were released
 
 
@@ -306,47 +307,18 @@ def test_clblast_best_without_room_for_im2col_keeps_xconvgemm():
     assert config["layers"]["wide1"].startswith("convgemm") and compare_arrays(y, ref).passed
 
 
-def test_clblast_best_takes_a_shape_set_only_where_a_device_set_can_switch_back():
+def test_clblast_best_routes_each_gemm_with_the_set_tuned_for_that_kernel():
+    from backends.clblast import problems
     from backends.clblast.best import ClblastBestNet
-    from backends.clblast.overrides import ALWAYS_DIRECT
-    from backends.clblast.tuned import GEMM_KERNELS, Tuning
-    dims = {"m": 784, "n": 6, "k": 25}
-    tuning = Tuning({"device_sets": {"XgemmDirect": {"parameters": {"WGD": 8}}, "Xgemm": {"parameters": {"MWG": 16}}},
-                     "shape_sets": [{"tuner": "xgemm_direct", "args": dims,
-                                     "kernels": {"XgemmDirect": {"parameters": {"WGD": 32}}}},
-                                    {"tuner": "xgemm_direct", "args": {"m": 1, "n": 1, "k": 1},
-                                     "kernels": {"XgemmDirect": {"parameters": {"WGD": 64}}}}]})
-    net = type("Fake", (), {"tuning": tuning})()
-    sets = dict(ClblastBestNet._sets(net, GEMM_KERNELS, "xgemm_direct", dims, ALWAYS_DIRECT))
-    assert sets == {"XgemmDirect": {"WGD": 32}, "Xgemm": {"MWG": 16}, "GemmRoutine": ALWAYS_DIRECT}
-    # no device set for XgemmDirect: its shape set is not used (nothing to switch back to for other layers)
-    tuning.entry["device_sets"].pop("XgemmDirect")
-    assert dict(ClblastBestNet._sets(net, GEMM_KERNELS, "xgemm_direct", dims)) == {"Xgemm": {"MWG": 16}}
-
-
-@pytest.mark.parametrize("switch_ms, kept", [(5.0, "device sets for every layer"), (0.0, "shape sets where tuned")])
-def test_clblast_best_keeps_per_shape_sets_only_where_the_whole_pass_gains(switch_ms, kept):
-    """Two layers with sets of their own for one kernel switch it every pass:
-    the whole pass decides, not the layers one by one."""
-    from backends.clblast.best import ClblastBestNet
+    from backends.clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
     from backends.clblast.tuned import Tuning
-    device = {"Xgemv": {"WGS1": 64}}
-    tuning = Tuning({"device_sets": {"Xgemv": {"parameters": device["Xgemv"]}}, "shape_sets": []})
-
-    class Op:
-        def __init__(self, wgs):
-            self.apply = type("Applied", (), {"sets": [("Xgemv", {"WGS1": wgs}), ("GemmRoutine", {"X": 0})]})()
-    ops = [Op(128), Op(256), Op(64)]
-
-    def pass_ms(net):   # a switch each time a layer's set differs from the one before it; shape sets gain 1 ms
-        sets = [dict(op.apply.sets)["Xgemv"] for op in net.ops]
-        switches = sum(a != b for a, b in zip(sets, sets[1:] + sets[:1]))
-        return 10.0 - sum(s != device["Xgemv"] for s in sets) * 1.0 + switches * switch_ms
-    net = type("Fake", (), {"tuning": tuning, "ops": ops, "_pass_ms": pass_ms})()
-    before = [list(op.apply.sets) for op in ops]
-    said = ClblastBestNet._settle_sets(net)
-    assert said.startswith(kept)
-    if kept.startswith("device"):
-        assert all(dict(op.apply.sets) == {"Xgemv": device["Xgemv"], "GemmRoutine": {"X": 0}} for op in ops)
-    else:
-        assert [op.apply.sets for op in ops] == before
+    from test_tune import verified_record
+    p = problems.gemm(6, 784, 25, 2)
+    rec = verified_record(p, {"database": 0.3, "XgemmDirect": 0.2, "Xgemm": 0.25})
+    net = type("Fake", (), {"tuning": Tuning({p: rec}, [p])})()
+    direct = dict(ClblastBestNet._sets(net, p, "XgemmDirect", ALWAYS_DIRECT))
+    indirect = dict(ClblastBestNet._sets(net, p, "Xgemm", ALWAYS_INDIRECT))
+    assert direct == {"XgemmDirect": {"WGD": 1}, "GemmRoutine": ALWAYS_DIRECT}
+    assert indirect == {"Xgemm": {"MWG": 1}, "GemmRoutine": ALWAYS_INDIRECT}
+    database = type("Fake", (), {"tuning": Tuning(None, [p])})()
+    assert ClblastBestNet._sets(database, p, "Xgemm", ALWAYS_INDIRECT) == [("GemmRoutine", ALWAYS_INDIRECT)]

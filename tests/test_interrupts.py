@@ -67,13 +67,22 @@ def test_ctrl_c_while_the_tensorflow_child_works(folder):
     assert took < 30
 
 
-def test_ctrl_c_during_tuning_keeps_the_old_tuning_file(folder):
+def test_ctrl_c_during_tuning_keeps_what_was_measured_and_writes_nothing_half(folder, tmp_path_factory):
+    """The search keeps each configuration's result as it comes: an interrupt leaves whole files only,
+    and stops the search's children."""
+    import json
     backend_or_skip("clblast")
-    (folder / "clblast-tuning.json").write_text("{}")
-    code, err, _ = _interrupt(["tune", "--net", "lenet", "--budget-s", "120"], 6,
-                              env={"COMPARE_CACHE_DIR": str(folder)})
-    _stopped_cleanly(code, err, signal.SIGINT, folder, {"earlier.json": "an earlier results file",
-                                                        "clblast-tuning.json": "{}"})
+    cache = tmp_path_factory.mktemp("tune-cache")
+    code, err, _ = _interrupt(["tune", "--net", "lenet", "--budget-s", "300", "--scope", "clblast"], 20,
+                              env={"COMPARE_CACHE_DIR": str(cache)})
+    _stopped_cleanly(code, err, signal.SIGINT, folder, {"earlier.json": "an earlier results file"})
+    files = list(cache.rglob("*"))
+    assert not [f for f in files if f.name.startswith(".")], files      # no staging file left behind
+    for f in files:
+        if f.is_file():
+            assert json.loads(f.read_text())["schema"] == "clblast-compare/clblast-tuning"
+    left = subprocess.run(["pgrep", "-f", "backends.clblast.search_child"], capture_output=True, text=True)
+    assert not left.stdout.strip(), "search children still running after the interrupt"
 
 
 def test_a_build_that_fails_because_a_signal_came_is_the_signal(monkeypatch):
