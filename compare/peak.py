@@ -11,6 +11,8 @@ from . import device_cache
 from .keep import Kept
 
 KIND = "peak"
+SCHEMA = "clblast-compare/peak"
+VERSION = 1   # an entry of another version (or none: written before versions) is measured again
 
 
 def cache_path():
@@ -18,7 +20,15 @@ def cache_path():
 
 
 def store(info: dict, peak: dict) -> Kept:
-    return device_cache.store(KIND, info, peak, "the peak cache")
+    return device_cache.store(KIND, info, {**peak, "schema": SCHEMA, "version": VERSION}, "the peak cache")
+
+
+def cached(info: dict) -> dict | None:
+    """This device's cached peak, if it is of this version and holds what a run needs."""
+    entry = cache.entry(KIND, info)
+    if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or entry.get("version") != VERSION:
+        return None
+    return entry if isinstance(entry.get("gflops"), (int, float)) and "measured" in entry else None
 
 
 def peak_for_run(rt, override_gflops: float | None = None, progress=lambda s: None) -> dict:
@@ -26,9 +36,9 @@ def peak_for_run(rt, override_gflops: float | None = None, progress=lambda s: No
     if override_gflops is not None:
         return {"gflops": float(override_gflops), "bandwidth_gbs": None,
                 "source": "given by the user (--peak-gflops)"}
-    cached = cache.entry(KIND, rt.info)
-    if cached:
-        return {**cached, "source": f"measured by `compare peak` on this device, {cached['measured']}"}
+    found = cached(rt.info)
+    if found:
+        return {**found, "source": f"measured by `compare peak` on this device, {found['measured']}"}
     from backends.opencl.peak import CAP_S, measure_peak
     print(f"measuring the peak of {rt.info['name']} (at most {CAP_S:.0f} s; `compare peak` caches it)",
           file=sys.stderr)

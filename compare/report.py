@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from . import analysis as an
+from . import answer
 from . import plots
 from . import report_tables as rt
 from . import roofline
@@ -72,7 +73,10 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
                       ("Wall, kernel and overhead (as the seed's table 6.2)", rt.wall_kernel_table(res, b)),
                       ("Steps of each layer (as the seed's table 5.3)", rt.steps_table(res, b)),
                       ("Matrix products against the infrastructure around them (as the seed's table 7.3)",
-                       rt.useful_time_table(res, b))]
+                       rt.useful_time_table(res, b)),
+                      ("CLBlast's tuning behind these figures, per problem (best device time of the routine, ms, "
+                       "after the configurations tried so far; the verified choice against CLBlast's database, "
+                       "median wall ms)", rt.tuning_progress_table(b))]
             if not any(t for _, t in tables) and not b.config:
                 continue
             tables[1] = (tables[1][0] + f" ({KERNEL_COLUMN})", tables[1][1])
@@ -190,6 +194,11 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
     doc.para("Does CLBlast make a good neural-network engine on this device, or do hand-written kernels beat it? "
              "Every table below is rendered from the results files listed; nothing is typed in by hand.")
     names = []
+    said = answer.sentences(results)
+    if said:
+        doc.heading("The answer")
+        for text in said:
+            doc.para(text)
     headline = rt.headline_table(results)
     if headline is not None:
         doc.heading("Headline")

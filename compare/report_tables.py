@@ -163,6 +163,27 @@ def environment_table(res: RunResult) -> Table:
     return ["", ""], rows
 
 
+def tuning_progress_table(b: BackendResult) -> Table | None:
+    """Per problem: how far CLBlast's default search went, the best found after 10%, 25%, 50% and 100% of
+    it (where reached), and the verified choice against the database's time."""
+    progress = b.config.get("clblast_tuning_progress")
+    if not isinstance(progress, list) or not progress:
+        return None
+    marks = (0.1, 0.25, 0.5, 1.0)
+    rows = []
+    for p in progress:
+        default = p.get("default") or 0
+        row = [p["problem"], f"{p['tried']}/{default}" if default else "not searched"]
+        for mark in marks:
+            reached = [ms for n, ms in p["curve"] if n <= mark * default]
+            row.append(f"{reached[-1]:.4f}" if reached and p["tried"] >= mark * default else DASH)
+        v = p.get("verified")
+        row.append(f"{v['choice']}: {v['ms']:.4f} (database {v['database_ms']:.4f})"
+                   if v and v.get("ms") is not None and v.get("database_ms") is not None else DASH)
+        rows.append(row)
+    return ["problem", "tried/default"] + [f"best at {int(m * 100)}%" for m in marks] + ["verified"], rows
+
+
 def choices_table(res: RunResult, b: BackendResult) -> Table | None:
     """What a backend that chooses per layer (clblast-best) chose, and every
     candidate's time at prepare (ms; 'refused' where the device would not run it)."""

@@ -50,3 +50,16 @@ def test_without_profiling_times_the_host_clock_times_the_peak(monkeypatch, cach
     monkeypatch.setattr(rt, "profiling_ok", False)   # as on Mesa's rusticl, whose events read 0-3 ns
     got = measure.measure_peak(rt, cap_s=3.0)
     assert got["details"]["timer"] == "host clock" and 0 < got["gflops"] < 1e5
+
+
+def test_a_cached_peak_of_another_version_is_measured_again(cache):
+    import json
+    rt = get_runtime()
+    peak.peak_for_run(rt)
+    data = json.loads(cache.read_text())
+    entry = next(iter(data.values()))
+    assert entry["schema"] == "clblast-compare/peak" and entry["version"] == peak.VERSION
+    for key in data:
+        data[key] = {k: v for k, v in entry.items() if k not in ("schema", "version")}   # written before versions
+    cache.write_text(json.dumps(data))
+    assert peak.peak_for_run(rt)["source"].startswith("measured at the start")

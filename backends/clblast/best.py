@@ -245,6 +245,7 @@ class ClblastBestNet(OpenCLNet):
             "candidates_ms": {name: c["candidates"] for name, c in self.choices.items()},
             "clblast_parameters": tuning.source,
             "clblast_tuning_depth": str(tuning.depth()) if tuning.records else None,
+            "clblast_tuning_progress": tuning.progress() if tuning.records else None,
             "step_timing": "CLBlast routines: routine span between markers on the in-order queue (includes host "
                            "gaps between its kernels); own kernels: their own profiling events",
         })

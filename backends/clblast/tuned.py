@@ -60,23 +60,17 @@ def clblast_version() -> str:
 class Tuning:
     """The verified sets of one device's problems, as one backend of one net uses them."""
 
-    def __init__(self, records: dict[Problem, ProblemRecord] | None, problems=()):
+    def __init__(self, records: dict[Problem, ProblemRecord] | None, problems=(), apply: bool = True):
         self.records = records or {}
         self.problems = list(problems)
+        self.apply = apply      # False: CLBlast's database runs, the tuning is only reported
         self._group: dict[tuple, bool] = {}
 
     @classmethod
     def for_net(cls, info: dict, problems, use: str = TUNED) -> "Tuning":
-        """`use`: 'tuned' (this device's tuning, where there is one) or 'database' (none)."""
-        if use == DATABASE:
-            return cls(None, problems)
+        """`use`: 'tuned' (this device's tuning, where there is one) or 'database' (none applied)."""
         store = Store(DeviceId.of(info, clblast_version()))
-        return cls({r.problem: r for r in store.all()}, problems)
-
-    @property
-    def entry(self) -> bool:
-        """Whether any problem of the net has a verified tuned set (else the backend has one mode)."""
-        return any(self._tuned(p, None) for p in self.problems)
+        return cls({r.problem: r for r in store.all()}, problems, apply=use == TUNED)
 
     def _tuned(self, problem: Problem, kernel: str | None):
         rec = self.records.get(problem)
@@ -89,6 +83,8 @@ class Tuning:
     def sets(self, problem: Problem, kernel: str | None = None) -> list[tuple[str, dict]]:
         """The overrides of `problem`'s call ([]: CLBlast's database); `kernel` asks for a GEMM routed
         to that kernel (clblast-best's direct and indirect candidates)."""
+        if not self.apply:
+            return []
         group = (problem.routine, kernel)
         if group not in self._group:
             self._group[group] = all(self._tuned(p, kernel) for p in self.problems if p.routine == problem.routine)
@@ -100,11 +96,37 @@ class Tuning:
                      sum(1 for r in recs if r and r.verified), sum(r.depth()[0] for r in recs if r),
                      sum(r.depth()[1] for r in recs if r))
 
+    def progress(self) -> list[dict]:
+        """Per problem of the net, heaviest first: configurations tried of CLBlast's default count, the
+        best device time after each improvement (stages in search order), and the verified choice;
+        so a reader sees whether more tuning would have changed the answer."""
+        out = []
+        for p in sorted(self.problems, key=lambda p: -p.flops):
+            rec = self.records.get(p)
+            if rec is None:
+                out.append({"problem": p.key, "tried": 0, "default": None, "curve": [], "verified": None})
+                continue
+            curve, offset, best = [], 0, None
+            for stage in rec.stages.values():
+                for n, ms in stage.progress():
+                    if best is None or ms < best:
+                        best = ms
+                        curve.append([offset + n, round(ms, 5)])
+                offset += len(stage.tried)
+            v = rec.verified
+            win, db = (v.winner(), v.database()) if v else (None, None)
+            out.append({"problem": p.key, "tried": rec.depth()[0], "default": rec.depth()[1], "curve": curve,
+                        "verified": {"choice": win.label, "ms": win.ms, "database_ms": db.ms if db else None}
+                        if win else None})
+        return out
+
     @property
     def source(self) -> str:
-        if not self.records:
+        if not self.records or not self.apply:
             return DEFAULT
         used = sum(1 for p in self.problems if self.sets(p))
+        if not used:   # no kind of call has a verified set on every problem of the net yet
+            return f"{DEFAULT} (the tuning, {self.depth()}, covers no kind of call of this net yet)"
         return (f"tuned by `compare tune` ({self.depth()}); tuned sets in force for {used} of "
                 f"{len(self.problems)} problems, CLBlast's database for the rest")
 
