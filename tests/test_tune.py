@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 from backends.clblast import problems
 from backends.clblast.record import (Candidate, DeviceId, ProblemRecord, StageRecord, Store, Tried, Verified)
