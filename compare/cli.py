@@ -438,7 +438,7 @@ def cmd_tune(args) -> int:
         print(f"vectorised-tiled: {len(tiles['layers'])} conv layers timed in {tiles['took_s']:.0f} s; "
               f"written to {kept.path or 'nowhere'}")
     print(f"on {rt.info['name']}, budget {args.budget_s:.0f} s; `compare run` uses these "
-          f"(--clblast-params default ignores CLBlast's); run it again to go deeper")
+          f"(--clblast-params database ignores them); run it again to go deeper")
     _unwritten(problems)
     return 0
 
@@ -489,9 +489,9 @@ def _add_net_options(p) -> None:
     p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment (default: first GPU, else PoCL)")
     p.add_argument("--timeout-s", type=float, default=600.0,
                    help="a backend whose forward pass takes longer fails, and the others still run (default 600)")
-    p.add_argument("--clblast-params", choices=["tuned", "default"], default="tuned",
-                   help="CLBlast's parameters: the ones `compare tune` found for this device (when there are any; "
-                        "default), or CLBlast's own database")
+    p.add_argument("--clblast-params", choices=["tuned", "database"], default="tuned",
+                   help="CLBlast's parameters: tuned (the better of what `compare tune` verified for this device "
+                        "and CLBlast's database, each a mode; the default), or database (CLBlast's own only)")
 
 
 def _add_timing_options(p) -> None:

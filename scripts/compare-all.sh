@@ -26,7 +26,7 @@ if [[ $steps == *" untuned "* ]]; then
     compare peak | tee "$out/peak.txt"
     for net in lenet vgg16; do
         log "CLBlast with its database's parameters, $net"
-        run --net "$net" --backends clblast,clblast-convgemm,clblast-best --clblast-params default \
+        run --net "$net" --backends clblast,clblast-convgemm,clblast-best --clblast-params database \
             --repeats "$repeats" --warmup 3 --interleave --out "$out/$net-untuned.json" > "$out/$net-untuned.txt"
     done
     compare report "$out/lenet-untuned.json" "$out/vgg16-untuned.json" --out "$out/untuned"

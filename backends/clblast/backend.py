@@ -148,14 +148,14 @@ class ClblastInProcess(Backend):
                              "pyopencl": cl.VERSION_TEXT}}
 
     def tuning(self, net, batch, mode) -> Tuning:
-        use = DATABASE if mode == DATABASE or self.options.get("clblast_params") == "default" else TUNED
+        use = DATABASE if mode == DATABASE or self.options.get("clblast_params") == DATABASE else TUNED
         return Tuning.for_net(self.runtime().info, problems.net_problems(net, batch), use)
 
     def modes(self):
         """With a verified tuning for some of the nets' problems: 'tuned' and 'database' (CLBlast's own
         parameters), each in a child of its own; at its best is the faster, so tuning never makes it
         slower.  The modes are the same for every net: the tuning's problems decide whether it has any."""
-        if check_library() is None and self.options.get("clblast_params") != "default" and _has_tuning(self):
+        if check_library() is None and self.options.get("clblast_params") != DATABASE and _has_tuning(self):
             return [TUNED, DATABASE]
         return []
 
