@@ -18,7 +18,7 @@ import pyopencl.array as cla
 
 from ..opencl.launch import ACT_CODES, Launch
 from ..opencl.net import LayerOp
-from . import library, problems
+from . import library, overrides, problems
 from .library import pyclblast
 from .tuned import COPY_KERNELS, CONVGEMM_KERNELS, GEMM_KERNELS, GEMV_KERNELS, Applied
 
@@ -73,6 +73,10 @@ class ClblastOp(LayerOp):
         relies = kernels + (("GemmRoutine",) if "XgemmDirect" in kernels else ())
         if sets is None:
             sets = owner.tuning.sets(problem) if problem is not None else []
+        route = dict(sets).get("GemmRoutine")
+        if route is not None:   # a GEMM forced to one kernel never runs the other: no reliance on its defaults
+            unused = "XgemmDirect" if route == overrides.ALWAYS_INDIRECT else "Xgemm"
+            relies = tuple(k for k in relies if k != unused)
         self.apply = Applied(owner.rt.device, sets, relies)
         self.rt = owner.rt
         self.queue = owner.rt.queue
