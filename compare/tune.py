@@ -9,11 +9,13 @@ it resumes where the last run stopped, so the depth only grows.
 """
 from __future__ import annotations
 
+import time
+
 from tabulate import tabulate
 
 from backends.clblast import problems as clblast_problems
 from backends.clblast.record import DeviceId, ProblemRecord, Store
-from backends.clblast.search import VERIFY_SHARE, Search, SearchFailed
+from backends.clblast.search import VERIFY_SHARE, Search, SearchFailed, verify_net
 from backends.clblast.space import limits_from_device
 from backends.clblast.tuned import clblast_version
 from backends.opencl.runtime import device_index
@@ -38,7 +40,8 @@ def store_for(rt) -> Store:
 
 def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_only: bool = False
                  ) -> tuple[Search, list]:
-    """Search then verify (or only verify); (the search, the problems verified this run)."""
+    """Search, then verify each problem, then choose one set per kernel for each net (or only verify);
+    (the search, the problems verified this run)."""
     from backends.clblast.library import require_library
     require_library()
     search = Search(device_index(rt.device), store_for(rt), limits_from_device(rt.device), net_problems(nets, batch),
@@ -46,7 +49,13 @@ def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_o
     try:
         if not verify_only:
             search.search(budget_s * (1 - VERIFY_SHARE))
-        verified = search.verify(budget_s if verify_only else budget_s * VERIFY_SHARE)
+        verify_s = budget_s if verify_only else budget_s * VERIFY_SHARE
+        end = time.monotonic() + verify_s
+        verified = search.verify(verify_s * 0.7)
+        for net in nets:
+            b = batch or net.default_batch
+            weights = {p: len(layers) for p, layers in clblast_problems.net_problems(net, b).items()}
+            verify_net(search, f"{net.name} batch {b}", weights, end - time.monotonic())
     except SearchFailed as exc:
         raise UserError(str(exc)) from None
     return search, verified
@@ -73,6 +82,22 @@ def depth_rows(records: list[ProblemRecord]) -> list[list]:
     return rows
 
 
+def net_lines(store: Store, nets, batch) -> list[str]:
+    """Per net: the one set per kernel chosen for all its calls, against the database, summed over its layers."""
+    out = []
+    for net in nets:
+        name = f"{net.name} batch {batch or net.default_batch}"
+        choice = store.load_net(name)
+        if choice is None:
+            out.append(f"{name}: no set per kernel chosen yet (every problem must be verified first)")
+            continue
+        parts = [f"{family} {f['ms']:.4f} ms against the database's {f['database_ms']:.4f}"
+                 + ("" if choice.sets(family) else " (database kept)")
+                 for family, f in choice.families.items() if f.get("database_ms") is not None]
+        out.append(f"{name}: one set per kernel for the whole net, summed over its layers: " + "; ".join(parts))
+    return out
+
+
 def show(rt, nets, batch: int | None) -> str:
     """The depth of the tuning of the nets' problems on this device (0% where none was searched)."""
     store = store_for(rt)
@@ -86,4 +111,4 @@ def show(rt, nets, batch: int | None) -> str:
             f"verified on {sum(1 for r in records if r.verified)}\n")
     return head + tabulate(depth_rows(records), headers=["problem", "stage", "tried", "of default", "best ms",
                                                         "verified choice (median wall ms)"],
-                           disable_numparse=True)
+                           disable_numparse=True) + "\n" + "\n".join(net_lines(store, nets, batch))

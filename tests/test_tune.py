@@ -121,6 +121,23 @@ def test_a_kind_of_call_is_tuned_for_the_whole_net_or_not_at_all():
     assert Tuning(None, [a]).source == "CLBlast database default"
 
 
+def test_one_set_per_kernel_for_the_net_where_it_beats_the_database_in_sum():
+    from backends.clblast.record import NetChoice
+    a, g, c = problems.gemm(4, 8, 16), problems.gemv(4, 8, True), problems.convgemm(1, (2, 5, 5), 3, (3, 3), (1, 1), (1, 1))
+    direct = [["XgemmDirect", {"WGD": 8}], ["GemmRoutine", {"XGEMM_MIN_INDIRECT_SIZE": 1 << 20}]]
+    indirect = [["Xgemm", {"MWG": 16}], ["GemmRoutine", {"XGEMM_MIN_INDIRECT_SIZE": 0}]]
+    net = NetChoice("t batch 1", [], "now", {
+        "XgemmDirect": {"label": "d", "sets": direct, "ms": 1.0, "database_ms": 2.0},
+        "Xgemm": {"label": "i", "sets": indirect, "ms": 1.5, "database_ms": 2.0},
+        "Xgemv": {"label": "v", "sets": [["Xgemv", {"WGS1": 1}]], "ms": 3.0, "database_ms": 2.0}})
+    tuning = Tuning({}, [a, g, c], net=net, per_problem=False)
+    assert tuning.sets(a) == [tuple(x) for x in direct]              # the route whose sum is lower
+    assert tuning.sets(a, "Xgemm") == [tuple(x) for x in indirect]  # clblast-best's indirect candidate
+    assert tuning.sets(g) == [] and tuning.sets(c) == []            # slower than the database, or none chosen
+    assert "one set per kernel for the whole net" in tuning.source
+    assert Tuning({}, [a], net=net, per_problem=False, apply=False).sets(a) == []
+
+
 def _compare(*argv, env):
     return subprocess.run([sys.executable, "-m", "compare", *argv], capture_output=True, text=True, env=env,
                           timeout=900)
@@ -154,6 +171,12 @@ def test_two_budget_limited_runs_on_this_device_the_second_continuing_the_first(
     rec = store.load(p)
     assert verified == [p] and rec.verified.database().ms > 0 and rec.verified.best_tuned().ms > 0
     assert not rec.needs_verifying()
+    # one set per kernel for a net posing the problem twice: timed against the database, summed
+    from backends.clblast.search import verify_net
+    choice = verify_net(second, "t batch 1", {p: 2}, 90)
+    family = choice.families["XgemmDirect"]
+    assert family["ms"] > 0 and family["database_ms"] > 0 and store.load_net("t batch 1").to_json() == choice.to_json()
+    assert verify_net(second, "t batch 1", {p: 2}, 90) is not None   # unchanged verification: kept as it is
 
 
 def test_tune_shows_its_depth_and_refuses_bad_options_in_one_line(tmp_path):
@@ -169,24 +192,28 @@ def test_tune_shows_its_depth_and_refuses_bad_options_in_one_line(tmp_path):
         assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_a_verified_tuning_is_applied_in_the_tuned_mode_and_the_database_is_the_other(tmp_path):
-    """Sets that the verification kept, for every problem of a small net, are what `clblast` and
-    `clblast-best` run with in their tuned mode; each mode checked, the faster kept."""
+def test_a_verified_tuning_is_applied_in_the_tuned_modes_and_the_database_is_the_other(tmp_path):
+    """Sets verified for every problem of a small net, and one set per kernel chosen for it, are what
+    `clblast` and `clblast-best` run with in their tuned modes; each mode checked, the fastest kept."""
     backend_or_skip("clblast")
     from backends.opencl.runtime import get_runtime
+    from backends.clblast.record import NetChoice
     from backends.clblast.tuned import clblast_version
     rt = get_runtime()
     limits = limits_from_device(rt.device)
     store = Store(DeviceId.of(rt.info, clblast_version()), tmp_path)
     first = {stage.kernel: stage.search_order(limits)[0] for t in STAGES for stage in STAGES[t][:1]}
     first.update({stage.kernel: stage.search_order(limits)[0] for stage in STAGES["xgemv"]})
-    for p in problems.net_problems(LENET, 2):
-        kernels = {"gemm": ["XgemmDirect"], "gemv": ["Xgemv", "XgemvFast", "XgemvFastRot"],
-                   "convgemm": ["Xconvgemm"]}[p.routine]
-        route = [("GemmRoutine", {"XGEMM_MIN_INDIRECT_SIZE": 1 << 20})] if p.routine == "gemm" else []
-        sets = [(k, first[k]) for k in kernels] + route
+    direct = [("XgemmDirect", first["XgemmDirect"]), ("GemmRoutine", {"XGEMM_MIN_INDIRECT_SIZE": 1 << 20})]
+    trio = [(k, first[k]) for k in ("Xgemv", "XgemvFast", "XgemvFastRot")]
+    family = {"gemm": direct, "gemv": trio, "convgemm": [("Xconvgemm", first["Xconvgemm"])]}
+    net_problems = problems.net_problems(LENET, 2)
+    for p in net_problems:
         store.save(ProblemRecord(p, [], {}, Verified("now", {}, "test", [Candidate("database", [], 1.0),
-                                                                          Candidate("tuned", sets, 2.0)])))
+                                                                          Candidate("tuned", family[p.routine], 2.0)])))
+    store.save_net(NetChoice("lenet batch 2", sorted(p.key for p in net_problems), "now", {
+        name: {"label": "first", "sets": [list(x) for x in sets], "ms": 1.0, "database_ms": 2.0}
+        for name, sets in (("XgemmDirect", direct), ("Xconvgemm", family["convgemm"]))}))
     env = dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path))
     out = tmp_path / "r.json"
     run = _compare("run", "--net", "lenet", "--batch", "2", "--backends", "clblast,clblast-best", "--repeats", "2",
@@ -194,13 +221,15 @@ def test_a_verified_tuning_is_applied_in_the_tuned_mode_and_the_database_is_the_
     assert run.returncode == 0, run.stderr
     for entry in json.loads(out.read_text())["backends"]:
         modes = {m["name"]: m for m in entry["modes"]}
-        assert set(modes) == {"tuned", "database"} and all(m["status"] == "OK" for m in modes.values()), modes
+        assert set(modes) == {"tuned", "tuned-per-problem", "database"}, modes
+        assert all(m["status"] == "OK" for m in modes.values()), modes
         assert entry["mode"] == min(modes, key=lambda m: modes[m]["compute"]["median"])
         assert entry["check"]["status"] == "PASS"
         source = entry["config"]["clblast_parameters"]
-        assert source.startswith("tuned by `compare tune`" if entry["mode"] == "tuned" else "CLBlast database")
+        assert source.startswith("tuned by `compare tune`" if entry["mode"] != "database" else "CLBlast database")
+        assert "complete on 0 of 10 problems, verified on 10" in entry["config"]["clblast_tuning_depth"]
     clblast = next(e for e in json.loads(out.read_text())["backends"] if e["name"] == "clblast")
-    if clblast["mode"] == "tuned":
+    if clblast["mode"] != "database":
         assert clblast["config"]["clblast_parameters_in_force"]["XgemmDirect"] == first["XgemmDirect"]
 
 

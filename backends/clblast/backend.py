@@ -32,7 +32,7 @@ from . import library, problems
 from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, im2col_floats, subsample_as_conv_weight
 from . import overrides
 from .library import check_library, require_library
-from .tuned import DATABASE, TUNED, Tuning
+from .tuned import DATABASE, PER_PROBLEM, TUNED, Tuning
 
 _SPATIAL = ("conv", "subsample")
 
@@ -148,15 +148,16 @@ class ClblastInProcess(Backend):
                              "pyopencl": cl.VERSION_TEXT}}
 
     def tuning(self, net, batch, mode) -> Tuning:
-        use = DATABASE if mode == DATABASE or self.options.get("clblast_params") == DATABASE else TUNED
-        return Tuning.for_net(self.runtime().info, problems.net_problems(net, batch), use)
+        use = DATABASE if self.options.get("clblast_params") == DATABASE else (mode or TUNED)
+        return Tuning.for_net(self.runtime().info, problems.net_problems(net, batch), use,
+                              f"{net.name} batch {batch}")
 
     def modes(self):
-        """With a verified tuning for some of the nets' problems: 'tuned' and 'database' (CLBlast's own
-        parameters), each in a child of its own; at its best is the faster, so tuning never makes it
-        slower.  The modes are the same for every net: the tuning's problems decide whether it has any."""
+        """With a verified tuning on this device: 'tuned' (one set per kernel for the whole net),
+        'tuned-per-problem' and 'database' (CLBlast's own parameters), each in a child of its own; at its
+        best is the fastest, so tuning never makes it slower."""
         if check_library() is None and self.options.get("clblast_params") != DATABASE and _has_tuning(self):
-            return [TUNED, DATABASE]
+            return [TUNED, PER_PROBLEM, DATABASE]
         return []
 
     def prepare(self, net, weights, batch, mode=None):

@@ -200,6 +200,37 @@ class ProblemRecord:
                    Verified.from_json(d["verified"]) if d.get("verified") else None)
 
 
+@dataclass
+class NetChoice:
+    """One parameter set per kernel for every call of a net (CLBlast's overrides cost a host call each
+    time a set changes: on an H100 about 0.8 ms, more than a layer gains), chosen by timing every
+    problem's verified sets on every problem of the net: per family ('XgemmDirect' and 'Xgemm', each
+    with its route forced, 'Xgemv' for the three GEMV kernels, 'Xconvgemm'), the set with the least
+    time summed over the net's layers, and the database's sum beside it."""
+
+    net: str                                   # 'vgg16 batch 1'
+    problems: list[str]                        # the problem keys it was chosen over
+    when: str
+    families: dict[str, dict] = field(default_factory=dict)   # family -> {"sets", "label", "ms", "database_ms"}
+
+    def sets(self, family: str) -> list[tuple[str, dict]] | None:
+        """The family's set where it beat the database's in sum, else None (the database's)."""
+        f = self.families.get(family)
+        if not f or f.get("ms") is None or f.get("database_ms") is None or f["ms"] >= f["database_ms"]:
+            return None
+        return [(k, dict(p)) for k, p in f["sets"]]
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, "version": VERSION, "net": self.net, "problems": self.problems, "when": self.when,
+                "families": self.families}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "NetChoice":
+        if d.get("schema") != SCHEMA or d.get("version") != VERSION or "net" not in d:
+            raise ValueError(f"not a version {VERSION} {SCHEMA} net file")
+        return cls(d["net"], list(d["problems"]), d["when"], dict(d["families"]))
+
+
 class Store:
     """The tuning files of one device."""
 
@@ -220,10 +251,26 @@ class Store:
             return None
         return rec if rec.problem == problem else None
 
+    def _net_path(self, net: str) -> Path:
+        return self.folder / ("net-" + re.sub(r"[^a-z0-9]+", "-", net.lower()).strip("-") + ".json")
+
+    def load_net(self, net: str) -> NetChoice | None:
+        try:
+            choice = NetChoice.from_json(json.loads(self._net_path(net).read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return choice if choice.net == net else None
+
+    def save_net(self, choice: NetChoice) -> Path:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self._net_path(choice.net)
+        _write(path, choice.to_json())
+        return path
+
     def all(self) -> list[ProblemRecord]:
         out = []
         for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
-            if path.name == "device.json":
+            if path.name == "device.json" or path.name.startswith("net-"):
                 continue
             try:
                 out.append(ProblemRecord.from_json(json.loads(path.read_text(encoding="utf-8"))))

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from .overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from .problems import GEMV, Problem
-from .record import Candidate, ProblemRecord, StageRecord, Store, Tried, Verified
+from .record import Candidate, NetChoice, ProblemRecord, StageRecord, Store, Tried, Verified
 from .search_child import LOST
 from .space import STAGES, DeviceLimits
 
@@ -264,6 +264,78 @@ def _last_words(proc) -> str:
     except (OSError, AttributeError):
         return "(no output)"
     return lines[-1][:300] if lines else "(no output)"
+
+
+FAMILIES = {"gemm": ("XgemmDirect", "Xgemm"), "gemv": ("Xgemv",), "convgemm": ("Xconvgemm",)}
+CROSS_ROUNDS = 5
+
+
+def verify_net(search: "Search", net: str, weights: dict, seconds: float) -> NetChoice | None:
+    """One set per kernel family for the whole net `net` ('vgg16 batch 1'): every problem's verified
+    tuned sets timed on every problem of the family, alone; `weights`: problem -> layers posing it.
+    None when a problem has no verification yet or the time ran out."""
+    end = time.monotonic() + seconds
+    store = search.store
+    recs = {p: search.records.get(p) or store.load(p) for p in weights}
+    if any(r is None or r.verified is None for r in recs.values()):
+        return None
+    old = store.load_net(net)
+    keys = sorted(p.key for p in weights)
+    if old and old.problems == keys and all(r.verified.when <= old.when for r in recs.values()):
+        return old   # nothing verified since it was chosen
+    choice = NetChoice(net, keys, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    for routine, families in FAMILIES.items():
+        problems = [p for p in weights if p.routine == routine]
+        for family in families if problems else ():
+            cands = _distinct([(f"{c.label}, of {p.key}", c.sets) for p in problems
+                               for c in recs[p].verified.candidates if any(k == family for k, _ in c.sets)])
+            if not cands:
+                continue
+            search.progress(f"verify {net}: {len(cands)} {family} sets on its {len(problems)} problems")
+            req = {"task": "cross", "device": search.device_index, "problems": [p.to_json() for p in problems],
+                   "candidates": cands, "rounds": CROSS_ROUNDS, "cap_s": 1.0}
+            got = _cross_child(req, end - time.monotonic())
+            if got is None:
+                return None
+            sums = {}
+            for label, _ in [("database", [])] + cands:
+                each = [got.get((label, p.key)) for p in problems]
+                if all(ms is not None for ms in each):
+                    sums[label] = sum(weights[p] * ms for p, ms in zip(problems, each))
+            tuned = {label: ms for label, ms in sums.items() if label != "database"}
+            if not tuned:
+                continue
+            best = min(tuned, key=tuned.get)
+            choice.families[family] = {"label": best, "sets": [[k, v] for k, v in dict(cands)[best]],
+                                       "ms": round(tuned[best], 5), "database_ms": sums.get("database")}
+    store.save_net(choice)
+    return choice
+
+
+def _cross_child(req: dict, timeout: float) -> dict | None:
+    """(label, problem key) -> median ms for those that ran, or None when the child failed or ran out of time."""
+    proc = _spawn(req)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_read, args=(proc, None, lines), daemon=True).start()
+    end, got, finished = time.monotonic() + timeout, {}, False
+    try:
+        while time.monotonic() < end:
+            try:
+                _, line = lines.get(timeout=min(1.0, max(end - time.monotonic(), 0.01)))
+            except queue.Empty:
+                continue
+            if line is None:
+                finished = True
+                break
+            try:
+                d = json.loads(line)
+                if "label" in d and d.get("ms") is not None:
+                    got[(d["label"], d["problem"])] = float(d["ms"])
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+    finally:
+        _stop(proc)
+    return got if finished else None
 
 
 def _stage_rank(stage) -> tuple:

@@ -11,6 +11,9 @@ only the configuration in hand.
   verify:  {"task": "verify", "device": "P:D", "problem": ..., "candidates": [[label, sets], ...],
             "rounds": 15, "cap_s": 20}
            -> {"label": ..., "ms": median wall ms | null, "error": ...}
+  cross:   {"task": "cross", "device": "P:D", "problems": [...], "candidates": [[label, sets], ...],
+            "rounds": 5, "cap_s": 1}
+           -> {"label": ..., "problem": key, "ms": median wall ms | null, "error": ...}, the database first
   The verification times the first candidate (CLBlast's database: no
   overrides) before any override is made; the others then in rounds, one
   call each per round, so drift hits them alike.
@@ -100,6 +103,31 @@ def verify(req: dict, call, device) -> None:
              error=errors.get(label))
 
 
+def cross(req: dict, rt) -> None:
+    """Every candidate set on every problem of a net: the database's first, each median of `rounds` calls."""
+    from .measure import Call
+    from .problems import Problem
+    calls = [Call(rt, Problem.from_json(p)) for p in req["problems"]]
+    _say(ready=True)
+    rounds, cap = int(req["rounds"]), float(req["cap_s"])
+    for label, sets in [("database", [])] + [tuple(c) for c in req["candidates"]]:
+        try:
+            _put(rt.device, sets)
+        except Exception as exc:  # noqa: BLE001
+            for call in calls:
+                _say(label=label, problem=call.problem.key, ms=None, error=_short(exc))
+            continue
+        for call in calls:
+            try:
+                wrong = call.check()
+                ms = None if wrong else float(np.median(_rounds(call, rounds, cap)))
+                _say(label=label, problem=call.problem.key, ms=ms, error=wrong)
+            except Exception as exc:  # noqa: BLE001
+                _say(label=label, problem=call.problem.key, ms=None, error=_short(exc))
+                if not _healthy(call):
+                    sys.exit(LOST)
+
+
 def _rounds(call, rounds: int, cap_s: float) -> list[float]:
     call.wall_ms()
     out, end = [], time.monotonic() + cap_s
@@ -115,6 +143,9 @@ def main() -> int:
     from .measure import Call
     from .problems import Problem
     rt = get_runtime(req["device"])
+    if req["task"] == "cross":
+        cross(req, rt)
+        return 0
     call = Call(rt, Problem.from_json(req["problem"]))
     if req["task"] == "search":
         # the call itself must work with CLBlast's own parameters, else no configuration is to blame

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from compare.errors import UserError
 
 from . import overrides
-from .problems import Problem
-from .record import DeviceId, ProblemRecord, Store
+from .problems import GEMM, GEMV, Problem
+from .record import DeviceId, NetChoice, ProblemRecord, Store
 
 DEFAULT = "CLBlast database default"
-TUNED, DATABASE = "tuned", "database"
+# the modes of a CLBlast backend with a tuning: one set per kernel for the whole net (no override
+# calls between layers), each problem's own set (an override call wherever the set changes), none
+TUNED, PER_PROBLEM, DATABASE = "tuned", "tuned-per-problem", "database"
 
 # the database kernels each routine compiles (and so the overrides it may need)
 GEMM_KERNELS = ("Xgemm", "XgemmDirect", "Copy", "Pad", "Transpose", "Padtranspose")
@@ -60,17 +62,21 @@ def clblast_version() -> str:
 class Tuning:
     """The verified sets of one device's problems, as one backend of one net uses them."""
 
-    def __init__(self, records: dict[Problem, ProblemRecord] | None, problems=(), apply: bool = True):
+    def __init__(self, records: dict[Problem, ProblemRecord] | None, problems=(), apply: bool = True,
+                 net: NetChoice | None = None, per_problem: bool = True):
         self.records = records or {}
         self.problems = list(problems)
-        self.apply = apply      # False: CLBlast's database runs, the tuning is only reported
+        self.apply = apply              # False: CLBlast's database runs, the tuning is only reported
+        self.net = net                  # the one set per kernel chosen for this net
+        self.per_problem = per_problem  # each problem's own set rather than the net's
         self._group: dict[tuple, bool] = {}
 
     @classmethod
-    def for_net(cls, info: dict, problems, use: str = TUNED) -> "Tuning":
-        """`use`: 'tuned' (this device's tuning, where there is one) or 'database' (none applied)."""
+    def for_net(cls, info: dict, problems, use: str = TUNED, net_key: str | None = None) -> "Tuning":
+        """`use`: one of the modes; `net_key` ('vgg16 batch 1') names the net's own choice."""
         store = Store(DeviceId.of(info, clblast_version()))
-        return cls({r.problem: r for r in store.all()}, problems, apply=use == TUNED)
+        return cls({r.problem: r for r in store.all()}, problems, apply=use != DATABASE,
+                   net=store.load_net(net_key) if net_key else None, per_problem=use == PER_PROBLEM)
 
     def _tuned(self, problem: Problem, kernel: str | None):
         rec = self.records.get(problem)
@@ -85,10 +91,24 @@ class Tuning:
         to that kernel (clblast-best's direct and indirect candidates)."""
         if not self.apply:
             return []
+        if not self.per_problem:
+            return self._net_sets(problem, kernel)
         group = (problem.routine, kernel)
         if group not in self._group:
             self._group[group] = all(self._tuned(p, kernel) for p in self.problems if p.routine == problem.routine)
         return (self._tuned(problem, kernel) or []) if self._group[group] else []
+
+    def _net_sets(self, problem: Problem, kernel: str | None) -> list[tuple[str, dict]]:
+        """The net's set for the family of `problem`'s call (a GEMM routed as the lower sum says, unless
+        `kernel` asks for one route); [] where the database's summed lower or none was chosen."""
+        if self.net is None:
+            return []
+        if problem.routine == GEMM:
+            if kernel is not None:
+                return self.net.sets(kernel) or []
+            beat = [f for f in ("XgemmDirect", "Xgemm") if self.net.sets(f)]
+            return self.net.sets(min(beat, key=lambda f: self.net.families[f]["ms"])) if beat else []
+        return self.net.sets("Xgemv" if problem.routine == GEMV else "Xconvgemm") or []
 
     def depth(self) -> Depth:
         recs = [self.records.get(p) for p in self.problems]
@@ -122,12 +142,13 @@ class Tuning:
 
     @property
     def source(self) -> str:
-        if not self.records or not self.apply:
+        if not self.apply or (not self.records and self.net is None):
             return DEFAULT
         used = sum(1 for p in self.problems if self.sets(p))
         if not used:   # no kind of call has a verified set on every problem of the net yet
-            return f"{DEFAULT} (the tuning, {self.depth()}, covers no kind of call of this net yet)"
-        return (f"tuned by `compare tune` ({self.depth()}); tuned sets in force for {used} of "
+            return f"{DEFAULT} (the tuning, {self.depth()}, gives this net no set that beats it yet)"
+        how = "each problem's own set" if self.per_problem else "one set per kernel for the whole net"
+        return (f"tuned by `compare tune` ({self.depth()}); {how}, in force for {used} of "
                 f"{len(self.problems)} problems, CLBlast's database for the rest")
 
 
