@@ -15,11 +15,12 @@ benchmark mode picks an algorithm):
              (xCOPY, beta 1) or to zeros
   maxpool    own kernel (CLBlast has none)
 
-Parameters: in the `tuned` mode each routine runs with the set `compare
-tune` verified for its exact problem (tuned.py: a GEMM routed direct with
-the best XgemmDirect set, routed indirect with the best Xgemm set); in the
-`database` mode with CLBlast's own.  Each mode is prepared in a child of its
-own and the runner keeps the faster.  A candidate is timed with the
+Parameters (tuned.py): in the `tuned` mode each routine runs with the one
+set per kernel `compare tune` chose for the whole net, in
+`tuned-per-problem` with the set verified for its exact problem (a GEMM
+routed direct with an XgemmDirect set, routed indirect with an Xgemm set),
+in `database` with CLBlast's own.  Each mode is prepared in a child of its
+own and the runner keeps the fastest.  A candidate is timed with the
 parameter switch it causes (an override call is host time a user of
 per-layer sets pays), wall clock around enqueue + finish, median of
 REPEATS runs (fewer once they take TIME_CAP_S) after WARMUP.  Choices and
