@@ -144,6 +144,12 @@ class Worker:
                 code = "none yet"
             raise RuntimeError(f"the {self.label} process died (exit code {code}); it said: "
                                f"{self._last_words()}") from None
+        except BaseException:
+            # stopped mid-exchange (Ctrl-C, a timeout): the socket may hold half a message, and the next
+            # request would wait on the child forever, so this child serves no more
+            self._proc.kill()
+            self._stop()
+            raise
         if status == "error":
             raise value
         return value

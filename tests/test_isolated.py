@@ -79,3 +79,19 @@ def test_a_prepared_net_behind_the_proxy_matches_in_process():
     with pytest.raises(UserError, match="closed"):
         prepared.forward(x)
     backend.close()
+
+
+def test_an_exchange_cut_short_stops_the_child_rather_than_waiting_on_it_forever():
+    # Ctrl-C between sending a request and reading its answer leaves the socket out of step:
+    # a later request (a close in a finally) would wait on the child forever
+    worker = Worker("test child")
+    proc = worker._proc
+
+    def interrupted():
+        raise KeyboardInterrupt
+    worker._conn.recv = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        worker.call("os", "getpid")
+    assert proc.wait(timeout=10) is not None
+    with pytest.raises(RuntimeError, match="already stopped"):
+        worker.call("os", "getpid")
