@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import atomic_path
+from backends.atomic import atomic_path
 
 Writer = Callable[[str], None]   # fills the file at the path it is given
 

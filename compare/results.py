@@ -19,8 +19,9 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import numpy as np
 
+from backends.atomic import write_text_atomic
+
 from .errors import UserError
-from .files import write_text_atomic
 
 SCHEMA = "clblast-compare/results"
 VERSION = 2

@@ -67,7 +67,7 @@ def test_an_out_that_is_a_device_or_a_pipe_is_refused_and_left_alone(tmp_path, c
 
 
 def test_a_file_staged_for_a_path_that_became_a_pipe_is_not_renamed_over_it(tmp_path):
-    from compare.files import atomic_path
+    from backends.atomic import atomic_path
     path = tmp_path / "out.json"
     with pytest.raises(OSError, match="a named pipe is there, not a regular file"):
         with atomic_path(path) as tmp:

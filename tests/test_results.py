@@ -6,7 +6,7 @@ import pytest
 from compare import runner
 from compare.cli import main
 from compare.errors import UserError
-from compare.files import atomic_path
+from backends.atomic import atomic_path
 from compare.results import load_results, write_results
 from results_factory import small_results, small_results_dict
 

@@ -8,6 +8,7 @@ import sys
 
 
 from backends.clblast import problems
+from backends.clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from backends.clblast.record import (Candidate, DeviceId, ProblemRecord, StageRecord, Store, Tried, Verified)
 from backends.clblast.space import STAGES, limits_from_device
 from backends.clblast.tuned import Tuning
@@ -21,8 +22,7 @@ def verified_record(problem, times: dict) -> ProblemRecord:
     """A record whose verification timed CLBlast's database and one set per kernel named in `times`."""
     params = {"XgemmDirect": {"WGD": 1}, "Xgemm": {"MWG": 1}, "Xconvgemm": {"WGD": 2}, "Xgemv": {"WGS1": 1},
               "XgemvFast": {"WGS2": 1}, "XgemvFastRot": {"WGS3": 1}}
-    route = {"XgemmDirect": [("GemmRoutine", {"XGEMM_MIN_INDIRECT_SIZE": 1 << 20})],
-             "Xgemm": [("GemmRoutine", {"XGEMM_MIN_INDIRECT_SIZE": 0})]}
+    route = {"XgemmDirect": [("GemmRoutine", ALWAYS_DIRECT)], "Xgemm": [("GemmRoutine", ALWAYS_INDIRECT)]}
     cands = [Candidate("database" if k == "database" else k, [] if k == "database" else
                        [(k, params[k])] + route.get(k, []), ms) for k, ms in times.items()]
     return ProblemRecord(problem, ["t:x"], {}, Verified("now", {}, "test", cands))

@@ -32,7 +32,8 @@ from . import library, problems
 from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, im2col_floats, subsample_as_conv_weight
 from . import overrides
 from .library import check_library, require_library
-from .tuned import DATABASE, PER_PROBLEM, TUNED, Tuning
+from .record import DeviceId, Store
+from .tuned import DATABASE, PER_PROBLEM, TUNED, Tuning, clblast_version
 
 _SPATIAL = ("conv", "subsample")
 
@@ -171,8 +172,6 @@ class ClblastConvgemmInProcess(ClblastInProcess):
 
 
 def _has_tuning(backend) -> bool:
-    from .record import DeviceId, Store
-    from .tuned import clblast_version
     store = Store(DeviceId.of(backend.runtime().info, clblast_version()))
     return any(r.verified for r in store.all())
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import cache
+from ..atomic import write_text_atomic
 from .problems import Problem
 
 SCHEMA = "clblast-compare/clblast-tuning"
@@ -245,21 +244,15 @@ class Store:
     def load(self, problem: Problem) -> ProblemRecord | None:
         """The problem's record, or None when there is none or it is damaged or of another version
         (then it is searched afresh)."""
-        try:
-            rec = ProblemRecord.from_json(json.loads(self._path(problem).read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        return rec if rec.problem == problem else None
+        rec = _read(self._path(problem), ProblemRecord.from_json)
+        return rec if rec is not None and rec.problem == problem else None
 
     def _net_path(self, net: str) -> Path:
         return self.folder / ("net-" + re.sub(r"[^a-z0-9]+", "-", net.lower()).strip("-") + ".json")
 
     def load_net(self, net: str) -> NetChoice | None:
-        try:
-            choice = NetChoice.from_json(json.loads(self._net_path(net).read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        return choice if choice.net == net else None
+        choice = _read(self._net_path(net), NetChoice.from_json)
+        return choice if choice is not None and choice.net == net else None
 
     def save_net(self, choice: NetChoice) -> Path:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -272,10 +265,9 @@ class Store:
         for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
             if path.name == "device.json" or path.name.startswith("net-"):
                 continue
-            try:
-                out.append(ProblemRecord.from_json(json.loads(path.read_text(encoding="utf-8"))))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
+            rec = _read(path, ProblemRecord.from_json)
+            if rec is not None:
+                out.append(rec)
         return out
 
     def save(self, rec: ProblemRecord) -> Path:
@@ -289,17 +281,13 @@ class Store:
         return path
 
 
-def _write(path: Path, data: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+def _read(path: Path, parse):
+    """`parse` of the file's JSON, or None where it is missing, damaged or of another version."""
     try:
-        os.fchmod(fd, 0o644)   # mkstemp's 0600 would keep a committed tuning from its readers
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, separators=(",", ":"))
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        return parse(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write(path: Path, data: dict) -> None:
+    write_text_atomic(path, json.dumps(data, separators=(",", ":")) + "\n")   # an interrupt leaves the last good file

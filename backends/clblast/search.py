@@ -314,27 +314,9 @@ def verify_net(search: "Search", net: str, weights: dict, seconds: float) -> Net
 
 def _cross_child(req: dict, timeout: float) -> dict | None:
     """(label, problem key) -> median ms for those that ran, or None when the child failed or ran out of time."""
-    proc = _spawn(req)
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=_read, args=(proc, None, lines), daemon=True).start()
-    end, got, finished = time.monotonic() + timeout, {}, False
-    try:
-        while time.monotonic() < end:
-            try:
-                _, line = lines.get(timeout=min(1.0, max(end - time.monotonic(), 0.01)))
-            except queue.Empty:
-                continue
-            if line is None:
-                finished = True
-                break
-            try:
-                d = json.loads(line)
-                if "label" in d and d.get("ms") is not None:
-                    got[(d["label"], d["problem"])] = float(d["ms"])
-            except (ValueError, KeyError, TypeError, AttributeError):
-                continue
-    finally:
-        _stop(proc)
+    answers, finished = _answers(req, timeout)
+    got = {(d["label"], d["problem"]): float(d["ms"]) for d in answers
+           if "label" in d and "problem" in d and d.get("ms") is not None}
     return got if finished else None
 
 
@@ -383,10 +365,17 @@ def _stop(proc) -> None:
 
 def _verify_child(req: dict, timeout: float) -> dict | None:
     """label -> (ms, error), or None when the child failed as a whole."""
+    answers, _ = _answers(req, timeout)
+    timed = {d["label"]: (d.get("ms"), d.get("error")) for d in answers if "label" in d}
+    return timed or None
+
+
+def _answers(req: dict, timeout: float) -> tuple[list[dict], bool]:
+    """The JSON lines a child answers `req` with, and whether it finished within `timeout`."""
     proc = _spawn(req)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_read, args=(proc, None, lines), daemon=True).start()
-    end, timed = time.monotonic() + timeout, {}
+    end, answers = time.monotonic() + timeout, []
     try:
         while time.monotonic() < end:
             try:
@@ -394,12 +383,13 @@ def _verify_child(req: dict, timeout: float) -> dict | None:
             except queue.Empty:
                 continue
             if line is None:
-                break
+                return answers, True
             try:
                 got = json.loads(line)
-                timed[got["label"]] = (got["ms"], got["error"])
-            except (ValueError, KeyError, TypeError, AttributeError):
-                continue
+            except ValueError:
+                continue   # a library's stray output on stdout
+            if isinstance(got, dict):
+                answers.append(got)
+        return answers, False
     finally:
         _stop(proc)
-    return timed or None
