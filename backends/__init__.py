@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-from compare.errors import UserError
+from nets.errors import UserError
 
 from .base import Backend, LayerTiming, PreparedNet, Step
 

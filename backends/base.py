@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compare.errors import UserError
 from nets import Net
+from nets.errors import UserError
 
 
 @dataclass

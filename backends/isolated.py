@@ -33,7 +33,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from compare.errors import PassTimeout, UserError
+from nets.errors import PassTimeout, UserError
 
 from .base import Backend, PreparedNet
 

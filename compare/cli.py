@@ -22,11 +22,11 @@ import numpy as np
 
 import backends
 import nets
+from nets.errors import CheckFailed, UserError
 from nets.weights import init_weights, load_weights, make_input, save_weights, weights_digest
 
 from . import __version__
 from .analysis import DEFAULT_BASELINES, parse_baselines
-from .errors import CheckFailed, UserError, install_handlers, restore_handlers
 from .files import RESULTS_ROOM, check_writable
 from .hostmem import HostNeed, check_fits, host_need
 from .keep import Keeper, keep_file, text_writer
@@ -34,6 +34,7 @@ from .models import imported_weights, load_net
 from .progress import Progress
 from .results import RunResult, Source, load_results, to_json
 from .runner import MODES, Outputs, Plan, execute, exit_code
+from .signals import install_handlers, restore_handlers
 from .tables import check_table, layer_table, modes_table, summary_table
 
 

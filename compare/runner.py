@@ -15,10 +15,10 @@ import numpy as np
 
 import backends
 from nets import Net
+from nets.errors import Unsupported, UserError, raise_if_interrupted
 
 from . import __version__, gpustate, oracle
 from .checking import check_prepared, compare_arrays
-from .errors import Unsupported, UserError, raise_if_interrupted
 from .hostinfo import host_info
 from .peak import peak_for_run
 from .results import (BackendResult, Device, Host, LayerInfo, ModeResult, NetInfo, Peak, RunResult, Samples, Settings,

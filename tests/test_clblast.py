@@ -12,7 +12,7 @@ import backends
 from compare import oracle
 from compare.checking import compare_arrays
 from compare.cli import main
-from compare.errors import UserError
+from nets.errors import UserError
 from nets.weights import init_weights
 from nets import LENET, Conv, Dense, Net, Subsample
 

@@ -9,7 +9,7 @@ import pytest
 
 from backends.isolated import IsolatedBackend, Worker, call_isolated
 from backends.reference.numpy_backend import NumpyNet
-from compare.errors import UserError
+from nets.errors import UserError
 from nets.weights import init_weights, make_input
 from nets import LENET
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from compare.errors import UserError
+from nets.errors import UserError
 from nets.layouts import chw_rows_to_hwc, hwc_rows_to_chw
 from nets import LENET, VGG16, Conv, Dense, MaxPool, Net, Subsample, get_net
 

@@ -5,7 +5,7 @@ import pytest
 
 from compare import runner
 from compare.cli import main
-from compare.errors import UserError
+from nets.errors import UserError
 from backends.atomic import atomic_path
 from compare.results import load_results, write_results
 from results_factory import small_results, small_results_dict

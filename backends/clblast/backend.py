@@ -22,7 +22,7 @@ from importlib import metadata
 import numpy as np
 import pyopencl as cl
 
-from compare.errors import Unsupported
+from nets.errors import Unsupported
 
 from ..base import Backend, layer_params
 from ..opencl.net import OpenCLNet

@@ -36,7 +36,7 @@ import time
 import numpy as np
 import pyopencl as cl
 
-from compare.errors import Unsupported, UserError
+from nets.errors import Unsupported, UserError
 
 from ..base import Backend, layer_params
 from ..isolated import IsolatedBackend

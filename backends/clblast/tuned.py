@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compare.errors import UserError
+from nets.errors import UserError
 
 from . import overrides
 from .problems import GEMM, GEMV, Problem

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from compare.errors import Unsupported
+from nets.errors import Unsupported
 
 from ..base import Backend
 from ..opencl.launch import Launch, step_name

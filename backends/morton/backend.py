@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from compare.errors import Unsupported, UserError
+from nets.errors import Unsupported, UserError
 
 from ..base import Backend, layer_params
 from ..opencl.net import OpenCLNet
