@@ -322,3 +322,16 @@ def test_clblast_best_routes_each_gemm_with_the_set_tuned_for_that_kernel():
     assert indirect == {"Xgemm": {"MWG": 1}, "GemmRoutine": ALWAYS_INDIRECT}
     database = type("Fake", (), {"tuning": Tuning(None, [p])})()
     assert ClblastBestNet._sets(database, p, "Xgemm", ALWAYS_INDIRECT) == [("GemmRoutine", ALWAYS_INDIRECT)]
+
+
+@pytest.mark.parametrize("option, mode, applied", [("tuned", "tuned", True), ("tuned", None, True),
+                                                   ("tuned", "database", False), ("database", "tuned", False),
+                                                   ("database", None, False)])
+def test_the_database_option_overrules_a_tuned_mode(rt, tmp_path, monkeypatch, option, mode, applied):
+    backend_or_skip("clblast")
+    from backends import RunOptions
+    from backends.clblast.backend import ClblastInProcess
+    monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))   # no tuning here: only the switch is looked at
+    backend = ClblastInProcess(rt, RunOptions(clblast_params=option))
+    assert backend.tuning(LENET, 2, mode).apply is applied
+    assert backend.modes() == []   # modes only with a verified tuning (tests/test_tune.py)

@@ -29,8 +29,8 @@ def rt():
 
 
 @pytest.fixture(scope="module")
-def backend():
-    return MortonBackend()
+def backend(rt):
+    return MortonBackend(rt)
 
 
 def upload(rt, a):
@@ -325,7 +325,7 @@ def test_a_device_limit_shrinks_the_work_group_and_the_padding_follows(rt):
     net = Net("t", (3, 6, 7), (Conv("l", "relu", out_channels=4, kernel=(3, 3), pad=(1, 1)),))
     weights = init_weights(net, 0)
     x = np.random.default_rng(0).standard_normal((1,) + net.input_shape).astype(np.float32)
-    prepared = MortonBackend(work_group=(8, 2 * limit)).prepare(net, weights, 1)   # more than the device allows
+    prepared = MortonBackend(rt, work_group=(8, 2 * limit)).prepare(net, weights, 1)   # more than the device allows
     try:
         wg = prepared.config["gemm_work_group"]
         assert wg[0] * wg[1] <= limit

@@ -24,16 +24,16 @@ import pyopencl as cl
 
 from nets.errors import Unsupported
 
-from ..base import Backend, layer_params
-from ..opencl.net import OpenCLNet
-from ..opencl.runtime import get_runtime
+from ..base import layer_params
 from ..isolated import IsolatedBackend
+from ..opencl.backend import OpenCLBackend
+from ..opencl.net import OpenCLNet
 from . import library, problems
 from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, im2col_floats, subsample_as_conv_weight
 from . import overrides
 from .library import check_library, require_library
 from .record import DeviceId, Store
-from .tuned import DATABASE, PER_PROBLEM, TUNED, Tuning, clblast_version
+from .tuned import MODES, TUNED, Tuning, clblast_version
 
 _SPATIAL = ("conv", "subsample")
 
@@ -130,40 +130,32 @@ class ClblastNet(OpenCLNet):
         })
 
 
-class ClblastInProcess(Backend):
+class ClblastInProcess(OpenCLBackend):
     """The backend itself; it runs inside a child process of ClblastBackend."""
 
     name = "clblast"
-    uses_opencl = True
     conv_method = "im2col"
 
-    def runtime(self):
-        return get_runtime(self.device_spec)
-
-    def info(self):
-        rt = self.runtime()
+    def versions(self):
         lib = library.library_file()
-        return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
-                "versions": {"pyclblast": metadata.version("pyclblast"),
-                             "libclblast": os.path.basename(lib) if lib else "unknown",
-                             "pyopencl": cl.VERSION_TEXT}}
+        return {"pyclblast": metadata.version("pyclblast"), "libclblast": os.path.basename(lib) if lib else "unknown"}
 
     def tuning(self, net, batch, mode) -> Tuning:
-        use = DATABASE if self.options.get("clblast_params") == DATABASE else (mode or TUNED)
-        return Tuning.for_net(self.runtime().info, problems.net_problems(net, batch), use,
-                              f"{net.name} batch {batch}")
+        """The parameters of `mode`; without one (no verified tuning, or --clblast-params database) the option's."""
+        use = mode if mode is not None and self.options.clblast_params == TUNED else self.options.clblast_params
+        return Tuning.for_net(self.runtime.info, problems.net_problems(net, batch), use, f"{net.name} batch {batch}")
 
     def modes(self):
         """With a verified tuning on this device: 'tuned' (one set per kernel for the whole net),
         'tuned-per-problem' and 'database' (CLBlast's own parameters), each in a child of its own; at its
         best is the fastest, so tuning never makes it slower."""
-        if check_library() is None and self.options.get("clblast_params") != DATABASE and _has_tuning(self):
-            return [TUNED, PER_PROBLEM, DATABASE]
+        if check_library() is None and self.options.clblast_params == TUNED and _has_tuning(self.runtime):
+            return list(MODES)
         return []
 
     def prepare(self, net, weights, batch, mode=None):
         require_library()
-        return ClblastNet(self.runtime(), net, weights, batch, self.conv_method, self.tuning(net, batch, mode))
+        return ClblastNet(self.runtime, net, weights, batch, self.conv_method, self.tuning(net, batch, mode))
 
 
 class ClblastConvgemmInProcess(ClblastInProcess):
@@ -171,8 +163,8 @@ class ClblastConvgemmInProcess(ClblastInProcess):
     conv_method = "convgemm"
 
 
-def _has_tuning(backend) -> bool:
-    store = Store(DeviceId.of(backend.runtime().info, clblast_version()))
+def _has_tuning(runtime) -> bool:
+    store = Store(DeviceId.of(runtime.info, clblast_version()))
     return any(r.verified for r in store.all())
 
 

@@ -117,6 +117,4 @@ class TiledBackend(VectorisedBackend):
     net_class = TiledNet
 
     def prepare(self, net, weights, batch, mode=None):
-        rt = self.runtime()
-        tuned = TunedTiles.for_device(rt.info, self.options.get("tiles", "tuned"))
-        return TiledNet(rt, net, weights, batch, tuned=tuned)
+        return TiledNet(self.runtime, net, weights, batch, tuned=TunedTiles.for_device(self.runtime.info))
