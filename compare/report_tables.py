@@ -7,6 +7,7 @@ from __future__ import annotations
 from . import analysis as an
 from . import roofline
 from .intervals import ratio_interval
+from .modes import times
 from .published import FIGURES, SOURCE
 from .results import BackendResult, RunResult
 from .tables import DASH, HOW, fmt_err, fmt_ms, fmt_pct, fmt_ratio, fmt_speedup, reason_line, worst_layer
@@ -239,7 +240,7 @@ def headline_table(results: list[RunResult]) -> Table | None:
     file, each backend's end-to-end compute time and its speedup over CLBlast
     at its best in that file, with the 95% interval; a winner only where it
     excludes 1x, and the status where a backend did not run."""
-    runs = [r for r in results if r.mode != "correctness" and an.reference(r, an.BEST_CLBLAST) is not None]
+    runs = [r for r in results if times(r.mode) and an.reference(r, an.BEST_CLBLAST) is not None]
     if not runs:
         return None
     names = list(dict.fromkeys(b.name for r in runs for b in r.backends))
