@@ -564,7 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
                    help=f"the backends speedups are taken over, in order (default {','.join(DEFAULT_BASELINES)})")
     p.add_argument("--published", action="store_true",
-                   help="add the seed's published Mali-T628 figures (tables 6.2, 7.4) as labelled columns")
+                   help="add the study's published Mali-T628 figures (tables 6.2, 7.4) as labelled columns")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("peak", help="measure the device's multiply-add throughput and memory bandwidth")

@@ -72,9 +72,9 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
     if times(res.mode):
         for b in an.timed(res):
             tables = [("The composition chosen per layer, measured at prepare", report_tables.choices_table(res, b)),
-                      ("Wall, kernel and overhead (as the seed's table 6.2)", report_tables.wall_kernel_table(res, b)),
-                      ("Steps of each layer (as the seed's table 5.3)", report_tables.steps_table(res, b)),
-                      ("Matrix products against the infrastructure around them (as the seed's table 7.3)",
+                      ("Wall, kernel and overhead (as the study's table 6.2)", report_tables.wall_kernel_table(res, b)),
+                      ("Steps of each layer (as the study's table 5.3)", report_tables.steps_table(res, b)),
+                      ("Matrix products against the infrastructure around them (as the study's table 7.3)",
                        report_tables.useful_time_table(res, b)),
                       ("CLBlast's tuning behind these figures, per problem (best device time of the routine, ms, "
                        "after the configurations tried so far; the verified choice against CLBlast's database, "

@@ -1,6 +1,6 @@
 """The tables of a report, each as (headers, rows) of strings, built from
 results only (the figures come from compare/analysis.py).  Shapes follow the
-seed's tables: 7.4 (times and speedups), 5.3 (steps), 6.2 (wall / kernel /
+study's tables: 7.4 (times and speedups), 5.3 (steps), 6.2 (wall / kernel /
 overhead), 7.3 (useful time); and the roofline's share per layer."""
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ def test_im2col_matches_numpy(rt, shape):
 
 
 def test_one_im2col_over_the_batch_is_each_images_im2col_stacked(rt):
-    # the seed's trick (5.1.2): N images of C channels as one image of N*C channels
+    # the study's trick (5.1.2): N images of C channels as one image of N*C channels
     n, c, h, w, kernel, pad, stride = 3, 5, 8, 7, (3, 3), (1, 1), (2, 1)
     x = np.random.default_rng(1).standard_normal((n, c, h, w)).astype(np.float32)
     per_image = [numpy_im2col(x[i], kernel, pad, stride) for i in range(n)]
@@ -192,7 +192,7 @@ def test_warm_up_leaves_every_activation_poisoned(name):
 
 
 def test_lenet_c1_breakdown_is_the_seeds(lenet_case):
-    # table 5.3's rows for C1 at batch 100, plus the sigmoid the seed left untimed
+    # table 5.3's rows for C1 at batch 100, plus the sigmoid the study left untimed
     net = Net("c1-only", LENET.input_shape, LENET.layers[:1])
     weights = {k: v for k, v in lenet_case.weights.items() if k.startswith(LENET.layers[0].name + ".")}
     prepared = in_process("clblast").prepare(net, weights, 100)

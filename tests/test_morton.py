@@ -291,7 +291,7 @@ def test_zero_steps_run_exactly_where_the_next_step_would_read_unwritten_element
 
 def test_vgg16_buffers_and_zero_steps():
     plan = plan_net(VGG16, 1)
-    assert plan.buffer_floats == 28_901_376 and plan.sized_by == "im2col of conv1_2"   # the seed's number
+    assert plan.buffer_floats == 28_901_376 and plan.sized_by == "im2col of conv1_2"   # the study's number
     runs = {lp.name: lp.describe()["zero_steps_run"] for lp in plan.layers if lp.shape}
     # zero 1 (before pad) always runs; zero 3 where L is not a multiple of 4 (conv1_1: 27)
     # or OH*OW not of 32 (conv4: 784, conv5: 196); zero 5 and 7 never

@@ -1,5 +1,5 @@
 """`clblast` and `clblast-convgemm`: every layer composed from CLBlast
-routines, as the seed did (Rovder 2018, chapters 4-5), so its tables 5.3
+routines, as the study did (Rovder 2018, chapters 4-5), so its tables 5.3
 and A.1 can be reproduced on any OpenCL device.
 
 clblast           conv and subsampling (as sparse conv): xCOPY bias init,
@@ -103,7 +103,7 @@ class ClblastNet(OpenCLNet):
             if layer.kind in _SPATIAL:
                 if layer.kind == "conv":
                     weight, stride, pad = params["weight"], layer.stride, layer.pad
-                else:   # seed 5.1.3: subsampling is a convolution with sparse filters
+                else:   # study 5.1.3: subsampling is a convolution with sparse filters
                     weight, stride, pad = subsample_as_conv_weight(params["coeff"], layer.kernel), layer.stride, (0, 0)
                 if self.conv_method == "im2col":
                     op = Im2colConvOp(self, layer, i, buf, out, weight, params["bias"], stride, pad, col_buf)
@@ -170,7 +170,7 @@ def _has_tuning(runtime) -> bool:
 
 class ClblastBackend(IsolatedBackend):
     name = "clblast"
-    summary = ("CLBlast routines as the seed composed them: xCOPY + xIM2COL + xGEMMBATCHED/xGEMM(V), with the "
+    summary = ("CLBlast routines as the study composed them: xCOPY + xIM2COL + xGEMMBATCHED/xGEMM(V), with the "
                "tuned parameters or CLBlast's database, whichever is faster")
     uses_opencl = True
     inner = "backends.clblast.backend:ClblastInProcess"

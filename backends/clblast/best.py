@@ -83,7 +83,7 @@ class BestOp(ClblastOp):
 
 
 class GemmConvOp(BestOp):
-    """im2col of the whole batch (the seed's trick: N images as N*C channels,
+    """im2col of the whole batch (the study's trick: N images as N*C channels,
     so image n's rows are one block), then one GEMM per image as a strided
     batch, beta = 0, then the bias kernel."""
 

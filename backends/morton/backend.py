@@ -1,5 +1,5 @@
 """`morton`: convolution as im2col + the Hybrid Morton Order GEMM, the
-seed's second optimised system (Rovder 2018, section 7.3; the Morton 4-2
+study's second optimised system (Rovder 2018, section 7.3; the Morton 4-2
 kernel from Rovder 2017, chapter 8 and appendix 12.7).
 
   conv       the 8 steps of plan.py over two buffers shared by the
@@ -14,7 +14,7 @@ kernel from Rovder 2017, chapter 8 and appendix 12.7).
   dense      vectorised GEMV at batch 1, the same kernel per image at batch > 1
 
 Steps are timed by their own events and named zero, pad, im2col,
-morton-gemm, unpad, maxpool, subsample, gemv, dense, so the seed's table
+morton-gemm, unpad, maxpool, subsample, gemv, dense, so the study's table
 7.3 (GEMM vs infrastructure time) can be printed.
 """
 from __future__ import annotations
