@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import importlib
 
-from compare.errors import UserError
+from nets.errors import UserError
 
-from .base import Backend, LayerTiming, PreparedNet, Step
+from .base import Backend, LayerTiming, PreparedNet, Step, create
+from .options import RunOptions
 
 # name -> (module, class); the order is the order of tables and reports
 # Each family is a subpackage: reference/, clblast/, handwritten/, morton/,
-# peers/; opencl/ holds what the OpenCL families share.
+# peers/; opencl/ holds what the OpenCL families share (their base class,
+# OpenCLBackend, in opencl/backend.py).
 REGISTRY: dict[str, tuple[str, str]] = {
     "numpy": ("backends.reference.numpy_backend", "NumpyBackend"),
     "clblast": ("backends.clblast.backend", "ClblastBackend"),
@@ -26,8 +28,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "torch": ("backends.peers.torch_peer", "TorchBackend"),
 }
 
-__all__ = ["Backend", "LayerTiming", "PreparedNet", "Step", "REGISTRY", "names", "backend_class",
-           "unavailable_reason", "parse_names", "get"]
+__all__ = ["Backend", "LayerTiming", "PreparedNet", "Step", "RunOptions", "REGISTRY", "names", "backend_class",
+           "unavailable_reason", "parse_names", "create", "get"]
 
 
 def names() -> list[str]:
@@ -63,9 +65,15 @@ def parse_names(text: str) -> list[str]:
     return list(dict.fromkeys(chosen))
 
 
-def get(name: str, device: str | None = None, options: dict | None = None) -> Backend:
-    """An instance of backend `name`, or a UserError saying why it cannot run."""
+def get(name: str, device: str | None = None, options: RunOptions | None = None) -> Backend:
+    """An instance of backend `name` on the OpenCL device `device` selects
+    (backends/opencl/runtime.py: select_device), or a UserError saying why it cannot run."""
     reason = unavailable_reason(name)
     if reason:
         raise UserError(f"backend {name!r} is unavailable: {reason}")
-    return backend_class(name)(device=device, options=options)
+    cls = backend_class(name)
+    runtime = None
+    if cls.uses_opencl:
+        from .opencl.runtime import get_runtime
+        runtime = get_runtime(device)
+    return create(cls, runtime, options)

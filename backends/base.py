@@ -1,6 +1,6 @@
 """The common layer interface every backend implements.
 
-    backend = backends.get("vectorised", device=None)   # registry, lazy import
+    backend = backends.get("vectorised", device=None)   # registry, lazy import; the device resolved once
     net = backend.prepare(netspec, weights, batch)      # compile, upload, allocate: untimed
     y = net.forward(x)                                  # numpy in, numpy out
     phases, y = net.timed_pass(x)                       # upload, compute, download (ms), and the output
@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compare.errors import UserError
 from nets import Net
+from nets.errors import UserError
+
+from .options import RunOptions
 
 
 @dataclass
@@ -127,7 +129,7 @@ class Backend(ABC):
 
     name: str = ""
     summary: str = ""        # one line for `compare backends` and the reports
-    uses_opencl: bool = False
+    uses_opencl: bool = False   # True: constructed with the OpenCL runtime it runs on (see `create`)
     deterministic = True     # the same input gives bit-identical outputs on every pass
 
     @classmethod
@@ -135,9 +137,8 @@ class Backend(ABC):
         """None when the backend can run here, else why not (a library missing...)."""
         return None
 
-    def __init__(self, device: str | None = None, options: dict | None = None):
-        self.device_spec = device
-        self.options = dict(options or {})   # run-wide settings a backend may read (e.g. clblast_params)
+    def __init__(self, options: RunOptions | None = None):
+        self.options = options or RunOptions()
 
     @abstractmethod
     def info(self) -> dict:
@@ -150,6 +151,14 @@ class Backend(ABC):
     @abstractmethod
     def prepare(self, net: Net, weights: dict[str, np.ndarray], batch: int, mode: str | None = None) -> PreparedNet:
         """Compile, upload and allocate: everything that is not timed."""
+
+
+def create(cls: type[Backend], runtime, options: RunOptions | None = None) -> Backend:
+    """An instance of backend class `cls` for a run: one that uses OpenCL is
+    given the runtime of the device, resolved once by the caller."""
+    if cls.uses_opencl:
+        return cls(runtime=runtime, options=options)
+    return cls(options=options)
 
 
 def layer_params(net: Net, weights: dict[str, np.ndarray], index: int) -> dict[str, np.ndarray]:

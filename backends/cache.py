@@ -46,6 +46,6 @@ class DeviceEntry:
         self.entry = entry if isinstance(entry, dict) else None
 
     @classmethod
-    def for_device(cls, info: dict, use: str = "tuned"):
-        """`use`: 'tuned' (this device's entry, when there is one) or 'default' (none)."""
-        return cls(entry(cls.KIND, info) if use == "tuned" else None)
+    def for_device(cls, info: dict):
+        """This device's entry (none when it has none)."""
+        return cls(entry(cls.KIND, info))

@@ -33,9 +33,10 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from compare.errors import PassTimeout, UserError
+from nets.errors import PassTimeout, UserError
 
-from .base import Backend, PreparedNet
+from .base import Backend, PreparedNet, create
+from .options import RunOptions
 
 
 def _portable(exc: BaseException) -> BaseException:
@@ -226,25 +227,42 @@ class IsolatedNet(PreparedNet):
                 pass   # the child is gone already: nothing left to release
 
 
+def inner_backend(inner: str, device: str | None, options: RunOptions) -> Backend:
+    """In the child: the in-process backend `inner` ('module:Class'), on the
+    OpenCL device the parent named by its 'P:D' index (None: it uses none)."""
+    module, name = inner.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    runtime = None
+    if device is not None:
+        from .opencl.runtime import get_runtime
+        runtime = get_runtime(device)
+    return create(cls, runtime, options)
+
+
 class IsolatedBackend(Backend):
     """A backend whose work runs in a child process.  Subclasses set `inner`,
-    'module:Class' of the in-process backend that the child runs."""
+    'module:Class' of the in-process backend that the child runs.  One that
+    uses OpenCL is given the parent's runtime like any other; the child gets
+    the device by its index, the only place a device travels by name."""
 
     inner: str = ""
     # where preparing changes the child for good (CLBlast's parameter
     # overrides), each mode is prepared in a child of its own
     child_per_mode: bool = False
 
-    def __init__(self, device: str | None = None, options: dict | None = None):
-        super().__init__(device, options)
+    def __init__(self, runtime=None, options: RunOptions | None = None):
+        super().__init__(options)
+        self.runtime = runtime
         self._worker: Worker | None = None
         self._handle: int | None = None
 
     def _remote(self) -> tuple[Worker, int]:
         if self._worker is None:
-            module, cls = self.inner.split(":")
+            from .opencl.runtime import device_index
+            device = device_index(self.runtime.device) if self.runtime is not None else None
             worker = Worker(f"{self.name} backend")
-            self._handle = worker.request("new", module, cls, (self.device_spec, self.options))
+            self._handle = worker.request("new", "backends.isolated", "inner_backend",
+                                          (self.inner, device, self.options))
             self._worker = worker
         return self._worker, self._handle
 
@@ -260,8 +278,9 @@ class IsolatedBackend(Backend):
         if self.child_per_mode and mode is not None:
             self.close()   # the runner closed what the last child prepared
         worker, handle = self._remote()
+        # the child is stopped when a pass outlasts the timeout: it cannot be interrupted otherwise
         return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch, mode), True),
-                           net, batch, self.options.get("timeout_s"))
+                           net, batch, self.options.timeout_s)
 
     def close(self) -> None:
         if self._worker is not None:

@@ -1,6 +1,6 @@
-"""The seed's table 7.2 on this device: every VGG-16 conv layer on `clblast`,
+"""The study's table 7.2 on this device: every VGG-16 conv layer on `clblast`,
 `baseline` and `vectorised` in one process, with the ratios clblast/baseline
-and clblast/vectorised, then LeNet-5's totals for the three (the seed's
+and clblast/vectorised, then LeNet-5's totals for the three (the study's
 table 6.2 comparison).
 
     .venv/bin/python benchmarks/table_7_2.py [--repeats 3] [--device 0:0] [--nets vgg16,lenet]
@@ -9,12 +9,12 @@ Per net, every backend is prepared first; then warm-up passes, then the
 timed repeats run round-robin (clblast, baseline, vectorised, clblast, ...)
 so that a noisy machine disturbs all three alike.  Times are medians of the
 repeats: per layer the host wall clock around the layer's enqueue + finish
-(`run_timed()`, as the seed compared wall times), and end to end one
+(`run_timed()`, as the study compared wall times), and end to end one
 `run()` with no syncs between layers.  Each backend's output is checked
 against the float64 oracle first.  A backend that cannot import or prepare
 is printed as UNAVAILABLE / FAILED with its reason and the others still run.
 
-Reference columns: the seed's Mali-T628 ratios (Rovder 2018, table 7.2 in
+Reference columns: the study's Mali-T628 ratios (Rovder 2018, table 7.2 in
 seconds: CLBlast, baseline, vectorised; table 6.2 for LeNet).
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ from nets import get_net
 NAMES = ("clblast", "baseline", "vectorised")
 
 # Rovder 2018, table 7.2 (seconds): CLBlast, our baseline, vectorisation
-SEED_7_2 = {
+STUDY_7_2 = {
     "conv1_1": (0.87, 0.15, 0.07), "conv1_2": (1.36, 6.67, 0.51), "conv2_1": (0.89, 1.71, 0.28),
     "conv2_2": (1.26, 5.99, 0.55), "conv3_1": (0.80, 1.85, 0.28), "conv3_2": (1.12, 4.79, 0.57),
     "conv3_3": (1.12, 4.73, 0.57), "conv4_1": (0.77, 1.16, 0.32), "conv4_2": (1.05, 6.64, 1.01),
@@ -44,14 +44,14 @@ SEED_7_2 = {
     "conv5_3": (1.95, 0.62, 0.33), "total": (16.14, 41.81, 6.16),
 }
 # Rovder 2018, table 6.2 (ms): LeNet-5 batch 100 totals, CLBlast and baseline wall time
-SEED_6_2 = {name: sum(FIGURES["lenet"][name].values()) for name in ("clblast", "baseline")}
+STUDY_6_2 = {name: sum(FIGURES["lenet"][name].values()) for name in ("clblast", "baseline")}
 
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def prepare_all(net, batch, weights, x, ref, device, warmup):
+def prepare_all(net, batch, weights, x, ref, runtime, warmup):
     """name -> PreparedNet, or name -> 'UNAVAILABLE: ...' / 'FAILED: ...'."""
     out = {}
     for name in NAMES:
@@ -61,7 +61,7 @@ def prepare_all(net, batch, weights, x, ref, device, warmup):
             continue
         try:
             log(f"{net.name}: preparing {name}")
-            prepared = backends.backend_class(name)(device=device).prepare(net, weights, batch)
+            prepared = backends.create(backends.backend_class(name), runtime).prepare(net, weights, batch)
             y = prepared.forward(x)
             for _ in range(max(warmup - 1, 0)):
                 prepared.forward(x)
@@ -119,21 +119,21 @@ def vgg_table(times: dict, prepared: dict, net) -> str:
     rows = []
     for layer in convs:
         vals = [get(n, layer) for n in NAMES]
-        seed = SEED_7_2[layer]
+        study = STUDY_7_2[layer]
         vec = prepared.get("vectorised")
         local = vec.config["layers"][layer]["local"] if not isinstance(vec, str) and vec is not None else "—"
         rows.append([layer] + [ms(v) for v in vals]
                     + [ratio(vals[0], vals[1]), ratio(vals[0], vals[2]),
-                       ratio(seed[0], seed[1]), ratio(seed[0], seed[2]), str(tuple(local)) if local != "—" else "—"])
+                       ratio(study[0], study[1]), ratio(study[0], study[2]), str(tuple(local)) if local != "—" else "—"])
     tot = [sum(times[n][0][layer] for layer in convs) if n in times else None for n in NAMES]
-    seed = SEED_7_2["total"]
+    study = STUDY_7_2["total"]
     rows.append(["total (conv)"] + [ms(v) for v in tot]
-                + [ratio(tot[0], tot[1]), ratio(tot[0], tot[2]), ratio(seed[0], seed[1]), ratio(seed[0], seed[2]), ""])
+                + [ratio(tot[0], tot[1]), ratio(tot[0], tot[2]), ratio(study[0], study[1]), ratio(study[0], study[2]), ""])
     e2e = [times[n][1] if n in times else None for n in NAMES]
     rows.append(["whole net, end to end"] + [ms(v) for v in e2e] + [ratio(e2e[0], e2e[1]), ratio(e2e[0], e2e[2]),
                                                                      "", "", ""])
     headers = ["layer", "clblast ms", "baseline ms", "vectorised ms", "clblast/baseline", "clblast/vectorised",
-               "seed: clblast/baseline", "seed: clblast/vectorised", "vectorised work-group"]
+               "study: clblast/baseline", "study: clblast/vectorised", "vectorised work-group"]
     return tabulate(rows, headers, disable_numparse=True, colalign=("left",) + ("right",) * 8)
 
 
@@ -148,19 +148,19 @@ def lenet_table(times: dict) -> str:
         ref = times.get("clblast")
         rows.append([n, ms(total), ms(e2e), ratio(sum(ref[0].values()), total) if ref else "—",
                      ratio(ref[1], e2e) if ref else "—"])
-    rows.append(["seed (Mali-T628, table 6.2)", "", "", "", f"baseline {ratio(SEED_6_2['clblast'], SEED_6_2['baseline'])}"])
+    rows.append(["study (Mali-T628, table 6.2)", "", "", "", f"baseline {ratio(STUDY_6_2['clblast'], STUDY_6_2['baseline'])}"])
     return tabulate(rows, ["backend", "sum of layers ms", "end to end ms", "clblast/x (layers)", "clblast/x (end to end)"],
                     disable_numparse=True)
 
 
-def bench(net_name: str, args) -> None:
+def bench(net_name: str, args, runtime) -> None:
     net = get_net(net_name)
     batch = net.default_batch
     weights = init_weights(net, args.seed)
     x = make_input(net, batch, args.seed)
     log(f"{net.name}: float64 reference")
     ref = oracle.forward(net, weights, x)[-1]
-    prepared = prepare_all(net, batch, weights, x, ref, args.device, args.warmup)
+    prepared = prepare_all(net, batch, weights, x, ref, runtime, args.warmup)
     try:
         times = time_round_robin(prepared, x, args.repeats)
     finally:
@@ -182,10 +182,11 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     from backends.opencl.runtime import get_runtime
-    info = get_runtime(args.device).info
+    runtime = get_runtime(args.device)   # resolved once: every backend runs on this one
+    info = runtime.info
     print(f"device: {info['name']} ({info['platform']}, {info['driver']})")
     for net_name in [n.strip() for n in args.nets.split(",") if n.strip()]:
-        bench(net_name, args)
+        bench(net_name, args, runtime)
     return 0
 
 

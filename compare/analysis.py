@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import UserError
+from nets.errors import UserError
+
 from .intervals import ratio_interval
 from .results import BackendResult, RunResult
 

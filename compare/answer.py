@@ -4,8 +4,11 @@ best (with the interval, and a winner only where it excludes 1x), and how
 deep the tuning behind CLBlast's figure went.  The report opens with it."""
 from __future__ import annotations
 
+from backends.options import DATABASE
+
 from . import analysis as an
 from .intervals import ratio_interval
+from .modes import times
 from .results import BackendResult, RunResult
 
 CLBLAST_FAMILY = ("clblast", "clblast-convgemm", "clblast-best")
@@ -16,7 +19,7 @@ def tuning_behind(b: BackendResult) -> str:
     depth = b.config.get("clblast_tuning_depth")
     if str(b.config.get("clblast_parameters", "")).startswith("tuned") and depth:
         return f"CLBlast tuned to {depth}"
-    if b.mode == "database" and depth:
+    if b.mode == DATABASE and depth:
         return f"CLBlast's database parameters, faster here than its tuned ones (tuned to {depth})"
     if depth:
         return f"CLBlast's database parameters; a tuning to {depth} was not used"
@@ -42,7 +45,7 @@ def sentence(res: RunResult) -> str | None:
     """One sentence for one results file, or None where it holds no timed CLBlast backend."""
     ref = an.reference(res, an.BEST_CLBLAST)
     timed = [b for b in res.backends if an.compute_ms(b) is not None]
-    if ref is None or not timed or res.mode == "correctness":
+    if ref is None or not timed or not times(res.mode):
         return None
     where = f"On {res.device.name}, {res.net.name} batch {res.net.batch}"
     fastest = min(timed, key=an.compute_ms)

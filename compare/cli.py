@@ -22,18 +22,21 @@ import numpy as np
 
 import backends
 import nets
+from backends.options import CLBLAST_PARAMS, RunOptions
+from nets.errors import CheckFailed, UserError
 from nets.weights import init_weights, load_weights, make_input, save_weights, weights_digest
 
 from . import __version__
 from .analysis import DEFAULT_BASELINES, parse_baselines
-from .errors import CheckFailed, UserError, install_handlers, restore_handlers
 from .files import RESULTS_ROOM, check_writable
 from .hostmem import HostNeed, check_fits, host_need
 from .keep import Keeper, keep_file, text_writer
 from .models import imported_weights, load_net
 from .progress import Progress
 from .results import RunResult, Source, load_results, to_json
-from .runner import MODES, Outputs, Plan, execute, exit_code
+from .modes import MODES, checks
+from .runner import Outputs, Plan, execute, exit_code
+from .signals import install_handlers, restore_handlers
 from .tables import check_table, layer_table, modes_table, summary_table
 
 
@@ -81,7 +84,7 @@ def _load_input(path: str, net, batch: int | None) -> np.ndarray:
 
 
 def _host_need(net, names: list[str], mode: str, interleave: bool) -> HostNeed:
-    return host_need(net, checking=mode in ("correctness", "both"),
+    return host_need(net, checking=checks(mode),
                      backends_at_once=len(names) if interleave else 1, outputs_kept=len(names))
 
 
@@ -131,8 +134,8 @@ def _plan(args, mode: str) -> Plan:
                 sources={"weights": Source(**weights_source), "input": Source(**input_source)},
                 peak_gflops=_peak(getattr(args, "peak_gflops", None)),
                 command=shlex.join(["compare"] + args.argv), debug=args.debug,
-                options={"clblast_params": args.clblast_params, "timeout_s": args.timeout_s},
-                interleave=getattr(args, "interleave", False), timeout_s=args.timeout_s)
+                options=RunOptions(clblast_params=args.clblast_params, timeout_s=args.timeout_s),
+                interleave=getattr(args, "interleave", False))
 
 
 def _save_outputs(outputs: Outputs, plan: Plan, directory: str) -> str | None:
@@ -225,7 +228,7 @@ def cmd_run(args) -> int:
     modes = modes_table(results)
     if modes:
         print("\n" + modes)
-    if plan.mode != "performance":
+    if plan.checks:
         print("\n" + check_table(results))
     if kept.problem is None:
         print(f"\nresults written to {out}")
@@ -480,16 +483,20 @@ def cmd_report(args) -> int:
 
 # -- parser -----------------------------------------------------------------
 
+def _add_device_option(p, help="OpenCL device: index 'P:D' or a name fragment (default: first GPU, else PoCL)"):
+    p.add_argument("--device", help=help)
+
+
 def _add_net_options(p) -> None:
     """What every command that runs a net takes: the net, the backends, where they run and with what weights."""
     p.add_argument("--net", required=True, help="lenet, vgg16, or a Keras Sequential model file (.keras, .h5)")
     p.add_argument("--backends", default="all", help="'all' or a comma-separated list (see `compare backends`)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated weights and input (default 0)")
     p.add_argument("--weights", help="a .npz weights file (see `compare weights`) instead of seeded weights")
-    p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment (default: first GPU, else PoCL)")
+    _add_device_option(p)
     p.add_argument("--timeout-s", type=float, default=600.0,
                    help="a backend whose forward pass takes longer fails, and the others still run (default 600)")
-    p.add_argument("--clblast-params", choices=["tuned", "database"], default="tuned",
+    p.add_argument("--clblast-params", choices=CLBLAST_PARAMS, default=RunOptions.clblast_params,
                    help="CLBlast's parameters: tuned (the better of what `compare tune` verified for this device "
                         "and CLBlast's database, each a mode; the default), or database (CLBlast's own only)")
 
@@ -557,11 +564,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
                    help=f"the backends speedups are taken over, in order (default {','.join(DEFAULT_BASELINES)})")
     p.add_argument("--published", action="store_true",
-                   help="add the seed's published Mali-T628 figures (tables 6.2, 7.4) as labelled columns")
+                   help="add the study's published Mali-T628 figures (tables 6.2, 7.4) as labelled columns")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("peak", help="measure the device's multiply-add throughput and memory bandwidth")
-    p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment")
+    _add_device_option(p)
     p.add_argument("--cap-s", type=float, default=30.0, help="time for the whole measurement, in seconds (default 30)")
     p.set_defaults(func=cmd_peak)
 
@@ -580,7 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show", action="store_true", help="print how deep the tuning of this device went, and stop")
     p.add_argument("--verify-only", action="store_true",
                    help="search nothing: spend the budget re-timing what was found against CLBlast's database")
-    p.add_argument("--device", help="OpenCL device: index 'P:D' or a name fragment")
+    _add_device_option(p)
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("weights", help="write a net's seeded weights as a .npz file")
@@ -590,7 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_weights)
 
     p = sub.add_parser("devices", help="list the OpenCL platforms and devices")
-    p.add_argument("--device", help="show which device this selection picks")
+    _add_device_option(p, help="show which device this selection picks")
     p.set_defaults(func=cmd_devices)
 
     sub.add_parser("backends", help="list the backends and whether they can run here").set_defaults(func=cmd_backends)

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 import nets
+from nets.errors import UserError
 
-from .errors import UserError
 from .results import BackendDigits, DigitsSummary
 
 SPLIT_SEED = 0

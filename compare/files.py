@@ -53,7 +53,7 @@ def check_writable(path: str | os.PathLike, what: str, folder: bool = False, roo
     an existing path of the wrong kind, no writable folder to make it in, or
     a folder where a staging file of `room` bytes cannot be made (a full disk,
     a quota).  A device, a pipe or a socket is refused, never replaced by a file."""
-    from .errors import UserError
+    from nets.errors import UserError
     path = Path(path)
     there = kind(path)
     wanted = "a folder" if folder else "a regular file"

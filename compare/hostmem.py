@@ -20,7 +20,7 @@ from pathlib import Path
 
 from nets import Net
 
-from .errors import UserError
+from nets.errors import UserError
 
 F32, F64 = 4, 8
 HEADROOM = 0.8   # the share of the available memory a run may plan to use

@@ -37,8 +37,9 @@ def peak_for_run(rt, override_gflops: float | None = None, progress=lambda s: No
         return {"gflops": float(override_gflops), "bandwidth_gbs": None,
                 "source": "given by the user (--peak-gflops)"}
     found = cached(rt.info)
-    if found:
-        return {**found, "source": f"measured by `compare peak` on this device, {found['measured']}"}
+    if found:   # the entry's schema and version say what the file holds; a run's peak has neither
+        peak = {k: v for k, v in found.items() if k not in ("schema", "version")}
+        return {**peak, "source": f"measured by `compare peak` on this device, {found['measured']}"}
     from backends.opencl.peak import CAP_S, measure_peak
     print(f"measuring the peak of {rt.info['name']} (at most {CAP_S:.0f} s; `compare peak` caches it)",
           file=sys.stderr)

@@ -10,11 +10,12 @@ from pathlib import Path
 from . import analysis as an
 from . import answer
 from . import plots
-from . import report_tables as rt
+from . import report_tables
 from . import roofline
 from . import sweep_report as sr
 from .document import Document
 from .files import staged_folder
+from .modes import times
 from .published import SOURCE
 from .results import RunResult
 from .sweep import LoadedSweep
@@ -33,22 +34,22 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
              f"Times are medians of {res.settings.repeats} runs in milliseconds; per-layer times are wall "
              f"time around each layer with a sync after it, 'end to end (compute)' is the whole pass without "
              f"per-layer syncs and without host<->device transfers.")
-    doc.table(rt.environment_table(res))
+    doc.table(report_tables.environment_table(res))
     written = []
 
-    if res.mode != "correctness":
+    if times(res.mode):
         doc.heading("Per-layer times (ms)", 3)
-        doc.table(rt.times_table(res, published),
-                  caption=f"Columns marked '{SOURCE}' are the study's Mali-T628 figures, not ours." if published else None)
+        caption = f"Columns marked '{SOURCE}' are the study's Mali-T628 figures, not ours." if published else None
+        doc.table(report_tables.times_table(res, published), caption=caption)
         for token in an.baselines(res, baselines):
-            table = rt.speedup_table(res, token)
+            table = report_tables.speedup_table(res, token)
             if table:
                 label = an.reference_label(res, token)
                 doc.heading(f"Speedup over {label}", 3)
                 doc.table(table, caption=f"{label}'s time divided by each backend's: above 1x is faster. In brackets "
                                          f"the 95% bootstrap interval of the ratio; 'no clear difference' where it "
                                          f"spans 1x.")
-        util = rt.utilisation_table(res)
+        util = report_tables.utilisation_table(res)
         if util:
             doc.heading("Device utilisation (% of peak)", 3)
             doc.para(f"Achieved GFLOP/s over the device's peak of {res.peak.gflops:.1f} GFLOP/s, {res.peak.source}. "
@@ -60,23 +61,24 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
             doc.table(modes, caption="Each mode checked and timed end to end; the fastest is the one every "
                                      "other table uses, named beside the backend.")
         doc.heading("Transfers and one-off costs", 3)
-        doc.table(rt.transfers_table(res), caption="Times in ms; memory: device memory the backend holds "
+        doc.table(report_tables.transfers_table(res), caption="Times in ms; memory: device memory the backend holds "
                                                    "(weights and buffers).")
 
     doc.heading("Correctness against the float64 oracle", 3)
-    doc.table(rt.correctness_table(res), caption="rel L2 = ||out - ref|| / ||ref|| end to end; each layer is also "
-                                                  "checked alone on the oracle's input (worst layer shown).")
+    doc.table(report_tables.correctness_table(res),
+              caption="rel L2 = ||out - ref|| / ||ref|| end to end; each layer is also checked alone on the "
+                      "oracle's input (worst layer shown).")
 
-    if res.mode != "correctness":
+    if times(res.mode):
         for b in an.timed(res):
-            tables = [("The composition chosen per layer, measured at prepare", rt.choices_table(res, b)),
-                      ("Wall, kernel and overhead (as the seed's table 6.2)", rt.wall_kernel_table(res, b)),
-                      ("Steps of each layer (as the seed's table 5.3)", rt.steps_table(res, b)),
-                      ("Matrix products against the infrastructure around them (as the seed's table 7.3)",
-                       rt.useful_time_table(res, b)),
+            tables = [("The composition chosen per layer, measured at prepare", report_tables.choices_table(res, b)),
+                      ("Wall, kernel and overhead (as the study's table 6.2)", report_tables.wall_kernel_table(res, b)),
+                      ("Steps of each layer (as the study's table 5.3)", report_tables.steps_table(res, b)),
+                      ("Matrix products against the infrastructure around them (as the study's table 7.3)",
+                       report_tables.useful_time_table(res, b)),
                       ("CLBlast's tuning behind these figures, per problem (best device time of the routine, ms, "
                        "after the configurations tried so far; the verified choice against CLBlast's database, "
-                       "median wall ms)", rt.tuning_progress_table(b))]
+                       "median wall ms)", report_tables.tuning_progress_table(b))]
             if not any(t for _, t in tables) and not b.config:
                 continue
             tables[1] = (tables[1][0] + f" ({KERNEL_COLUMN})", tables[1][1])
@@ -171,8 +173,9 @@ def _roofline_sections(doc: Document, files: list[tuple[RunResult, str]], out_di
         if lines and plots.roofline(lines, out_dir / name, f"{net}: roofline per layer\n{device}"):
             doc.image(name, f"{net} roofline on {device}")
             written.append(name)
-        doc.table(rt.roofline_table(lines), caption="FLOP/byte: arithmetic intensity; roof: min(peak, intensity x "
-                                                    "bandwidth); each backend's achieved GFLOP/s as a % of that roof.")
+        doc.table(report_tables.roofline_table(lines),
+                  caption="FLOP/byte: arithmetic intensity; roof: min(peak, intensity x bandwidth); each backend's "
+                          "achieved GFLOP/s as a % of that roof.")
     return written
 
 
@@ -199,7 +202,7 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
         doc.heading("The answer")
         for text in said:
             doc.para(text)
-    headline = rt.headline_table(results)
+    headline = report_tables.headline_table(results)
     if headline is not None:
         doc.heading("Headline")
         doc.table(headline, caption=HEADLINE_CAPTION)
@@ -210,7 +213,7 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
         for net_name, group in groups.items():
             if len(group) > 1:
                 doc.heading(f"{net_name} across devices and runs")
-                doc.table(rt.cross_device_table([r for r, _ in group], baselines[0]),
+                doc.table(report_tables.cross_device_table([r for r, _ in group], baselines[0]),
                           caption=f"End-to-end compute ms per results file (speedup over "
                                   f"{baselines[0]} on that device).")
             for i, (res, path) in enumerate(group):

@@ -1,12 +1,13 @@
 """The tables of a report, each as (headers, rows) of strings, built from
 results only (the figures come from compare/analysis.py).  Shapes follow the
-seed's tables: 7.4 (times and speedups), 5.3 (steps), 6.2 (wall / kernel /
+study's tables: 7.4 (times and speedups), 5.3 (steps), 6.2 (wall / kernel /
 overhead), 7.3 (useful time); and the roofline's share per layer."""
 from __future__ import annotations
 
 from . import analysis as an
 from . import roofline
 from .intervals import ratio_interval
+from .modes import times
 from .published import FIGURES, SOURCE
 from .results import BackendResult, RunResult
 from .tables import DASH, HOW, fmt_err, fmt_ms, fmt_pct, fmt_ratio, fmt_speedup, reason_line, worst_layer
@@ -239,7 +240,7 @@ def headline_table(results: list[RunResult]) -> Table | None:
     file, each backend's end-to-end compute time and its speedup over CLBlast
     at its best in that file, with the 95% interval; a winner only where it
     excludes 1x, and the status where a backend did not run."""
-    runs = [r for r in results if r.mode != "correctness" and an.reference(r, an.BEST_CLBLAST) is not None]
+    runs = [r for r in results if times(r.mode) and an.reference(r, an.BEST_CLBLAST) is not None]
     if not runs:
         return None
     names = list(dict.fromkeys(b.name for r in runs for b in r.backends))

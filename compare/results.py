@@ -21,7 +21,7 @@ import numpy as np
 
 from backends.atomic import write_text_atomic
 
-from .errors import UserError
+from nets.errors import UserError
 
 SCHEMA = "clblast-compare/results"
 VERSION = 2

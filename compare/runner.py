@@ -2,6 +2,13 @@
 benchdnn's create -> run -> check -> measure.  One backend's failure is
 recorded with its reason and the others still run.
 
+A Session holds what every stage needs (the plan, the device's runtime,
+the oracle's outputs, the progress line).  Backends run in groups: each
+backend of a group is opened (prepared, warmed up, checked), then the
+group's timed passes run, then each is closed.  Interleaved, the group is
+every backend and the passes go round-robin; otherwise each backend is a
+group of its own.
+
 `execute` returns the typed results (compare/results.py) and, beside them,
 the outputs (numpy arrays), which never go into a results file."""
 from __future__ import annotations
@@ -14,19 +21,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import backends
+from backends import RunOptions
 from nets import Net
+from nets.errors import Unsupported, UserError, raise_if_interrupted
 
 from . import __version__, gpustate, oracle
 from .checking import check_prepared, compare_arrays
-from .errors import Unsupported, UserError, raise_if_interrupted
 from .hostinfo import host_info
+from .modes import MODES, checks, times
 from .peak import peak_for_run
 from .results import (BackendResult, Device, Host, LayerInfo, ModeResult, NetInfo, Peak, RunResult, Samples, Settings,
                       Source, Tool)
 from .timing import Trial, within
-
-MODES = ("correctness", "performance", "both")
-
 
 @dataclass
 class Plan:
@@ -36,7 +42,7 @@ class Plan:
     x: np.ndarray
     backends: list[str]
     explicit: bool = True          # backends named by the user, not 'all'
-    device: str | None = None
+    device: str | None = None      # the user's --device; resolved once, by the session
     repeats: int = 10
     warmup: int = 2
     mode: str = "both"
@@ -46,8 +52,19 @@ class Plan:
     peak_gflops: float | None = None   # the user's figure; else cached or measured
     debug: bool = False
     interleave: bool = False       # timed passes round-robin over the backends
-    timeout_s: float | None = None  # a backend whose pass takes longer fails
-    options: dict = field(default_factory=dict)   # settings passed to every backend (clblast_params)
+    options: RunOptions = field(default_factory=RunOptions)   # what every backend is told (timeout_s, ...)
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode is one of {', '.join(MODES)}, not {self.mode!r}")
+
+    @property
+    def checks(self) -> bool:
+        return checks(self.mode)
+
+    @property
+    def times(self) -> bool:
+        return times(self.mode)
 
 
 @dataclass
@@ -94,37 +111,6 @@ def _failure(exc: Exception, debug: bool) -> str:
     return reason
 
 
-def _measure_mode(backend, mode: str, plan: Plan, ref, progress) -> ModeResult:
-    """One mode of a backend with several: prepared, checked end to end, timed end to end."""
-    prepared = None
-    label = f"{backend.name} ({mode})"
-    try:
-        progress(f"{label}: preparing")
-        prepared = backend.prepare(plan.net, plan.weights, plan.batch, mode=mode)
-        y = prepared.forward(plan.x)
-        _sane_output(y, label)
-        for _ in range(max(plan.warmup - 1, 0)):
-            prepared.forward(plan.x)
-        result = ModeResult(mode, "OK")
-        if ref is not None:
-            result.rel_l2 = compare_arrays(y, ref[-1]).rel_l2
-        if plan.mode in ("performance", "both"):
-            trial = Trial(label, prepared, plan.x, y, backend.deterministic, plan.timeout_s)
-            for r in range(plan.repeats):
-                progress(f"{label}: end to end, repeat {r + 1}/{plan.repeats}")
-                trial.end_to_end(r)
-            result.compute = Samples.of(trial.phases["compute"])
-        return result
-    except Unsupported as exc:
-        return ModeResult(mode, "UNSUPPORTED", reason=str(exc))
-    except Exception as exc:  # noqa: BLE001 - a mode that fails is recorded; the other modes still run
-        raise_if_interrupted()
-        return ModeResult(mode, "FAILED", reason=_failure(exc, plan.debug))
-    finally:
-        if prepared is not None:
-            prepared.close()
-
-
 def _fastest(modes: list[ModeResult]) -> str | None:
     """The OK mode with the lowest median compute time (the first OK one when none was timed)."""
     ok = [m for m in modes if m.status == "OK"]
@@ -132,16 +118,6 @@ def _fastest(modes: list[ModeResult]) -> str | None:
     if timed:
         return min(timed, key=lambda m: m.compute.median).name
     return ok[0].name if ok else None
-
-
-@dataclass
-class _Open:
-    """A backend prepared, warmed up and checked, waiting for its timed passes."""
-
-    entry: BackendResult
-    prepared: object
-    output: np.ndarray
-    trial: Trial | None = None
 
 
 def _fail(entry: BackendResult, exc: BaseException, debug: bool) -> BackendResult:
@@ -158,119 +134,203 @@ def _fail(entry: BackendResult, exc: BaseException, debug: bool) -> BackendResul
     return entry
 
 
-def _open(name: str, plan: Plan, ref, progress, cl_missing: str | None) -> tuple[BackendResult, _Open | None]:
-    """One backend up to its timed passes: available? its modes measured and
-    the fastest chosen, prepared, run once, warmed up, checked.  The result,
-    and the open backend when it got that far."""
-    reason = backends.unavailable_reason(name)
-    if reason:   # checked first: an unavailable backend's module may not even import
-        return BackendResult(name, "UNAVAILABLE", reason=reason), None
-    cls = backends.backend_class(name)
-    entry = BackendResult(name, "OK", summary=cls.summary, uses_opencl=cls.uses_opencl)
-    if cls.uses_opencl and cl_missing:
-        entry.status, entry.reason = "UNAVAILABLE", cl_missing
-        return entry, None
-    prepared = None
-    try:
-        entry.gpu_state = {"before": gpustate.snapshot()} if gpustate.available() else None
-        backend = cls(device=plan.device, options=plan.options)
-        entry.info = backend.info()
-        modes = backend.modes()
-        if modes:
-            entry.modes = [_measure_mode(backend, m, plan, ref, progress) for m in modes]
-            entry.mode = _fastest(entry.modes)
-            if entry.mode is None:
-                why = "; ".join(f"{m.name}: {(m.reason or '').splitlines()[0]}" for m in entry.modes)
-                if all(m.status == "UNSUPPORTED" for m in entry.modes):
-                    raise Unsupported(f"no mode can run here ({why})")
-                raise RuntimeError(f"no mode ran ({why})")
-        progress(f"{name}: preparing {plan.net.name}")
+@dataclass
+class _Ready:
+    """A backend prepared, run once and warmed up: what every later stage starts from."""
+
+    label: str
+    prepared: object
+    output: np.ndarray
+    prepare_ms: float
+    first_run_ms: float
+
+
+@dataclass
+class _Open:
+    """A backend ready and checked, waiting for its timed passes."""
+
+    entry: BackendResult
+    ready: _Ready
+    trial: Trial | None = None
+
+    @property
+    def prepared(self):
+        return self.ready.prepared
+
+
+class Session:
+    """One run of a plan: the device's runtime (resolved once), the oracle's
+    outputs and the progress line, held for every stage of every backend."""
+
+    def __init__(self, plan: Plan, progress=lambda s: None):
+        self.plan = plan
+        self.progress = progress
+        self.runtime, self.cl_missing = _resolve_device(plan)   # cl_missing: why no OpenCL backend can run
+        self.ref = None   # the oracle's output of every layer, when checking
+        if plan.checks:
+            progress(f"computing the float64 reference of {plan.net.name}")
+            self.ref = oracle.forward(plan.net, plan.weights, plan.x)
+
+    def _trial(self, ready: _Ready, backend) -> Trial:
+        return Trial(ready.label, ready.prepared, self.plan.x, ready.output, backend.deterministic,
+                     self.plan.options.timeout_s)
+
+    def _ready(self, backend, mode: str | None, label: str) -> _Ready:
+        """The one path to a backend's first timed pass: prepared (untimed work: compile,
+        upload, allocate), run once (first-call costs, reported apart), its output sane,
+        warmed up.  The caller closes what it returns."""
+        plan, progress = self.plan, self.progress
+        progress(f"{label}: preparing {plan.net.name}")
         t0 = time.perf_counter()
-        prepared = backend.prepare(plan.net, plan.weights, plan.batch, mode=entry.mode)
-        entry.prepare_ms = (time.perf_counter() - t0) * 1e3
-        entry.config = prepared.config
-        entry.memory_bytes = prepared.memory_bytes
-        progress(f"{name}: first run")
-        t0 = time.perf_counter()
-        y = prepared.forward(plan.x)
-        entry.first_run_ms = (time.perf_counter() - t0) * 1e3
-        _sane_output(y, name)
-        for w in range(max(plan.warmup - 1, 0)):
-            progress(f"{name}: warm-up {w + 2}/{plan.warmup}")
+        prepared = backend.prepare(plan.net, plan.weights, plan.batch, mode=mode)
+        prepare_ms = (time.perf_counter() - t0) * 1e3
+        try:
+            progress(f"{label}: first run")
             t0 = time.perf_counter()
-            prepared.forward(plan.x)
-            within(time.perf_counter() - t0, plan.timeout_s, f"warm-up pass {w + 2}")
-        if plan.mode in ("correctness", "both"):
-            progress(f"{name}: checking against the float64 oracle")
-            entry.check = check_prepared(prepared, plan.x, ref, plan.layerwise,
-                                         progress=lambda s: progress(f"{name}: {s}"))
-        opened = _Open(entry, prepared, y)
-        if plan.mode in ("performance", "both"):
-            opened.trial = Trial(entry.label, prepared, plan.x, y, backend.deterministic, plan.timeout_s)
-        return entry, opened
-    except Exception as exc:  # noqa: BLE001 - a backend's failure is a result, not the end of the run
-        if prepared is not None:
+            y = prepared.forward(plan.x)
+            first_run_ms = (time.perf_counter() - t0) * 1e3
+            _sane_output(y, label)
+            for w in range(max(plan.warmup - 1, 0)):
+                progress(f"{label}: warm-up {w + 2}/{plan.warmup}")
+                t0 = time.perf_counter()
+                prepared.forward(plan.x)
+                within(time.perf_counter() - t0, plan.options.timeout_s, f"warm-up pass {w + 2}")
+        except BaseException:
             prepared.close()
-        return _fail(entry, exc, plan.debug), None
+            raise
+        return _Ready(label, prepared, y, prepare_ms, first_run_ms)
 
+    def _measure_mode(self, backend, mode: str) -> ModeResult:
+        """One mode of a backend with several: ready, checked end to end, timed end to end."""
+        ready = None
+        try:
+            ready = self._ready(backend, mode, f"{backend.name} ({mode})")
+            result = ModeResult(mode, "OK")
+            if self.ref is not None:
+                result.rel_l2 = compare_arrays(ready.output, self.ref[-1]).rel_l2
+            if self.plan.times:
+                trial = self._trial(ready, backend)
+                for r in range(self.plan.repeats):
+                    self.progress(f"{ready.label}: end to end, repeat {r + 1}/{self.plan.repeats}")
+                    trial.end_to_end(r)
+                result.compute = Samples.of(trial.phases["compute"])
+            return result
+        except Unsupported as exc:
+            return ModeResult(mode, "UNSUPPORTED", reason=str(exc))
+        except Exception as exc:  # noqa: BLE001 - a mode that fails is recorded; the other modes still run
+            raise_if_interrupted()
+            return ModeResult(mode, "FAILED", reason=_failure(exc, self.plan.debug))
+        finally:
+            if ready is not None:
+                ready.prepared.close()
 
-def _close(opened: _Open, plan: Plan) -> np.ndarray | None:
-    """The timings into the result; the prepared net closed.  Its output, when it stayed OK."""
-    entry = opened.entry
-    try:
-        if opened.trial is not None and entry.ok:
-            entry.timing = opened.trial.result()
-        if entry.gpu_state is not None:
-            entry.gpu_state["after"] = gpustate.snapshot()
-    finally:
-        opened.prepared.close()
-    return opened.output if entry.ok else None
+    def _choose_mode(self, backend, entry: BackendResult) -> None:
+        """A backend with several modes: each measured, the fastest into entry.mode."""
+        modes = backend.modes()
+        if not modes:
+            return
+        entry.modes = [self._measure_mode(backend, m) for m in modes]
+        entry.mode = _fastest(entry.modes)
+        if entry.mode is None:
+            why = "; ".join(f"{m.name}: {(m.reason or '').splitlines()[0]}" for m in entry.modes)
+            if all(m.status == "UNSUPPORTED" for m in entry.modes):
+                raise Unsupported(f"no mode can run here ({why})")
+            raise RuntimeError(f"no mode ran ({why})")
 
+    def open(self, name: str) -> tuple[BackendResult, _Open | None]:
+        """One backend up to its timed passes: available? its modes measured and
+        the fastest chosen, ready, checked.  The result, and the open backend
+        when it got that far."""
+        plan = self.plan
+        reason = backends.unavailable_reason(name)
+        if reason:   # checked first: an unavailable backend's module may not even import
+            return BackendResult(name, "UNAVAILABLE", reason=reason), None
+        cls = backends.backend_class(name)
+        entry = BackendResult(name, "OK", summary=cls.summary, uses_opencl=cls.uses_opencl)
+        if cls.uses_opencl and self.cl_missing:
+            entry.status, entry.reason = "UNAVAILABLE", self.cl_missing
+            return entry, None
+        ready = None
+        try:
+            entry.gpu_state = {"before": gpustate.snapshot()} if gpustate.available() else None
+            backend = backends.create(cls, self.runtime, plan.options)
+            entry.info = backend.info()
+            self._choose_mode(backend, entry)
+            ready = self._ready(backend, entry.mode, entry.label)
+            entry.prepare_ms, entry.first_run_ms = ready.prepare_ms, ready.first_run_ms
+            entry.config = ready.prepared.config
+            entry.memory_bytes = ready.prepared.memory_bytes
+            if plan.checks:
+                self.progress(f"{name}: checking against the float64 oracle")
+                entry.check = check_prepared(ready.prepared, plan.x, self.ref, plan.layerwise,
+                                             progress=lambda s: self.progress(f"{name}: {s}"))
+            return entry, _Open(entry, ready, self._trial(ready, backend) if plan.times else None)
+        except Exception as exc:  # noqa: BLE001 - a backend's failure is a result, not the end of the run
+            if ready is not None:
+                ready.prepared.close()
+            return _fail(entry, exc, plan.debug), None
 
-def _rounds(opened: list[_Open], plan: Plan, progress) -> None:
-    """The timed passes of the open backends: all of one backend's passes,
-    then the next's; or, with plan.interleave, one pass of each in turn,
-    each after an untimed pass of its own (Trial.settle: the switch from
-    the backend before is not its cost)."""
-    def each(step, settle, what):
-        order = ([(o, r) for r in range(plan.repeats) for o in opened] if plan.interleave
-                 else [(o, r) for o in opened for r in range(plan.repeats)])
-        for o, r in order:
-            if not o.entry.ok:
-                continue
-            progress(f"{o.entry.label}: {what}, repeat {r + 1}/{plan.repeats}")
-            try:
-                if plan.interleave:
-                    settle(o.trial)
-                step(o.trial, r)
-            except Exception as exc:  # noqa: BLE001 - this backend fails, the others go on
-                _fail(o.entry, exc, plan.debug)
+    def _rounds(self, opened: list[_Open]) -> None:
+        """The timed passes of the open backends: all of one backend's passes,
+        then the next's; or, with plan.interleave, one pass of each in turn,
+        each after an untimed pass of its own (Trial.settle: the switch from
+        the backend before is not its cost)."""
+        plan = self.plan
 
-    live = [o for o in opened if o.trial is not None]
-    opened[:] = live
-    each(lambda t, r: t.end_to_end(r), lambda t: t.settle(), "end to end")
-    for o in opened:
-        if o.entry.ok:
-            try:
-                o.trial.layers_first()
-            except Exception as exc:  # noqa: BLE001
-                _fail(o.entry, exc, plan.debug)
-    each(lambda t, r: t.layers(r), lambda t: t.layers_first(), "per layer")
+        def each(step, settle, what):
+            order = ([(o, r) for r in range(plan.repeats) for o in opened] if plan.interleave
+                     else [(o, r) for o in opened for r in range(plan.repeats)])
+            for o, r in order:
+                if not o.entry.ok:
+                    continue
+                self.progress(f"{o.entry.label}: {what}, repeat {r + 1}/{plan.repeats}")
+                try:
+                    if plan.interleave:
+                        settle(o.trial)
+                    step(o.trial, r)
+                except Exception as exc:  # noqa: BLE001 - this backend fails, the others go on
+                    _fail(o.entry, exc, plan.debug)
 
+        opened = [o for o in opened if o.trial is not None]
+        each(lambda t, r: t.end_to_end(r), lambda t: t.settle(), "end to end")
+        for o in opened:
+            if o.entry.ok:
+                try:
+                    o.trial.layers_first()
+                except Exception as exc:  # noqa: BLE001
+                    _fail(o.entry, exc, plan.debug)
+        each(lambda t, r: t.layers(r), lambda t: t.layers_first(), "per layer")
 
-def run_backend(name: str, plan: Plan, ref, progress, cl_missing: str | None) -> tuple[BackendResult, np.ndarray | None]:
-    """One backend through every stage; its result, and its output when it ran.
-    A backend with several modes has each measured first; the fastest then
-    runs every stage, and the others are recorded beside it."""
-    entry, opened = _open(name, plan, ref, progress, cl_missing)
-    if opened is None:
-        return entry, None
-    try:
-        _rounds([opened], plan, progress)
-    except BaseException:   # an interrupt: release the device, record nothing
-        opened.prepared.close()
-        raise
-    return entry, _close(opened, plan)
+    @staticmethod
+    def _close(opened: _Open) -> np.ndarray | None:
+        """The timings into the result; the prepared net closed.  Its output, when it stayed OK."""
+        entry = opened.entry
+        try:
+            if opened.trial is not None and entry.ok:
+                entry.timing = opened.trial.result()
+            if entry.gpu_state is not None:
+                entry.gpu_state["after"] = gpustate.snapshot()
+        finally:
+            opened.prepared.close()
+        return opened.ready.output if entry.ok else None
+
+    def run(self, names: list[str]) -> list[tuple[BackendResult, np.ndarray | None]]:
+        """A group of backends: each opened, the group's timed passes, each closed.
+        Each backend's result, and its output when it ran."""
+        results, opened = [], []
+        try:
+            for name in names:
+                entry, o = self.open(name)
+                results.append(entry)
+                if o is not None:
+                    opened.append(o)
+            self._rounds(opened)
+        except BaseException:   # an interrupt: release the devices, record nothing
+            for o in opened:
+                o.prepared.close()
+            raise
+        outputs = {id(o.entry): self._close(o) for o in opened}
+        return [(entry, outputs.get(id(entry))) for entry in results]
 
 
 def _device(runtime) -> Device:
@@ -281,7 +341,7 @@ def _device(runtime) -> Device:
 
 
 def _peak(plan: Plan, runtime, progress) -> Peak | None:
-    if plan.mode == "correctness":
+    if not plan.times:
         return None
     if runtime is not None:
         return Peak(**peak_for_run(runtime, plan.peak_gflops, progress))
@@ -292,52 +352,31 @@ def _peak(plan: Plan, runtime, progress) -> Peak | None:
 
 def execute(plan: Plan, progress=lambda s: None) -> tuple[RunResult, Outputs]:
     """Every backend of the plan: the results, and the outputs beside them."""
-    runtime, cl_missing = _resolve_device(plan)
-    peak = _peak(plan, runtime, progress)
-    outputs = Outputs()
-    ref = None
-    if plan.mode in ("correctness", "both"):
-        progress(f"computing the float64 reference of {plan.net.name}")
-        ref = oracle.forward(plan.net, plan.weights, plan.x)
-        outputs.reference = ref[-1]
+    session = Session(plan, progress)
+    outputs = Outputs(reference=session.ref[-1] if session.ref is not None else None)
     net = plan.net
     result = RunResult(
         tool=Tool("clblast-compare", __version__),
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         command=plan.command,
         host=Host(**host_info()),
-        device=_device(runtime),
+        device=_device(session.runtime),
         mode=plan.mode,
         settings=Settings(plan.repeats, plan.warmup, plan.layerwise, plan.interleave),
         net=NetInfo(name=net.name, batch=plan.batch, flops=net.flops(plan.batch),
                     layers=[LayerInfo(**row) for row in net.layer_table(plan.batch)],
                     input_shape=list(net.input_shape), params=net.params()),
         sources={k: v if isinstance(v, Source) else Source(**v) for k, v in plan.sources.items()},
-        peak=peak,
+        peak=_peak(plan, session.runtime, progress),
         backends=[])
-    if plan.interleave:   # every backend open at once, their timed passes in turn
-        opened = []
-        try:
-            for name in plan.backends:
-                entry, o = _open(name, plan, ref, progress, cl_missing)
-                result.backends.append(entry)
-                if o is not None:
-                    opened.append(o)
-            _rounds(list(opened), plan, progress)
-        except BaseException:   # an interrupt: release the devices, record nothing
-            for o in opened:
-                o.prepared.close()
-            raise
-        for o in opened:
-            y = _close(o, plan)
-            if y is not None:
-                outputs.backends[o.entry.name] = y
-    else:
-        for name in plan.backends:
-            entry, y = run_backend(name, plan, ref, progress, cl_missing)
+    # interleaved, every backend is open at once and their timed passes go in turn;
+    # otherwise each runs alone, as the interleaved run of one backend
+    groups = [plan.backends] if plan.interleave else [[name] for name in plan.backends]
+    for group in groups:
+        for entry, y in session.run(group):
             result.backends.append(entry)
             if y is not None:
-                outputs.backends[name] = y
+                outputs.backends[entry.name] = y
     return result, outputs
 
 

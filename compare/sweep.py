@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends.atomic import write_text_atomic
+from nets.errors import UserError
 
 from . import __version__
-from .errors import UserError
 from .keep import Keeper
 from .results import Malformed, RunResult, Tool, load_results, parse_versioned, to_json
 from .runner import Plan, execute, exit_code as run_exit_code

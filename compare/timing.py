@@ -13,8 +13,9 @@ import time
 
 import numpy as np
 
+from nets.errors import PassTimeout
+
 from .checking import TOLERANCE, compare_arrays
-from .errors import PassTimeout
 from .results import LayerTimes, PassTimes, Samples, StepTimes, Timing
 
 PHASES = ("upload", "compute", "download", "total")

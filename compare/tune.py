@@ -20,7 +20,7 @@ from backends.clblast.space import limits_from_device
 from backends.clblast.tuned import clblast_version
 from backends.opencl.runtime import device_index
 
-from .errors import UserError
+from nets.errors import UserError
 
 SCOPES = ("clblast", "tiles")
 

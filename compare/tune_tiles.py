@@ -22,11 +22,11 @@ from backends.handwritten.tiled_plan import MAX_SPLIT, TILES, slice_length
 from backends.handwritten.tiles_tuned import layer_key
 from backends.opencl.runtime import KernelBuildError
 from nets import Net
+from nets.errors import Unsupported, UserError
 from nets.weights import init_weights, make_input
 
 from . import oracle
 from .checking import compare_arrays
-from .errors import Unsupported, UserError
 
 REPEATS = 5
 CAP_S = 0.5

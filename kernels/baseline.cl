@@ -1,6 +1,6 @@
 // `baseline` (Rovder 2018, chapter 6, section 7.1, appendices B and C):
 // one kernel per layer with bias and activation fused, NCHW, one work-item
-// per output element mapped as the seed did (global id 0 = output row,
+// per output element mapped as the study did (global id 0 = output row,
 // 1 = output column, 2 = output channel), the batch looped inside.
 //
 // Every shape is a -D constant, so each layer gets its own build, compiled
@@ -15,7 +15,7 @@
 // A conv's input buffer already holds the zero border the conv needs, so no
 // read is bounds-checked; the output is written into the interior of a
 // buffer padded for the next layer, whose border no kernel ever writes.
-// The seed accumulated in double; float keeps this working on devices
+// The study accumulated in double; float keeps this working on devices
 // without fp64 and stays well inside the float32 tolerance.
 
 #include "common.h"

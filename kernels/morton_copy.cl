@@ -1,4 +1,4 @@
-// The infrastructure around the Morton GEMM (seed section 7.3.1):
+// The infrastructure around the Morton GEMM (study, section 7.3.1):
 // zeroing a buffer's prefix, and a box copy that is both the padding and
 // the unpadding step.
 //
@@ -9,7 +9,7 @@
 //   pad    (N*C, H, W) compact -> the interior of (N*C, H+2ph, W+2pw) maps;
 //          the zero step before it gives the border.
 //   unpad  the GEMM's K x N_PAD output, image n in columns n*OH*OW .. ->
-//          (N, K, OH*OW): at batch 1 this is the seed's trick of passing
+//          (N, K, OH*OW): at batch 1 this is the study's trick of passing
 //          the output as one feature map of K rows and cutting the
 //          trailing columns.
 // NDRange (COLS, ROWS, PLANES) rounded up to the work-group.

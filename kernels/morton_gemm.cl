@@ -1,4 +1,4 @@
-// The Morton 4-2 GEMM (Rovder 2017, appendix 12.7; seed 2018 section 7.3),
+// The Morton 4-2 GEMM (Rovder 2017, appendix 12.7; the study, Rovder 2018, section 7.3),
 // with the layer's bias and activation fused into the store:
 //
 //     C = act(A B + bias)      A: M_PAD x L_PAD in R_2_4_R (the filters)
@@ -11,7 +11,7 @@
 // of row 2i+1 at 2k+1; C_4_2_C does the same for columns 2j and 2j+1 of B.
 // Each step slides both windows by one tile: two float4 loads per matrix,
 // four dot products.  The NDRange is (M_PAD/2, N_PAD/2) in work-groups of
-// WG0 x WG1 (the seed's best 4 x 16 makes C a grid of 8 x 32 blocks), so
+// WG0 x WG1 (the study's best 4 x 16 makes C a grid of 8 x 32 blocks), so
 // there are no edge work-items: the padding is what keeps every read in range.
 //
 // -D constants: L_PAD (multiple of 4), N_PAD, ACT (0 none, 1 relu, 2 sigmoid)

@@ -1,5 +1,5 @@
 // im2col of a batch straight into the C_4_2_C layout the Morton GEMM reads
-// (seed section 7.3.1 and appendix D, with the index of 7.3.2):
+// (study, section 7.3.1 and appendix D, with the index of 7.3.2):
 //
 //     B[r, col] = x[n, ci, oy*SH + fy, ox*SW + fx]
 //     r = (ci*KH + fy)*KW + fx          (0 .. L-1; rows L .. L_PAD-1 are padding)

@@ -1,5 +1,5 @@
 // The `morton` backend's other layers, on compact NCHW data in the two
-// shared buffers (seed section 7.3: max-pooling as in 7.1, dense layers as
+// shared buffers (study, section 7.3: max-pooling as in 7.1, dense layers as
 // the vectorised GEMV of 7.4).  Activation fused into each.
 //
 // -D ACT (0 none, 1 relu, 2 sigmoid) and per kernel:

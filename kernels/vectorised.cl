@@ -13,7 +13,7 @@
 //   FH, FW, SH, SW    window and stride
 //   IN4, OUT          dense: input features (multiple of 4), outputs
 //   ACT               0 none, 1 relu, 2 sigmoid
-//   DOT_EACH          1: one dot() per float4 (the seed's Mali form, where
+//   DOT_EACH          1: one dot() per float4 (the study's Mali form, where
 //                     dot has its own hardware); 0: float4 multiply-adds and
 //                     one dot() at the end (the same sum, reassociated; 3x
 //                     faster where dot is a horizontal add, e.g. CPUs)

@@ -1,8 +1,8 @@
 """The nets this tool runs, as data: layer specs, seeded or user weights,
 and the Keras importer, as plain functions.  The bottom layer: it imports
-nothing of `backends` or `compare` but compare.errors."""
-from compare.errors import UserError
-
+nothing of `backends` or `compare`; its errors module (nets/errors.py) is
+imported from every layer."""
+from .errors import UserError
 from .lenet import LENET
 from .spec import ACTIVATIONS, Conv, Dense, Layer, MaxPool, Net, Subsample
 from .vgg16 import VGG16

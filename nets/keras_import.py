@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compare.errors import UserError
+from .errors import UserError
 
 from .layouts import hwc_rows_to_chw
 from .spec import Conv, Dense, MaxPool, Net, Subsample

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compare.errors import UserError
+from .errors import UserError
 
 from .spec import Net
 

@@ -85,7 +85,7 @@ def _refusals(L):
 
 def refusal(case: str) -> str:
     """The importer's message for refused model `case`, or '' if it was accepted."""
-    from compare.errors import UserError
+    from nets.errors import UserError
     from nets.keras_import import import_model
     keras = _keras()
     if case == "functional":

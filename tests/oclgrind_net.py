@@ -8,6 +8,7 @@ import sys
 import numpy as np
 
 import backends
+from backends.clblast.best import ClblastBestBackend, ClblastBestInProcess
 from compare import oracle
 from compare.checking import compare_arrays
 from nets.weights import init_weights, make_input
@@ -25,16 +26,27 @@ SHRUNK_VGG = Net("shrunk-vgg", (3, 13, 11), (
 ))
 
 
+class UntimedBestInProcess(ClblastBestInProcess):
+    repeats = 0   # every candidate built and run once, the first kept: under the simulator times mean nothing
+
+
+class UntimedBest(ClblastBestBackend):
+    inner = "oclgrind_net:UntimedBestInProcess"   # this file is on the child's path: the script's folder
+
+
 def gpu_plans(backend, net, weights, batch):
     """`vectorised-tiled` as it plans on a GPU (8x8 blocks, a split sum), whatever the device."""
     from backends.handwritten.tiled import TiledNet
     from backends.handwritten.tiled_plan import TILES
-    return TiledNet(backend.runtime(), net, weights, batch, tiles=TILES[2:3], ksplit=3)
+    return TiledNet(backend.runtime, net, weights, batch, tiles=TILES[2:3], ksplit=3)
 
 
 def main(name: str) -> int:
-    # clblast-best: every candidate built and run once, none timed (under the simulator times mean nothing)
-    backend = backends.get(name, options={"choice_repeats": 0} if name == "clblast-best" else None)
+    if name == "clblast-best":
+        from backends.opencl.runtime import get_runtime
+        backend = backends.create(UntimedBest, get_runtime())
+    else:
+        backend = backends.get(name)
     failures = 0
     runs = [(LENET, 2, backend.prepare), (SHRUNK_VGG, 1, backend.prepare)]
     if name == "clblast-best":   # its candidates run CLBlast's kernels, which clblast and clblast-convgemm cover

@@ -7,8 +7,11 @@ import numpy as np
 import pyopencl as cl
 
 import backends
+from backends.handwritten.baseline import BaselineNet
 from backends.isolated import IsolatedBackend
+from backends.opencl.backend import OpenCLBackend
 from backends.opencl.net import Recorder
+from backends.opencl.runtime import get_runtime
 from nets.weights import init_weights
 
 
@@ -18,7 +21,7 @@ def in_process(name: str):
     if issubclass(cls, IsolatedBackend):
         module, attr = cls.inner.split(":")
         cls = getattr(importlib.import_module(module), attr)
-    return cls()
+    return backends.create(cls, get_runtime() if cls.uses_opencl else None)
 
 
 def events_after_run(name: str, net, batch: int) -> tuple[int, int]:
@@ -49,7 +52,6 @@ def best_prepared(net, batch: int, max_alloc: int | None = None, seed: int = 0, 
     oracle output); `max_alloc` lowers the device's MAX_MEM_ALLOC_SIZE;
     `only` leaves it one composition per layer, the one of that name, so
     that each is checked and not only the fastest."""
-    from backends.opencl.runtime import get_runtime
     from compare import oracle
     from nets.weights import make_input
     if max_alloc is not None:
@@ -76,7 +78,7 @@ class SleepyInProcess:
     uses_opencl = False
     deterministic = True
 
-    def __init__(self, device=None, options=None):
+    def __init__(self, options=None):
         pass
 
     def info(self):
@@ -94,3 +96,31 @@ class SleepyInProcess:
             def run(self):
                 time.sleep(3600)
         return Sleepy(net, weights, batch)
+
+
+class EchoInProcess:
+    """A backend in a child that says what it was given: the run's options and
+    its device, as the child sees them (for the child-process boundary's test)."""
+
+    name = "echo"
+    summary = "a test double"
+    uses_opencl = True
+    deterministic = True
+
+    def __init__(self, runtime, options=None):
+        self.runtime, self.options = runtime, options
+
+    def info(self):
+        from backends.opencl.runtime import device_index
+        return {"options": self.options, "device": device_index(self.runtime.device)}
+
+
+
+class NewcomerBackend(OpenCLBackend):
+    """The README's example of a new backend, on the OpenCL base: baseline's net under another name."""
+
+    name = "newcomer"
+    summary = "a new backend: one class on the OpenCL base"
+
+    def prepare(self, net, weights, batch, mode=None):
+        return BaselineNet(self.runtime, net, weights, batch)

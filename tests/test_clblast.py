@@ -12,7 +12,7 @@ import backends
 from compare import oracle
 from compare.checking import compare_arrays
 from compare.cli import main
-from compare.errors import UserError
+from nets.errors import UserError
 from nets.weights import init_weights
 from nets import LENET, Conv, Dense, Net, Subsample
 
@@ -72,7 +72,7 @@ def test_im2col_matches_numpy(rt, shape):
 
 
 def test_one_im2col_over_the_batch_is_each_images_im2col_stacked(rt):
-    # the seed's trick (5.1.2): N images of C channels as one image of N*C channels
+    # the study's trick (5.1.2): N images of C channels as one image of N*C channels
     n, c, h, w, kernel, pad, stride = 3, 5, 8, 7, (3, 3), (1, 1), (2, 1)
     x = np.random.default_rng(1).standard_normal((n, c, h, w)).astype(np.float32)
     per_image = [numpy_im2col(x[i], kernel, pad, stride) for i in range(n)]
@@ -192,7 +192,7 @@ def test_warm_up_leaves_every_activation_poisoned(name):
 
 
 def test_lenet_c1_breakdown_is_the_seeds(lenet_case):
-    # table 5.3's rows for C1 at batch 100, plus the sigmoid the seed left untimed
+    # table 5.3's rows for C1 at batch 100, plus the sigmoid the study left untimed
     net = Net("c1-only", LENET.input_shape, LENET.layers[:1])
     weights = {k: v for k, v in lenet_case.weights.items() if k.startswith(LENET.layers[0].name + ".")}
     prepared = in_process("clblast").prepare(net, weights, 100)
@@ -322,3 +322,16 @@ def test_clblast_best_routes_each_gemm_with_the_set_tuned_for_that_kernel():
     assert indirect == {"Xgemm": {"MWG": 1}, "GemmRoutine": ALWAYS_INDIRECT}
     database = type("Fake", (), {"tuning": Tuning(None, [p])})()
     assert ClblastBestNet._sets(database, p, "Xgemm", ALWAYS_INDIRECT) == [("GemmRoutine", ALWAYS_INDIRECT)]
+
+
+@pytest.mark.parametrize("option, mode, applied", [("tuned", "tuned", True), ("tuned", None, True),
+                                                   ("tuned", "database", False), ("database", "tuned", False),
+                                                   ("database", None, False)])
+def test_the_database_option_overrules_a_tuned_mode(rt, tmp_path, monkeypatch, option, mode, applied):
+    backend_or_skip("clblast")
+    from backends import RunOptions
+    from backends.clblast.backend import ClblastInProcess
+    monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))   # no tuning here: only the switch is looked at
+    backend = ClblastInProcess(rt, RunOptions(clblast_params=option))
+    assert backend.tuning(LENET, 2, mode).apply is applied
+    assert backend.modes() == []   # modes only with a verified tuning (tests/test_tune.py)

@@ -9,7 +9,7 @@ from backends.isolated import call_isolated
 from backends.reference.numpy_backend import NumpyNet
 from compare import digits
 from compare.checking import compare_arrays
-from compare.errors import UserError
+from nets.errors import UserError
 from compare.results import BackendDigits, RunResult, decode
 from compare.runner import Outputs
 from nets.weights import load_weights, validate_weights

@@ -7,7 +7,7 @@ cannot run (UNSUPPORTED): only where that is its documented limit."""
 import pytest
 
 from compare.checking import check_prepared
-from compare.errors import Unsupported
+from nets.errors import Unsupported
 
 # (backend, net) pairs refused on purpose, with what the reason must say
 REFUSED = {("fused", "vgg_case"): "of local memory for its activations"}

@@ -8,7 +8,7 @@ from backends.handwritten.fused_source import local_floats, net_source
 from backends.opencl.runtime import get_runtime
 from compare import oracle
 from compare.checking import compare_arrays
-from compare.errors import Unsupported
+from nets.errors import Unsupported
 from conftest import backend_or_skip
 from nets import LENET, VGG16, Conv, Dense, MaxPool, Net
 from nets.weights import init_weights, make_input

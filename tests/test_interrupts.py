@@ -12,7 +12,7 @@ import pyopencl as cl
 import pytest
 
 from backends.opencl.runtime import get_runtime
-from compare import errors
+from nets import errors
 from compare.cli import main
 from conftest import backend_or_skip
 
@@ -98,7 +98,7 @@ def test_a_build_that_fails_because_a_signal_came_is_the_signal(monkeypatch):
         with pytest.raises(errors.Interrupted):
             rt.program("__kernel void k(__global float *a) { a[0] = 1.0f; }", {"UNIQUE": 12345})
     finally:
-        errors._received.clear()
+        errors.forget_signals()
 
 
 def test_ctrl_c_while_a_report_is_written_leaves_the_old_report(tmp_path, monkeypatch, capsys):

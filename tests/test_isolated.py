@@ -9,7 +9,7 @@ import pytest
 
 from backends.isolated import IsolatedBackend, Worker, call_isolated
 from backends.reference.numpy_backend import NumpyNet
-from compare.errors import UserError
+from nets.errors import UserError
 from nets.weights import init_weights, make_input
 from nets import LENET
 
@@ -95,3 +95,33 @@ def test_an_exchange_cut_short_stops_the_child_rather_than_waiting_on_it_forever
     assert proc.wait(timeout=10) is not None
     with pytest.raises(RuntimeError, match="already stopped"):
         worker.call("os", "getpid")
+
+
+def test_a_backend_in_a_child_gets_the_run_options_and_the_device_of_the_parent():
+    import backends
+    from backends import RunOptions
+    from backends.opencl.runtime import device_index, get_runtime
+
+    class Echo(IsolatedBackend):
+        name = "echo"
+        uses_opencl = True
+        inner = "run_checks:EchoInProcess"
+    runtime = get_runtime()
+    options = RunOptions(clblast_params="database", timeout_s=5.0)
+    backend = backends.create(Echo, runtime, options)
+    try:
+        seen = backend.info()
+    finally:
+        backend.close()
+    assert seen == {"options": options, "device": device_index(runtime.device)}   # typed, across the pickle
+
+
+def test_run_options_take_one_vocabulary_and_a_positive_timeout():
+    from backends import RunOptions
+    from backends.options import CLBLAST_PARAMS
+    from backends.clblast.tuned import MODES
+    assert set(CLBLAST_PARAMS) <= set(MODES)   # the option's words are the modes' words
+    with pytest.raises(ValueError, match="clblast_params is one of tuned, database, not 'default'"):
+        RunOptions(clblast_params="default")
+    with pytest.raises(ValueError, match="timeout_s is a positive number"):
+        RunOptions(timeout_s=0)

@@ -15,7 +15,7 @@ from backends.reference.numpy_backend import NumpyNet
 from compare.checking import compare_arrays
 from compare.cli import main
 from compare.models import imported_weights, load_net
-from compare.errors import UserError
+from nets.errors import UserError
 
 from conftest import backend_or_skip
 

@@ -26,7 +26,7 @@ FLATS = [(5, 10), (1, 1000), (7, 13), (2, 3)]
 
 @pytest.fixture(scope="module")
 def rt():
-    return backend_or_skip("baseline").runtime()
+    return backend_or_skip("baseline").runtime
 
 
 def layouts():

@@ -29,8 +29,8 @@ def rt():
 
 
 @pytest.fixture(scope="module")
-def backend():
-    return MortonBackend()
+def backend(rt):
+    return MortonBackend(rt)
 
 
 def upload(rt, a):
@@ -291,7 +291,7 @@ def test_zero_steps_run_exactly_where_the_next_step_would_read_unwritten_element
 
 def test_vgg16_buffers_and_zero_steps():
     plan = plan_net(VGG16, 1)
-    assert plan.buffer_floats == 28_901_376 and plan.sized_by == "im2col of conv1_2"   # the seed's number
+    assert plan.buffer_floats == 28_901_376 and plan.sized_by == "im2col of conv1_2"   # the study's number
     runs = {lp.name: lp.describe()["zero_steps_run"] for lp in plan.layers if lp.shape}
     # zero 1 (before pad) always runs; zero 3 where L is not a multiple of 4 (conv1_1: 27)
     # or OH*OW not of 32 (conv4: 784, conv5: 196); zero 5 and 7 never
@@ -325,7 +325,7 @@ def test_a_device_limit_shrinks_the_work_group_and_the_padding_follows(rt):
     net = Net("t", (3, 6, 7), (Conv("l", "relu", out_channels=4, kernel=(3, 3), pad=(1, 1)),))
     weights = init_weights(net, 0)
     x = np.random.default_rng(0).standard_normal((1,) + net.input_shape).astype(np.float32)
-    prepared = MortonBackend(work_group=(8, 2 * limit)).prepare(net, weights, 1)   # more than the device allows
+    prepared = MortonBackend(rt, work_group=(8, 2 * limit)).prepare(net, weights, 1)   # more than the device allows
     try:
         wg = prepared.config["gemm_work_group"]
         assert wg[0] * wg[1] <= limit

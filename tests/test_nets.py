@@ -1,13 +1,13 @@
 import numpy as np
 import pytest
 
-from compare.errors import UserError
+from nets.errors import UserError
 from nets.layouts import chw_rows_to_hwc, hwc_rows_to_chw
 from nets import LENET, VGG16, Conv, Dense, MaxPool, Net, Subsample, get_net
 
 
 def test_lenet_shapes_follow_table_5_1():
-    # (layer, output C, H, W) from the seed's tables 5.1 and 5.2
+    # (layer, output C, H, W) from the study's tables 5.1 and 5.2
     expected = {"c1": (6, 28, 28), "s2": (6, 14, 14), "c3": (16, 10, 10), "s4": (16, 5, 5),
                 "f5": (120,), "f6": (84,)}
     assert {layer.name: LENET.out_shape(i) for i, layer in enumerate(LENET.layers)} == expected

@@ -11,7 +11,7 @@ from backends.opencl import workgroups
 from backends.opencl.net import Recorder, event_ms
 from backends.opencl.runtime import KernelBuildError, all_devices, get_runtime, select_device
 from backends.opencl.workgroups import Limits, fits, limits, shrink
-from compare.errors import UserError
+from nets.errors import UserError
 
 pytestmark = pytest.mark.filterwarnings("ignore::pyopencl.CompilerWarning")
 

@@ -4,6 +4,7 @@ import pytest
 from backends.opencl import peak as measure
 from backends.opencl.runtime import get_runtime
 from compare import peak
+from compare.results import Peak
 
 
 @pytest.fixture
@@ -23,6 +24,7 @@ def test_measured_peak_is_cached_and_reused(cache):
     second = peak.peak_for_run(rt)
     assert second["gflops"] == first["gflops"]
     assert second["source"].startswith("measured by `compare peak` on this device")
+    assert Peak(**second).gflops == first["gflops"]   # what a run's results hold (a second run used to crash here)
 
 
 def test_user_figure_overrides(cache):

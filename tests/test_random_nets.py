@@ -19,7 +19,7 @@ compile on a cold cache adds about two minutes, once);
 COMPARE_RANDOM_NETS=N draws N fresh nets per backend instead, for a longer
 hunt.  No Hypothesis database is written.
 
-A backend that says UNSUPPORTED for a net (compare.errors.Unsupported at
+A backend that says UNSUPPORTED for a net (nets.errors.Unsupported at
 prepare, e.g. `fused` when the activations do not fit local memory) is not
 failed for it: the example is set aside and counted as a Hypothesis event
 (`pytest --hypothesis-show-statistics` lists them).
@@ -57,7 +57,7 @@ from hypothesis import assume, event, given, note, reject, seed, settings, strat
 import backends
 from compare import oracle
 from compare.checking import compare_arrays
-from compare.errors import Unsupported
+from nets.errors import Unsupported
 from conftest import backend_or_skip
 from nets import ACTIVATIONS, Conv, Dense, MaxPool, Net, Subsample
 from nets.weights import init_weights
@@ -167,7 +167,7 @@ SIMPLEST = draw_case(lambda lo, hi: lo, lambda options: options[0])
 def check_net(backend, net: Net, batch: int, seed: int, verbose: bool = True) -> None:
     """`net` on `backend` (a name or an instance) against the oracle: each layer alone on the
     oracle's input, then end to end.  Raises AssertionError naming every check that failed;
-    compare.errors.Unsupported passes through."""
+    nets.errors.Unsupported passes through."""
     name = backend if isinstance(backend, str) else backend.name
     instance = backends.get(backend) if isinstance(backend, str) else backend
     case = RandomCase(net, batch, seed)

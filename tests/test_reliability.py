@@ -3,7 +3,9 @@ kernel never writes fails the run before any timing; so does an all-zero output.
 import numpy as np
 import pytest
 
+from backends import RunOptions
 from backends.base import Backend
+from backends.opencl.backend import OpenCLBackend
 from backends.opencl.net import LayerOp, OpenCLNet
 from backends.opencl.runtime import get_runtime
 from compare import runner
@@ -43,13 +45,9 @@ class _Net(OpenCLNet):
 
 
 def _backend(skip, scale):
-    class Faulty(Backend):
+    class Faulty(OpenCLBackend):
         name = "faulty"
         summary = "a test double"
-        uses_opencl = True
-
-        def info(self):
-            return {}
 
         def prepare(self, net, weights, batch, mode=None):
             return _Net(skip, scale)
@@ -61,11 +59,12 @@ def test_unwritten_or_zero_outputs_fail_before_timing(monkeypatch, skip, scale, 
     monkeypatch.setattr(runner.backends, "backend_class", lambda name: _backend(skip, scale))
     monkeypatch.setattr(runner.backends, "unavailable_reason", lambda name: None)
     plan = runner.Plan(net=NET, batch=1, weights=init_weights(NET, 0), x=make_input(NET, 1, 0) + 1,
-                       backends=["faulty"], mode="performance", repeats=1, warmup=1)
-    entry, output = runner.run_backend("faulty", plan, None, lambda s: None, None)
+                       backends=["faulty"], mode="performance", repeats=1, warmup=1, peak_gflops=1.0)
+    result, outputs = runner.execute(plan)
+    entry, = result.backends
     assert entry.status == "FAILED"
     assert problem in entry.reason
-    assert entry.timing is None and output is None
+    assert entry.timing is None and not outputs.backends
 
 
 # -- every timed output is checked -----------------------------------------------------
@@ -124,9 +123,10 @@ def test_a_timed_output_that_differs_from_the_checked_one_fails_the_backend(monk
     cls = _drifting_backend(good=1, change=change, deterministic=deterministic)   # timed pass 1 is right
     monkeypatch.setattr(runner.backends, "backend_class", lambda name: cls)
     monkeypatch.setattr(runner.backends, "unavailable_reason", lambda name: None)
-    entry, output = runner.run_backend("drifting", _plan(["drifting"]), None, lambda s: None, None)
+    result, outputs = runner.execute(_plan(["drifting"]))
+    entry, = result.backends
     if fails:
-        assert entry.status == "FAILED" and fails in entry.reason and entry.timing is None and output is None
+        assert entry.status == "FAILED" and fails in entry.reason and entry.timing is None and not outputs.backends
     else:
         assert entry.status == "OK" and entry.timing.end_to_end.compute.n == 3
 
@@ -171,7 +171,7 @@ def test_a_pass_over_the_timeout_fails_the_backend_and_the_others_run(monkeypatc
             return Slow(net, weights, batch)
     monkeypatch.setattr(runner.backends, "backend_class", lambda name: SlowBackend if name == "slow" else NumpyBackend)
     monkeypatch.setattr(runner.backends, "unavailable_reason", lambda name: None)
-    result, _ = runner.execute(_plan(["slow", "numpy"], timeout_s=0.2, warmup=2))
+    result, _ = runner.execute(_plan(["slow", "numpy"], options=RunOptions(timeout_s=0.2), warmup=2))
     slow, fine = result.backends
     assert slow.status == "FAILED" and "warm-up pass 2 took" in slow.reason and "--timeout-s 0.2" in slow.reason
     assert fine.status == "OK"
@@ -189,8 +189,7 @@ def test_a_backend_in_a_child_that_hangs_is_stopped_at_the_timeout(monkeypatch):
         inner = "run_checks:SleepyInProcess"
     monkeypatch.setattr(runner.backends, "backend_class", lambda name: Hangs if name == "sleepy" else NumpyBackend)
     monkeypatch.setattr(runner.backends, "unavailable_reason", lambda name: None)
-    plan = _plan(["sleepy", "numpy"], timeout_s=2)
-    plan.options = {"timeout_s": 2}
+    plan = _plan(["sleepy", "numpy"], options=RunOptions(timeout_s=2))
     t0 = time.monotonic()
     result, _ = runner.execute(plan)
     assert time.monotonic() - t0 < 30

@@ -5,7 +5,7 @@ import pytest
 
 from compare import runner
 from compare.cli import main
-from compare.errors import UserError
+from nets.errors import UserError
 from backends.atomic import atomic_path
 from compare.results import load_results, write_results
 from results_factory import small_results, small_results_dict
@@ -109,7 +109,7 @@ def test_ctrl_c_during_a_run_leaves_no_partial_results(tmp_path, capsys, monkeyp
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr(runner, "run_backend", interrupted)
+    monkeypatch.setattr(runner.Session, "run", interrupted)
     out = tmp_path / "new.json"
     code = main(["run", "--net", "lenet", "--backends", "numpy", "--batch", "2", "--out", str(out)])
     assert code == 130

@@ -12,7 +12,7 @@ import pytest
 from backends.reference.numpy_backend import NumpyNet
 from compare import oracle
 from compare.checking import compare_arrays
-from compare.errors import UserError
+from nets.errors import UserError
 from nets.weights import init_weights
 from nets import Conv, Dense, Net
 

@@ -104,7 +104,7 @@ EDGE_NET = Net("edges", (5, 13, 11), (
 
 @pytest.fixture(scope="module")
 def runtime():
-    return backend_or_skip("vectorised-tiled").runtime()
+    return backend_or_skip("vectorised-tiled").runtime
 
 
 @pytest.mark.parametrize("tile", TILES, ids=str)

@@ -13,7 +13,7 @@ import pytest
 
 from compare import oracle
 from compare.checking import compare_arrays
-from compare.errors import Unsupported, UserError
+from nets.errors import Unsupported, UserError
 from nets.weights import init_weights, make_input
 from nets import LENET, Conv, MaxPool, Net, Subsample
 

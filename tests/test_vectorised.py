@@ -76,7 +76,7 @@ def test_work_group_never_exceeds_the_limits(device, limits):
 
 def test_work_group_rule_picks_per_layer():
     roomy = Limits(1024, (1024, 1024, 1024))
-    assert choose_local((224, 224, 16), CONV_SHAPES["cpu"], roomy) == (1, 4, 4)    # the seed's shape
+    assert choose_local((224, 224, 16), CONV_SHAPES["cpu"], roomy) == (1, 4, 4)    # the study's shape
     assert choose_local((14, 14, 128), CONV_SHAPES["cpu"], roomy) == (2, 2, 4)     # 14 columns: not 16
     assert waste((2800, 28, 2), choose_local((2800, 28, 2), CONV_SHAPES["cpu"], roomy)) == 0   # LeNet C1
     assert np.prod(choose_local((224, 224, 16), CONV_SHAPES["gpu"], roomy)) >= 64

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from compare.errors import UserError
+from nets.errors import UserError
 from nets.weights import init_weights, load_weights, make_input, save_weights
 from nets import LENET, VGG16
 

@@ -1,5 +1,5 @@
 """`clblast` and `clblast-convgemm`: every layer composed from CLBlast
-routines, as the seed did (Rovder 2018, chapters 4-5), so its tables 5.3
+routines, as the study did (Rovder 2018, chapters 4-5), so its tables 5.3
 and A.1 can be reproduced on any OpenCL device.
 
 clblast           conv and subsampling (as sparse conv): xCOPY bias init,
@@ -22,18 +22,18 @@ from importlib import metadata
 import numpy as np
 import pyopencl as cl
 
-from compare.errors import Unsupported
+from nets.errors import Unsupported
 
-from ..base import Backend, layer_params
-from ..opencl.net import OpenCLNet
-from ..opencl.runtime import get_runtime
+from ..base import layer_params
 from ..isolated import IsolatedBackend
+from ..opencl.backend import OpenCLBackend
+from ..opencl.net import OpenCLNet
 from . import library, problems
 from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, im2col_floats, subsample_as_conv_weight
 from . import overrides
 from .library import check_library, require_library
 from .record import DeviceId, Store
-from .tuned import DATABASE, PER_PROBLEM, TUNED, Tuning, clblast_version
+from .tuned import MODES, TUNED, Tuning, clblast_version
 
 _SPATIAL = ("conv", "subsample")
 
@@ -103,7 +103,7 @@ class ClblastNet(OpenCLNet):
             if layer.kind in _SPATIAL:
                 if layer.kind == "conv":
                     weight, stride, pad = params["weight"], layer.stride, layer.pad
-                else:   # seed 5.1.3: subsampling is a convolution with sparse filters
+                else:   # study 5.1.3: subsampling is a convolution with sparse filters
                     weight, stride, pad = subsample_as_conv_weight(params["coeff"], layer.kernel), layer.stride, (0, 0)
                 if self.conv_method == "im2col":
                     op = Im2colConvOp(self, layer, i, buf, out, weight, params["bias"], stride, pad, col_buf)
@@ -130,40 +130,32 @@ class ClblastNet(OpenCLNet):
         })
 
 
-class ClblastInProcess(Backend):
+class ClblastInProcess(OpenCLBackend):
     """The backend itself; it runs inside a child process of ClblastBackend."""
 
     name = "clblast"
-    uses_opencl = True
     conv_method = "im2col"
 
-    def runtime(self):
-        return get_runtime(self.device_spec)
-
-    def info(self):
-        rt = self.runtime()
+    def versions(self):
         lib = library.library_file()
-        return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
-                "versions": {"pyclblast": metadata.version("pyclblast"),
-                             "libclblast": os.path.basename(lib) if lib else "unknown",
-                             "pyopencl": cl.VERSION_TEXT}}
+        return {"pyclblast": metadata.version("pyclblast"), "libclblast": os.path.basename(lib) if lib else "unknown"}
 
     def tuning(self, net, batch, mode) -> Tuning:
-        use = DATABASE if self.options.get("clblast_params") == DATABASE else (mode or TUNED)
-        return Tuning.for_net(self.runtime().info, problems.net_problems(net, batch), use,
-                              f"{net.name} batch {batch}")
+        """The parameters of `mode`; without one (no verified tuning, or --clblast-params database) the option's."""
+        use = mode if mode is not None and self.options.clblast_params == TUNED else self.options.clblast_params
+        return Tuning.for_net(self.runtime.info, problems.net_problems(net, batch), use, f"{net.name} batch {batch}")
 
     def modes(self):
         """With a verified tuning on this device: 'tuned' (one set per kernel for the whole net),
         'tuned-per-problem' and 'database' (CLBlast's own parameters), each in a child of its own; at its
         best is the fastest, so tuning never makes it slower."""
-        if check_library() is None and self.options.get("clblast_params") != DATABASE and _has_tuning(self):
-            return [TUNED, PER_PROBLEM, DATABASE]
+        if check_library() is None and self.options.clblast_params == TUNED and _has_tuning(self.runtime):
+            return list(MODES)
         return []
 
     def prepare(self, net, weights, batch, mode=None):
         require_library()
-        return ClblastNet(self.runtime(), net, weights, batch, self.conv_method, self.tuning(net, batch, mode))
+        return ClblastNet(self.runtime, net, weights, batch, self.conv_method, self.tuning(net, batch, mode))
 
 
 class ClblastConvgemmInProcess(ClblastInProcess):
@@ -171,14 +163,14 @@ class ClblastConvgemmInProcess(ClblastInProcess):
     conv_method = "convgemm"
 
 
-def _has_tuning(backend) -> bool:
-    store = Store(DeviceId.of(backend.runtime().info, clblast_version()))
+def _has_tuning(runtime) -> bool:
+    store = Store(DeviceId.of(runtime.info, clblast_version()))
     return any(r.verified for r in store.all())
 
 
 class ClblastBackend(IsolatedBackend):
     name = "clblast"
-    summary = ("CLBlast routines as the seed composed them: xCOPY + xIM2COL + xGEMMBATCHED/xGEMM(V), with the "
+    summary = ("CLBlast routines as the study composed them: xCOPY + xIM2COL + xGEMMBATCHED/xGEMM(V), with the "
                "tuned parameters or CLBlast's database, whichever is faster")
     uses_opencl = True
     inner = "backends.clblast.backend:ClblastInProcess"

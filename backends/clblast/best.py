@@ -36,12 +36,11 @@ import time
 import numpy as np
 import pyopencl as cl
 
-from compare.errors import Unsupported, UserError
+from nets.errors import Unsupported, UserError
 
-from ..base import Backend, layer_params
+from ..base import layer_params
 from ..isolated import IsolatedBackend
 from ..opencl.net import OpenCLNet, Recorder
-from ..opencl.runtime import get_runtime
 from . import library, problems
 from .layers import (ClblastOp, ConvgemmOp, MaxPoolOp, _step_name, as_array, im2col_floats, own_kernel,
                      subsample_as_conv_weight)
@@ -84,7 +83,7 @@ class BestOp(ClblastOp):
 
 
 class GemmConvOp(BestOp):
-    """im2col of the whole batch (the seed's trick: N images as N*C channels,
+    """im2col of the whole batch (the study's trick: N images as N*C channels,
     so image n's rows are one block), then one GEMM per image as a strided
     batch, beta = 0, then the bias kernel."""
 
@@ -383,35 +382,18 @@ class ClblastBestNet(OpenCLNet):
         self.buffers = [b for b in self.buffers if id(b) not in gone]
 
 
-class ClblastBestInProcess(Backend):
-    """The backend itself; it runs inside the child process of ClblastBestBackend."""
+class ClblastBestInProcess(ClblastInProcess):
+    """The backend itself; it runs inside the child process of ClblastBestBackend.
+    Its modes and tuning are `clblast`'s."""
 
     name = "clblast-best"
-    uses_opencl = True
-
-    def info(self):
-        rt = get_runtime(self.device_spec)
-        lib = library.library_file()
-        return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
-                "versions": {"libclblast": lib.rsplit("/", 1)[-1] if lib else "unknown", "pyopencl": cl.VERSION_TEXT}}
-
-    def modes(self):
-        """As `clblast`'s: with a verified tuning, 'tuned' and 'database', each in a child of its own."""
-        return ClblastInProcess.modes(self)
-
-    def runtime(self):
-        return get_runtime(self.device_spec)
-
-    def _tuning(self, net, batch, mode) -> Tuning:
-        return ClblastInProcess.tuning(self, net, batch, mode)
+    # timed runs per candidate; 0: build and run each once and keep the first (for a
+    # simulator such as Oclgrind, where the kernels matter and the times do not)
+    repeats = REPEATS
 
     def prepare(self, net, weights, batch, mode=None):
         require_library()
-        rt = get_runtime(self.device_spec)
-        # options["choice_repeats"]: timed runs per candidate (0: build and run each once, keep the
-        # first: for a simulator such as Oclgrind, where the kernels matter and the times do not)
-        return ClblastBestNet(rt, net, weights, batch, self._tuning(net, batch, mode),
-                              int(self.options.get("choice_repeats", REPEATS)))
+        return ClblastBestNet(self.runtime, net, weights, batch, self.tuning(net, batch, mode), self.repeats)
 
 
 class ClblastBestBackend(IsolatedBackend):

@@ -1,5 +1,5 @@
 """The layers of the CLBlast backends, each composed from CLBlast routines
-as in the seed's chapter 5, plus small own kernels for what CLBlast lacks.
+as in the study's chapter 5, plus small own kernels for what CLBlast lacks.
 
 Timing: every CLBlast call is bracketed by markers on the in-order
 profiling queue (rec.library): the event a routine returns may cover only
@@ -38,7 +38,7 @@ def im2col_floats(batch, in_shape, kernel, out_shape) -> tuple[int, int]:
 
 
 def subsample_as_conv_weight(coeff: np.ndarray, kernel) -> np.ndarray:
-    """The seed's sparse filters (section 5.1.3): a (C, C, kh, kw) filter
+    """The study's sparse filters (section 5.1.3): a (C, C, kh, kw) filter
     bank, zero except filter c on channel c, which holds coeff[c] / (kh*kw)
     (the window mean times the coefficient)."""
     c = len(coeff)
@@ -112,11 +112,11 @@ class ClblastOp(LayerOp):
 
 
 class Im2colConvOp(ClblastOp):
-    """Convolution (and subsampling as sparse convolution), the seed's way:
+    """Convolution (and subsampling as sparse convolution), the study's way:
     xCOPY the pre-expanded bias into the output, xIM2COL, then xGEMM (batch
     1) or xGEMMBATCHED (batch > 1) with beta = 1, then the activation.
 
-    The batched trick (seed 5.1.2): the whole batch goes through one
+    The batched trick (study 5.1.2): the whole batch goes through one
     xIM2COL as a single image of N*C channels.  im2col's rows are
     channel-major (c, fy, fx), so image n's rows are one contiguous block of
     C*kh*kw rows starting at row n*C*kh*kw, and padding is applied per

@@ -13,7 +13,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 
-from compare.errors import UserError
+from nets.errors import UserError
 
 try:
     import pyclblast

@@ -17,16 +17,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compare.errors import UserError
+from nets.errors import UserError
 
+from ..options import DATABASE, TUNED
 from . import overrides
 from .problems import GEMM, GEMV, Problem
 from .record import DeviceId, NetChoice, ProblemRecord, Store
 
 DEFAULT = "CLBlast database default"
 # the modes of a CLBlast backend with a tuning: one set per kernel for the whole net (no override
-# calls between layers), each problem's own set (an override call wherever the set changes), none
-TUNED, PER_PROBLEM, DATABASE = "tuned", "tuned-per-problem", "database"
+# calls between layers), each problem's own set (an override call wherever the set changes), none;
+# TUNED and DATABASE are also the words of --clblast-params (backends/options.py)
+PER_PROBLEM = "tuned-per-problem"
+MODES = (TUNED, PER_PROBLEM, DATABASE)
 
 # the database kernels each routine compiles (and so the overrides it may need)
 GEMM_KERNELS = ("Xgemm", "XgemmDirect", "Copy", "Pad", "Transpose", "Padtranspose")

@@ -1,4 +1,4 @@
-"""`baseline`: the seed's first hand-written system (Rovder 2018, chapter 6
+"""`baseline`: the study's first hand-written system (Rovder 2018, chapter 6
 and section 7.1, appendices B and C).
 
 - one kernel per layer, bias and activation fused (no im2col, no chain of
@@ -10,7 +10,7 @@ and section 7.1, appendices B and C).
   buffer (table 7.1); max-pool keeps or strips the padding the same way;
 - every layer's kernel is built once at prepare with its shape as -D
   constants (kernels/baseline.cl) and reused on every forward pass;
-- like the seed, the work-group shape is left to the OpenCL runtime;
+- like the study, the work-group shape is left to the OpenCL runtime;
 - the net's input is copied to the device as given; when the first conv
   pads, a small kernel moves it into its padded buffer, timed with the
   first layer (net.py, kernels/layout.cl).
@@ -32,7 +32,7 @@ class BaselineNet(HandwrittenNet):
         defines = {"N": self.batch, "XC": src.c, "XHP": src.hp, "XWP": src.wp,
                    "YC": dst.c, "YHP": dst.hp, "YWP": dst.wp, "YPT": dst.pad_h, "YPL": dst.pad_w,
                    "ACT": ACT_CODES[layer.activation]}
-        # the seed's mapping: global ids (output row, output column, output channel)
+        # the study's mapping: global ids (output row, output column, output channel)
         grid = (dst.h, dst.w, dst.c)
         if layer.kind == "conv":
             defines.update(FH=layer.kernel[0], FW=layer.kernel[1], SH=layer.stride[0], SW=layer.stride[1])
@@ -48,12 +48,12 @@ class BaselineNet(HandwrittenNet):
             args = (self.upload(params["weight"], f"{layer.name} weights"),
                     self.upload(params["bias"], f"{layer.name} bias"))
         defines[layer.kind.upper()] = 1   # builds only this layer's kernel
-        launch = Launch(self.rt, SOURCE, layer.kind, defines, grid)   # like the seed: the runtime picks the work-group
+        launch = Launch(self.rt, SOURCE, layer.kind, defines, grid)   # like the study: the runtime picks the work-group
         return KernelOp(self, index, launch, args, step_name(layer.kind, layer.activation))
 
 
 class BaselineBackend(HandwrittenBackend):
     name = "baseline"
-    summary = "hand-written, seed ch. 6/7.1: one fused kernel per layer, NCHW loop conv, padding kept across layers"
+    summary = "hand-written, study ch. 6/7.1: one fused kernel per layer, NCHW loop conv, padding kept across layers"
     net_class = BaselineNet
 

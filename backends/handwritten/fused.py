@@ -15,14 +15,13 @@ and out: that is said in `config`, and the per-layer tables show those.
 from __future__ import annotations
 
 import numpy as np
-import pyopencl as cl
 
-from compare.errors import Unsupported
+from nets.errors import Unsupported
 
-from ..base import Backend
+from ..opencl.backend import OpenCLBackend
 from ..opencl.launch import Launch, step_name
 from ..opencl.net import LayerOp, OpenCLNet, Recorder
-from ..opencl.runtime import KernelBuildError, get_runtime
+from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
 from .fused_source import layer_source, local_floats, net_source
 
@@ -120,20 +119,13 @@ class FusedNet(OpenCLNet):
         self.rt.finish()
 
 
-class FusedBackend(Backend):
+class FusedBackend(OpenCLBackend):
     name = "fused"
     summary = ("hand-written: the whole net in one kernel, one work-group per image, activations in local "
                "memory (nets whose activations fit, e.g. LeNet-5)")
-    uses_opencl = True
-
-    def info(self):
-        rt = get_runtime(self.device_spec)
-        return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
-                "versions": {"pyopencl": cl.VERSION_TEXT, "driver": rt.info["driver"]}}
 
     def prepare(self, net, weights, batch, mode=None):
         for layer in net.layers:
             if layer.kind not in ("conv", "subsample", "maxpool", "dense"):
                 raise Unsupported(f"fused: no code for layer kind {layer.kind!r} ({layer.name})")
-        return FusedNet(get_runtime(self.device_spec), net, {k: np.asarray(v, np.float32) for k, v in weights.items()},
-                        batch)
+        return FusedNet(self.runtime, net, {k: np.asarray(v, np.float32) for k, v in weights.items()}, batch)

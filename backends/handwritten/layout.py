@@ -1,7 +1,7 @@
 """Device-side layouts of the hand-written backends (`baseline`, `vectorised`).
 
 Every activation buffer carries the zero padding its *consumer* needs (the
-seed's table 7.1: YPH/YPHT/YPW/YPWT).  A convolution with pad p therefore
+study's table 7.1: YPH/YPHT/YPW/YPWT).  A convolution with pad p therefore
 reads its input with no bounds checks, and its producer writes straight into
 the interior of that padded buffer.  Pooling and dense layers need no
 padding, so a max-pool reads an unpadded buffer and writes one padded for

@@ -21,12 +21,12 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from compare.errors import Unsupported
+from nets.errors import Unsupported
 
-from ..base import Backend, layer_params
+from ..base import layer_params
+from ..opencl.backend import OpenCLBackend
 from ..opencl.launch import Launch
 from ..opencl.net import LayerOp, OpenCLNet
-from ..opencl.runtime import get_runtime
 from .layout import Layout, net_layouts
 
 LAYOUT_SOURCE = "layout.cl"
@@ -198,17 +198,8 @@ class HandwrittenNet(OpenCLNet):
         raise NotImplementedError
 
 
-class HandwrittenBackend(Backend):
-    uses_opencl = True
+class HandwrittenBackend(OpenCLBackend):
     net_class = HandwrittenNet
 
-    def runtime(self):
-        return get_runtime(self.device_spec)
-
-    def info(self):
-        rt = self.runtime()
-        return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
-                "versions": {"pyopencl": cl.VERSION_TEXT, "driver": rt.info["driver"]}}
-
     def prepare(self, net, weights, batch, mode=None):
-        return self.net_class(self.runtime(), net, weights, batch)
+        return self.net_class(self.runtime, net, weights, batch)

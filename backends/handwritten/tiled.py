@@ -1,8 +1,8 @@
 """`vectorised-tiled`: `vectorised` with its convolution tiled for GPUs, a
-tuned variant beside the seed's method, named as such (issue: make the
+tuned variant beside the study's method, named as such (issue: make the
 custom backends work well on an NVIDIA GPU).
 
-The convolution is still the seed's iterative one (section 7.2): NHWC,
+The convolution is still the study's iterative one (section 7.2): NHWC,
 float4 over channels, the zero border kept across layers, no im2col buffer.
 What changes is how the work is cut: the layer is read as an implicit GEMM,
 output pixels x output channels summed over (filter row, filter column,
@@ -117,6 +117,4 @@ class TiledBackend(VectorisedBackend):
     net_class = TiledNet
 
     def prepare(self, net, weights, batch, mode=None):
-        rt = self.runtime()
-        tuned = TunedTiles.for_device(rt.info, self.options.get("tiles", "tuned"))
-        return TiledNet(rt, net, weights, batch, tuned=tuned)
+        return TiledNet(self.runtime, net, weights, batch, tuned=TunedTiles.for_device(self.runtime.info))

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compare.errors import Unsupported
+from nets.errors import Unsupported
 
 from .layout import round_up
 

@@ -1,4 +1,4 @@
-"""`vectorised`: the seed's iterative convolution optimised (Rovder 2018,
+"""`vectorised`: the study's iterative convolution optimised (Rovder 2018,
 sections 7.2 and 7.4).
 
 - NHWC activations with channels padded to a multiple of 4 (zeros), read as
@@ -7,7 +7,7 @@ sections 7.2 and 7.4).
   float4 of input feeds four filters; one float4 store); the channel sum is
   a `dot` (per float4 on Mali, once at the end elsewhere: see
   kernels/vectorised.cl);
-- explicit work-group shapes, the seed's (1, 4, 4) and variants, chosen per
+- explicit work-group shapes, the study's (1, 4, 4) and variants, chosen per
   layer and per device within the device's limits
   (workgroups.py) and recorded in `config`;
 - max-pool and subsampling in NHWC with float4 too; dense layers as a float4
@@ -64,7 +64,7 @@ class VectorisedNet(HandwrittenNet):
 
     def __init__(self, runtime, net, weights, batch):
         self.device = device_class(runtime.info)
-        # Mali has dot hardware (seed 7.2.2); elsewhere dot is a horizontal add
+        # Mali has dot hardware (study 7.2.2); elsewhere dot is a horizontal add
         self.dot_each = int(self.device == "mali")
         super().__init__(runtime, net, weights, batch)
         self.config.update({
@@ -128,5 +128,5 @@ class VectorisedNet(HandwrittenNet):
 
 class VectorisedBackend(HandwrittenBackend):
     name = "vectorised"
-    summary = "hand-written, seed 7.2/7.4: NHWC float4 conv (4 channels/work-item), tuned work-groups, float4 GEMV"
+    summary = "hand-written, study 7.2/7.4: NHWC float4 conv (4 channels/work-item), tuned work-groups, float4 GEMV"
     net_class = VectorisedNet

@@ -1,7 +1,7 @@
 """Work-group shapes for `vectorised`: the candidates per kind of device
 (the rule that picks one per layer is backends/opencl/workgroups.choose_local).
 
-The seed (section 7.2.1) found (1, 4, 4) best on a Mali T-628 (output rows,
+The study (section 7.2.1) found (1, 4, 4) best on a Mali T-628 (output rows,
 columns, channels) and named (2, 2, 4), (1, 2, 4) and (1, 1, 4) as
 variants.  Our conv work-item computes four output channels, so a shape's
 third number counts groups of four channels.
@@ -15,26 +15,26 @@ layers get (2, 2, 4) instead of (1, 4, 4), which would round 14 columns
 up to 16, and LeNet's 6-channel C1 gets a shape with one channel group.
 
 Why these lists:
-- 'mali' (and anything ARM): the seed's shapes, in its order.
+- 'mali' (and anything ARM): the study's shapes, in its order.
 - 'cpu' (PoCL): a work-group is a loop on one core, so the shape matters
   little; measured on a 2-core EPYC with PoCL 3.1, (1, 4, 4) ran VGG's conv
-  layers as fast as (1, 8, 8), (4, 4, 4) or (1, 16, 4), so the seed's
+  layers as fast as (1, 8, 8), (4, 4, 4) or (1, 16, 4), so the study's
   shapes are kept.
 - 'gpu' (NVIDIA, AMD, Intel): at least 64 work-items (two NVIDIA warps or
-  one AMD wavefront) so the compute units stay busy; then the seed's.
+  one AMD wavefront) so the compute units stay busy; then the study's.
 """
 from __future__ import annotations
 
 from ..opencl.workgroups import Limits
 
-SEED_SHAPES = ((1, 4, 4), (2, 2, 4), (1, 2, 4), (1, 1, 4))
+STUDY_SHAPES = ((1, 4, 4), (2, 2, 4), (1, 2, 4), (1, 1, 4))
 FEW_CHANNEL_SHAPES = ((4, 4, 1), (2, 4, 2), (2, 2, 2), (2, 2, 1))   # layers with 1-3 groups of 4 channels
 GPU_SHAPES = ((1, 8, 16), (2, 8, 8), (1, 8, 8), (1, 4, 16), (4, 8, 4), (2, 4, 8), (8, 8, 1), (4, 16, 1))
 
 CONV_SHAPES = {
-    "mali": SEED_SHAPES + FEW_CHANNEL_SHAPES,
-    "cpu": SEED_SHAPES + FEW_CHANNEL_SHAPES,
-    "gpu": GPU_SHAPES + SEED_SHAPES + FEW_CHANNEL_SHAPES,
+    "mali": STUDY_SHAPES + FEW_CHANNEL_SHAPES,
+    "cpu": STUDY_SHAPES + FEW_CHANNEL_SHAPES,
+    "gpu": GPU_SHAPES + STUDY_SHAPES + FEW_CHANNEL_SHAPES,
 }
 # dense at batch > 1: (outputs, images)
 DENSE_SHAPES = {

@@ -1,5 +1,5 @@
 """`morton`: convolution as im2col + the Hybrid Morton Order GEMM, the
-seed's second optimised system (Rovder 2018, section 7.3; the Morton 4-2
+study's second optimised system (Rovder 2018, section 7.3; the Morton 4-2
 kernel from Rovder 2017, chapter 8 and appendix 12.7).
 
   conv       the 8 steps of plan.py over two buffers shared by the
@@ -14,20 +14,20 @@ kernel from Rovder 2017, chapter 8 and appendix 12.7).
   dense      vectorised GEMV at batch 1, the same kernel per image at batch > 1
 
 Steps are timed by their own events and named zero, pad, im2col,
-morton-gemm, unpad, maxpool, subsample, gemv, dense, so the seed's table
+morton-gemm, unpad, maxpool, subsample, gemv, dense, so the study's table
 7.3 (GEMM vs infrastructure time) can be printed.
 """
 from __future__ import annotations
 
 import numpy as np
-import pyopencl as cl
 
-from compare.errors import Unsupported, UserError
+from nets.errors import Unsupported, UserError
 
-from ..base import Backend, layer_params
+from ..base import layer_params
+from ..opencl.backend import OpenCLBackend
 from ..opencl.net import OpenCLNet
-from ..opencl.runtime import get_runtime
 from ..opencl.workgroups import build_fitting, shrink
+from ..options import RunOptions
 from .ops import ConvOp, DenseOp, MaxPoolOp, SubsampleOp
 from .plan import GEMM_WORK_GROUP, plan_net
 
@@ -93,24 +93,15 @@ class MortonNet(OpenCLNet):
         })
 
 
-class MortonBackend(Backend):
+class MortonBackend(OpenCLBackend):
     name = "morton"
     summary = "im2col + Hybrid Morton Order GEMM (R_2_4_R x C_4_2_C, 4x16 work-groups), two shared buffers"
-    uses_opencl = True
 
-    def __init__(self, device: str | None = None, options: dict | None = None, work_group: tuple = GEMM_WORK_GROUP):
-        super().__init__(device, options)
+    def __init__(self, runtime, options: RunOptions | None = None, work_group: tuple = GEMM_WORK_GROUP):
+        super().__init__(runtime, options)
         if len(work_group) != 2 or min(work_group) < 1:
             raise UserError(f"morton: the GEMM work-group must be two positive sizes, not {work_group!r}")
         self.work_group = tuple(int(v) for v in work_group)
 
-    def runtime(self):
-        return get_runtime(self.device_spec)
-
-    def info(self):
-        rt = self.runtime()
-        return {"device": rt.info["name"], "kind": "opencl", "platform": rt.info["platform"],
-                "versions": {"pyopencl": cl.VERSION_TEXT}}
-
     def prepare(self, net, weights, batch, mode=None):
-        return MortonNet(self.runtime(), net, weights, batch, self.work_group)
+        return MortonNet(self.runtime, net, weights, batch, self.work_group)

@@ -1,7 +1,7 @@
 """Hybrid Morton Order matrix layouts (Rovder 2017, chapter 8 and appendix
 12.5): names, the index of an element, and numpy converters.
 
-A layout name is the seed's shortened grammar
+A layout name is the study's shortened grammar
 
     Layout -> Base0 ( "_" Y "_" X "_" Base )*        Base -> R | C
 
@@ -10,13 +10,13 @@ is cut into tiles of Y1 rows by X1 columns laid out one after another in
 Base0 order (R: row-major order of tiles, C: column-major); each tile is
 cut into Y2 x X2 tiles in Base1 order, and so on; the last level's tiles
 hold their elements in the last Base's order.  Y counts rows and X columns:
-that is what the seed's Morton 4-2 kernel needs (its left matrix, R_2_4_R,
+that is what the study's Morton 4-2 kernel needs (its left matrix, R_2_4_R,
 is read as float4 quadruplets along a row, rows 2i and 2i+1 of one tile
 side by side; its right matrix, C_4_2_C, as quadruplets down a column).
-The seed's full form may end in "_1_1_A" (1x1 tiles, arbitrary order); it
+The study's full form may end in "_1_1_A" (1x1 tiles, arbitrary order); it
 is accepted and dropped.  Each level's tile must divide the one above it.
 
-The index (the seed's MIndex recursion, 0-based) of element (row, col) of
+The index (the study's MIndex recursion, 0-based) of element (row, col) of
 a matrix padded to P rows and Q columns is, with (Y0, X0) = (P, Q) and
 (Yn+1, Xn+1) = (1, 1),
 
@@ -24,7 +24,7 @@ a matrix padded to P rows and Q columns is, with (Y0, X0) = (P, Q) and
 
     Index(R, rows, cols, r, c) = r * cols + c     Index(C, rows, cols, r, c) = c * rows + r
 
-The OCR'd seed prints the tile counts to Index as (X/X', Y/Y'): with Y as
+The OCR'd study prints the tile counts to Index as (X/X', Y/Y'): with Y as
 rows (which the kernel and row / Y' fix) it must be (Y/Y', X/X'), as here;
 and its terminal MIndex(1, 1, ...) = 1 is a 1-based count, 0 here.
 """
@@ -136,7 +136,7 @@ def parse(name: str) -> Layout:
     if not isinstance(name, str) or not name:
         raise ValueError(f"layout name must be a non-empty string like 'R_2_4_R', not {name!r}")
     parts = name.strip().split("_")
-    if parts[-3:] == ["1", "1", "A"] and len(parts) > 3:   # the seed's redundant terminal
+    if parts[-3:] == ["1", "1", "A"] and len(parts) > 3:   # the study's redundant terminal
         parts = parts[:-3]
     if (len(parts) - 1) % 3:
         raise ValueError(f"layout {name!r}: expected Base followed by Y_X_Base triplets "

@@ -50,7 +50,7 @@ def box_launch(rt, planes, rows, cols, src=(0, 0, 0), dst=(0, 0, 0)) -> Launch:
 
 
 class ConvOp(MortonOp):
-    """The seed's 8-step convolution (section 7.3.2): [zero] pad, [zero]
+    """The study's 8-step convolution (section 7.3.2): [zero] pad, [zero]
     im2col, [zero] morton-gemm, [zero] unpad, a zero step only where the
     plan shows the next step would read something unwritten.  The bias and
     activation are fused into the GEMM's store (the padding rows of the
@@ -121,7 +121,7 @@ class SubsampleOp(MortonOp):
 
 
 class DenseOp(MortonOp):
-    """Vectorised GEMV at batch 1 (seed 7.4), the same kernel over a
+    """Vectorised GEMV at batch 1 (study 7.4), the same kernel over a
     second NDRange dimension for a batch; weights transposed once here."""
 
     def __init__(self, owner, layer, index, plan, weight, bias):

@@ -1,9 +1,9 @@
 """The `morton` backend's plan, worked out on the host before anything is
-allocated: each convolution's shapes and its steps (seed section 7.3.2),
+allocated: each convolution's shapes and its steps (study, section 7.3.2),
 which buffer of the two each step reads and writes, which zeroing steps
 must run, and how large the two shared buffers must be.
 
-A convolution is the seed's 8 steps, 4 of them zeroing:
+A convolution is the study's 8 steps, 4 of them zeroing:
 
     1 zero   2 pad   3 zero   4 im2col   5 zero   6 morton-gemm   7 zero   8 unpad
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-GEMM_WORK_GROUP = (4, 16)   # the seed's best: 4 row pairs x 16 column pairs -> C in 8 x 32 blocks
+GEMM_WORK_GROUP = (4, 16)   # the study's best: 4 row pairs x 16 column pairs -> C in 8 x 32 blocks
 INPUT = 2                   # the net's input buffer; 0 and 1 are the two shared buffers
 
 
@@ -102,7 +102,7 @@ class ConvShape:
 
 @dataclass
 class Step:
-    """One of the seed's non-zeroing steps, and the zeroing before it."""
+    """One of the study's non-zeroing steps, and the zeroing before it."""
 
     name: str          # pad, im2col, morton-gemm, unpad
     src: int           # buffer read: 0 or 1 (shared) or INPUT
@@ -154,8 +154,8 @@ class LayerPlan:
     def describe(self) -> dict:
         if self.shape is None:
             return {"buffers": f"{_buffer_name(self.src)} -> {_buffer_name(self.dst)}"}
-        seed_zero = {"pad": 1, "im2col": 3, "morton-gemm": 5, "unpad": 7}   # the seed's step numbers
-        run = [seed_zero[st.name] for st in self.steps if st.zero_first]
+        study_step = {"pad": 1, "im2col": 3, "morton-gemm": 5, "unpad": 7}   # the study's step numbers
+        run = [study_step[st.name] for st in self.steps if st.zero_first]
         return {"zero_steps_run": run,
                 "zero_steps_skipped": [z for z in (1, 3, 5, 7) if z not in run],
                 "pad_step": "runs" if self.steps[0].name == "pad" else "skipped: no padding",

@@ -5,7 +5,7 @@ NDRange worked out once at prepare: `size` work-items per dimension,
 rounded up to the work-group (kernels return early past `size`).  The
 work-group is a shape, shrunk to what the device and the built kernel
 accept; a function of the Limits that picks one; or None, which leaves it
-to the OpenCL runtime (the seed's baseline did so).
+to the OpenCL runtime (the study's baseline did so).
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from compare.errors import UserError, raise_if_interrupted
+from nets.errors import UserError, raise_if_interrupted
 
 from kernels import kernel_source
 

@@ -33,8 +33,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from compare.errors import UserError
 from nets import Net
+from nets.errors import UserError
 from nets.layouts import chw_rows_to_hwc
 
 from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params

@@ -35,8 +35,8 @@ import time
 
 import numpy as np
 
-from compare.errors import Unsupported, UserError
 from nets import Net
+from nets.errors import Unsupported, UserError
 
 from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
 from ..host import cpu_name

@@ -1,4 +1,6 @@
-"""The ways a command stops on purpose, importable from every layer.
+"""The ways a command stops on purpose, importable from every layer: this
+module sits at the bottom of the import order (nets < backends < compare)
+and imports nothing of the project.
 
 UserError: bad input or a missing prerequisite; the CLI prints its message
 on one line and exits 2.  CheckFailed: outputs disagreed with the oracle;
@@ -9,7 +11,9 @@ A signal can also surface as another error first: an OpenCL compiler whose
 temporary files were removed by its own signal handler reports a failed
 build, a child process killed with the group dies.  So code that turns
 errors into recorded failures asks `raise_if_interrupted()` first: once a
-signal has come, every error is the interrupt.
+signal has come, every error is the interrupt.  The CLI installs the
+handlers that note the signal (compare/signals.py); the flag lives here so
+that every layer can ask it.
 """
 import signal
 
@@ -45,25 +49,13 @@ class Interrupted(KeyboardInterrupt):
 
 
 def note_signal(signum: int) -> None:
+    """Remember the first signal of this command (the handlers call this)."""
     if not _received:
         _received.append(signum)
 
 
-def _handler(signum, frame):
-    note_signal(signum)
-    raise Interrupted(signum)
-
-
-def install_handlers() -> dict:
-    """SIGINT and SIGTERM raise Interrupted (the CLI calls this); the handlers
-    they had, for restore_handlers()."""
-    _received.clear()
-    return {sig: signal.signal(sig, _handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-
-def restore_handlers(previous: dict) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
+def forget_signals() -> None:
+    """A new command starts with no signal noted."""
     _received.clear()
 
 
