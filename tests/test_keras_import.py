@@ -14,7 +14,7 @@ from backends.isolated import Worker
 from backends.reference.numpy_backend import NumpyNet
 from compare.checking import compare_arrays
 from compare.cli import main
-from compare.models import imported_weights, load_net
+from compare.models import load_net
 from compare.errors import UserError
 
 from conftest import backend_or_skip
@@ -39,8 +39,7 @@ def saved(keras_child, tmp_path_factory):
 @pytest.mark.parametrize("suffix", ["keras", "h5"])
 def test_a_saved_model_round_trips(saved, suffix):
     paths, x, keras_out = saved
-    net = load_net(paths[suffix])
-    weights = imported_weights(net)
+    net, weights = load_net(paths[suffix])
     assert net.name == "small-model" and net.input_shape == (3, 20, 18)
     assert [layer.kind for layer in net.layers] == ["conv", "conv", "maxpool", "conv", "conv", "subsample",
                                                      "dense", "dense"]
@@ -59,8 +58,8 @@ def test_the_import_leaves_tensorflow_out_of_this_process(saved):
 
 def test_tensorflow_backend_runs_an_imported_model(saved):
     paths, x, keras_out = saved
-    net = load_net(paths["keras"])
-    prepared = backend_or_skip("tensorflow").prepare(net, imported_weights(net), len(x))
+    net, weights = load_net(paths["keras"])
+    prepared = backend_or_skip("tensorflow").prepare(net, weights, len(x))
     try:
         assert compare_arrays(prepared.forward(x), keras_out.astype(np.float64)).passed
     finally:
@@ -84,9 +83,9 @@ def test_compare_run_takes_a_model_file(saved, tmp_path, capsys):
 def test_same_padding_at_stride_2_matches_keras_where_it_is_symmetric(keras_child, tmp_path):
     x = np.random.default_rng(1).standard_normal((2, 2, 9, 7)).astype(np.float32)
     paths, keras_out = keras_child.call("keras_models", "save", "stride2_same_model", str(tmp_path), x, ("keras",))
-    net = load_net(paths["keras"])
+    net, weights = load_net(paths["keras"])
     assert net.layers[0].pad == (1, 1) and net.output_shape == (3, 5, 4)
-    got = NumpyNet(net, imported_weights(net), 2).forward(x)
+    got = NumpyNet(net, weights, 2).forward(x)
     assert compare_arrays(got, keras_out.astype(np.float64)).passed
 
 
