@@ -403,6 +403,10 @@ def cmd_tune(args) -> int:
         raise UserError(f"--scope takes {', '.join(tune.SCOPES)} (comma-separated), not {args.scope!r}")
     batch = _positive("--batch", args.batch) if args.batch is not None else None
     loaded = [load_net(n).net for n in nets_]
+    for net in loaded:   # a graph's new kinds have no tuned backend yet
+        why = backends.backend_class("clblast").unsupported(net)
+        if why:
+            raise UserError(f"cannot tune for {net.name}: {why}")
     rt = get_runtime(args.device)
     if args.show:
         print(tune.show(rt, loaded, batch))

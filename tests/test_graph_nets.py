@@ -144,3 +144,10 @@ def test_the_reference_keeps_only_what_is_still_read():
     outs = prepared.layer_outputs(x)
     assert len(outs) == len(RESNET18.layers) and all(o is not None for o in outs)
     assert compare_arrays(prepared.forward(x), oracle.forward(RESNET18, weights, x)[-1]).passed
+
+
+def test_tuning_a_net_no_tuned_backend_runs_is_refused_in_one_line(capsys):
+    assert main(["tune", "--net", "resnet18", "--show"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot tune for resnet18: layer conv2_pool (maxpool) uses max-pool padding")
+    assert err.count("\n") == 1
