@@ -14,14 +14,15 @@ Morton) are each backend's business and never leak out.
 """
 from __future__ import annotations
 
+import functools
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from nets import Net
-from nets.errors import UserError
+from nets import STUDY_KINDS, Net
+from nets.errors import Unsupported, UserError
 
 from .options import RunOptions
 
@@ -72,10 +73,12 @@ class PreparedNet(ABC):
 
     @abstractmethod
     def run_layer(self, index: int, x: np.ndarray) -> np.ndarray:
-        """Layer `index` alone on a canonical input; returns its canonical output."""
+        """Layer `index` alone on a canonical input; returns its canonical output.
+        A layer that reads several inputs (an add) gets them as a list, in order."""
 
     def layer_outputs(self, x: np.ndarray) -> list[np.ndarray]:
-        """Every layer's output when the net runs end to end on `x`."""
+        """Every layer's output when the net runs end to end on `x` (a chain here;
+        a backend that runs graphs, Feature.GRAPH, feeds each layer what it names)."""
         outs = []
         for i in range(len(self.net.layers)):
             x = self.run_layer(i, x)
@@ -131,6 +134,33 @@ class Backend(ABC):
     summary: str = ""        # one line for `compare backends` and the reports
     uses_opencl: bool = False   # True: constructed with the OpenCL runtime it runs on (see `create`)
     deterministic = True     # the same input gives bit-identical outputs on every pass
+    # What the family runs (nets/spec.py): the study's layer kinds in a chain, unless it says
+    # more.  Every prepare() refuses anything else first (Unsupported, shown as UNSUPPORTED).
+    supported_kinds: frozenset = STUDY_KINDS
+    supported_features: frozenset = frozenset()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "prepare" in cls.__dict__:   # so no family can forget the check
+            cls.prepare = _refusing_unsupported(cls.__dict__["prepare"])
+
+    @classmethod
+    def unsupported(cls, net: Net) -> str | None:
+        """None when this backend runs every layer of `net`, else one line naming
+        the first layer it cannot run, its kind and what it lacks."""
+        refusals = []
+        for i, layer in enumerate(net.layers):
+            if layer.kind not in cls.supported_kinds:
+                refusals.append(f"layer {layer.name} is a {layer.kind} layer, which {cls.name} cannot run yet")
+                continue
+            lacking = sorted(net.layer_features(i) - cls.supported_features)
+            if lacking:
+                refusals.append(f"layer {layer.name} ({layer.kind}) uses {' and '.join(lacking)}, "
+                                f"which {cls.name} cannot run yet")
+        if not refusals:
+            return None
+        more = len(refusals) - 1
+        return refusals[0] + (f" (and {more} more layer{'s' if more > 1 else ''} of {net.name})" if more else "")
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -159,6 +189,16 @@ def create(cls: type[Backend], runtime, options: RunOptions | None = None) -> Ba
     if cls.uses_opencl:
         return cls(runtime=runtime, options=options)
     return cls(options=options)
+
+
+def _refusing_unsupported(prepare):
+    @functools.wraps(prepare)
+    def checked(self, net, *args, **kwargs):
+        why = self.unsupported(net)
+        if why:
+            raise Unsupported(why)
+        return prepare(self, net, *args, **kwargs)
+    return checked
 
 
 def layer_params(net: Net, weights: dict[str, np.ndarray], index: int) -> dict[str, np.ndarray]:

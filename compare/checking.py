@@ -3,7 +3,7 @@
 The metric is the relative L2 error ||out - ref|| / ||ref|| with a tolerance
 per dtype (float32: 1e-4), plus the max abs error, top-1 agreement for
 classifier outputs, and a hard failure for NaN/Inf.  Layer-wise checks feed
-each layer the oracle's input to that layer, so errors do not compound.
+each layer the oracle's outputs of the layers it reads, so errors do not compound.
 """
 from __future__ import annotations
 
@@ -44,11 +44,11 @@ def check_prepared(prepared, x: np.ndarray, ref_outs: list[np.ndarray], layerwis
     end = compare_arrays(prepared.forward(x), ref_outs[-1])
     layers = []
     if layerwise:
-        inputs = [x] + ref_outs[:-1]
         for i, layer in enumerate(net.layers):
             if progress:
                 progress(f"checking {layer.name}")
-            out = prepared.run_layer(i, np.asarray(inputs[i], np.float32))
+            inputs = [np.asarray(x if s < 0 else ref_outs[s], np.float32) for s in net.sources(i)]
+            out = prepared.run_layer(i, inputs[0] if len(inputs) == 1 else inputs)
             layers.append(compare_arrays(out, ref_outs[i], name=layer.name))
     passed = end.passed and all(r.passed for r in layers)
     return Check("PASS" if passed else "FAIL", TOLERANCE["float32"], end, layers)

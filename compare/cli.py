@@ -31,7 +31,7 @@ from .analysis import DEFAULT_BASELINES, parse_baselines
 from .files import RESULTS_ROOM, check_writable
 from .hostmem import HostNeed, check_fits, host_need
 from .keep import Keeper, keep_file, text_writer
-from .models import imported_weights, load_net
+from .models import load_net
 from .progress import Progress
 from .results import RunResult, Source, load_results, to_json
 from .modes import MODES, checks
@@ -91,7 +91,7 @@ def _host_need(net, names: list[str], mode: str, interleave: bool) -> HostNeed:
 def _plan(args, mode: str) -> Plan:
     if not args.timeout_s > 0:
         raise UserError(f"--timeout-s must be a positive number of seconds, not {args.timeout_s}")
-    net = load_net(args.net)
+    net, model_weights = load_net(args.net)
     names = backends.parse_names(args.backends)
     batch = _positive("--batch", args.batch) if args.batch is not None else None
     data = getattr(args, "data", None)
@@ -120,8 +120,8 @@ def _plan(args, mode: str) -> Plan:
     if weights_file:
         weights = load_weights(weights_file, net)
         weights_source = {"kind": "file", "path": weights_file}
-    elif imported_weights(net) is not None:   # a Keras model file brings its own
-        weights = imported_weights(net)
+    elif model_weights is not None:   # a model file brings its own
+        weights = model_weights
         weights_source = {"kind": "file", "path": args.net}
     else:
         weights = init_weights(net, args.seed)
@@ -405,7 +405,11 @@ def cmd_tune(args) -> int:
     if bad or not scopes:
         raise UserError(f"--scope takes {', '.join(tune.SCOPES)} (comma-separated), not {args.scope!r}")
     batch = _positive("--batch", args.batch) if args.batch is not None else None
-    loaded = [load_net(n) for n in nets_]
+    loaded = [load_net(n).net for n in nets_]
+    for net in loaded:   # a graph's new kinds have no tuned backend yet
+        why = backends.backend_class("clblast").unsupported(net)
+        if why:
+            raise UserError(f"cannot tune for {net.name}: {why}")
     rt = get_runtime(args.device)
     if args.show:
         print(tune.show(rt, loaded, batch))
@@ -489,7 +493,8 @@ def _add_device_option(p, help="OpenCL device: index 'P:D' or a name fragment (d
 
 def _add_net_options(p) -> None:
     """What every command that runs a net takes: the net, the backends, where they run and with what weights."""
-    p.add_argument("--net", required=True, help="lenet, vgg16, or a Keras Sequential model file (.keras, .h5)")
+    p.add_argument("--net", required=True, help="a built-in net (`compare nets` lists them), or a model file: "
+                   "Keras (.keras, .h5) or ONNX (.onnx)")
     p.add_argument("--backends", default="all", help="'all' or a comma-separated list (see `compare backends`)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated weights and input (default 0)")
     p.add_argument("--weights", help="a .npz weights file (see `compare weights`) instead of seeded weights")

@@ -45,11 +45,11 @@ def _im2col(net: Net, i: int) -> int:
 def _padded(net: Net, i: int) -> int:
     """Elements of layer i's input per image once padded."""
     shape = net.in_shape(i)
-    pad = getattr(net.layers[i], "pad", (0, 0))
+    top, left, bottom, right = getattr(net.layers[i], "padding", (0, 0, 0, 0))
     if len(shape) != 3:
         return _size(shape)
     c, h, w = shape
-    return c * (h + 2 * pad[0]) * (w + 2 * pad[1])
+    return c * (h + top + bottom) * (w + left + right)
 
 
 @dataclass(frozen=True)

@@ -1,27 +1,41 @@
-"""Which net a command runs: a built-in one by name, or a user's Keras model
-file.  Keras loads TensorFlow, which must stay out of this process (PoCL's
-compiler breaks beside it), so a model file is read in a child process
-(backends/isolated.py) that sends back the net and its weights."""
+"""Which net a command runs: a built-in one by name, or a user's model file
+(Keras .keras/.h5, ONNX .onnx), with the weights the file brings.
+
+Keras loads TensorFlow, which must stay out of this process (PoCL's
+compiler breaks beside it), so a Keras file is read in a child process
+(backends/isolated.py) that sends back the net and its weights.  The onnx
+package is light and carries no LLVM: an ONNX file is read here.  Batch
+normalisation in a model is folded into the convolution before it
+(nets/batchnorm.py) as the model is loaded."""
 from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
 
 import nets
 from backends.isolated import call_isolated
 from nets import Net
+from nets.batchnorm import fold_batchnorm
 
-SUFFIXES = (".keras", ".h5")
+KERAS_SUFFIXES = (".keras", ".h5")
+ONNX_SUFFIXES = (".onnx",)
+SUFFIXES = KERAS_SUFFIXES + ONNX_SUFFIXES
 
-# nets imported from Keras files, each with the trained weights it came with
-_IMPORTED: list[tuple[Net, dict]] = []
+
+class LoadedNet(NamedTuple):
+    net: Net
+    weights: dict[str, np.ndarray] | None   # a model file's own; None for a built-in net (seeded by the caller)
 
 
-def load_net(name: str) -> Net:
-    if name.lower().endswith(SUFFIXES):
+def load_net(name: str) -> LoadedNet:
+    """The net `name` names: a built-in net, or the model in a file."""
+    lower = name.lower()
+    if lower.endswith(KERAS_SUFFIXES):
         net, weights = call_isolated("Keras model import", "nets.keras_import", "load_keras", name)
-        _IMPORTED.append((net, weights))
-        return net
-    return nets.get_net(name)
-
-
-def imported_weights(net: Net) -> dict | None:
-    """The weights a net imported by `load_net` from a Keras file came with, else None."""
-    return next((w for n, w in _IMPORTED if n is net), None)
+    elif lower.endswith(ONNX_SUFFIXES):
+        from nets.onnx_import import load_onnx
+        net, weights = load_onnx(name)
+    else:
+        return LoadedNet(nets.get_net(name), None)
+    return LoadedNet(*fold_batchnorm(net, weights))

@@ -11,32 +11,45 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from nets import Layer, Net
+from nets import Layer, LayerKind, Net
 
 
 def activate(x: np.ndarray, name: str) -> np.ndarray:
     if name == "relu":
         return np.maximum(x, 0.0)
+    if name == "relu6":
+        return np.minimum(np.maximum(x, 0.0), 6.0)
     if name == "sigmoid":
         return 1.0 / (1.0 + np.exp(-x))
+    if name == "tanh":
+        return np.tanh(x)
     return x
 
 
-def conv(x, weight, bias, stride=(1, 1), pad=(0, 0)):
-    """x (N,C,H,W), weight (K,C,FH,FW) -> (N,K,OH,OW); cross-correlation."""
-    x = np.pad(np.asarray(x, np.float64), ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+def _pad4(pad) -> tuple:
+    """(rows, cols) or (top, left, bottom, right) -> numpy's pad widths for H and W."""
+    top, left, bottom, right = tuple(pad) * 2 if len(pad) == 2 else tuple(pad)
+    return ((0, 0), (0, 0), (top, bottom), (left, right))
+
+
+def conv(x, weight, bias, stride=(1, 1), pad=(0, 0), groups=1):
+    """x (N,C,H,W), weight (K,C/groups,FH,FW) -> (N,K,OH,OW); cross-correlation,
+    each group of K/groups kernels reading its own C/groups channels."""
+    x = np.pad(np.asarray(x, np.float64), _pad4(pad))
     weight = np.asarray(weight, np.float64)
     n, c, h, w = x.shape
-    k, _, fh, fw = weight.shape
+    k, cg, fh, fw = weight.shape
+    g = groups
     sh, sw = stride
     oh, ow = (h - fh) // sh + 1, (w - fw) // sw + 1
-    out = np.zeros((n, oh, ow, k))
+    xg = x.reshape(n, g, cg, h, w)
+    wg = weight.reshape(g, k // g, cg, fh, fw)
+    out = np.zeros((n, g, k // g, oh, ow))
     for dy in range(fh):
         for dx in range(fw):
-            tap = x[:, :, dy:dy + sh * (oh - 1) + 1:sh, dx:dx + sw * (ow - 1) + 1:sw]  # (N,C,OH,OW)
-            out += np.tensordot(tap, weight[:, :, dy, dx], axes=([1], [1]))       # sum over C
-    out = np.ascontiguousarray(out.transpose(0, 3, 1, 2))
-    return out + np.asarray(bias, np.float64)[None, :, None, None]
+            tap = xg[:, :, :, dy:dy + sh * (oh - 1) + 1:sh, dx:dx + sw * (ow - 1) + 1:sw]   # (N,G,C/g,OH,OW)
+            out += np.einsum("ngchw,gkc->ngkhw", tap, wg[:, :, :, dy, dx], optimize=True)  # sum over C/g
+    return out.reshape(n, k, oh, ow) + np.asarray(bias, np.float64)[None, :, None, None]
 
 
 def _windows(x, kernel, stride):
@@ -50,8 +63,21 @@ def subsample(x, coeff, bias, kernel=(2, 2), stride=(2, 2)):
     return mean * np.asarray(coeff, np.float64)[None, :, None, None] + np.asarray(bias, np.float64)[None, :, None, None]
 
 
-def maxpool(x, kernel=(2, 2), stride=(2, 2)):
+def maxpool(x, kernel=(2, 2), stride=(2, 2), pad=(0, 0)):
+    """Padding holds -inf, so it never wins."""
+    x = np.pad(np.asarray(x, np.float64), _pad4(pad), constant_values=-np.inf)
     return _windows(x, kernel, stride).max(axis=(4, 5))
+
+
+def global_avgpool(x):
+    return np.asarray(x, np.float64).mean(axis=(2, 3), keepdims=True)
+
+
+def batchnorm(x, scale, bias, mean, var, eps):
+    def per_channel(a):
+        return np.asarray(a, np.float64)[None, :, None, None]
+    return (np.asarray(x, np.float64) - per_channel(mean)) / np.sqrt(per_channel(var) + eps) * per_channel(scale) \
+        + per_channel(bias)
 
 
 def dense(x, weight, bias):
@@ -59,25 +85,32 @@ def dense(x, weight, bias):
     return x @ np.asarray(weight, np.float64) + np.asarray(bias, np.float64)
 
 
-def layer_forward(layer: Layer, x: np.ndarray, weights: dict[str, np.ndarray]) -> np.ndarray:
+def layer_forward(layer: Layer, x, weights: dict[str, np.ndarray]) -> np.ndarray:
+    """Layer `layer` on its input `x` (a list of arrays for a layer of several inputs)."""
+    xs = list(x) if isinstance(x, (list, tuple)) else [x]
     p = {k.split(".", 1)[1]: v for k, v in weights.items() if k.split(".", 1)[0] == layer.name}
-    if layer.kind == "conv":
-        y = conv(x, p["weight"], p["bias"], layer.stride, layer.pad)
-    elif layer.kind == "subsample":
-        y = subsample(x, p["coeff"], p["bias"], layer.kernel, layer.stride)
-    elif layer.kind == "maxpool":
-        y = maxpool(x, layer.kernel, layer.stride)
-    elif layer.kind == "dense":
-        y = dense(x, p["weight"], p["bias"])
+    if layer.kind == LayerKind.CONV:
+        y = conv(xs[0], p["weight"], p["bias"], layer.stride, layer.pad, layer.groups)
+    elif layer.kind == LayerKind.SUBSAMPLE:
+        y = subsample(xs[0], p["coeff"], p["bias"], layer.kernel, layer.stride)
+    elif layer.kind == LayerKind.MAXPOOL:
+        y = maxpool(xs[0], layer.kernel, layer.stride, layer.pad)
+    elif layer.kind == LayerKind.DENSE:
+        y = dense(xs[0], p["weight"], p["bias"])
+    elif layer.kind == LayerKind.ADD:
+        y = sum(np.asarray(a, np.float64) for a in xs)
+    elif layer.kind == LayerKind.GLOBAL_AVGPOOL:
+        y = global_avgpool(xs[0])
+    elif layer.kind == LayerKind.BATCHNORM:
+        y = batchnorm(xs[0], p["scale"], p["bias"], p["mean"], p["var"], layer.eps)
     else:
         raise ValueError(f"oracle: unknown layer kind {layer.kind!r}")
     return activate(y, layer.activation)
 
 
 def forward(net: Net, weights: dict[str, np.ndarray], x: np.ndarray) -> list[np.ndarray]:
-    """Every layer's float64 output, end to end."""
+    """Every layer's float64 output, each layer fed the outputs of the layers it names."""
     outs = []
-    for layer in net.layers:
-        x = layer_forward(layer, x, weights)
-        outs.append(x)
+    for i, layer in enumerate(net.layers):
+        outs.append(layer_forward(layer, [x if s < 0 else outs[s] for s in net.sources(i)], weights))
     return outs

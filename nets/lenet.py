@@ -1,4 +1,4 @@
-"""LeNet-5 as in the seed's tables 5.1 and 5.2 (LeCun et al. 1998, without the
+"""LeNet-5 as in the study's tables 5.1 and 5.2 (LeCun et al. 1998, without the
 final Gaussian connections): sigmoid after every layer, batch 100."""
 from .spec import Conv, Dense, Net, Subsample
 

@@ -1,37 +1,119 @@
 """Layer and net specifications: plain data that every backend reads.
 
+A net is a graph of named layers in an order where every layer comes after
+the layers it reads.  A layer names its inputs (`inputs`); by default it
+reads the layer before it (the first layer: the net's input, named
+"input"), so a chain like LeNet-5 or VGG-16 names none.  The net's output
+is the last layer's.
+
 Activations between layers are NCHW float32 for the spatial layers and
 (N, features) for dense layers.  A dense layer that follows a spatial layer
-flattens it in C, H, W order.  FLOPs count a multiply-add as two operations;
-pooling counts one operation per window element read, subsampling two more
-per output for its coefficient and bias.  Activations are not counted.
+flattens it in C, H, W order.
+
+FLOPs, per image:
+- convolution: a multiply-add counts as two operations, over the channels
+  each output really reads: 2 * K * (C / groups) * FH * FW * OH * OW, so a
+  grouped or depthwise convolution counts 1/groups of the dense one's;
+- dense: 2 * inputs * outputs;
+- pooling: one operation per window element read (padding included),
+  subsampling two more per output for its coefficient and bias; a global
+  average pool one per input element;
+- add: one operation per output element for each input after the first;
+- batch normalisation (only before it is folded): two per element;
+- activations are not counted.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
-ACTIVATIONS = ("none", "relu", "sigmoid")
+NET_INPUT = "input"   # the name a layer uses for the net's input
 
 
-def _out_size(size: int, kernel: int, stride: int, pad: int, what: str) -> int:
-    span = size + 2 * pad - kernel
+class LayerKind(StrEnum):
+    """What a layer computes.  A str, so `layer.kind == "conv"` holds."""
+
+    CONV = "conv"
+    SUBSAMPLE = "subsample"
+    MAXPOOL = "maxpool"
+    DENSE = "dense"
+    ADD = "add"
+    GLOBAL_AVGPOOL = "global_avgpool"
+    BATCHNORM = "batchnorm"
+
+
+class Activation(StrEnum):
+    NONE = "none"
+    RELU = "relu"
+    SIGMOID = "sigmoid"
+    RELU6 = "relu6"   # min(max(x, 0), 6), MobileNet-v2's
+    TANH = "tanh"
+
+
+class Feature(StrEnum):
+    """What a layer may use beyond the study's chains; a backend lists the
+    ones it runs (backends/base.py), the values are said in its refusals."""
+
+    GRAPH = "an input other than the layer before"
+    GROUPS = "grouped convolution"
+    ASYMMETRIC_PAD = "asymmetric padding"
+    POOL_PAD = "max-pool padding"
+    RELU6 = "the relu6 activation"
+    TANH = "the tanh activation"
+
+
+ACTIVATIONS = tuple(a.value for a in Activation)
+# the study's kinds and activations, which every backend runs
+STUDY_KINDS = frozenset({LayerKind.CONV, LayerKind.SUBSAMPLE, LayerKind.MAXPOOL, LayerKind.DENSE})
+STUDY_ACTIVATIONS = ("none", "relu", "sigmoid")
+_ACTIVATION_FEATURE = {Activation.RELU6: Feature.RELU6, Activation.TANH: Feature.TANH}
+
+
+def _out_size(size: int, kernel: int, stride: int, before: int, after: int, what: str) -> int:
+    span = size + before + after - kernel
     if span < 0:
-        raise ValueError(f"{what}: window {kernel} is larger than the padded input {size + 2 * pad}")
+        raise ValueError(f"{what}: window {kernel} is larger than the padded input {size + before + after}")
     return span // stride + 1
+
+
+def _padding(pad: tuple, what: str) -> tuple:
+    """(rows, cols) or (top, left, bottom, right) -> the 2-tuple when symmetric, else the 4-tuple.
+    So a backend that reads pad[0], pad[1] sees a 4-tuple only where it was refused one."""
+    pad = tuple(int(p) for p in pad)
+    if len(pad) == 2:
+        pad = pad + pad
+    if len(pad) != 4 or min(pad) < 0:
+        raise ValueError(f"{what}: pad must be (rows, cols) or (top, left, bottom, right), at least 0; not {pad}")
+    top, left, bottom, right = pad
+    return (top, left) if (top, left) == (bottom, right) else pad
+
+
+def _size(shape: tuple) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 @dataclass(frozen=True)
 class Layer:
-    """Common part of every layer: a name and a fused activation."""
+    """Common part of every layer: a name, a fused activation, and the names of
+    the layers it reads (empty: the layer before)."""
 
     name: str
     activation: str = "none"
+    inputs: tuple = ()
 
     def __post_init__(self):
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"{self.name}: activation must be one of {ACTIVATIONS}, not {self.activation!r}")
+        object.__setattr__(self, "activation", Activation(self.activation))
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        if self.name == NET_INPUT:
+            raise ValueError(f"{NET_INPUT!r} names the net's input; a layer cannot be called so")
 
-    kind = "layer"
+    kind = None   # each class's LayerKind (a class attribute, not a field)
+    arity = 1     # how many inputs it reads
 
     def out_shape(self, in_shape: tuple) -> tuple:  # per image, without the batch
         raise NotImplementedError
@@ -43,38 +125,63 @@ class Layer:
         raise NotImplementedError
 
     def params(self, in_shape: tuple) -> int:
-        total = 0
-        for shape in self.param_shapes(in_shape).values():
-            n = 1
-            for d in shape:
-                n *= d
-            total += n
-        return total
+        return sum(_size(shape) for shape in self.param_shapes(in_shape).values())
+
+    def features(self) -> frozenset:
+        """What of Feature this layer uses (its inputs are the net's business)."""
+        extra = _ACTIVATION_FEATURE.get(self.activation)
+        return frozenset({extra}) if extra else frozenset()
 
 
 @dataclass(frozen=True)
 class Conv(Layer):
-    """2-D convolution (cross-correlation) with bias; weight is (K, C, FH, FW)."""
+    """2-D convolution (cross-correlation) with bias; weight is (K, C / groups, FH, FW).
+    pad is (rows, cols) or (top, left, bottom, right); groups split the input
+    and output channels into that many independent convolutions (groups == C:
+    depthwise)."""
+
+    kind = LayerKind.CONV
 
     out_channels: int = 1
     kernel: tuple = (3, 3)
     stride: tuple = (1, 1)
     pad: tuple = (0, 0)
-    kind = "conv"
+    groups: int = 1
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "pad", _padding(self.pad, self.name))
+        if self.groups < 1 or self.out_channels % self.groups:
+            raise ValueError(f"{self.name}: {self.out_channels} output channels do not split into "
+                             f"{self.groups} groups")
+
+    @property
+    def padding(self) -> tuple:
+        """(top, left, bottom, right)."""
+        return self.pad if len(self.pad) == 4 else self.pad + self.pad
 
     def out_shape(self, in_shape):
         c, h, w = in_shape
+        if c % self.groups:
+            raise ValueError(f"{self.name}: {c} input channels do not split into {self.groups} groups")
+        top, left, bottom, right = self.padding
         return (self.out_channels,
-                _out_size(h, self.kernel[0], self.stride[0], self.pad[0], self.name),
-                _out_size(w, self.kernel[1], self.stride[1], self.pad[1], self.name))
+                _out_size(h, self.kernel[0], self.stride[0], top, bottom, self.name),
+                _out_size(w, self.kernel[1], self.stride[1], left, right, self.name))
 
     def param_shapes(self, in_shape):
-        return {"weight": (self.out_channels, in_shape[0]) + tuple(self.kernel),
+        return {"weight": (self.out_channels, in_shape[0] // self.groups) + tuple(self.kernel),
                 "bias": (self.out_channels,)}
 
     def flops(self, in_shape):
         k, oh, ow = self.out_shape(in_shape)
-        return 2 * k * in_shape[0] * self.kernel[0] * self.kernel[1] * oh * ow
+        return 2 * k * (in_shape[0] // self.groups) * self.kernel[0] * self.kernel[1] * oh * ow
+
+    def features(self):
+        extra = {Feature.GROUPS} if self.groups != 1 else set()
+        if len(self.pad) == 4:
+            extra.add(Feature.ASYMMETRIC_PAD)
+        return super().features() | extra
 
 
 @dataclass(frozen=True)
@@ -82,14 +189,15 @@ class Subsample(Layer):
     """LeNet's subsampling: mean of each k x k window of one channel, times a
     per-channel coefficient, plus a per-channel bias (LeCun et al. 1998)."""
 
+    kind = LayerKind.SUBSAMPLE
+
     kernel: tuple = (2, 2)
     stride: tuple = (2, 2)
-    kind = "subsample"
 
     def out_shape(self, in_shape):
         c, h, w = in_shape
-        return (c, _out_size(h, self.kernel[0], self.stride[0], 0, self.name),
-                _out_size(w, self.kernel[1], self.stride[1], 0, self.name))
+        return (c, _out_size(h, self.kernel[0], self.stride[0], 0, 0, self.name),
+                _out_size(w, self.kernel[1], self.stride[1], 0, 0, self.name))
 
     def param_shapes(self, in_shape):
         return {"coeff": (in_shape[0],), "bias": (in_shape[0],)}
@@ -101,65 +209,164 @@ class Subsample(Layer):
 
 @dataclass(frozen=True)
 class MaxPool(Layer):
+    """Max of each window; padding (as Conv's) never wins, as if it held -inf."""
+
+    kind = LayerKind.MAXPOOL
+
     kernel: tuple = (2, 2)
     stride: tuple = (2, 2)
-    kind = "maxpool"
+    pad: tuple = (0, 0)
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "pad", _padding(self.pad, self.name))
+        top, left, bottom, right = self.padding
+        if max(top, bottom) >= self.kernel[0] or max(left, right) >= self.kernel[1]:
+            raise ValueError(f"{self.name}: padding {self.padding} as wide as the window {self.kernel} "
+                             f"makes windows of padding alone")
+
+    @property
+    def padding(self) -> tuple:
+        """(top, left, bottom, right)."""
+        return self.pad if len(self.pad) == 4 else self.pad + self.pad
 
     def out_shape(self, in_shape):
         c, h, w = in_shape
-        return (c, _out_size(h, self.kernel[0], self.stride[0], 0, self.name),
-                _out_size(w, self.kernel[1], self.stride[1], 0, self.name))
+        top, left, bottom, right = self.padding
+        return (c, _out_size(h, self.kernel[0], self.stride[0], top, bottom, self.name),
+                _out_size(w, self.kernel[1], self.stride[1], left, right, self.name))
 
     def flops(self, in_shape):
         c, oh, ow = self.out_shape(in_shape)
         return c * oh * ow * self.kernel[0] * self.kernel[1]
+
+    def features(self):
+        return super().features() | ({Feature.POOL_PAD} if any(self.padding) else set())
 
 
 @dataclass(frozen=True)
 class Dense(Layer):
     """Fully connected: y = x @ weight + bias, weight is (in, out)."""
 
+    kind = LayerKind.DENSE
+
     out_features: int = 1
-    kind = "dense"
 
     def out_shape(self, in_shape):
         return (self.out_features,)
 
     def param_shapes(self, in_shape):
-        n_in = 1
-        for d in in_shape:
-            n_in *= d
-        return {"weight": (n_in, self.out_features), "bias": (self.out_features,)}
+        return {"weight": (_size(in_shape), self.out_features), "bias": (self.out_features,)}
 
     def flops(self, in_shape):
         return 2 * self.param_shapes(in_shape)["weight"][0] * self.out_features
 
 
 @dataclass(frozen=True)
+class Add(Layer):
+    """The elementwise sum of its inputs (a residual connection), then its activation.
+    It names its inputs, two or more, all of one shape."""
+
+    kind = LayerKind.ADD
+
+    def __post_init__(self):
+        super().__post_init__()
+        if len(self.inputs) < 2:
+            raise ValueError(f"{self.name}: an add names the two or more layers it sums, not {self.inputs}")
+
+    @property
+    def arity(self):
+        return len(self.inputs)
+
+    def out_shape(self, in_shape):
+        return tuple(in_shape)
+
+    def flops(self, in_shape):
+        return (len(self.inputs) - 1) * _size(in_shape)
+
+
+@dataclass(frozen=True)
+class GlobalAvgPool(Layer):
+    """The mean of each channel: (C, H, W) -> (C, 1, 1)."""
+
+    kind = LayerKind.GLOBAL_AVGPOOL
+
+    def out_shape(self, in_shape):
+        return (in_shape[0], 1, 1)
+
+    def flops(self, in_shape):
+        return _size(in_shape)
+
+
+@dataclass(frozen=True)
+class BatchNorm(Layer):
+    """Inference batch normalisation per channel: (x - mean) / sqrt(var + eps) * scale + bias.
+    Only an imported model holds one, until nets/batchnorm.py folds it into the
+    convolution before it."""
+
+    kind = LayerKind.BATCHNORM
+
+    eps: float = 1e-5
+
+    def out_shape(self, in_shape):
+        return tuple(in_shape)
+
+    def param_shapes(self, in_shape):
+        c = in_shape[0]
+        return {"scale": (c,), "bias": (c,), "mean": (c,), "var": (c,)}
+
+    def flops(self, in_shape):
+        return 2 * _size(in_shape)
+
+
+@dataclass(frozen=True)
 class Net:
-    """A named feed-forward chain of layers with a fixed per-image input shape."""
+    """A named graph of layers with a fixed per-image input shape; its output is the last layer's."""
 
     name: str
     input_shape: tuple  # (C, H, W)
     layers: tuple
     default_batch: int = 1
     description: str = ""
-    shapes: tuple = field(init=False, repr=False, compare=False)
+    shapes: tuple = field(init=False, repr=False, compare=False)    # input, then each layer's output
+    _sources: tuple = field(init=False, repr=False, compare=False)  # per layer: indices read, -1 the input
 
     def __post_init__(self):
-        names = [layer.name for layer in self.layers]
-        if len(set(names)) != len(names):
-            raise ValueError(f"net {self.name}: layer names must be unique")
+        index = {NET_INPUT: -1}
         shapes = [tuple(self.input_shape)]
-        for layer in self.layers:
-            if layer.kind != "dense" and len(shapes[-1]) != 3:
+        sources = []
+        for i, layer in enumerate(self.layers):
+            if layer.name in index:
+                raise ValueError(f"net {self.name}: layer names must be unique ({layer.name!r} twice)")
+            names = layer.inputs or ((self.layers[i - 1].name if i else NET_INPUT),)
+            missing = [n for n in names if n not in index]
+            if missing:
+                raise ValueError(f"net {self.name}: {layer.name} reads {missing[0]!r}, which is neither "
+                                 f"{NET_INPUT!r} nor a layer before it")
+            src = tuple(index[n] for n in names)
+            in_shapes = [shapes[s + 1] for s in src]
+            if layer.kind != LayerKind.DENSE and len(in_shapes[0]) != 3:
                 raise ValueError(f"net {self.name}: {layer.name} ({layer.kind}) needs a C,H,W input, "
                                  f"but follows a dense layer")
-            shapes.append(tuple(layer.out_shape(shapes[-1])))
+            if len(src) != layer.arity:
+                raise ValueError(f"net {self.name}: {layer.name} ({layer.kind}) reads {layer.arity} input(s), "
+                                 f"not {len(src)}")
+            if any(s != in_shapes[0] for s in in_shapes):
+                raise ValueError(f"net {self.name}: {layer.name} ({layer.kind}) adds inputs of different "
+                                 f"shapes {in_shapes}")
+            shapes.append(tuple(layer.out_shape(in_shapes[0])))
+            sources.append(src)
+            index[layer.name] = i
         object.__setattr__(self, "shapes", tuple(shapes))
+        object.__setattr__(self, "_sources", tuple(sources))
+
+    def sources(self, i: int) -> tuple:
+        """The indices of the layers layer i reads, in order; -1 is the net's input."""
+        return self._sources[i]
 
     def in_shape(self, i: int) -> tuple:
-        return self.shapes[i]
+        """The shape of layer i's (first) input."""
+        return self.shapes[self._sources[i][0] + 1]
 
     def out_shape(self, i: int) -> tuple:
         return self.shapes[i + 1]
@@ -167,6 +374,16 @@ class Net:
     @property
     def output_shape(self) -> tuple:
         return self.shapes[-1]
+
+    @property
+    def is_chain(self) -> bool:
+        """Every layer reads the one before it (the first: the input)."""
+        return all(src == (i - 1,) for i, src in enumerate(self._sources))
+
+    def layer_features(self, i: int) -> frozenset:
+        """What of Feature layer i uses, its inputs included."""
+        extra = {Feature.GRAPH} if self._sources[i] != (i - 1,) else set()
+        return self.layers[i].features() | extra
 
     def layer_index(self, name: str) -> int:
         for i, layer in enumerate(self.layers):
@@ -194,8 +411,8 @@ class Net:
         for i, layer in enumerate(self.layers):
             rows.append({
                 "name": layer.name,
-                "kind": layer.kind,
-                "activation": layer.activation,
+                "kind": layer.kind.value,
+                "activation": layer.activation.value,
                 "in_shape": list(self.in_shape(i)),
                 "out_shape": list(self.out_shape(i)),
                 "params": layer.params(self.in_shape(i)),

@@ -1,4 +1,4 @@
-"""VGG-16 (Simonyan and Zisserman, model D) as in the seed's tables 5.4 and
+"""VGG-16 (Simonyan and Zisserman, model D) as in the study's tables 5.4 and
 5.5: 13 conv 3x3 pad 1 with ReLU, 5 max-pools 2x2, fc 25088-4096-4096-1000
 (ReLU on fc1 and fc2, fc3 left linear: softmax does not change the top-1)."""
 from .spec import Conv, Dense, MaxPool, Net

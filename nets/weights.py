@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import UserError
 
-from .spec import Net
+from .spec import Activation, LayerKind, Net
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
@@ -35,11 +35,11 @@ def init_weights(net: Net, seed: int = 0) -> dict[str, np.ndarray]:
             key = f"{layer.name}.{pname}"
             rng = _rng(seed, key)
             if pname == "weight":
-                fan_in = int(np.prod(shape[1:])) if layer.kind == "conv" else shape[0]
-                gain = 2.0 if layer.activation == "relu" else 1.0
+                fan_in = int(np.prod(shape[1:])) if layer.kind == LayerKind.CONV else shape[0]
+                gain = 2.0 if layer.activation in (Activation.RELU, Activation.RELU6) else 1.0
                 arr = rng.standard_normal(shape, dtype=np.float32)
                 arr *= np.float32(np.sqrt(gain / fan_in))
-            elif pname == "coeff":
+            elif pname in ("coeff", "scale", "var"):   # batch norm's var must be positive
                 arr = rng.uniform(0.5, 1.5, shape).astype(np.float32)
             else:
                 arr = rng.uniform(-0.1, 0.1, shape).astype(np.float32)

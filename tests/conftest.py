@@ -36,6 +36,14 @@ def backend_or_skip(name: str) -> backends.Backend:
     return _instances[name]
 
 
+def module_or_skip(name: str, extra: str):
+    """Module `name`, or a skip saying which extra brings it; under `make test` a failure instead."""
+    if REQUIRE_ALL:
+        import importlib
+        return importlib.import_module(name)
+    return pytest.importorskip(name, reason=f"{name} comes with the {extra} extra")
+
+
 @pytest.fixture(params=backends.names())
 def backend(request):
     return backend_or_skip(request.param)

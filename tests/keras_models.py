@@ -43,6 +43,32 @@ def stride2_same_model():
     return keras.Sequential([keras.Input((9, 7, 2)), keras.layers.Conv2D(3, 3, strides=2, padding="same")])
 
 
+def functional_model():
+    """A functional model with the newer kinds: batch norms (random statistics), a residual add,
+    a depthwise convolution with 'same' padding at stride 2 (one more row below than above),
+    ReLU6, a grouped convolution with tanh, a padded max-pool, a global average pool."""
+    keras = _keras()
+    L = keras.layers
+    keras.utils.set_random_seed(5)
+    inp = keras.Input((12, 12, 3))
+    a = L.Activation("relu")(L.BatchNormalization(name="bn1")(L.Conv2D(8, 3, padding="same", name="c1")(inp)))
+    b = L.BatchNormalization(name="bn2")(L.Conv2D(8, 3, padding="same", use_bias=False, name="c2")(a))
+    r = L.ReLU(name="after_add")(L.Add(name="skip")([a, b]))
+    d = L.ReLU(max_value=6.0)(L.BatchNormalization(name="bn3")(L.DepthwiseConv2D(3, strides=2, padding="same",
+                                                                                  name="dw")(r)))
+    g = L.Conv2D(16, 1, groups=4, activation="tanh", name="grouped")(d)
+    p = L.MaxPooling2D(3, strides=2, padding="same")(g)
+    out = L.Dense(5, activation="sigmoid", name="fc")(L.GlobalAveragePooling2D()(p))
+    model = keras.Model(inp, out)
+    rng = np.random.default_rng(5)
+    for layer in model.layers:
+        if isinstance(layer, L.BatchNormalization):
+            n = layer.gamma.shape[0]
+            layer.set_weights([rng.uniform(0.5, 1.5, n), rng.uniform(-0.1, 0.1, n), rng.uniform(-0.1, 0.1, n),
+                               rng.uniform(0.5, 1.5, n)])
+    return model
+
+
 def keras_output(model, x_nchw: np.ndarray) -> np.ndarray:
     """Keras's own output for our canonical input, in our canonical layout."""
     y = np.asarray(model(x_nchw.transpose(0, 2, 3, 1), training=False))
@@ -64,17 +90,14 @@ def save(builder: str, folder: str, x: np.ndarray, suffixes=("keras", "h5")) -> 
 # or (layers, input shape); the test holds the words each message must contain.
 def _refusals(L):
     return {
-        "batchnorm": [L.Conv2D(2, 3), L.BatchNormalization(name="bn")],
         "softmax-activation": [L.Flatten(), L.Dense(3, activation="softmax", name="out")],
         "softmax-layer": [L.Flatten(), L.Dense(3), L.Softmax()],
         "dilation": [L.Conv2D(2, 3, dilation_rate=2, name="dil")],
-        "groups": [L.Conv2D(4, 3, groups=2)],
-        "same-even-kernel": [L.Conv2D(2, 4, padding="same")],
-        "same-stride2-asymmetric": [L.Conv2D(2, 3, strides=2, padding="same")],
-        "pool-same": [L.MaxPooling2D(3, padding="same")],
+        "avgpool-same": [L.AveragePooling2D(3, padding="same")],
+        "zero-padding": [L.ZeroPadding2D(1, name="zp")],
         "dense-on-image": [L.Dense(3, name="pixelwise")],
         "second-activation": [L.Conv2D(2, 3, activation="relu"), L.Activation("sigmoid", name="twice")],
-        "relu6": [L.ReLU(max_value=6.0, name="relu6")],
+        "relu5": [L.ReLU(max_value=5.0, name="relu5")],
         "activation-first": [L.Activation("relu", name="first")],
         "leaky-relu": [L.Conv2D(2, 3), L.LeakyReLU(name="leaky")],
         "flatten-last": [L.Conv2D(2, 3), L.Flatten()],
@@ -88,9 +111,15 @@ def refusal(case: str) -> str:
     from nets.errors import UserError
     from nets.keras_import import import_model
     keras = _keras()
-    if case == "functional":
-        inp = keras.Input((8, 8, 1))
-        model = keras.Model(inp, keras.layers.Conv2D(2, 3)(inp))
+    L = keras.layers
+    if case == "shared-layer":
+        inp = keras.Input((8, 8, 2))
+        conv = L.Conv2D(2, 3, padding="same", name="twice_used")
+        model = keras.Model(inp, conv(conv(inp)))
+    elif case == "branch-activation":   # the conv's output is read by the add too: relu cannot fold into it
+        inp = keras.Input((8, 8, 2))
+        a = L.Conv2D(2, 3, padding="same", name="c")(inp)
+        model = keras.Model(inp, L.Add()([a, L.Activation("relu", name="act")(a)]))
     else:
         layers = _refusals(keras.layers)[case]
         layers, shape = layers if isinstance(layers, tuple) else (layers, (8, 8, 2))

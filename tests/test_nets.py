@@ -60,7 +60,7 @@ def test_layer_shapes_with_stride_and_padding():
 
 def test_bad_specs_are_refused():
     with pytest.raises(ValueError, match="activation"):
-        Conv("c", "tanh")
+        Conv("c", "softmax")
     with pytest.raises(ValueError, match="larger than the padded input"):
         Net("n", (1, 4, 4), (Conv("c", out_channels=1, kernel=(5, 5)),))
     with pytest.raises(ValueError, match="unique"):

@@ -10,7 +10,7 @@ import time
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from nets import Net
+from nets import Feature, LayerKind, Net
 
 from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
 from ..host import cpu_name
@@ -19,6 +19,10 @@ from ..host import cpu_name
 def _activate(y: np.ndarray, name: str) -> np.ndarray:
     if name == "relu":
         np.maximum(y, 0, out=y)
+    elif name == "relu6":
+        np.clip(y, 0, 6, out=y)
+    elif name == "tanh":
+        np.tanh(y, out=y)
     elif name == "sigmoid":
         # exp(-y) overflows to inf for y < -88 in float32; clip keeps it quiet and exact enough
         np.negative(y, out=y)
@@ -29,15 +33,27 @@ def _activate(y: np.ndarray, name: str) -> np.ndarray:
     return y
 
 
-def _conv(x, weight, bias, stride, pad):
-    n, c, h, w = x.shape
-    k, _, fh, fw = weight.shape
-    if pad != (0, 0):
-        x = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
-    win = sliding_window_view(x, (fh, fw), axis=(2, 3))[:, :, ::stride[0], ::stride[1]]  # N,C,OH,OW,FH,FW
+def _pad(x, pad, value=0.0):
+    """x padded by (rows, cols) or (top, left, bottom, right)."""
+    top, left, bottom, right = tuple(pad) * 2 if len(pad) == 2 else tuple(pad)
+    if not (top or left or bottom or right):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=value)
+
+
+def _conv(x, weight, bias, stride, pad, groups=1):
+    n, c, h, w = _pad(x, pad).shape
+    k, cg, fh, fw = weight.shape
+    win = sliding_window_view(_pad(x, pad), (fh, fw), axis=(2, 3))[:, :, ::stride[0], ::stride[1]]  # N,C,OH,OW,FH,FW
     oh, ow = win.shape[2], win.shape[3]
-    cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * fh * fw)   # im2col, one row per output pixel
-    y = cols @ weight.reshape(k, -1).T                                          # (N*OH*OW, K)
+    if groups == 1:
+        cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * fh * fw)   # im2col, a row per output pixel
+        y = cols @ weight.reshape(k, -1).T                                          # (N*OH*OW, K)
+    else:   # one im2col and GEMM per group, batched: (G, N*OH*OW, C/g*FH*FW) @ (G, C/g*FH*FW, K/g)
+        cols = win.reshape(n, groups, cg, oh, ow, fh, fw).transpose(1, 0, 3, 4, 2, 5, 6)
+        cols = cols.reshape(groups, n * oh * ow, cg * fh * fw)
+        wg = weight.reshape(groups, k // groups, cg * fh * fw).transpose(0, 2, 1)
+        y = np.matmul(cols, wg).transpose(1, 0, 2).reshape(n * oh * ow, k)
     y += bias
     return np.ascontiguousarray(y.reshape(n, oh, ow, k).transpose(0, 3, 1, 2))
 
@@ -60,18 +76,29 @@ def _pool(x, kernel, stride, combine):
     return y
 
 
-def _layer(layer, params, x):
-    if layer.kind == "conv":
-        y = _conv(x, params["weight"], params["bias"], tuple(layer.stride), tuple(layer.pad))
-    elif layer.kind == "subsample":
+def _layer(layer, params, xs):
+    """Layer `layer` on its inputs `xs` (a list, one array per input)."""
+    x = xs[0]
+    if layer.kind == LayerKind.CONV:
+        y = _conv(x, params["weight"], params["bias"], tuple(layer.stride), tuple(layer.pad), layer.groups)
+    elif layer.kind == LayerKind.SUBSAMPLE:
         y = _pool(x, layer.kernel, layer.stride, np.add)
         y *= (params["coeff"] / np.float32(layer.kernel[0] * layer.kernel[1]))[None, :, None, None]
         y += params["bias"][None, :, None, None]
-    elif layer.kind == "maxpool":
-        y = _pool(x, layer.kernel, layer.stride, np.maximum)
-    elif layer.kind == "dense":
+    elif layer.kind == LayerKind.MAXPOOL:
+        y = _pool(_pad(x, layer.pad, -np.inf), layer.kernel, layer.stride, np.maximum)
+    elif layer.kind == LayerKind.DENSE:
         y = x.reshape(len(x), -1) @ params["weight"]
         y += params["bias"]
+    elif layer.kind == LayerKind.ADD:
+        y = np.array(x)
+        for other in xs[1:]:
+            y += other
+    elif layer.kind == LayerKind.GLOBAL_AVGPOOL:
+        y = x.mean(axis=(2, 3), keepdims=True, dtype=np.float32)
+    elif layer.kind == LayerKind.BATCHNORM:
+        s = params["scale"] / np.sqrt(params["var"] + np.float32(layer.eps))
+        y = x * s[None, :, None, None] + (params["bias"] - params["mean"] * s)[None, :, None, None]
     else:
         raise ValueError(f"numpy backend: unknown layer kind {layer.kind!r}")
     return _activate(y, layer.activation)
@@ -84,38 +111,57 @@ class NumpyNet(PreparedNet):
         self.memory_bytes = sum(a.nbytes for p in self.params for a in p.values())
         self._x = None
         self._y = None
+        self._last_reader = [0] * len(net.layers)
+        for i in range(len(net.layers)):
+            for s in net.sources(i):
+                if s >= 0:
+                    self._last_reader[s] = i
 
     def load_input(self, x):
         self._x = x
 
+    def _walk(self, x, timings=None, keep=False) -> list:
+        """Every layer's output, each layer fed the outputs it names; with
+        `timings`, each layer timed into it.  Unless `keep`, an output is let
+        go once its last reader has run (like the chain before: one or two live)."""
+        outs = []
+        for i, (layer, params) in enumerate(zip(self.net.layers, self.params)):
+            xs = [x if s < 0 else outs[s] for s in self.net.sources(i)]
+            t0 = time.perf_counter()
+            outs.append(_layer(layer, params, xs))
+            if timings is not None:
+                ms = (time.perf_counter() - t0) * 1e3
+                timings.append(LayerTiming(layer.name, ms, None, [Step(layer.kind.value, ms, "wall")]))
+            if not keep:
+                for s in self.net.sources(i):
+                    if s >= 0 and self._last_reader[s] == i:
+                        outs[s] = None
+        return outs
+
     def run(self):
-        x = self._x
-        for layer, params in zip(self.net.layers, self.params):
-            x = _layer(layer, params, x)
-        self._y = x
+        self._y = self._walk(self._x)[-1]
 
     def fetch_output(self):
         return self._y
 
     def run_timed(self):
-        x = self._x
         timings = []
-        for layer, params in zip(self.net.layers, self.params):
-            t0 = time.perf_counter()
-            x = _layer(layer, params, x)
-            ms = (time.perf_counter() - t0) * 1e3
-            timings.append(LayerTiming(layer.name, ms, None, [Step(layer.kind, ms, "wall")]))
-        self._y = x
+        self._y = self._walk(self._x, timings)[-1]
         return timings
 
     def run_layer(self, index, x):
-        x = self.check_input(x, index)
-        return _layer(self.net.layers[index], self.params[index], x)
+        xs = list(x) if isinstance(x, (list, tuple)) else [x]
+        return _layer(self.net.layers[index], self.params[index], [self.check_input(a, index) for a in xs])
+
+    def layer_outputs(self, x):
+        return self._walk(self.check_input(x), keep=True)
 
 
 class NumpyBackend(Backend):
     name = "numpy"
     summary = "CPU reference: pure numpy float32, convolution as im2col + GEMM"
+    supported_kinds = frozenset(LayerKind)     # the reference runs every net
+    supported_features = frozenset(Feature)
 
     def info(self):
         # numpy's BLAS does the GEMMs, so it is part of what is measured

@@ -1,0 +1,70 @@
+"""Batch normalisation folded into the convolution before it, for inference.
+
+A convolution y = w * x + b followed by (y - mean) / sqrt(var + eps) * scale + bias
+is one convolution with
+    w' = w * s,   b' = (b - mean) * s + bias,   s = scale / sqrt(var + eps)
+per output channel (exact algebra; done in float64, stored in float32).
+
+A batch normalisation folds when it reads a convolution (or a dense layer)
+that has no activation of its own and that no other layer reads; the folded
+layer keeps the convolution's name, takes the normalisation's activation,
+and the layers that read the normalisation read it instead.  One that does
+not fold stays a BatchNorm layer: the reference runs it, other backends say
+UNSUPPORTED.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .spec import NET_INPUT, LayerKind, Net
+
+_FOLDS_INTO = (LayerKind.CONV, LayerKind.DENSE)
+
+
+def fold_batchnorm(net: Net, weights: dict[str, np.ndarray]) -> tuple[Net, dict[str, np.ndarray]]:
+    """`net` with every foldable batch normalisation folded away, and its weights."""
+    readers = [0] * len(net.layers)
+    for i in range(len(net.layers)):
+        for s in net.sources(i):
+            if s >= 0:
+                readers[s] += 1
+    weights = dict(weights)
+    replaced: dict[int, object] = {}    # index of a folded conv -> its new spec
+    renamed: dict[str, str] = {}        # a folded batch norm's name -> its conv's
+    dropped: set[int] = set()
+    for i, layer in enumerate(net.layers):
+        if layer.kind != LayerKind.BATCHNORM:
+            continue
+        (src,) = net.sources(i)
+        before = net.layers[src] if src >= 0 else None
+        if (before is None or before.kind not in _FOLDS_INTO or before.activation != "none"
+                or readers[src] != 1 or src in replaced):
+            continue
+        scale = np.asarray(weights.pop(f"{layer.name}.scale"), np.float64)
+        shift = np.asarray(weights.pop(f"{layer.name}.bias"), np.float64)
+        mean = np.asarray(weights.pop(f"{layer.name}.mean"), np.float64)
+        var = np.asarray(weights.pop(f"{layer.name}.var"), np.float64)
+        s = scale / np.sqrt(var + layer.eps)
+        w = np.asarray(weights[f"{before.name}.weight"], np.float64)
+        b = np.asarray(weights[f"{before.name}.bias"], np.float64)
+        # a conv's weight is (K, C/g, FH, FW), a dense layer's (in, K): scale each output channel
+        w = w * (s[:, None, None, None] if before.kind == LayerKind.CONV else s[None, :])
+        weights[f"{before.name}.weight"] = w.astype(np.float32)
+        weights[f"{before.name}.bias"] = ((b - mean) * s + shift).astype(np.float32)
+        replaced[src] = dataclasses.replace(before, activation=layer.activation)
+        renamed[layer.name] = before.name
+        dropped.add(i)
+    if not dropped:
+        return net, weights
+    layers = []
+    for i, layer in enumerate(net.layers):
+        if i in dropped:
+            continue
+        # every input by name, so dropping a layer cannot change what "the layer before" is
+        names = tuple(renamed.get(n, n) for n in (net.layers[s].name if s >= 0 else NET_INPUT
+                                                  for s in net.sources(i)))
+        default = (layers[-1].name if layers else NET_INPUT,)
+        layers.append(dataclasses.replace(replaced.get(i, layer), inputs=() if names == default else names))
+    return dataclasses.replace(net, layers=tuple(layers)), weights

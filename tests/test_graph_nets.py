@@ -1,0 +1,153 @@
+"""The built-in graph nets (ResNet-18, MobileNet-v2) against their papers'
+tables and counts worked out by hand; the new layer kinds and options; and
+every backend but the reference saying UNSUPPORTED, naming the layer kind."""
+import numpy as np
+import pytest
+
+import backends
+from backends.reference.numpy_backend import NumpyNet
+from compare import oracle
+from compare.checking import compare_arrays
+from compare.cli import main
+from nets.errors import Unsupported
+from conftest import backend_or_skip
+from nets import (LENET, MOBILENET_V2, RESNET18, VGG16, Add, Conv, Dense, Feature, GlobalAvgPool, LayerKind, MaxPool,
+                  Net, get_net)
+from nets.weights import init_weights, make_input
+
+
+def _shapes(net):
+    return {layer.name: net.out_shape(i) for i, layer in enumerate(net.layers)}
+
+
+def test_resnet18_follows_table_1():
+    shapes = _shapes(RESNET18)
+    # output sizes of table 1: conv1 112, conv2_x 56, conv3_x 28, conv4_x 14, conv5_x 7
+    assert shapes["conv1"] == (64, 112, 112) and shapes["conv2_pool"] == (64, 56, 56)
+    assert shapes["conv2_2"] == (64, 56, 56) and shapes["conv3_2"] == (128, 28, 28)
+    assert shapes["conv4_2"] == (256, 14, 14) and shapes["conv5_2"] == (512, 7, 7)
+    assert shapes["avgpool"] == (512, 1, 1) and shapes["fc"] == (1000,)
+    # 17 convolutions and the fc are the 18 layers; 3 projections; 8 adds
+    kinds = [layer.kind for layer in RESNET18.layers]
+    assert kinds.count("conv") == 17 + 3 and kinds.count("add") == 8 and kinds.count(LayerKind.DENSE) == 1
+    assert RESNET18.layers[RESNET18.layer_index("conv3_1")].inputs == ("conv3_1b", "conv3_1_proj")
+    assert RESNET18.layers[RESNET18.layer_index("conv2_1")].inputs == ("conv2_1b", "conv2_pool")
+
+
+def test_resnet18_parameters_and_flops():
+    # torchvision's 11,689,512 counts two batch-norm parameters per channel; folded, a conv has one
+    # bias per channel instead: 64 + 4*64 + (4*128 + 128) + (4*256 + 256) + (4*512 + 512) = 4,800 channels
+    assert RESNET18.params() == 11_689_512 - 4_800
+    conv1 = RESNET18.layers[0].flops(RESNET18.in_shape(0))
+    assert conv1 == 2 * 64 * 3 * 7 * 7 * 112 * 112
+    add = RESNET18.layer_index("conv2_1")
+    assert RESNET18.layers[add].flops(RESNET18.in_shape(add)) == 64 * 56 * 56      # one add per element
+    assert 3.6e9 < RESNET18.flops() < 3.7e9                                        # "1.8 x 10^9" multiply-adds
+
+
+def test_mobilenet_v2_follows_table_2():
+    shapes = _shapes(MOBILENET_V2)
+    assert shapes["conv2d_1"] == (32, 112, 112)
+    # each row's last block: output channels c at the table's sizes
+    assert shapes["bottleneck1_1_project"] == (16, 112, 112)
+    assert shapes["bottleneck2_2_add"] == (24, 56, 56)
+    assert shapes["bottleneck3_3_add"] == (32, 28, 28)
+    assert shapes["bottleneck4_4_add"] == (64, 14, 14)
+    assert shapes["bottleneck5_3_add"] == (96, 14, 14)
+    assert shapes["bottleneck6_3_add"] == (160, 7, 7)
+    assert shapes["bottleneck7_1_project"] == (320, 7, 7)
+    assert shapes["conv2d_2"] == (1280, 7, 7) and shapes["avgpool"] == (1280, 1, 1) and shapes["conv2d_3"] == (1000,)
+    dw = MOBILENET_V2.layers[MOBILENET_V2.layer_index("bottleneck2_1_depthwise")]
+    assert dw.groups == dw.out_channels == 96 and dw.stride == (2, 2) and dw.activation == "relu6"
+    assert sum(layer.kind == "add" for layer in MOBILENET_V2.layers) == 10   # 1 + 2 + 3 + 2 + 2 of rows 2-6
+
+
+def test_mobilenet_v2_parameters_and_flops():
+    # torchvision's 3,504,872 less one parameter per batch-normalised channel (17,056 of them)
+    assert MOBILENET_V2.params() == 3_504_872 - 17_056
+    i = MOBILENET_V2.layer_index("bottleneck2_1_depthwise")
+    # depthwise: each of 96 kernels reads 1 channel, 3x3, at 56x56
+    assert MOBILENET_V2.layers[i].flops(MOBILENET_V2.in_shape(i)) == 2 * 96 * 1 * 9 * 56 * 56
+    assert 0.59e9 < MOBILENET_V2.flops() < 0.61e9                                 # "300M" multiply-adds
+
+
+def test_compare_nets_lists_them(capsys):
+    assert main(["nets"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]
+    assert names == ["lenet", "vgg16", "resnet18", "mobilenet-v2"]
+    assert get_net("mobilenet-v2") is MOBILENET_V2
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet-v2"])
+def test_compare_check_passes_layer_by_layer_and_end_to_end(name, capsys):
+    assert main(["check", "--net", name, "--backends", "numpy"]) == 0, capsys.readouterr().err
+
+
+def test_new_kinds_and_options_by_hand():
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    # asymmetric padding: one row on top, none at the bottom, a column on the right
+    conv = Conv("c", out_channels=1, kernel=(2, 2), pad=(1, 0, 0, 1))
+    assert conv.padding == (1, 0, 0, 1) and conv.out_shape((1, 4, 4)) == (1, 4, 4)
+    assert Conv("s", pad=(2, 1, 2, 1)).pad == (2, 1)        # symmetric: kept as (rows, cols)
+    y = oracle.conv(x, np.ones((1, 1, 2, 2)), [0.0], pad=conv.pad)
+    # the top-left window holds the padding row and x[0, 0:2]; the bottom-right x[2:4, 3] and the padding column
+    assert y[0, 0, 0, 0] == 0 + 1 and y[0, 0, 3, 3] == 11 + 15
+    # max-pool padding never wins, even over negative values
+    assert oracle.maxpool(-x - 1, kernel=(3, 3), stride=(2, 2), pad=(1, 1))[0, 0, 0, 0] == -1
+    # grouped: two groups of one channel each, each kernel sees only its own channel
+    two = np.concatenate([x, 10 * x], axis=1)
+    y = oracle.conv(two, np.ones((2, 1, 1, 1)), [0, 0], groups=2)
+    np.testing.assert_array_equal(y, two)
+    assert oracle.activate(np.array([-1.0, 3.0, 7.0]), "relu6").tolist() == [0, 3, 6]
+    assert oracle.global_avgpool(x).reshape(-1).tolist() == [7.5]
+
+
+def test_graph_specs_are_checked():
+    with pytest.raises(ValueError, match="names the two or more layers"):
+        Add("a", inputs=("x",))
+    with pytest.raises(ValueError, match="neither 'input' nor a layer before it"):
+        Net("n", (1, 4, 4), (Conv("c", pad=(1, 1)), Add("a", inputs=("c", "later")), Conv("later", pad=(1, 1))))
+    with pytest.raises(ValueError, match="adds inputs of different shapes"):
+        Net("n", (1, 4, 4), (Conv("c", out_channels=2, pad=(1, 1)), Add("a", inputs=("c", "input"))))
+    with pytest.raises(ValueError, match="do not split into 3 groups"):
+        Net("n", (4, 4, 4), (Conv("c", out_channels=3, groups=3),))
+    with pytest.raises(ValueError, match="windows of padding alone"):
+        MaxPool("m", kernel=(2, 2), pad=(2, 2))
+
+
+def test_the_features_a_layer_uses():
+    net = Net("n", (4, 6, 6), (Conv("c", "relu6", out_channels=4, pad=(1, 0, 0, 1), groups=2),
+                               MaxPool("m", kernel=(3, 3), pad=(1, 1)),
+                               Conv("d", "tanh", inputs=("c",), out_channels=4, kernel=(1, 1)),
+                               GlobalAvgPool("g"), Dense("f", out_features=3)))
+    assert net.layer_features(0) == {Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.RELU6}
+    assert net.layer_features(1) == {Feature.POOL_PAD}
+    assert net.layer_features(2) == {Feature.GRAPH, Feature.TANH}
+    assert not net.is_chain and LENET.is_chain and VGG16.is_chain
+    assert not any(LENET.layer_features(i) or VGG16.layer_features(i) for i in range(6))
+
+
+@pytest.mark.parametrize("name", [n for n in backends.names() if n != "numpy"])
+def test_every_other_backend_refuses_a_graph_naming_the_kind(name):
+    # the one check in backends/base.py, before any work: no device time is spent
+    backend = backend_or_skip(name)
+    net = Net("g", (2, 5, 5), (Conv("c", out_channels=2, pad=(1, 1)), Add("sum", inputs=("c", "input"))))
+    with pytest.raises(Unsupported, match=f"layer sum is a add layer, which {name} cannot run yet"):
+        backend.prepare(net, init_weights(net), 1)
+    with pytest.raises(Unsupported, match=r"layer c \(conv\) uses grouped convolution"):
+        backend.prepare(Net("d", (2, 5, 5), (Conv("c", out_channels=2, groups=2),)), {}, 1)
+
+
+def test_the_reference_keeps_only_what_is_still_read():
+    weights, x = init_weights(RESNET18), make_input(RESNET18, 1)
+    prepared = NumpyNet(RESNET18, weights, 1)
+    outs = prepared.layer_outputs(x)
+    assert len(outs) == len(RESNET18.layers) and all(o is not None for o in outs)
+    assert compare_arrays(prepared.forward(x), oracle.forward(RESNET18, weights, x)[-1]).passed
+
+
+def test_tuning_a_net_no_tuned_backend_runs_is_refused_in_one_line(capsys):
+    assert main(["tune", "--net", "resnet18", "--show"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot tune for resnet18: layer conv2_pool (maxpool) uses max-pool padding")
+    assert err.count("\n") == 1

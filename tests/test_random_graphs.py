@@ -1,0 +1,105 @@
+"""Random small graphs with the newer layer kinds, on the reference against
+the float64 oracle, and with batch norms folded against the unfolded graph.
+
+Hypothesis draws 1-5 spatial layers, each reading the layer before or, with
+some chance, any earlier output of the same shape: convolutions with groups
+(1, depthwise, or a divisor of the channels), strides 1-2 and asymmetric
+padding 0-2 per side; max-pools with padding; adds of two earlier outputs
+of one shape; an optional batch norm after a convolution; every activation;
+then a global average pool or not, and a dense tail or not.  Few examples,
+so the suite stays fast; COMPARE_RANDOM_NETS=N draws N instead.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+from hypothesis import given, note, settings, strategies as st
+
+from backends.reference.numpy_backend import NumpyNet
+from compare import oracle
+from compare.checking import compare_arrays
+from nets import ACTIVATIONS, NET_INPUT, Add, BatchNorm, Conv, Dense, GlobalAvgPool, LayerKind, MaxPool, Net
+from nets.batchnorm import fold_batchnorm
+from nets.weights import init_weights
+
+EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "15"))
+
+
+@st.composite
+def graphs(draw, with_batchnorm: bool = False) -> tuple[Net, int, int]:
+    integer = lambda lo, hi: draw(st.integers(lo, hi))   # noqa: E731
+    c = integer(1, 6)
+    outputs = {NET_INPUT: (c, integer(3, 9), integer(3, 9))}   # name -> shape per image
+    layers, previous = [], NET_INPUT
+    for i in range(integer(1, 5)):
+        name, shape = f"l{i}", outputs[previous]
+        same = [n for n, s in outputs.items() if s == shape and n != previous]
+        kind = draw(st.sampled_from(["conv", "conv", "maxpool", "add"] if same else ["conv", "conv", "maxpool"]))
+        activation = draw(st.sampled_from(ACTIVATIONS))
+        reads = (previous,)
+        if kind == "add":
+            layer = Add(name, activation, inputs=(previous, draw(st.sampled_from(same))))
+        elif kind == "conv":
+            cin, h, w = shape
+            groups = draw(st.sampled_from(sorted({1, cin} | {g for g in range(2, cin) if cin % g == 0})))
+            pad = tuple(integer(0, 2) for _ in range(4))
+            kernel = (integer(1, min(3, h + pad[0] + pad[2])), integer(1, min(3, w + pad[1] + pad[3])))
+            layer = Conv(name, activation, inputs=reads, out_channels=groups * integer(1, 3), kernel=kernel,
+                         stride=(integer(1, 2), integer(1, 2)), pad=pad, groups=groups)
+        else:
+            _, h, w = shape
+            kernel = (integer(1, min(3, h)), integer(1, min(3, w)))
+            pad = (integer(0, kernel[0] - 1), integer(0, kernel[1] - 1), integer(0, kernel[0] - 1),
+                   integer(0, kernel[1] - 1))
+            layer = MaxPool(name, activation, inputs=reads, kernel=kernel, stride=(integer(1, 2), integer(1, 2)),
+                            pad=pad)
+        layers.append(layer)
+        outputs[name] = layer.out_shape(shape)
+        if with_batchnorm and kind == "conv" and draw(st.booleans()):
+            layers[-1] = dataclasses.replace(layer, activation="none")
+            layers.append(BatchNorm(f"bn{i}", activation, eps=1e-3))
+            outputs[f"bn{i}"] = outputs.pop(name)   # the norm alone reads its conv, so it folds
+            name = f"bn{i}"
+        # the next layer reads this one, or now and then an earlier output (a skip)
+        previous = name if draw(st.integers(0, 3)) else draw(st.sampled_from(sorted(outputs)))
+    if draw(st.booleans()):
+        layers.append(GlobalAvgPool("gap", inputs=(layers[-1].name,)))
+    if draw(st.booleans()):
+        layers.append(Dense("fc", draw(st.sampled_from(ACTIVATIONS)), inputs=(layers[-1].name,),
+                            out_features=integer(1, 5)))
+    net = Net("random-graph", outputs[NET_INPUT], tuple(layers))
+    return net, integer(1, 3), integer(0, 2 ** 16 - 1)
+
+
+def _input(net: Net, batch: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((batch,) + tuple(net.input_shape)).astype(np.float32)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, database=None)
+@given(case=graphs())
+def test_the_reference_runs_random_graphs_as_the_oracle_does(case):
+    net, batch, seed = case
+    note(repr(net))
+    weights, x = init_weights(net, seed), _input(net, batch, seed)
+    ref = oracle.forward(net, weights, x)
+    prepared = NumpyNet(net, weights, batch)
+    for i, layer in enumerate(net.layers):
+        inputs = [x if s < 0 else ref[s].astype(np.float32) for s in net.sources(i)]
+        got = prepared.run_layer(i, inputs if len(inputs) > 1 else inputs[0])
+        assert compare_arrays(got, ref[i]).passed, f"layer {layer.name} ({layer.kind}) alone"
+    assert compare_arrays(prepared.forward(x), ref[-1]).passed, "end to end"
+
+
+@settings(max_examples=EXAMPLES, deadline=None, database=None)
+@given(case=graphs(with_batchnorm=True))
+def test_folding_batch_norms_keeps_the_output(case):
+    net, batch, seed = case
+    note(repr(net))
+    weights, x = init_weights(net, seed), _input(net, batch, seed)
+    folded, folded_weights = fold_batchnorm(net, weights)
+    assert not any(layer.kind == LayerKind.BATCHNORM for layer in folded.layers)   # each follows its own conv
+    unfolded_out = oracle.forward(net, weights, x)[-1]
+    assert compare_arrays(oracle.forward(folded, folded_weights, x)[-1], unfolded_out, tol=1e-6).passed
+    assert compare_arrays(NumpyNet(folded, folded_weights, batch).forward(x), unfolded_out).passed
