@@ -5,6 +5,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from . import analysis as an
+from .intervals import ratio_interval
 from .results import BackendResult, RunResult, Samples
 
 DASH = "—"
@@ -120,10 +121,22 @@ def check_table(res: RunResult) -> str:
 def modes_rows(res: RunResult):
     """Every mode of the backends that have several (a peer: eager, graph replay,
     XLA...) as (headers, rows); the fastest is the one every other table uses."""
-    rows = [[b.name, m.name, m.status, fmt_ms(m.compute), fmt_err(m.rel_l2),
+    rows = [[b.name, m.name, m.status, fmt_ms(m.compute), _used_over(b, m), fmt_err(m.rel_l2),
              "used (fastest)" if m.name == b.mode else reason_line(m)]
             for b in res.backends for m in b.modes]
-    return (["backend", "mode", "status", "compute ms", "rel L2", "note"], rows) if rows else None
+    headers = ["backend", "mode", "status", "compute ms", "used mode's speedup over it", "rel L2", "note"]
+    return (headers, rows) if rows else None
+
+
+def _used_over(b: BackendResult, m) -> str:
+    """How much faster the mode in use was than mode `m`, with its interval (CLBlast tuned
+    against its database, say).  The modes were timed one after the other in one process,
+    not interleaved, so a drift of the machine between them would show here."""
+    used = next((u for u in b.modes if u.name == b.mode), None)
+    if used is None or used.compute is None or m.compute is None or m is used:
+        return DASH
+    return fmt_speedup(m.compute.median / used.compute.median,
+                       ratio_interval(m.compute.values, used.compute.values))
 
 
 def modes_table(res: RunResult) -> str | None:

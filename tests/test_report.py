@@ -216,3 +216,21 @@ def test_the_headline_holds_each_file_against_its_fastest_clblast(tmp_path):
     assert rows["clblast-best"] == ["—", "—", "2.500", "1.00x (reference)"]   # not in the first file
     assert rows["torch"] == ["UNAVAILABLE", "—", "UNAVAILABLE", "—"]
     assert _markdown_table((tmp_path / "out" / "report.md").read_text(), "## Headline") == rows
+
+
+def test_modes_table_gives_the_used_modes_speedup_over_each_other_mode_with_its_interval():
+    from compare.tables import modes_rows
+    d = small_results_dict()
+    clb = d["backends"][1]
+    tuned = Samples.of([3.9, 4.0, 4.0, 4.1]).__dict__
+    database = Samples.of([4.9, 5.0, 5.0, 5.1]).__dict__
+    clb["mode"] = "tuned"
+    clb["modes"] = [{"name": "tuned", "status": "OK", "rel_l2": 1e-7, "compute": tuned},
+                    {"name": "database", "status": "OK", "rel_l2": 1e-7, "compute": database},
+                    {"name": "broken", "status": "FAILED", "reason": "no"}]
+    headers, rows = modes_rows(decode(RunResult, d))
+    col = headers.index("used mode's speedup over it")
+    by_mode = {r[1]: r[col] for r in rows}
+    assert by_mode["tuned"] == "—" and by_mode["broken"] == "—"
+    low, high = (float(x) for x in by_mode["database"].split("[")[1].rstrip("]").split(","))
+    assert by_mode["database"].startswith("1.25x") and 1.0 < low <= 1.25 <= high
