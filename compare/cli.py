@@ -396,7 +396,6 @@ def cmd_tune(args) -> int:
     from backends.opencl.runtime import get_runtime
 
     from . import device_cache, tune
-    from .tune_tiles import tune_tiles
     if not args.budget_s > 0:
         raise UserError(f"--budget-s must be a positive number of seconds, not {args.budget_s}")
     nets_ = [n.strip() for n in args.net.split(",") if n.strip()]
@@ -430,7 +429,7 @@ def cmd_tune(args) -> int:
             search, verified = tune.tune_clblast(rt, loaded, batch, args.budget_s - tiles_s, jobs, progress.update,
                                                  args.verify_only)
         if "tiles" in scopes:
-            tiles, rows = tune_tiles(rt, loaded, [batch or n.default_batch for n in loaded], tiles_s,
+            tiles, rows = tune.tune_tiles(rt, loaded, [batch or n.default_batch for n in loaded], tiles_s,
                                      progress.update)
     finally:
         progress.done()

@@ -1,6 +1,6 @@
 """`compare tune`: CLBlast tuned as CLBlast means it, and our tiles, under
 a time budget.  The searches themselves belong to their backends
-(backends/clblast/search.py, compare/tune_tiles.py); this module splits the
+(backends/clblast/search.py, backends/handwritten/tiles_search.py); this module splits the
 budget, shows progress, and prints the depth reached (`--show`).
 
 Budget: the CLBlast scope gets its share for the search of every problem
@@ -18,11 +18,26 @@ from backends.clblast.record import DeviceId, ProblemRecord, Store
 from backends.clblast.search import VERIFY_SHARE, Search, SearchFailed, verify_net
 from backends.clblast.space import limits_from_device
 from backends.clblast.tuned import clblast_version
+from backends.handwritten import tiles_search
 from backends.opencl.runtime import device_index
 
 from nets.errors import UserError
 
+from . import oracle
+from .checking import compare_arrays
+
 SCOPES = ("clblast", "tiles")
+
+
+def _oracle_checker(one, weights, x):
+    """A test of a tile candidate's output against the float64 oracle, as every backend's is checked."""
+    ref = oracle.forward(one, weights, x)[-1]
+    return lambda out: compare_arrays(out, ref).passed
+
+
+def tune_tiles(rt, nets, batches: list[int], budget_s: float, progress):
+    """vectorised-tiled's tiles on every conv layer of the nets, each candidate checked against the oracle."""
+    return tiles_search.tune_tiles(rt, nets, batches, budget_s, _oracle_checker, progress)
 
 
 def net_problems(nets, batch: int | None) -> dict:

@@ -1,7 +1,8 @@
-"""`compare tune`'s search of our own kernels: every tile and split of
-`vectorised-tiled` on each conv layer of the nets, each candidate's output
-checked against the float64 oracle, the fastest kept per layer and device
-(backends/handwritten/tiles_tuned.py reads it back).  As fair to our kernels
+"""The search of our own kernels' tiles (`compare tune --scope tiles`):
+every tile and split of `vectorised-tiled` on each conv layer of the nets,
+each candidate's output checked by the caller's `checker_for` (the harness
+checks it against the float64 oracle, which lives above this layer), the
+fastest kept per layer and device (tiles_tuned.py reads it back).  As fair to our kernels
 as the tuners are to CLBlast's, and under the same kind of budget: the cost
 model's own choice is timed first, so a layer always has a measured answer.
 
@@ -17,16 +18,19 @@ import time
 
 import numpy as np
 
-from backends.handwritten.tiled import TiledNet
-from backends.handwritten.tiled_plan import MAX_SPLIT, TILES, slice_length
-from backends.handwritten.tiles_tuned import layer_key
-from backends.opencl.runtime import KernelBuildError
+from typing import Callable
+
 from nets import Net
 from nets.errors import Unsupported, UserError
 from nets.weights import init_weights, make_input
 
-from . import oracle
-from .checking import compare_arrays
+from ..opencl.runtime import KernelBuildError
+from .tiled import TiledNet
+from .tiled_plan import MAX_SPLIT, TILES, slice_length
+from .tiles_tuned import layer_key
+
+# (the one-layer net, its weights, its input) -> a test of a candidate's output, made once per layer
+CheckerFor = Callable[[Net, dict, np.ndarray], Callable[[np.ndarray], bool]]
 
 REPEATS = 5
 CAP_S = 0.5
@@ -60,11 +64,11 @@ def _candidates(one: Net, batch: int, model: tuple) -> list[tuple]:
     return [model] + [c for c in every if c != model]
 
 
-def search(rt, one: Net, batch: int, seconds: float, progress=lambda s: None) -> dict:
+def search(rt, one: Net, batch: int, seconds: float, checker_for: CheckerFor, progress=lambda s: None) -> dict:
     """The candidates of one layer timed for at most `seconds`: the fastest, and the model's."""
     weights = init_weights(one, 0)
     x = make_input(one, batch, 0)
-    ref = oracle.forward(one, weights, x)[-1]
+    is_correct = checker_for(one, weights, x)
     model = TiledNet(rt, one, weights, batch)
     op = model.ops[0]
     while hasattr(op, "op"):   # the first and last ops are wrapped with the layout conversions
@@ -83,7 +87,7 @@ def search(rt, one: Net, batch: int, seconds: float, progress=lambda s: None) ->
             refused += 1
             continue
         try:
-            if not compare_arrays(prepared.forward(x), ref).passed:   # a wrong candidate is never kept
+            if not is_correct(prepared.forward(x)):   # a wrong candidate is never kept
                 refused += 1
                 continue
             runs = []
@@ -106,14 +110,15 @@ def search(rt, one: Net, batch: int, seconds: float, progress=lambda s: None) ->
                       "ms": None if model_ms is None else round(model_ms, 5)}}
 
 
-def tune_tiles(rt, nets: list[Net], batches: list[int], budget_s: float, progress=lambda s: None):
+def tune_tiles(rt, nets: list[Net], batches: list[int], budget_s: float, checker_for: CheckerFor,
+               progress=lambda s: None):
     """Every conv layer of `nets` (at their batches) within `budget_s`: the
     tuning file's entry, and one table row per layer."""
     layers = [item for net, batch in zip(nets, batches) for item in conv_layers(net, batch)]
     start, found, rows = time.monotonic(), {}, []
     for i, (key, one, batch) in enumerate(layers):
         share = max((budget_s - (time.monotonic() - start)) / (len(layers) - i), 0.0)
-        got = search(rt, one, batch, share, progress)
+        got = search(rt, one, batch, share, checker_for, progress)
         found[key] = got
         model = got["model"]
         rows.append(["tiles", "vectorised-tiled", one.name, key, got["timed"] + got["refused"], got["timed"],
