@@ -81,8 +81,23 @@ def test_ctrl_c_during_tuning_keeps_what_was_measured_and_writes_nothing_half(fo
     for f in files:
         if f.is_file():
             assert json.loads(f.read_text())["schema"] == "clblast-compare/clblast-tuning"
-    left = subprocess.run(["pgrep", "-f", "backends.clblast.search_child"], capture_output=True, text=True)
-    assert not left.stdout.strip(), "search children still running after the interrupt"
+    assert not _search_children_of(cache), "search children still running after the interrupt"
+
+
+def _search_children_of(cache) -> list[str]:
+    """Pids of search children started for this cache folder (they inherit COMPARE_CACHE_DIR), so that
+    another suite's searches on the same machine are not counted."""
+    from pathlib import Path
+    mine = f"COMPARE_CACHE_DIR={cache}".encode()
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if (b"search_child" in (proc / "cmdline").read_bytes()
+                    and mine in (proc / "environ").read_bytes().split(b"\0")):
+                found.append(proc.name)
+        except OSError:   # gone meanwhile, or not ours to read
+            continue
+    return found
 
 
 def test_a_build_that_fails_because_a_signal_came_is_the_signal(monkeypatch):
