@@ -409,9 +409,15 @@ def cmd_tune(args) -> int:
         why = backends.backend_class("clblast").unsupported(net)
         if why:
             raise UserError(f"cannot tune for {net.name}: {why}")
+    as_tuner = [n.strip() for n in args.as_tuner.split(",") if n.strip()] if args.as_tuner else None
+    if as_tuner is not None:
+        if "tiles" in scopes and args.scope != "clblast,tiles":
+            raise UserError("--as-tuner searches CLBlast's Xgemm kernel alone; it takes --scope clblast")
+        scopes = ["clblast"]
+        tune.net_problems(loaded, batch, as_tuner)   # refused here, before the device is opened
     rt = get_runtime(args.device)
     if args.show:
-        print(tune.show(rt, loaded, batch))
+        print(tune.show(rt, loaded, batch, as_tuner))
         return 0
     if "clblast" in scopes:   # before the budget is spent, not after
         folder = tune.store_for(rt).folder
@@ -427,7 +433,7 @@ def cmd_tune(args) -> int:
     try:
         if "clblast" in scopes:
             search, verified = tune.tune_clblast(rt, loaded, batch, args.budget_s - tiles_s, jobs, progress.update,
-                                                 args.verify_only)
+                                                 args.verify_only, as_tuner)
         if "tiles" in scopes:
             tiles, rows = tune.tune_tiles(rt, loaded, [batch or n.default_batch for n in loaded], tiles_s,
                                      progress.update)
@@ -436,7 +442,7 @@ def cmd_tune(args) -> int:
     if search is not None:
         print(f"CLBlast: {search.tried_now} configurations tried this run, {len(verified)} problems verified; "
               f"written to {search.store.folder}")
-        print(tune.show(rt, loaded, batch))
+        print(tune.show(rt, loaded, batch, as_tuner))
     if tiles is not None:
         print(tune_tiles_table(rows))
         kept = device_cache.store(TILES_KIND, rt.info, tiles, "the tiles' cache")
@@ -589,6 +595,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, help="searches side by side (default: half the host's cores up to 8 on a "
                                             "GPU, 1 on a CPU device)")
     p.add_argument("--show", action="store_true", help="print how deep the tuning of this device went, and stop")
+    p.add_argument("--as-tuner", metavar="LAYERS",
+                   help="instead of the nets' problems, search these layers' im2col GEMMs (comma-separated names, or "
+                        "'all') as CLBlast's xgemm tuner runs them: the Xgemm kernel alone, column major, sizes "
+                        "rounded up to its tiles; to hold our search against the tuner's own figures")
     p.add_argument("--verify-only", action="store_true",
                    help="search nothing: spend the budget re-timing what was found against CLBlast's database")
     _add_device_option(p)

@@ -5,7 +5,7 @@ overhead), 7.3 (useful time); and the roofline's share per layer."""
 from __future__ import annotations
 
 from . import analysis as an
-from . import roofline
+from . import kinds, roofline
 from .intervals import ratio_interval
 from .modes import times
 from .published import FIGURES, SOURCE
@@ -44,6 +44,22 @@ def speedup_table(res: RunResult, token: str) -> Table | None:
                 + [fmt_speedup(r, ci) for r, ci in zip(s.with_transfers, s.with_transfers_intervals)])
     rows.append(["geometric mean of layers"] + [fmt_ratio(r) for r in s.geomean])
     return ["layer"] + s.backends, rows
+
+
+def kind_table(res: RunResult) -> Table | None:
+    """Per backend, its time on each kind of layer (summed over those layers) and
+    its speedup over CLBlast at its best there, with the 95% interval."""
+    t = kinds.kind_table(res)
+    if t is None:
+        return None
+    headers = ["backend"] + [f"{cat} ({n} layer{'s' if n > 1 else ''}, {mf:.0f} MFLOP)"
+                             for cat, n, mf in zip(t.categories, t.layer_counts, t.mflops)]
+    rows = [[label] + [DASH if c.ms is None else
+                       f"{fmt_ms(c.ms)} ms" + ("" if c.interval is None else f", {fmt_speedup(c.speedup, c.interval)}")
+                       for c in row]
+            for label, row in zip(t.backends, t.cells)]
+    rows.append(["CLBlast at its best here"] + [ref or DASH for ref in t.references])
+    return headers, rows
 
 
 def utilisation_table(res: RunResult) -> Table | None:

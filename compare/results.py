@@ -238,6 +238,7 @@ class LayerInfo:
     in_shape: list[int] | None = None
     out_shape: list[int] | None = None
     params: int | None = None
+    category: str | None = None   # 'conv 3x3', 'depthwise 3x3', 'pooling'... (nets/spec.py layer_category)
 
 
 @dataclass

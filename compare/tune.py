@@ -40,12 +40,22 @@ def tune_tiles(rt, nets, batches: list[int], budget_s: float, progress):
     return tiles_search.tune_tiles(rt, nets, batches, budget_s, _oracle_checker, progress)
 
 
-def net_problems(nets, batch: int | None) -> dict:
-    """Every CLBlast problem of the nets, with the 'net:layer' names that pose it."""
+def net_problems(nets, batch: int | None, as_tuner: list[str] | None = None) -> dict:
+    """Every CLBlast problem of the nets, with the 'net:layer' names that pose it; with `as_tuner` (layer
+    names, or ['all']) instead those layers' im2col GEMMs as CLBlast's xgemm tuner runs them (the kernel
+    alone), so what our search finds can be held against the tuner's own figures."""
     found: dict = {}
     for net in nets:
         for problem, layers in clblast_problems.net_problems(net, batch or net.default_batch).items():
+            if as_tuner is not None:
+                asked = [n for n in layers if "all" in as_tuner or n in as_tuner]
+                if not asked or problem.routine != clblast_problems.GEMM or problem.sizes[3] != 1:
+                    continue
+                problem, layers = clblast_problems.xgemm_alone(problem), asked
             found.setdefault(problem, []).extend(f"{net.name}:{name}" for name in layers)
+    if as_tuner is not None and not found:
+        raise UserError(f"--as-tuner {','.join(as_tuner)}: no batch-1 GEMM of {', '.join(n.name for n in nets)} is "
+                        f"posed by those layers; name conv layers of a batch-1 net, or 'all'")
     return found
 
 
@@ -53,21 +63,21 @@ def store_for(rt) -> Store:
     return Store(DeviceId.of(rt.info, clblast_version()))
 
 
-def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_only: bool = False
-                 ) -> tuple[Search, list]:
+def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_only: bool = False,
+                 as_tuner: list[str] | None = None) -> tuple[Search, list]:
     """Search, then verify each problem, then choose one set per kernel for each net (or only verify);
-    (the search, the problems verified this run)."""
+    (the search, the problems verified this run).  `as_tuner`: see net_problems (no net-wide choice)."""
     from backends.clblast.library import require_library
     require_library()
-    search = Search(device_index(rt.device), store_for(rt), limits_from_device(rt.device), net_problems(nets, batch),
-                    jobs, progress)
+    search = Search(device_index(rt.device), store_for(rt), limits_from_device(rt.device),
+                    net_problems(nets, batch, as_tuner), jobs, progress)
     try:
         if not verify_only:
             search.search(budget_s * (1 - VERIFY_SHARE))
         verify_s = budget_s if verify_only else budget_s * VERIFY_SHARE
         end = time.monotonic() + verify_s
         verified = search.verify(verify_s * 0.7)
-        for net in nets:
+        for net in nets if as_tuner is None else ():
             b = batch or net.default_batch
             weights = {p: len(layers) for p, layers in clblast_problems.net_problems(net, b).items()}
             verify_net(search, f"{net.name} batch {b}", weights, end - time.monotonic())
@@ -113,10 +123,10 @@ def net_lines(store: Store, nets, batch) -> list[str]:
     return out
 
 
-def show(rt, nets, batch: int | None) -> str:
+def show(rt, nets, batch: int | None, as_tuner: list[str] | None = None) -> str:
     """The depth of the tuning of the nets' problems on this device (0% where none was searched)."""
     store = store_for(rt)
-    search = Search("", store, limits_from_device(rt.device), net_problems(nets, batch))
+    search = Search("", store, limits_from_device(rt.device), net_problems(nets, batch, as_tuner))
     records = list(search.records.values())
     done = sum(r.depth()[0] for r in records)
     total = sum(r.depth()[1] for r in records)
@@ -126,4 +136,5 @@ def show(rt, nets, batch: int | None) -> str:
             f"verified on {sum(1 for r in records if r.verified)}\n")
     return head + tabulate(depth_rows(records), headers=["problem", "stage", "tried", "of default", "best ms",
                                                         "verified choice (median wall ms)"],
-                           disable_numparse=True) + "\n" + "\n".join(net_lines(store, nets, batch))
+                           disable_numparse=True) + ("\n" + "\n".join(net_lines(store, nets, batch))
+                                                     if as_tuner is None else "")

@@ -417,5 +417,22 @@ class Net:
                 "out_shape": list(self.out_shape(i)),
                 "params": layer.params(self.in_shape(i)),
                 "flops": batch * layer.flops(self.in_shape(i)),
+                "category": layer_category(layer, self.in_shape(i)),
             })
         return rows
+
+
+def layer_category(layer: Layer, in_shape: tuple) -> str:
+    """The kind of work a layer is, as the per-kind tables group it: a 1x1
+    convolution is a plain GEMM, a depthwise one a batch of tiny ones, a 3x3
+    one an im2col GEMM; dense layers, adds and every pooling stand apart."""
+    if layer.kind == LayerKind.CONV:
+        window = f"{layer.kernel[0]}x{layer.kernel[1]}"
+        if layer.groups == 1:
+            return f"conv {window}"
+        if layer.groups == in_shape[0] == layer.out_channels:
+            return f"depthwise {window}"
+        return f"grouped conv {window}"
+    if layer.kind in (LayerKind.MAXPOOL, LayerKind.SUBSAMPLE, LayerKind.GLOBAL_AVGPOOL):
+        return "pooling"
+    return str(layer.kind.value)

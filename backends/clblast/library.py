@@ -137,6 +137,10 @@ def load_library():
         buffers = [_mem, _size, _mem, _size] + ([_mem, _size] if fn == "CLBlastSconvgemm" else [])
         f.argtypes = [ctypes.c_int] + _GEOMETRY + extra + buffers + _QUEUE_EVENT
         f.restype = ctypes.c_int
+    if hasattr(lib, "CLBlastSgemm"):
+        lib.CLBlastSgemm.argtypes = ([ctypes.c_int] * 3 + [_size] * 3 + [ctypes.c_float, _mem, _size, _size, _mem,
+                                     _size, _size, ctypes.c_float, _mem, _size, _size] + _QUEUE_EVENT)
+        lib.CLBlastSgemm.restype = ctypes.c_int
     if hasattr(lib, "CLBlastClearCache"):
         # CLBlast keeps its compiled programs in a C++ static cache; released by
         # the static destructors at exit, after the OpenCL runtime may be gone,
@@ -204,6 +208,23 @@ def convgemm(queue, channels, height, width, kernel, pad, stride, num_kernels, b
     args = [mode, channels, height, width, kernel[0], kernel[1], pad[0], pad[1], stride[0], stride[1], 1, 1,
             num_kernels, batch, im.int_ptr, im_offset, weight.int_ptr, weight_offset, out.int_ptr, out_offset]
     _call("xCONVGEMM", lib.CLBlastSconvgemm, args, queue)
+
+
+# CLBlastLayout and CLBlastTranspose (clblast_c.h)
+_COL_MAJOR, _NO, _YES = 102, 111, 112
+
+
+def gemm_as_tuned(queue, m, n, k, a, b, c) -> None:
+    """xGEMM in the layout the Xgemm kernel computes in (column major, A as
+    is, B transposed; pyclblast offers row major only): C (m x n) = A (m x k)
+    times B^T, B stored (n x k).  With sizes that are multiples of the tile,
+    the routine runs the kernel alone, as CLBlast's tuner times it."""
+    lib = load_library()
+    _check_fits("xGEMM", "A", a, 0, m * k)
+    _check_fits("xGEMM", "B", b, 0, n * k)
+    _check_fits("xGEMM", "C", c, 0, m * n)
+    args = [_COL_MAJOR, _NO, _YES, m, n, k, 1.0, a.int_ptr, 0, m, b.int_ptr, 0, n, 0.0, c.int_ptr, 0, m]
+    _call("xGEMM", lib.CLBlastSgemm, args, queue)
 
 
 def library_file() -> str | None:

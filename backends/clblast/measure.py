@@ -19,7 +19,7 @@ import pyopencl.array as cla
 
 from . import library
 from .library import pyclblast
-from .problems import GEMM, GEMV, Problem
+from .problems import GEMM, GEMV, XGEMM_ALONE, Problem
 
 TOLERANCE = 1e-4   # relative L2 error of a float32 result (the project's float32 tolerance)
 
@@ -46,6 +46,14 @@ class Call:
             self.at = _sample(self.shape, rng)
             bb, i, j = np.unravel_index(self.at, self.shape)
             self.ref = np.einsum("sk,sk->s", a[i].astype(np.float64), bm[bb, :, j].astype(np.float64))
+        elif problem.routine == XGEMM_ALONE:
+            m, n, k = s
+            a, bm = f32((k, m)), f32((k, n))      # column-major A (m x k) and B (n x k), as stored
+            self.shape = (n, m)                    # column-major C (m x n), as stored
+            self.inputs = [a, bm]
+            self.at = _sample(self.shape, rng)
+            j, i = np.unravel_index(self.at, self.shape)
+            self.ref = np.einsum("ks,ks->s", a[:, i].astype(np.float64), bm[:, j].astype(np.float64))
         elif problem.routine == GEMV:
             rows, cols, transposed = s
             w, x = f32((rows, cols)), f32(cols)
@@ -75,6 +83,11 @@ class Call:
                 return pyclblast.gemm(q, m, n, k, a, bm, self.out, a_ld=k, b_ld=n, c_ld=n, alpha=1.0, beta=0.0)
             return pyclblast.gemmStridedBatched(q, m, n, k, b, a, bm, self.out, k, n, n, 0, k * n, m * n,
                                                 alpha=1.0, beta=0.0)
+        if self.problem.routine == XGEMM_ALONE:
+            m, n, k = s
+            a, bm = self.dev
+            library.gemm_as_tuned(q, m, n, k, a.data, bm.data, self.out.data)
+            return None
         if self.problem.routine == GEMV:
             rows, cols, transposed = s
             w, x = self.dev

@@ -13,13 +13,20 @@ Sizes are row-major, as the backends call pyclblast:
             and transposed (the study's dense layout)
   convgemm  xCONVGEMM of an NCHW batch: channels, height, width, kernel,
             pad, stride, kernels out, batch
+  xgemm     the Xgemm kernel alone, as CLBlast's xgemm tuner runs it: column
+            major, C (m x n) = A (m x k) B^T with B stored (n x k), every size
+            a multiple of any configuration's tile, so the routine runs no pad
+            or transpose kernel around it (`compare tune --as-tuner`: our
+            search on the tuner's own terms, to compare with its figures)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-GEMM, GEMV, CONVGEMM = "gemm", "gemv", "convgemm"
-TUNERS = {GEMM: ("xgemm_direct", "xgemm"), GEMV: ("xgemv",), CONVGEMM: ("xconvgemm",)}
+GEMM, GEMV, CONVGEMM, XGEMM_ALONE = "gemm", "gemv", "convgemm", "xgemm"
+TUNERS = {GEMM: ("xgemm_direct", "xgemm"), GEMV: ("xgemv",), CONVGEMM: ("xconvgemm",), XGEMM_ALONE: ("xgemm",)}
+SIZES = {GEMM: 4, GEMV: 3, CONVGEMM: 11, XGEMM_ALONE: 3}
+TILE_MULTIPLE = 128   # every MWG, NWG and KWG x KREG of xgemm's default search divides it
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,8 @@ class Problem:
             return f"gemm {s[0]}x{s[1]}x{s[2]}" + (f" batch {s[3]}" if s[3] > 1 else "")
         if self.routine == GEMV:
             return f"gemv {s[0]}x{s[1]}" + (" transposed" if s[2] else "")
+        if self.routine == XGEMM_ALONE:
+            return f"xgemm alone {s[0]}x{s[1]}x{s[2]}"
         c, h, w, kh, kw, ph, pw, sh, sw, k, n = s
         return f"convgemm {c}x{h}x{w} k{kh}x{kw} p{ph}x{pw} s{sh}x{sw} out {k} batch {n}"
 
@@ -47,6 +56,8 @@ class Problem:
         s = self.sizes
         if self.routine == GEMM:
             return 2 * s[0] * s[1] * s[2] * s[3]
+        if self.routine == XGEMM_ALONE:
+            return 2 * s[0] * s[1] * s[2]
         if self.routine == GEMV:
             return 2 * s[0] * s[1]
         c, h, w, kh, kw, ph, pw, sh, sw, k, n = s
@@ -59,13 +70,22 @@ class Problem:
     @classmethod
     def from_json(cls, data: dict) -> "Problem":
         routine, sizes = data["routine"], tuple(int(v) for v in data["sizes"])
-        if routine not in TUNERS or len(sizes) != {GEMM: 4, GEMV: 3, CONVGEMM: 11}[routine]:
+        if routine not in TUNERS or len(sizes) != SIZES[routine]:
             raise ValueError(f"not a CLBlast problem: {data!r}")
         return cls(routine, sizes)
 
 
 def gemm(m: int, n: int, k: int, batch: int = 1) -> Problem:
     return Problem(GEMM, (int(m), int(n), int(k), int(batch)))
+
+
+def xgemm_alone(problem: Problem) -> Problem:
+    """A batch-1 im2col GEMM as the xgemm tuner would run it: m the output
+    pixels (the routine problem's n), n the filters, every size rounded up to
+    TILE_MULTIPLE (conv3_2 of VGG-16: 3200 x 256 x 2304)."""
+    filters, pixels, k, _ = problem.sizes
+    up = (lambda v: -(-v // TILE_MULTIPLE) * TILE_MULTIPLE)
+    return Problem(XGEMM_ALONE, (up(pixels), up(filters), up(k)))
 
 
 def gemv(rows: int, cols: int, transposed: bool) -> Problem:

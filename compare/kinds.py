@@ -1,0 +1,110 @@
+"""Where each side wins, by the kind of work: the layers of a run grouped
+by category (conv 3x3, conv 1x1, depthwise 3x3, dense, add, pooling; see
+nets/spec.py layer_category) and each backend's time on each group against
+CLBlast at its best's, with the 95% interval.
+
+A group's time in one timed pass is the sum of its layers' wall times in
+that pass (each layer synced alone), so a group has one value per repeat
+and the interval is the same bootstrap as every other ratio's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import analysis as an
+from .intervals import clear, ratio_interval
+from .results import BackendResult, LayerInfo, RunResult
+
+# what a layer of a file written before categories were recorded is taken as
+_BY_KIND = {"maxpool": "pooling", "subsample": "pooling", "global_avgpool": "pooling"}
+
+
+def category(layer: LayerInfo) -> str:
+    return layer.category or _BY_KIND.get(layer.kind, layer.kind)
+
+
+def groups(res: RunResult) -> dict[str, list[int]]:
+    """Category -> the indices of its layers, in the order the net first meets them."""
+    found: dict[str, list[int]] = {}
+    for i, layer in enumerate(res.net.layers):
+        found.setdefault(category(layer), []).append(i)
+    return found
+
+
+def group_values(b: BackendResult, layers: list[int]) -> list[float]:
+    """The group's time in each timed pass (ms); [] where a layer kept no raw values."""
+    walls = [b.timing.layers[i].wall.values if b.timing.layers[i].wall else [] for i in layers]
+    n = min((len(w) for w in walls), default=0)
+    return [float(sum(w[r] for w in walls)) for r in range(n)]
+
+
+@dataclass
+class KindCell:
+    ms: float | None
+    speedup: float | None                      # CLBlast at its best's time here / this backend's
+    interval: tuple[float, float] | None       # None for CLBlast at its best itself
+
+
+@dataclass
+class KindTable:
+    categories: list[str]
+    layer_counts: list[int]
+    mflops: list[float]
+    references: list[str | None]               # per category, the fastest CLBlast backend there
+    names: list[str]                           # the backends' names, in the order of `backends`
+    backends: list[str]                        # their labels (with the mode in use)
+    cells: list[list[KindCell]]                # [backend][category]
+
+
+def kind_table(res: RunResult) -> KindTable | None:
+    """None without a timed CLBlast backend.  CLBlast at its best is taken per
+    kind of layer: the CLBlast backend fastest on those layers, so each kind
+    meets CLBlast's best composition for it."""
+    timed = an.timed(res)
+    clblast = [b for b in timed if b.name.startswith("clblast")]
+    if not clblast:
+        return None
+    found = groups(res)
+    values = {(b.name, cat): group_values(b, layers) for b in timed for cat, layers in found.items()}
+    median = {key: float(np.median(v)) if v else None for key, v in values.items()}
+    refs = []
+    for cat in found:
+        ran = [b.name for b in clblast if median[(b.name, cat)] is not None]
+        refs.append(min(ran, key=lambda n: median[(n, cat)]) if ran else None)
+    cells = [[KindCell(median[(b.name, cat)],
+                       an.ratio(median[(ref, cat)], median[(b.name, cat)]) if ref else None,
+                       ratio_interval(values[(ref, cat)], values[(b.name, cat)]) if ref and ref != b.name else None)
+              for cat, ref in zip(found, refs)] for b in timed]
+    return KindTable(list(found), [len(v) for v in found.values()],
+                     [sum(res.net.layers[i].flops for i in v) / 1e6 for v in found.values()],
+                     refs, [b.name for b in timed], [b.label for b in timed], cells)
+
+
+def verdicts(t: KindTable) -> list[str]:
+    """Per category, in words: the fastest backend against CLBlast at its best,
+    or by how much CLBlast at its best beats the next where it is the fastest."""
+    out = []
+    for k, cat in enumerate(t.categories):
+        ran = [i for i, row in enumerate(t.cells) if row[k].ms is not None]
+        if t.references[k] is None or len(ran) < 2:
+            continue
+        ref = t.names.index(t.references[k])
+        label = f"CLBlast at its best ({t.backends[ref]})"
+        head = f"{cat} ({t.layer_counts[k]} layer{'s' if t.layer_counts[k] > 1 else ''})"
+        fastest = min(ran, key=lambda i: t.cells[i][k].ms)
+        if fastest == ref:
+            nxt = min((i for i in ran if i != ref), key=lambda i: t.cells[i][k].ms)
+            c = t.cells[nxt][k]
+            lo, hi = (1 / c.interval[1], 1 / c.interval[0]) if c.interval else (None, None)
+            out.append(f"{head}: **CLBlast wins**: {label} is {1 / c.speedup:.2f}x"
+                       + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else "")
+                       + f" faster than the next, {t.backends[nxt]}"
+                       + ("" if clear(c.interval) else " (no clear difference)") + ".")
+        else:
+            c = t.cells[fastest][k]
+            out.append(f"{head}: {t.backends[fastest]} is fastest, at {c.speedup:.2f}x"
+                       + (f" [{c.interval[0]:.2f}, {c.interval[1]:.2f}]" if c.interval else "")
+                       + f" the speed of {label}" + ("" if clear(c.interval) else " (no clear difference)") + ".")
+    return out

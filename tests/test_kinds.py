@@ -1,0 +1,69 @@
+"""The per-kind table: layers grouped by the kind of work, each backend
+against the CLBlast backend fastest on that kind, and the verdict in words."""
+from compare import kinds, report_tables
+from compare.results import RunResult, Samples, decode
+from nets import MOBILENET_V2, RESNET18, VGG16
+from nets.spec import layer_category
+
+from results_factory import small_results_dict
+
+
+def _layer(name, values):
+    return {"name": name, "wall": Samples.of(values).__dict__, "kernel": None, "overhead": None, "steps": []}
+
+
+def _file(walls: dict) -> RunResult:
+    """Three layers (a 3x3 conv, a 1x1 conv, a depthwise conv) and, per backend, each layer's wall values."""
+    d = small_results_dict()
+    d["net"]["layers"] = [{"name": "a", "kind": "conv", "flops": 9_000_000, "category": "conv 3x3"},
+                          {"name": "b", "kind": "conv", "flops": 1_000_000, "category": "conv 1x1"},
+                          {"name": "c", "kind": "conv", "flops": 1_000_000, "category": "conv 1x1"},
+                          {"name": "d", "kind": "conv", "flops": 500_000, "category": "depthwise 3x3"}]
+    template = d["backends"][1]
+    d["backends"] = []
+    for name, layers in walls.items():
+        b = dict(template, name=name, check=None)
+        b["timing"] = dict(template["timing"], layers=[_layer(n, v) for n, v in zip("abcd", layers)])
+        d["backends"].append(b)
+    return decode(RunResult, d)
+
+
+def _jitter(ms):
+    return [ms * f for f in (0.98, 0.99, 1.0, 1.01, 1.02)]
+
+
+def test_each_kind_meets_the_clblast_backend_fastest_on_it_and_the_verdict_says_who_wins():
+    res = _file({"clblast": [_jitter(4.0), _jitter(1.0), _jitter(1.0), _jitter(3.0)],
+                 "clblast-best": [_jitter(2.0), _jitter(0.5), _jitter(0.5), _jitter(4.0)],
+                 "vectorised": [_jitter(1.0), _jitter(2.0), _jitter(2.0), _jitter(1.5)]})
+    t = kinds.kind_table(res)
+    assert t.categories == ["conv 3x3", "conv 1x1", "depthwise 3x3"] and t.layer_counts == [1, 2, 1]
+    assert t.references == ["clblast-best", "clblast-best", "clblast"]
+    mine = t.cells[t.names.index("vectorised")]
+    assert [round(c.speedup, 3) for c in mine] == [2.0, 0.25, 2.0]
+    assert mine[1].ms == 4.0 and mine[1].interval[1] < 1.0      # the two 1x1 layers summed per pass
+    said = kinds.verdicts(t)
+    assert said[0].startswith("conv 3x3 (1 layer): vectorised is fastest, at 2.00x")
+    assert said[1].startswith("conv 1x1 (2 layers): **CLBlast wins**: CLBlast at its best (clblast-best) is 2.00x")
+    assert "faster than the next, clblast" in said[1]
+    assert "no clear difference" not in " ".join(said)
+    headers, rows = report_tables.kind_table(res)
+    assert headers[1] == "conv 3x3 (1 layer, 9 MFLOP)" and rows[-1] == ["CLBlast at its best here", "clblast-best",
+                                                                       "clblast-best", "clblast"]
+
+
+def test_a_kind_where_the_intervals_overlap_names_no_winner():
+    res = _file({"clblast": [[1.0, 1.5, 2.0, 0.8, 1.2]] * 4, "vectorised": [[1.1, 1.4, 0.9, 1.9, 1.0]] * 4})
+    assert all("no clear difference" in line for line in kinds.verdicts(kinds.kind_table(res)))
+
+
+def test_a_file_without_a_clblast_backend_has_no_kind_table():
+    assert kinds.kind_table(_file({"vectorised": [_jitter(1.0)] * 4})) is None
+
+
+def test_layer_categories_of_the_built_in_nets():
+    def cats(net):
+        return {layer_category(layer, net.in_shape(i)) for i, layer in enumerate(net.layers)}
+    assert cats(VGG16) == {"conv 3x3", "pooling", "dense"}
+    assert {"conv 7x7", "conv 3x3", "conv 1x1", "add", "pooling", "dense"} <= cats(RESNET18)
+    assert {"conv 3x3", "conv 1x1", "depthwise 3x3", "add", "pooling"} <= cats(MOBILENET_V2)
