@@ -8,6 +8,9 @@ padding 0-2 per side; max-pools with padding; adds of two earlier outputs
 of one shape; an optional batch norm after a convolution; every activation;
 then a global average pool or not, and a dense tail or not.  Few examples,
 so the suite stays fast; COMPARE_RANDOM_NETS=N draws N instead.
+
+The peers (torch, tensorflow) run the same graphs in every mode they list,
+on fewer examples still (each mode prepares and traces anew).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import dataclasses
 import os
 
 import numpy as np
+import pytest
 from hypothesis import given, note, settings, strategies as st
 
 from backends.reference.numpy_backend import NumpyNet
@@ -24,7 +28,11 @@ from nets import ACTIVATIONS, NET_INPUT, Add, BatchNorm, Conv, Dense, GlobalAvgP
 from nets.batchnorm import fold_batchnorm
 from nets.weights import init_weights
 
+from conftest import backend_or_skip
+from peer_graph_checks import check_every_mode
+
 EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "15"))
+PEER_EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "4"))
 
 
 @st.composite
@@ -103,3 +111,12 @@ def test_folding_batch_norms_keeps_the_output(case):
     unfolded_out = oracle.forward(net, weights, x)[-1]
     assert compare_arrays(oracle.forward(folded, folded_weights, x)[-1], unfolded_out, tol=1e-6).passed
     assert compare_arrays(NumpyNet(folded, folded_weights, batch).forward(x), unfolded_out).passed
+
+
+@pytest.mark.parametrize("peer", ["torch", "tensorflow"])
+@settings(max_examples=PEER_EXAMPLES, deadline=None, database=None)
+@given(case=graphs())
+def test_the_peers_run_random_graphs_as_the_oracle_does(peer, case):
+    net, batch, seed = case
+    note(repr(net))
+    check_every_mode(backend_or_skip(peer), net, init_weights(net, seed), _input(net, batch, seed))

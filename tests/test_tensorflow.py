@@ -48,18 +48,23 @@ def test_oracle_and_numpy_agree_with_tensorflow(tf_backend, which, mode, request
     assert against_numpy.passed and against_numpy.top1 == 1.0, against_numpy
 
 
-@pytest.mark.parametrize("kernel, stride, pad, want", [
-    ((3, 3), (1, 1), (0, 0), "valid"),
-    ((3, 3), (1, 1), (1, 1), "same"),
-    ((5, 3), (1, 1), (2, 1), "same"),
-    ((3, 3), (2, 2), (1, 1), None),     # 'same' at stride 2 may pad asymmetrically: explicit padding
-    ((4, 4), (1, 1), (2, 2), None),     # even kernel: no symmetric 'same'
-    ((3, 3), (1, 1), (2, 2), None),     # more padding than 'same'
+@pytest.mark.parametrize("kernel, stride, pad, size, want", [
+    ((3, 3), (1, 1), (0, 0), 9, "valid"),
+    ((3, 3), (1, 1), (1, 1), 9, "same"),
+    ((5, 3), (1, 1), (2, 1), 9, "same"),
+    ((3, 3), (2, 2), (1, 1), 9, "same"),        # odd size: 'same' pads one row each side, as we do
+    ((3, 3), (2, 2), (1, 1), 10, None),         # even size: 'same' pads only the bottom row
+    ((3, 3), (2, 2), (0, 0, 1, 1), 10, "same"),  # ... which asymmetric padding can be
+    ((2, 2), (1, 1), (1, 1, 0, 0), 9, None),    # 'same' puts the odd row at the bottom, not the top
+    ((4, 4), (1, 1), (2, 2), 9, None),          # even kernel: one output more than 'same'
+    ((3, 3), (1, 1), (2, 2), 9, None),          # more padding than 'same'
 ])
-def test_padding_is_keras_own_only_where_it_is_ours(kernel, stride, pad, want):
-    from backends.peers.tensorflow_peer import _conv_padding
+def test_padding_is_keras_own_only_where_it_is_ours(kernel, stride, pad, size, want):
+    from backends.peers.keras_layers import keras_padding
     layer = Conv("l", out_channels=2, kernel=kernel, stride=stride, pad=pad)
-    assert _conv_padding(layer, (3, 9, 9)) == want
+    assert keras_padding(layer.padding, kernel, stride, (size, size)) == want
+    if want == "same":   # the windows of ours are the windows of TensorFlow's 'same': as many outputs
+        assert layer.out_shape((3, size, size))[1] == -(-size // stride[0])
 
 
 @pytest.mark.parametrize("kernel, stride, pad", [((4, 4), (1, 1), (2, 2)), ((3, 3), (2, 2), (1, 1)),

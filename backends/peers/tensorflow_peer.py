@@ -4,11 +4,9 @@ through Keras layers built from the same weights.
 Inside, activations are NHWC (TensorFlow's native CPU layout).  The
 compiled function of the whole net takes the canonical NCHW input and
 returns the canonical output: the transposes are inside it, so they count
-as compute, and load_input / fetch_output are plain copies.  Our layouts
-become Keras's: conv weight (K,C,FH,FW) -> (FH,FW,C,K); a dense layer after a
-spatial one gets its weight rows permuted from our C,H,W flatten order to
-the H,W,C order in which Keras's Flatten reads an NHWC tensor.  LeNet's
-subsampling is AveragePooling2D times a per-channel coefficient plus a bias.
+as compute, and load_input / fetch_output are plain copies.  Each layer is
+built in keras_layers.py from our weights; a pass walks the net's graph
+(graph_walk.py), each layer fed the outputs it names, inside the function.
 
 Modes: `graph` (tf.function, TensorFlow's graph optimiser, no XLA) and
 `xla` (tf.function(jit_compile=True): the net compiled by XLA, which can
@@ -20,39 +18,30 @@ compiler breaks in a process that has loaded TensorFlow.
 
 Timing has no device events: wall time only.  The whole net is one compiled
 `tf.function`; `run_timed` calls one compiled function per layer (NHWC
-between them; the first and last convert the layout) and synchronises after
-each (see `_sync`).  TensorFlow keeps its default thread settings, as a
+between them; the first and last convert the layout; an add's takes all its
+inputs) and synchronises after each (see `_sync`).  TensorFlow keeps its default thread settings, as a
 user would have them.
 """
 from __future__ import annotations
 
 import importlib.util
-import os
 import time
-from functools import lru_cache
 
 import numpy as np
 
-from nets import Net
+from nets import STUDY_KINDS, Feature, LayerKind, Net
 from nets.errors import UserError
-from nets.layouts import chw_rows_to_hwc
 
 from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
 from ..host import cpu_name
 from ..isolated import IsolatedBackend
+from .graph_walk import GraphWalk
+from .keras_layers import keras_layer, modules as _modules
 
 MODES = ("graph", "xla")
-_ACTIVATION = {"none": "linear", "relu": "relu", "sigmoid": "sigmoid"}
-
-
-@lru_cache(maxsize=1)
-def _modules():
-    """(tensorflow, keras), imported on first use: the import takes seconds.
-    Level 2 hides TensorFlow's C++ INFO and WARNING lines but keeps errors."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import keras
-    import tensorflow as tf
-    return tf, keras
+# every kind a loaded net can hold (batch norms are folded by then), in graphs
+KINDS = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
+FEATURES = frozenset(Feature)
 
 
 def _sync(tensor) -> None:
@@ -73,55 +62,6 @@ def to_nchw(y: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(y.transpose(0, 3, 1, 2)) if y.ndim == 4 else np.array(y)
 
 
-def _conv_padding(layer, in_shape) -> str | None:
-    """'valid' or 'same' when Keras's own padding is ours, else None (pad explicitly).
-    'same' pads (k-1)/2 each side only at stride 1 with an odd kernel."""
-    if tuple(layer.pad) == (0, 0):
-        return "valid"
-    if tuple(layer.stride) == (1, 1) and all(k % 2 == 1 and 2 * p == k - 1 for k, p in zip(layer.kernel, layer.pad)):
-        return "same"
-    return None
-
-
-def keras_parts(layer, params: dict, in_shape: tuple) -> list:
-    """Layer `layer` as a list of built Keras layers / callables on NHWC tensors."""
-    tf, keras = _modules()
-    act = _ACTIVATION[layer.activation]
-    if layer.kind == "conv":
-        c, h, w = in_shape
-        padding = _conv_padding(layer, in_shape)
-        parts = []
-        if padding is None:
-            parts.append(keras.layers.ZeroPadding2D(tuple(layer.pad)))
-            h, w = h + 2 * layer.pad[0], w + 2 * layer.pad[1]
-            padding = "valid"
-        conv = keras.layers.Conv2D(layer.out_channels, tuple(layer.kernel), strides=tuple(layer.stride),
-                                   padding=padding, activation=act)
-        conv.build((None, h, w, c))
-        conv.set_weights([params["weight"].transpose(2, 3, 1, 0), params["bias"]])
-        return parts + [conv]
-    if layer.kind == "subsample":
-        pool = keras.layers.AveragePooling2D(tuple(layer.kernel), strides=tuple(layer.stride), padding="valid")
-        coeff = tf.constant(params["coeff"])
-        bias = tf.constant(params["bias"])
-        activation = keras.activations.get(act)
-        return [pool, lambda y: activation(y * coeff + bias)]   # per channel: the last axis of NHWC
-    if layer.kind == "maxpool":
-        return [keras.layers.MaxPooling2D(tuple(layer.kernel), strides=tuple(layer.stride), padding="valid"),
-                keras.layers.Activation(act)]
-    if layer.kind == "dense":
-        weight = params["weight"]
-        parts = []
-        if len(in_shape) == 3:
-            parts.append(keras.layers.Flatten())
-            weight = chw_rows_to_hwc(weight, in_shape)
-        dense = keras.layers.Dense(layer.out_features, activation=act)
-        dense.build((None, weight.shape[0]))
-        dense.set_weights([weight, params["bias"]])
-        return parts + [dense]
-    raise ValueError(f"tensorflow backend: unknown layer kind {layer.kind!r}")
-
-
 def _nhwc_shape(batch: int, shape: tuple) -> tuple:
     return (batch, shape[1], shape[2], shape[0]) if len(shape) == 3 else (batch,) + tuple(shape)
 
@@ -134,14 +74,15 @@ def _check_mode(mode: str | None) -> str:
     return mode
 
 
-def _nchw_to_nhwc(x):
+def _to_nhwc(x):
+    """Inside a compiled function: NCHW -> NHWC (a dense layer's 2-D data stays)."""
     tf, _ = _modules()
-    return tf.transpose(x, (0, 2, 3, 1))
+    return tf.transpose(x, (0, 2, 3, 1)) if x.shape.rank == 4 else x
 
 
-def _nhwc_to_nchw(y):
+def _to_nchw(y):
     tf, _ = _modules()
-    return tf.transpose(y, (0, 3, 1, 2))
+    return tf.transpose(y, (0, 3, 1, 2)) if y.shape.rank == 4 else y
 
 
 class TensorflowNet(PreparedNet):
@@ -150,19 +91,17 @@ class TensorflowNet(PreparedNet):
         tf, _ = _modules()
         self.mode = _check_mode(mode)
         self.memory_bytes = 0
-        self._keras_layers = []   # a concrete function holds its variables weakly: keep them
+        self._layers = []   # the Keras layers, kept alive here (see KerasLayer)
         for i, layer in enumerate(net.layers):
             params = layer_params(net, weights, i)
             self.memory_bytes += sum(a.nbytes for a in params.values())
-            self._keras_layers.append(keras_parts(layer, params, net.in_shape(i)))
-        # the conversions between the canonical layout and NHWC, at the two ends of the net
-        self._enter = [_nchw_to_nhwc] if len(net.input_shape) == 3 else []
-        self._leave = [_nhwc_to_nchw] if len(net.output_shape) == 3 else []
-        self._whole = self._compile(self._enter + [p for parts in self._keras_layers for p in parts],
-                                    (batch,) + tuple(net.input_shape), self._leave)
-        # one function per layer, NHWC in and out (run_layer converts on the host) ...
-        self._steps = [self._compile(parts, _nhwc_shape(batch, net.in_shape(i)))
-                       for i, parts in enumerate(self._keras_layers)]
+            self._layers.append(keras_layer(layer, params, net.in_shape(i)))
+        self._walk = GraphWalk(net)
+        # the whole net, NCHW in and out: the conversions at its two ends are inside
+        self._whole = self._compile(self._whole_body, [(batch,) + tuple(net.input_shape)])
+        # one function per layer on NHWC tensors (run_layer converts on the host) ...
+        self._steps = [self._compile(keras_fn, [_nhwc_shape(batch, net.in_shape(i))] * keras_fn.arity)
+                       for i, keras_fn in enumerate(self._layers)]
         # ... and as run_timed calls them, with the conversions in the first and last
         self._timed = self._timed_steps()
         _sync(self._whole(tf.zeros((batch,) + tuple(net.input_shape))))   # XLA compiles here, not in run()
@@ -175,33 +114,41 @@ class TensorflowNet(PreparedNet):
                                     "the first and last also convert the layout",
                        "threads": "TensorFlow defaults", "timing": "wall clock only"}
 
-    def _compile(self, parts, in_shape, after=()):
-        """The chain of `parts` (then `after`) traced once, here in prepare,
-        into a graph for the input shape `in_shape` (batch included), with
-        XLA in the xla mode.  The concrete function is called directly, so it
-        never retraces."""
-        tf, _ = _modules()
-        chain = list(parts) + list(after)
+    def _whole_body(self, xs):
+        layers = self._layers
+        return _to_nchw(self._walk.run(_to_nhwc(xs[0]), lambda i, ins: layers[i](ins))[-1])
 
-        def body(x):
-            for part in chain:
-                x = part(x)
-            return x
-        spec = tf.TensorSpec(in_shape, tf.float32)
-        return tf.function(body, jit_compile=self.mode == "xla").get_concrete_function(spec)
+    def _compile(self, body, in_shapes: list):
+        """body(list of inputs) traced once, here in prepare, into a graph for
+        inputs of `in_shapes` (batch included), with XLA in the xla mode.  The
+        concrete function is called directly, so it never retraces."""
+        tf, _ = _modules()
+        specs = [tf.TensorSpec(shape, tf.float32) for shape in in_shapes]
+        return tf.function(lambda *xs: body(list(xs)), jit_compile=self.mode == "xla").get_concrete_function(*specs)
+
+    def _input_read_later(self) -> bool:
+        """Does a layer after the first read the net's input?"""
+        return any(s < 0 for sources in self._walk.sources[1:] for s in sources)
 
     def _timed_steps(self) -> list:
         """self._steps, but the first takes the canonical input and the last
-        gives the canonical output, so the per-layer times add up to a pass."""
+        gives the canonical output, so the per-layer times add up to a pass.
+        Where a later layer also reads the input, the first returns the input
+        it converted beside its output, so the conversion is timed once."""
         steps = list(self._steps)
         last = len(steps) - 1
-        for i in sorted({0, last}):
-            enter = self._enter if i == 0 else []
-            leave = self._leave if i == last else []
-            if enter or leave:
-                shape = (self.batch,) + tuple(self.net.input_shape) if enter else \
-                    _nhwc_shape(self.batch, self.net.in_shape(i))
-                steps[i] = self._compile(enter + self._keras_layers[i], shape, leave)
+        first, keep_input = self._layers[0], self._input_read_later()
+
+        def first_body(xs):
+            x = _to_nhwc(xs[0])
+            y = first([x] * first.arity)
+            y = _to_nchw(y) if last == 0 else y
+            return (x, y) if keep_input else y
+        steps[0] = self._compile(first_body, [(self.batch,) + tuple(self.net.input_shape)])
+        if last > 0:
+            final = self._layers[last]
+            steps[last] = self._compile(lambda xs: _to_nchw(final(xs)),
+                                        [_nhwc_shape(self.batch, self.net.in_shape(last))] * final.arity)
         return steps
 
     def load_input(self, x):
@@ -217,30 +164,51 @@ class TensorflowNet(PreparedNet):
         return self._y.numpy()
 
     def run_timed(self):
-        x = self._x
         timings = []
-        for layer, step in zip(self.net.layers, self._timed):
+        entered = []   # the input converted by the first layer's function, for later readers
+
+        def timed(i, xs):
+            layer = self.net.layers[i]
             t0 = time.perf_counter()
-            x = step(x)
-            _sync(x)
+            if i == 0:
+                y = self._timed[0](xs[0])
+                if isinstance(y, tuple):
+                    entered.append(y[0])
+                    y = y[1]
+            else:
+                y = self._timed[i](*(entered[0] if s < 0 else x for s, x in zip(self._walk.sources[i], xs)))
+            _sync(y)
             ms = (time.perf_counter() - t0) * 1e3
             timings.append(LayerTiming(layer.name, ms, None, [Step(layer.kind, ms, "wall")]))
-        self._y = x
+            return y
+
+        self._y = self._walk.run(self._x, timed)[-1]
         return timings
 
     def run_layer(self, index, x):
+        """Layer `index` alone on NHWC tensors; an add takes the list of its inputs."""
         tf, _ = _modules()
-        x = self.check_input(x, index)
-        return to_nchw(self._steps[index](tf.constant(to_nhwc(x))).numpy())
+        xs = list(x) if isinstance(x, (list, tuple)) else [x]
+        xs = [tf.constant(to_nhwc(self.check_input(a, index))) for a in xs]
+        return to_nchw(self._steps[index](*xs).numpy())
+
+    def layer_outputs(self, x):
+        """Every layer's output of one pass of the per-layer functions on `x`, canonical layout."""
+        tf, _ = _modules()
+        steps = self._steps
+        outs = self._walk.run(tf.constant(to_nhwc(self.check_input(x))), lambda i, xs: steps[i](*xs), keep=True)
+        return [to_nchw(y.numpy()) for y in outs]
 
     def close(self):
-        self._steps = self._timed = self._whole = self._keras_layers = self._x = self._y = None
+        self._steps = self._timed = self._whole = self._layers = self._x = self._y = None
 
 
 class TensorflowInProcess(Backend):
     """The backend itself; it runs inside the child process of TensorflowBackend."""
 
     name = "tensorflow"
+    supported_kinds = KINDS
+    supported_features = FEATURES
 
     def info(self):
         tf, keras = _modules()
@@ -266,6 +234,8 @@ class TensorflowBackend(IsolatedBackend):
     name = "tensorflow"
     summary = "peer: the same net as Keras layers in a compiled tf.function (TensorFlow's kernels; wall time only)"
     inner = "backends.peers.tensorflow_peer:TensorflowInProcess"
+    supported_kinds = KINDS      # refused here already, before the child starts
+    supported_features = FEATURES
 
     @classmethod
     def unavailable_reason(cls):

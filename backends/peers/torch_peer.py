@@ -4,9 +4,9 @@ CUDA with cuDNN where available (the first GPU; --device picks OpenCL
 devices and is not used here), else the CPU.  TF32 is switched off for
 matmuls and cuDNN, so the GPU computes in float32 like every other backend.
 cuDNN's autotuner (benchmark mode) picks each convolution's algorithm on the
-first call, which the runner's warm-up absorbs.  Our layouts are PyTorch's
-own (NCHW, conv weight (K,C,FH,FW), flatten in C,H,W order); only the dense
-weight (in, out) is used as the right operand of addmm.
+first call, which the runner's warm-up absorbs.  Each layer is built in
+torch_layers.py (our layouts are PyTorch's own); a pass walks the net's
+graph (graph_walk.py), each layer fed the outputs it names, in every mode.
 
 Modes (modes() lists those that can run here):
 
@@ -33,13 +33,13 @@ import importlib.util
 import os
 import time
 
-import numpy as np
-
-from nets import Net
+from nets import STUDY_KINDS, Feature, LayerKind, Net
 from nets.errors import Unsupported, UserError
 
 from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
 from ..host import cpu_name
+from .graph_walk import GraphWalk
+from .torch_layers import layer_fn
 
 MODES = ("eager", "eager-channels-last", "cuda-graph", "cuda-graph-channels-last", "compile")
 GRAPH_WARMUP = 3   # eager passes on the capture stream before capturing: cuDNN's autotuner, handles, allocator
@@ -77,38 +77,6 @@ def available_modes(torch) -> list[str]:
     return modes
 
 
-def _layer_fn(torch, layer, params: dict, dev, channels_last: bool):
-    """Layer `layer` as a function of an NCHW (or (N, features)) device tensor;
-    with `channels_last` the conv weights are stored NHWC in memory, so cuDNN
-    and oneDNN pick their NHWC kernels for inputs in that format too."""
-    F = torch.nn.functional
-    p = {k: torch.from_numpy(np.ascontiguousarray(v)).to(dev) for k, v in params.items()}
-    if layer.kind == "conv":
-        if channels_last:
-            p["weight"] = p["weight"].contiguous(memory_format=torch.channels_last)
-
-        def op(x):
-            return F.conv2d(x, p["weight"], p["bias"], stride=tuple(layer.stride), padding=tuple(layer.pad))
-    elif layer.kind == "subsample":
-        coeff, bias = p["coeff"].view(1, -1, 1, 1), p["bias"].view(1, -1, 1, 1)
-
-        def op(x):
-            return torch.addcmul(bias, F.avg_pool2d(x, tuple(layer.kernel), tuple(layer.stride)), coeff)
-    elif layer.kind == "maxpool":
-        def op(x):
-            return F.max_pool2d(x, tuple(layer.kernel), tuple(layer.stride))
-    elif layer.kind == "dense":
-        def op(x):   # reshape follows the logical C,H,W order whatever the memory format
-            return torch.addmm(p["bias"], x.reshape(x.shape[0], -1), p["weight"])
-    else:
-        raise ValueError(f"torch backend: unknown layer kind {layer.kind!r}")
-    activate = {"relu": torch.relu_, "sigmoid": torch.sigmoid_}.get(layer.activation)
-    nbytes = sum(t.numel() * t.element_size() for t in p.values())
-    if activate is None:
-        return op, nbytes
-    return (lambda x: activate(op(x))), nbytes   # in place on the layer's fresh output
-
-
 def _check_mode(torch, mode: str | None) -> str:
     """`mode` itself (None: eager); a mode this machine lacks is Unsupported."""
     mode = mode or "eager"
@@ -129,11 +97,12 @@ class TorchNet(PreparedNet):
         self.cuda = self.device.type == "cuda"
         self.channels_last = self.mode.endswith("channels-last")
         with torch.inference_mode():
-            fns = [_layer_fn(torch, layer, layer_params(net, weights, i), self.device, self.channels_last)
+            fns = [layer_fn(torch, layer, layer_params(net, weights, i), self.device, self.channels_last)
                    for i, layer in enumerate(net.layers)]
             self._fns = [f for f, _ in fns]
             self._x = torch.zeros((batch,) + tuple(net.input_shape), dtype=torch.float32, device=self.device)
         self.memory_bytes = sum(n for _, n in fns) + self._x.numel() * 4
+        self._walk = GraphWalk(net)
         if self.cuda:
             self._events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                             for _ in net.layers]
@@ -159,11 +128,10 @@ class TorchNet(PreparedNet):
         return y.contiguous() if self.channels_last else y
 
     def _forward(self, x):
-        """Every layer on `x`, with the layout conversions at the two ends."""
-        x = self._enter(x)
-        for fn in self._fns:
-            x = fn(x)
-        return self._leave(x)
+        """Every layer on `x`, each fed the outputs it names, with the layout
+        conversions at the two ends."""
+        fns = self._fns
+        return self._leave(self._walk.run(self._enter(x), lambda i, xs: fns[i](xs))[-1])
 
     def _capture(self):
         """Capture the whole forward on the static input self._x into a CUDA
@@ -242,42 +210,51 @@ class TorchNet(PreparedNet):
         self._wait()   # nothing of an earlier call may run into the first layer's time
         timings = []
         last = len(self._fns) - 1
+        entered = []   # the input as the layers take it, converted in the first layer's time
+
+        def timed(i, xs):
+            layer, fn = self.net.layers[i], self._fns[i]
+            t0 = time.perf_counter()
+            if self.cuda:
+                start, end = self._events[i]
+                start.record()
+            if i == 0:
+                entered.append(self._enter(xs[0]))
+            y = fn([entered[0] if s < 0 else x for s, x in zip(self._walk.sources[i], xs)])
+            if i == last:
+                y = self._leave(y)
+            if self.cuda:
+                end.record()
+                end.synchronize()
+                wall = (time.perf_counter() - t0) * 1e3
+                ms = start.elapsed_time(end)
+                timings.append(LayerTiming(layer.name, wall, ms, [Step(layer.kind, ms, "markers")]))
+            else:
+                wall = (time.perf_counter() - t0) * 1e3
+                timings.append(LayerTiming(layer.name, wall, None, [Step(layer.kind, wall, "wall")]))
+            return y
+
         with self.torch.inference_mode():
-            x = self._x
-            for i, (layer, fn) in enumerate(zip(self.net.layers, self._fns)):
-                step = self._timed_step(i, last, fn)
-                t0 = time.perf_counter()
-                if self.cuda:
-                    start, end = self._events[i]
-                    start.record()
-                    x = step(x)
-                    end.record()
-                    end.synchronize()
-                    wall = (time.perf_counter() - t0) * 1e3
-                    ms = start.elapsed_time(end)
-                    timings.append(LayerTiming(layer.name, wall, ms, [Step(layer.kind, ms, "markers")]))
-                else:
-                    x = step(x)
-                    wall = (time.perf_counter() - t0) * 1e3
-                    timings.append(LayerTiming(layer.name, wall, None, [Step(layer.kind, wall, "wall")]))
-            self._y = x
+            self._y = self._walk.run(self._x, timed)[-1]
         return timings
 
-    def _timed_step(self, i: int, last: int, fn):
-        if i == 0 and i == last:
-            return lambda x: self._leave(fn(self._enter(x)))
-        if i == 0:
-            return lambda x: fn(self._enter(x))
-        if i == last:
-            return lambda x: self._leave(fn(x))
-        return fn
+    def _device_input(self, x, index: int):
+        """A canonical host input of layer `index` on the device, in this mode's memory format."""
+        return self._enter(self.torch.from_numpy(self.check_input(x, index)).to(self.device))
 
     def run_layer(self, index, x):
-        """Layer `index` eagerly, in this mode's memory format."""
-        x = self.check_input(x, index)
+        """Layer `index` eagerly, in this mode's memory format; an add takes the list of its inputs."""
+        xs = list(x) if isinstance(x, (list, tuple)) else [x]
         with self.torch.inference_mode():
-            y = self._leave(self._fns[index](self._enter(self.torch.from_numpy(x).to(self.device))))
+            y = self._leave(self._fns[index]([self._device_input(a, index) for a in xs]))
         return y.cpu().numpy()
+
+    def layer_outputs(self, x):
+        """Every layer's output of one eager pass on `x`, canonical layout."""
+        fns = self._fns
+        with self.torch.inference_mode():
+            outs = self._walk.run(self._device_input(x, 0), lambda i, xs: fns[i](xs), keep=True)
+            return [self._leave(y).cpu().numpy() for y in outs]
 
     def close(self):
         if self._compiled is not None:
@@ -295,6 +272,9 @@ class TorchNet(PreparedNet):
 class TorchBackend(Backend):
     name = "torch"
     summary = "peer: PyTorch on its best device (cuDNN/cuBLAS with TF32 off on CUDA, else CPU)"
+    # every kind a loaded net can hold (batch norms are folded by then), in graphs
+    supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
+    supported_features = frozenset(Feature)
 
     @classmethod
     def unavailable_reason(cls):

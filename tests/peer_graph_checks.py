@@ -1,0 +1,34 @@
+"""One check of a peer on a graph net, in every mode it lists here: what
+`compare check` does (end to end, and each layer on the oracle's inputs),
+then the per-layer timed pass and every layer's output of one pass, each
+against the float64 oracle.  Shared by the built-in nets' tests and the
+random graphs' (tests/test_peer_graphs.py, tests/test_random_graphs.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from compare import oracle
+from compare.checking import check_prepared, compare_arrays
+
+
+def check_every_mode(backend, net, weights: dict, x: np.ndarray) -> list[str]:
+    """Assert that every mode of `backend` matches the oracle on `x`; the modes checked."""
+    ref = oracle.forward(net, weights, x)
+    modes = backend.modes() or [None]
+    for mode in modes:
+        prepared = backend.prepare(net, weights, len(x), mode=mode)
+        try:
+            check = check_prepared(prepared, x, ref)
+            failed = [r.name for r in check.layers if not r.passed]
+            assert check.status == "PASS", (mode, check.end_to_end, failed)
+            prepared.load_input(x)
+            timings = prepared.run_timed()
+            assert [t.name for t in timings] == [layer.name for layer in net.layers], mode
+            assert compare_arrays(prepared.fetch_output(), ref[-1]).passed, (mode, "run_timed")
+            outs = prepared.layer_outputs(x)
+            assert len(outs) == len(net.layers), mode
+            for layer, out, want in zip(net.layers, outs, ref):
+                assert compare_arrays(out, want).passed, (mode, "layer_outputs", layer.name)
+        finally:
+            prepared.close()
+    return modes
