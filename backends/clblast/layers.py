@@ -88,8 +88,8 @@ class ClblastOp(LayerOp):
         return self.kernels
 
     def write_input(self, x):
-        """One canonical array, or one per input (a list) where the layer reads several."""
-        for buf, array in zip(self.in_bufs, x if isinstance(x, list) else [x], strict=True):
+        """One canonical array for its (first) input, or a list of one per input."""
+        for buf, array in zip(self.in_bufs, x, strict=True) if isinstance(x, list) else [(self.in_buf, x)]:
             self.rt.write(buf, array)
 
     def read_output(self):
