@@ -210,7 +210,7 @@ class IsolatedNet(PreparedNet):
         return self._call("timed_pass", self.check_input(x))
 
     def run_layer(self, index, x):
-        if isinstance(x, (list, tuple)):   # an add's inputs
+        if isinstance(x, (list, tuple)):   # a layer reading several inputs (an add): one array each
             return self._call("run_layer", index, [self.check_input(a, index) for a in x])
         return self._call("run_layer", index, self.check_input(x, index))
 

@@ -405,16 +405,21 @@ def cmd_tune(args) -> int:
         raise UserError(f"--scope takes {', '.join(tune.SCOPES)} (comma-separated), not {args.scope!r}")
     batch = _positive("--batch", args.batch) if args.batch is not None else None
     loaded = [load_net(n).net for n in nets_]
-    for net in loaded:   # a graph's new kinds have no tuned backend yet
-        why = backends.backend_class("clblast").unsupported(net)
-        if why:
-            raise UserError(f"cannot tune for {net.name}: {why}")
     as_tuner = [n.strip() for n in args.as_tuner.split(",") if n.strip()] if args.as_tuner else None
     if as_tuner is not None:
         if "tiles" in scopes and args.scope != "clblast,tiles":
             raise UserError("--as-tuner searches CLBlast's Xgemm kernel alone; it takes --scope clblast")
         scopes = ["clblast"]
         tune.net_problems(loaded, batch, as_tuner)   # refused here, before the device is opened
+    # the CLBlast backends run every net; our tiles only the nets vectorised-tiled runs (chains)
+    tiled = [n for n in loaded if backends.backend_class("vectorised-tiled").unsupported(n) is None]
+    if "tiles" in scopes and len(tiled) < len(loaded):
+        skipped = [n for n in loaded if n not in tiled]
+        if scopes == ["tiles"] and not tiled:
+            why = backends.backend_class("vectorised-tiled").unsupported(skipped[0])
+            raise UserError(f"cannot tune tiles for {skipped[0].name}: {why}")
+        print(f"tiles: {', '.join(n.name for n in skipped)} left out (vectorised-tiled cannot run "
+              f"{'it' if len(skipped) == 1 else 'them'}); CLBlast's problems are tuned for every net")
     rt = get_runtime(args.device)
     if args.show:
         print(tune.show(rt, loaded, batch, as_tuner))
@@ -434,8 +439,8 @@ def cmd_tune(args) -> int:
         if "clblast" in scopes:
             search, verified = tune.tune_clblast(rt, loaded, batch, args.budget_s - tiles_s, jobs, progress.update,
                                                  args.verify_only, as_tuner)
-        if "tiles" in scopes:
-            tiles, rows = tune.tune_tiles(rt, loaded, [batch or n.default_batch for n in loaded], tiles_s,
+        if "tiles" in scopes and tiled:
+            tiles, rows = tune.tune_tiles(rt, tiled, [batch or n.default_batch for n in tiled], tiles_s,
                                      progress.update)
     finally:
         progress.done()

@@ -3,15 +3,21 @@
 // an activation in place, bias + activation after xCONVGEMM or a GEMM with
 // beta = 0 (which overwrite their output and take no bias), max-pooling,
 // and (`clblast-best`) subsampling as average pooling with the channel's
-// coefficient, bias and activation folded in.
+// coefficient, bias and activation folded in.  For the graph nets: a copy
+// into a zero-padded buffer (asymmetric padding, which xIM2COL and
+// xCONVGEMM cannot take), the sum of two layers with the activation fused
+// (a residual add), and the global average pool.
 //
 // Compiled once per layer with -D constants:
-//   ACT      0 none, 1 relu, 2 sigmoid
-//   COUNT    activate_inplace, bias_activate: number of elements
+//   ACT      0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh
+//   COUNT    activate_inplace, bias_activate, add_activate: number of elements
 //            (work-items past it return at once)
 //   CHANNELS, PLANE       bias_activate: the data is (N, CHANNELS, PLANE)
 //   H, W, OH, OW, KH, KW, SH, SW   maxpool, subsample: input (N*C, H, W) -> (N*C, OH, OW)
+//   PT, PL                          maxpool: padding on top and left (default 0)
 //   CHANNELS                        subsample: C
+//   H, W, PH, PW, PT, PL            pad_copy: (N*C, H, W) -> (N*C, PH, PW), placed at row PT, column PL
+//   PLANES, PLANE                   global_avgpool: PLANES planes of PLANE elements -> their means
 
 #include "common.h"
 
@@ -31,21 +37,71 @@ __kernel void bias_activate(__global float *y, __global const float *bias) {
 }
 #endif
 
-#ifdef KH
+#if defined(COUNT) && defined(ADD)
+// y = activation(a + b): a residual add in one pass (y may be a or b).
+__kernel void add_activate(__global const float *a, __global const float *b, __global float *y) {
+    const size_t i = get_global_id(0);
+    if (i >= COUNT) return;
+    y[i] = activate(a[i] + b[i]);
+}
+#endif
+
+#if defined(KH) && !defined(CHANNELS)
+#ifndef PT
+#define PT 0
+#endif
+#ifndef PL
+#define PL 0
+#endif
 // One work-item per output element, NDRange (OW, OH, N*C) rounded up to the
-// work-group shape.  Windows that would pass the edge are never formed (OH,
-// OW are floor-divided), so every read is in range.  No index is divided:
-// Oclgrind's uninitialised-value checker cannot run the `freeze` that LLVM
-// puts after a division.
+// work-group shape.  Taps in the padding are skipped, so padding never wins
+// (as if it held -inf); a window holds at least one real element, as the
+// spec asks the padding to be narrower than the window.  No index is
+// divided: Oclgrind's uninitialised-value checker cannot run the `freeze`
+// that LLVM puts after a division.
 __kernel void maxpool(__global const float *x, __global float *y) {
     const int ox = get_global_id(0), oy = get_global_id(1), plane = get_global_id(2);
     if (ox >= OW || oy >= OH) return;
-    __global const float *src = x + (size_t)plane * (H * W) + (oy * SH) * W + ox * SW;
-    float best = src[0];
-    for (int fy = 0; fy < KH; fy++)
-        for (int fx = 0; fx < KW; fx++)
-            best = max_keep_nan(best, src[fy * W + fx]);
+    const int y0 = oy * SH - PT, x0 = ox * SW - PL;
+    __global const float *src = x + (size_t)plane * (H * W);
+    float best = -INFINITY;
+    for (int fy = 0; fy < KH; fy++) {
+        const int iy = y0 + fy;
+        if (iy < 0 || iy >= H) continue;
+        for (int fx = 0; fx < KW; fx++) {
+            const int ix = x0 + fx;
+            if (ix >= 0 && ix < W)
+                best = max_keep_nan(best, src[iy * W + ix]);
+        }
+    }
     y[(size_t)plane * (OH * OW) + oy * OW + ox] = activate(best);
+}
+#endif
+
+#if defined(PH) && defined(PW)
+// The input placed in a zero-padded buffer, one work-item per padded
+// element, NDRange (PW, PH, N*C): the zeros are written on every run, so
+// the buffer needs no clearing and a poisoned one is made whole.
+__kernel void pad_copy(__global const float *x, __global float *y) {
+    const int px = get_global_id(0), py = get_global_id(1), plane = get_global_id(2);
+    if (px >= PW || py >= PH) return;
+    const int iy = py - PT, ix = px - PL;
+    const bool inside = iy >= 0 && iy < H && ix >= 0 && ix < W;
+    y[(size_t)plane * (PH * PW) + py * PW + px] = inside ? x[(size_t)plane * (H * W) + iy * W + ix] : 0.0f;
+}
+#endif
+
+#if defined(PLANES) && defined(PLANE) && !defined(COUNT)
+// The mean of each plane (one channel of one image), then the activation:
+// one work-item per plane, summing in order.
+__kernel void global_avgpool(__global const float *x, __global float *y) {
+    const size_t plane = get_global_id(0);
+    if (plane >= PLANES) return;
+    __global const float *src = x + plane * PLANE;
+    float sum = 0.0f;
+    for (int i = 0; i < PLANE; i++)
+        sum += src[i];
+    y[plane] = activate(sum * (1.0f / PLANE));
 }
 #endif
 

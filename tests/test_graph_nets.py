@@ -154,8 +154,12 @@ def test_the_reference_keeps_only_what_is_still_read():
     assert compare_arrays(prepared.forward(x), oracle.forward(RESNET18, weights, x)[-1]).passed
 
 
-def test_tuning_a_net_no_tuned_backend_runs_is_refused_in_one_line(capsys):
-    assert main(["tune", "--net", "resnet18", "--show"]) == 2
+def test_tuning_a_graph_net_searches_its_clblast_problems_and_leaves_out_the_tiles(capsys):
+    # the CLBlast backends run ResNet-18: its problems are shown (none searched in the suite's empty cache)
+    assert main(["tune", "--net", "resnet18", "--show"]) == 0
+    out = capsys.readouterr().out
+    assert "gemv 512x49" in out and "gemm 128x784x64" in out   # the average pool's GEMV, a 1x1 stride-2 conv
+    # vectorised-tiled runs chains only: asked for the tiles alone, the command says why in one line
+    assert main(["tune", "--net", "resnet18", "--scope", "tiles", "--budget-s", "5"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: cannot tune for resnet18: layer conv2_pool (maxpool) uses max-pool padding")
-    assert err.count("\n") == 1
+    assert err.startswith("error: cannot tune tiles for resnet18: layer conv2_pool (maxpool) uses max-pool padding") and err.count("\n") == 1

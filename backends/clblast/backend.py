@@ -6,12 +6,20 @@ clblast           conv and subsampling (as sparse conv): xCOPY bias init,
                   xIM2COL, xGEMMBATCHED (xGEMM at batch 1); dense: xCOPY bias
                   init, xGEMM (xGEMV at batch 1); activations and max-pool:
                   small own kernels, timed and labelled "(own kernel)".
+                  Graph nets: a grouped or depthwise conv is one GEMM per
+                  image and group in one xGEMMBATCHED; a 1x1 stride-1 conv
+                  skips xIM2COL; an asymmetric padding is padded first (own
+                  kernel); add: xCOPY + xAXPY + activation; global average
+                  pool: xGEMV with a ones vector.
 clblast-convgemm  conv and subsampling through CLBlast's fused, batched
-                  xCONVGEMM plus an own bias+activation kernel; the rest as
-                  `clblast`.  Today's CLBlast, for a fair comparison.
+                  xCONVGEMM plus an own bias+activation kernel (grouped: one
+                  xCONVGEMM per image and group); the rest as `clblast`.
+                  Today's CLBlast, for a fair comparison.
 
+Each layer reads the device buffers of the layers it names (a graph: skip
+connections read an earlier output), so every layer's output has a buffer.
 pyclblast wraps the BLAS routines; xIM2COL and xCONVGEMM go through the
-ctypes binding in library.py.  Layer recipes are in layers.py.
+ctypes binding in library.py.  Layer recipes are in layers.py, graph_layers.py.
 """
 from __future__ import annotations
 
@@ -29,7 +37,9 @@ from ..isolated import IsolatedBackend
 from ..opencl.backend import OpenCLBackend
 from ..opencl.net import OpenCLNet
 from . import library, problems
-from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, im2col_floats, subsample_as_conv_weight
+from .conv_plan import ConvPlan
+from .graph_layers import FEATURES, KINDS, AxpyAddOp, GemvAvgPoolOp
+from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, subsample_as_conv_weight
 from . import overrides
 from .library import check_library, require_library
 from .record import DeviceId, Store
@@ -38,8 +48,22 @@ from .tuned import MODES, TUNED, Tuning, clblast_version
 _SPATIAL = ("conv", "subsample")
 
 
+def conv_plan(net, batch: int, i: int) -> ConvPlan:
+    """Layer i's plan: a conv, or a subsampling as its sparse conv (C filters, no padding)."""
+    layer = net.layers[i]
+    padding = layer.padding if layer.kind == "conv" else (0, 0)
+    return ConvPlan.of(batch, net.in_shape(i), net.out_shape(i), layer.kernel, layer.stride, padding,
+                       getattr(layer, "groups", 1))
+
+
+def input_buffers(net, i: int, activations: list) -> list:
+    """The buffers layer i reads, in its order: activations[0] is the net's input, [j + 1] layer j's output."""
+    return [activations[s + 1] for s in net.sources(i)]
+
+
 class ClblastNet(OpenCLNet):
-    """A net as a chain of CLBlast layer ops; buffer i+1 is layer i's output."""
+    """A net as CLBlast layer ops; buffer i+1 is layer i's output, and each
+    layer reads the buffers of the layers it names."""
 
     def __init__(self, runtime, net, weights, batch: int, conv_method: str, tuning: Tuning):
         super().__init__(runtime, net, batch)
@@ -62,8 +86,7 @@ class ClblastNet(OpenCLNet):
         It runs on a zero input, like real data and unlike the NaN poison;
         then every activation buffer is poisoned with NaN again, so an
         element a later run fails to write still shows."""
-        first = self.ops[0]
-        self.rt.write(first.in_buf, np.zeros(first.in_shape, np.float32))
+        self.rt.write(self.activations[0], np.zeros((self.batch,) + tuple(self.net.input_shape), np.float32))
         t0 = time.perf_counter()
         self.run()
         self.config["warmup_ms"] = round((time.perf_counter() - t0) * 1e3, 1)
@@ -79,8 +102,9 @@ class ClblastNet(OpenCLNet):
             return None
         needs = []
         for i, layer in enumerate(self.net.layers):
-            if layer.kind in _SPATIAL:
-                rows, cols = im2col_floats(self.batch, self.net.in_shape(i), layer.kernel, self.net.out_shape(i))
+            if layer.kind in _SPATIAL and conv_plan(self.net, self.batch, i).col_floats():
+                plan = conv_plan(self.net, self.batch, i)
+                rows, cols = plan.col_floats() // plan.out_plane, plan.out_plane
                 what = f"im2col buffer of {layer.name} ({rows} x {cols} floats)"
                 self.rt.check_alloc(rows * cols * 4, what)
                 needs.append((rows * cols, what))
@@ -93,22 +117,28 @@ class ClblastNet(OpenCLNet):
     def _build(self, weights):
         net, batch = self.net, self.batch
         col_buf = self._col_buffer()
-        buf = self.alloc(batch * int(np.prod(net.in_shape(0))) * 4, "input buffer")
-        self.activations.append(buf)
+        self.activations.append(self.alloc(batch * int(np.prod(net.in_shape(0))) * 4, "input buffer"))
         recipes = {}
         for i, layer in enumerate(net.layers):
             out = self.alloc(batch * int(np.prod(net.out_shape(i))) * 4, f"output of {layer.name}")
+            srcs = input_buffers(net, i, self.activations)
             self.activations.append(out)
+            buf = srcs[0]
             params = layer_params(net, weights, i)
             if layer.kind in _SPATIAL:
+                groups = 1
                 if layer.kind == "conv":
-                    weight, stride, pad = params["weight"], layer.stride, layer.pad
+                    weight, stride, pad, groups = params["weight"], layer.stride, layer.padding, layer.groups
                 else:   # study 5.1.3: subsampling is a convolution with sparse filters
                     weight, stride, pad = subsample_as_conv_weight(params["coeff"], layer.kernel), layer.stride, (0, 0)
                 if self.conv_method == "im2col":
-                    op = Im2colConvOp(self, layer, i, buf, out, weight, params["bias"], stride, pad, col_buf)
+                    op = Im2colConvOp(self, layer, i, buf, out, weight, params["bias"], stride, pad, col_buf, groups)
                 else:
-                    op = ConvgemmOp(self, layer, i, buf, out, weight, params["bias"], stride, pad)
+                    op = ConvgemmOp(self, layer, i, buf, out, weight, params["bias"], stride, pad, groups=groups)
+            elif layer.kind == "add":
+                op = AxpyAddOp(self, layer, i, srcs, out)
+            elif layer.kind == "global_avgpool":
+                op = GemvAvgPoolOp(self, layer, i, buf, out)
             elif layer.kind == "maxpool":
                 op = MaxPoolOp(self, layer, i, buf, out)
             elif layer.kind == "dense":
@@ -117,7 +147,6 @@ class ClblastNet(OpenCLNet):
                 raise Unsupported(f"{layer.name}: CLBlast backends have no recipe for layer kind {layer.kind!r}")
             self.ops.append(op)
             recipes[layer.name] = op.describe()
-            buf = out
         self.config.update({
             "conv_method": ("xIM2COL + xGEMMBATCHED (xGEMM at batch 1)" if self.conv_method == "im2col"
                             else "xCONVGEMM + bias/activation kernel"),
@@ -134,6 +163,8 @@ class ClblastInProcess(OpenCLBackend):
     """The backend itself; it runs inside a child process of ClblastBackend."""
 
     name = "clblast"
+    supported_kinds = KINDS
+    supported_features = FEATURES
     conv_method = "im2col"
 
     def versions(self):
@@ -173,6 +204,8 @@ class ClblastBackend(IsolatedBackend):
     summary = ("CLBlast routines as the study composed them: xCOPY + xIM2COL + xGEMMBATCHED/xGEMM(V), with the "
                "tuned parameters or CLBlast's database, whichever is faster")
     uses_opencl = True
+    supported_kinds = KINDS
+    supported_features = FEATURES
     inner = "backends.clblast.backend:ClblastInProcess"
     child_per_mode = True   # CLBlast's overrides hold for a whole process
 

@@ -5,7 +5,13 @@ benchmark mode picks an algorithm):
 
   conv       im2col + xGEMM (xGEMMSTRIDEDBATCHED for a batch) with beta = 0,
              forced direct and forced indirect (the GemmRoutine override),
-             then one own kernel for bias + activation; or xCONVGEMM + that kernel
+             then one own kernel for bias + activation; or xCONVGEMM + that kernel.
+             A 1x1 stride-1 conv: the GEMM on the input itself (no im2col).
+             Grouped/depthwise: the GEMMs of each image's groups as one
+             xGEMMSTRIDEDBATCHED (a call per image), or all images' and groups'
+             as one xGEMMBATCHED with offsets, each direct and indirect; or one
+             xCONVGEMM per image and group.  Asymmetric padding: padded first
+             by our own kernel (conv_plan.py)
   subsample  average pooling with the coefficient, bias and activation folded
              in (own kernel: CLBlast has no pooling); or the study's sparse
              filters through xCONVGEMM + the bias kernel
@@ -13,7 +19,11 @@ benchmark mode picks an algorithm):
              also xGEMV with the weights stored (in, out) and transposed (the
              study's) or stored (out, in), its output first set to the bias
              (xCOPY, beta 1) or to zeros
-  maxpool    own kernel (CLBlast has none)
+  maxpool    own kernel (CLBlast has none), padding skipped
+  add        xCOPY + xAXPY + activation kernel, or our fused add+activation
+             kernel (two inputs)
+  global average pool
+             xGEMV with a ones vector (alpha 1/HW) + activation, or our kernel
 
 Parameters (tuned.py): in the `tuned` mode each routine runs with the one
 set per kernel `compare tune` chose for the whole net, in
@@ -42,10 +52,12 @@ from ..base import layer_params
 from ..isolated import IsolatedBackend
 from ..opencl.net import OpenCLNet, Recorder
 from . import library, problems
-from .layers import (ClblastOp, ConvgemmOp, MaxPoolOp, _step_name, as_array, im2col_floats, own_kernel,
-                     subsample_as_conv_weight)
+from .conv_plan import group_weights
+from .graph_layers import FEATURES, KINDS, AxpyAddOp, FusedAddOp, GemvAvgPoolOp, KernelAvgPoolOp
+from .layers import ClblastOp, ConvgemmOp, MaxPoolOp, _step_name, as_array, own_kernel, subsample_as_conv_weight
 from .library import check_library, pyclblast, require_library
-from .backend import ClblastInProcess
+from .own_kernels import Padder
+from .backend import ClblastInProcess, conv_plan, input_buffers
 from .overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from .tuned import COPY_KERNELS, GEMM_KERNELS, GEMV_KERNELS, Tuning
 
@@ -83,41 +95,66 @@ class BestOp(ClblastOp):
 
 
 class GemmConvOp(BestOp):
-    """im2col of the whole batch (the study's trick: N images as N*C channels,
-    so image n's rows are one block), then one GEMM per image as a strided
-    batch, beta = 0, then the bias kernel."""
+    """The conv's GEMMs (conv_plan.py: one per image and group) with beta = 0,
+    then the bias kernel; after an im2col of the whole batch (the study's
+    trick: N images as N*C channels), or on the input itself for a 1x1
+    stride-1 conv.  The GEMMs go as one xGEMM (one image, one group), as
+    xGEMMSTRIDEDBATCHED (one call over the images, or one per image over its
+    groups: the weights' stride differs between the two), or (`batched`) all
+    as one xGEMMBATCHED with their offsets."""
 
     kernels = GEMM_KERNELS
 
-    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, col_buf, sets, route):
+    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, col_buf, sets, route, batched=False):
         super().__init__(owner, layer, index, in_buf, out_buf, sets)
-        n, c, h, w = self.in_shape
-        k, _, fh, fw = weight.shape
-        _, _, oh, ow = self.out_shape
-        self.geometry = dict(channels=n * c, height=h, width=w, kernel=(fh, fw), pad=tuple(pad), stride=tuple(stride))
-        self.k, self.p, self.ckk = k, oh * ow, c * fh * fw
+        self.plan = plan = conv_plan(owner.net, owner.batch, index)
+        self.pad = Padder(owner, self, plan, self.in_shape)
         q = self.queue
-        self.weight = as_array(q, owner.upload(weight.reshape(k, -1), f"weights of {layer.name}"), (k, self.ckk))
-        self.col_buf = col_buf
-        self.col = as_array(q, col_buf, (n * self.ckk, self.p))
-        self.out_mat = as_array(q, out_buf, (n * k, self.p))
-        self.epilogue = _Epilogue(self, bias, k, self.p)
-        self.gemm_name = "xGEMM" if n == 1 else "xGEMMSTRIDEDBATCHED"
-        self.recipe = ["xIM2COL", f"{self.gemm_name} ({route}, beta 0)", self.epilogue.step]
+        self.weight = as_array(q, owner.upload(group_weights(weight), f"weights of {layer.name}"),
+                               (plan.out_channels, plan.ckk))
+        self.col_buf = self.pad.out_buf if plan.pointwise else col_buf
+        self.col = as_array(q, self.col_buf, (plan.gemms * plan.ckk, plan.out_plane))
+        self.out_mat = as_array(q, out_buf, (plan.batch * plan.out_channels, plan.out_plane))
+        self.epilogue = _Epilogue(self, bias, plan.out_channels, plan.out_plane)
+        self.batched = batched and plan.gemms > 1
+        if plan.gemms == 1:
+            self.gemm_name = "xGEMM"
+        elif self.batched:
+            self.gemm_name = "xGEMMBATCHED"
+            self.offsets = plan.offsets()
+        else:
+            self.gemm_name = "xGEMMSTRIDEDBATCHED"
+            if plan.groups > 1 and plan.batch > 1:
+                self.gemm_name += f" x {plan.batch} (one per image)"
+        self.recipe = (self.pad.steps + ([] if plan.pointwise else ["xIM2COL"])
+                       + [f"{self.gemm_name} ({route}, beta 0)", self.epilogue.step])
 
     def enqueue(self, rec):
-        q = self.queue
+        q, plan = self.queue, self.plan
         self.apply()
-        with rec.library("xIM2COL"):
-            library.im2col(q, im=self.in_buf, im_offset=0, col=self.col_buf, col_offset=0, **self.geometry)
-        with rec.library(self.gemm_name):
-            if self.batch == 1:
-                pyclblast.gemm(q, self.k, self.p, self.ckk, self.weight, self.col, self.out_mat,
-                               a_ld=self.ckk, b_ld=self.p, c_ld=self.p, alpha=1.0, beta=0.0)
-            else:
-                pyclblast.gemmStridedBatched(q, self.k, self.p, self.ckk, self.batch, self.weight, self.col,
-                                             self.out_mat, self.ckk, self.p, self.p, 0, self.ckk * self.p,
-                                             self.k * self.p, alpha=1.0, beta=0.0)
+        self.pad(rec)
+        if not plan.pointwise:
+            with rec.library("xIM2COL"):
+                library.im2col(q, im=self.pad.out_buf, im_offset=0, col=self.col_buf, col_offset=0,
+                               **plan.im2col_geometry())
+        m, p, k = plan.kg, plan.out_plane, plan.ckk
+        with rec.library(self.gemm_name.split(" ")[0]):
+            if plan.gemms == 1:
+                pyclblast.gemm(q, m, p, k, self.weight, self.col, self.out_mat, a_ld=k, b_ld=p, c_ld=p,
+                               alpha=1.0, beta=0.0)
+            elif self.batched:
+                ones, zeros = [1.0] * plan.gemms, [0.0] * plan.gemms
+                pyclblast.gemmBatched(q, m, p, k, self.weight, self.col, self.out_mat, ones, zeros, k, p, p,
+                                      *self.offsets)
+            elif plan.groups == 1:   # one call over the images, the weights shared (stride 0)
+                pyclblast.gemmStridedBatched(q, m, p, k, plan.batch, self.weight, self.col, self.out_mat, k, p, p,
+                                             0, k * p, m * p, alpha=1.0, beta=0.0)
+            else:                    # one call per image over its groups, each with its own weights
+                for image in range(plan.batch):
+                    first = image * plan.groups
+                    pyclblast.gemmStridedBatched(q, m, p, k, plan.groups, self.weight, self.col, self.out_mat,
+                                                 k, p, p, m * k, k * p, m * p, alpha=1.0, beta=0.0,
+                                                 b_offset=first * k * p, c_offset=first * m * p)
         self.epilogue(rec, self.out_buf)
 
 
@@ -261,11 +298,9 @@ class ClblastBestNet(OpenCLNet):
 
     # -- building and choosing
     def _col_buffer(self):
-        needs = []
-        for i, layer in enumerate(self.net.layers):
-            if layer.kind == "conv":
-                rows, cols = im2col_floats(self.batch, self.net.in_shape(i), layer.kernel, self.net.out_shape(i))
-                needs.append(rows * cols)
+        needs = [conv_plan(self.net, self.batch, i).col_floats()
+                 for i, layer in enumerate(self.net.layers) if layer.kind == "conv"]
+        needs = [floats for floats in needs if floats]   # a 1x1 stride-1 conv needs none
         if not needs:
             return None
         try:
@@ -273,21 +308,25 @@ class ClblastBestNet(OpenCLNet):
         except UserError:   # past MAX_MEM_ALLOC_SIZE: the im2col compositions are out, xCONVGEMM stays
             return None
 
-    def _candidates(self, i, layer, params, src, dst, col):
+    def _candidates(self, i, layer, params, srcs, dst, col):
         """name -> a function that builds the candidate op."""
-        n = self.batch
+        n, src = self.batch, srcs[0]
         out = {}
         if layer.kind == "conv":
-            w, b, stride, pad = params["weight"], params["bias"], layer.stride, layer.pad
-            gemm = problems.conv_gemm(n, self.net.in_shape(i), self.net.out_shape(i), layer.kernel)
-            cg = problems.convgemm(n, self.net.in_shape(i), layer.out_channels, layer.kernel, layer.pad, stride)
-            if col is not None:
+            w, b, stride, pad = params["weight"], params["bias"], layer.stride, layer.padding
+            plan = conv_plan(self.net, n, i)
+            gemm, cg = problems.plan_gemm(plan), problems.plan_convgemm(plan)
+            if col is not None or plan.pointwise:
+                prefix = "gemm" if plan.pointwise else "im2col+gemm"
+                ways = [("", False)] + ([("batched-", True)] if plan.groups > 1 and n > 1 else [])
                 for route, kernel, force in ROUTES:
                     sets = self._sets(gemm, kernel, force)
-                    out[f"im2col+gemm-{route}"] = (lambda s=sets, r=route: GemmConvOp(
-                        self, layer, i, src, dst, w, b, stride, pad, col, s, r))
+                    for way, batched in ways:
+                        out[f"{prefix}-{way}{route}"] = (lambda s=sets, r=route, bt=batched: GemmConvOp(
+                            self, layer, i, src, dst, w, b, col, s, r, bt))
             sets = self._sets(cg)
-            out["convgemm"] = lambda: ConvgemmOp(self, layer, i, src, dst, w, b, stride, pad, sets=sets)
+            out["convgemm"] = lambda: ConvgemmOp(self, layer, i, src, dst, w, b, stride, pad, sets=sets,
+                                                 groups=layer.groups)
         if layer.kind == "subsample":
             out["avgpool"] = lambda: AvgPoolOp(self, layer, i, src, dst, params["coeff"], params["bias"])
             sparse = subsample_as_conv_weight(params["coeff"], layer.kernel)
@@ -310,6 +349,14 @@ class ClblastBestNet(OpenCLNet):
                     self, layer, i, src, dst, params["weight"], params["bias"], s, r))
         if layer.kind == "maxpool":
             out["maxpool"] = lambda: MaxPoolOp(self, layer, i, src, dst)
+        if layer.kind == "add":
+            out["copy+axpy"] = lambda: AxpyAddOp(self, layer, i, srcs, dst)
+            if len(srcs) == 2:   # our kernel sums two
+                out["fused-add"] = lambda: FusedAddOp(self, layer, i, srcs, dst)
+        if layer.kind == "global_avgpool":
+            sets = self._sets(problems.pooling_gemv(n, self.net.in_shape(i)))
+            out["gemv-ones"] = lambda: GemvAvgPoolOp(self, layer, i, src, dst, sets)
+            out["avgpool-kernel"] = lambda: KernelAvgPoolOp(self, layer, i, src, dst)
         if not out:
             raise Unsupported(f"{layer.name}: clblast-best has no composition for layer kind {layer.kind!r}")
         return out
@@ -346,9 +393,10 @@ class ClblastBestNet(OpenCLNet):
         before = None
         for i, layer in enumerate(net.layers):
             dst = self.alloc(batch * int(np.prod(net.out_shape(i))) * 4, f"output of {layer.name}")
+            srcs = input_buffers(net, i, self.activations)
             self.activations.append(dst)
             timed, best, best_ms, best_bufs = {}, None, None, []
-            for name, build in self._candidates(i, layer, layer_params(net, weights, i), src, dst, col).items():
+            for name, build in self._candidates(i, layer, layer_params(net, weights, i), srcs, dst, col).items():
                 first = len(self.buffers)
                 try:
                     op = build()
@@ -369,7 +417,7 @@ class ClblastBestNet(OpenCLNet):
             best.enqueue(Recorder(self.rt.queue, enabled=False))   # its output feeds the next layer's timing
             self.ops.append(best)
             self.choices[layer.name] = {"chosen": f"{best_name}: {best.describe()}", "candidates": timed}
-            before, src = best, dst
+            before = best
         self.rt.finish()
         for buf in self.activations[1:]:   # poisoned again: a run must write every element
             cl.enqueue_fill_buffer(self.rt.queue, buf, np.float32(np.nan), 0, buf.size)
@@ -402,6 +450,8 @@ class ClblastBestBackend(IsolatedBackend):
                "with beta 0 + fused bias kernel, xCONVGEMM, GEMV fast path, strided batch), with the tuned parameters "
                "or CLBlast's database, whichever is faster")
     uses_opencl = True
+    supported_kinds = KINDS
+    supported_features = FEATURES
     inner = "backends.clblast.best:ClblastBestInProcess"
     child_per_mode = True
 

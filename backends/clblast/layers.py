@@ -16,14 +16,12 @@ from __future__ import annotations
 import numpy as np
 import pyopencl.array as cla
 
-from ..opencl.launch import ACT_CODES, Launch
 from ..opencl.net import LayerOp
 from . import library, overrides, problems
+from .conv_plan import ConvPlan, group_weights
+from .own_kernels import Padder, own_kernel, own_step
 from .library import pyclblast
 from .tuned import COPY_KERNELS, CONVGEMM_KERNELS, GEMM_KERNELS, GEMV_KERNELS, Applied
-
-EXTRAS = "clblast_extras.cl"
-LOCAL_SIZE = 64   # work-group size wanted for the own 1-D kernels (shrunk to what the device allows)
 
 
 def as_array(queue, buf, shape):
@@ -48,14 +46,7 @@ def subsample_as_conv_weight(coeff: np.ndarray, kernel) -> np.ndarray:
     return weight
 
 
-def own_kernel(rt, name: str, activation: str, size: tuple, local: tuple = (LOCAL_SIZE,), **defines) -> Launch:
-    """One of our kernels from kernels/clblast_extras.cl, built for one
-    layer's constants (the kernels skip the work-items past `size`)."""
-    return Launch(rt, EXTRAS, name, {"ACT": ACT_CODES[activation], **defines}, size, local)
-
-
-def _step_name(what: str, activation: str) -> str:
-    return f"{what} (own kernel)" if activation == "none" else f"{what}+{activation} (own kernel)"
+_step_name = own_step   # the name best.py knows it by
 
 
 class ClblastOp(LayerOp):
@@ -66,8 +57,9 @@ class ClblastOp(LayerOp):
     kernels: tuple = ()   # the database kernels its routines compile
 
     def __init__(self, owner, layer, index, in_buf, out_buf, separate_activation=True, sets=None, problem=None):
-        """`sets`: the (kernel, parameters) overrides its routines run with; None: the tuning's
-        for `problem` (its main routine's call), the rest CLBlast's defaults."""
+        """`in_buf`: the buffer it reads, or a list of them (an add reads several, in the
+        layer's order).  `sets`: the (kernel, parameters) overrides its routines run with;
+        None: the tuning's for `problem` (its main routine's call), the rest CLBlast's defaults."""
         super().__init__(layer, index)
         kernels = self.kernels_used(owner.batch)
         relies = kernels + (("GemmRoutine",) if "XgemmDirect" in kernels else ())
@@ -83,7 +75,8 @@ class ClblastOp(LayerOp):
         self.batch = owner.batch
         self.in_shape = (owner.batch,) + tuple(owner.net.in_shape(index))
         self.out_shape = (owner.batch,) + tuple(owner.net.out_shape(index))
-        self.in_buf, self.out_buf = in_buf, out_buf
+        self.in_bufs = list(in_buf) if isinstance(in_buf, (list, tuple)) else [in_buf]
+        self.in_buf, self.out_buf = self.in_bufs[0], out_buf
         self.out_count = int(np.prod(self.out_shape))
         self.activation = None
         if separate_activation and layer.activation != "none":
@@ -95,7 +88,9 @@ class ClblastOp(LayerOp):
         return self.kernels
 
     def write_input(self, x):
-        self.rt.write(self.in_buf, x)
+        """One canonical array for its (first) input, or a list of one per input."""
+        for buf, array in zip(self.in_bufs, x, strict=True) if isinstance(x, list) else [(self.in_buf, x)]:
+            self.rt.write(buf, array)
 
     def read_output(self):
         return self.rt.read(self.out_buf, self.out_shape)
@@ -113,86 +108,100 @@ class ClblastOp(LayerOp):
 
 class Im2colConvOp(ClblastOp):
     """Convolution (and subsampling as sparse convolution), the study's way:
-    xCOPY the pre-expanded bias into the output, xIM2COL, then xGEMM (batch
-    1) or xGEMMBATCHED (batch > 1) with beta = 1, then the activation.
-
-    The batched trick (study 5.1.2): the whole batch goes through one
-    xIM2COL as a single image of N*C channels.  im2col's rows are
-    channel-major (c, fy, fx), so image n's rows are one contiguous block of
-    C*kh*kw rows starting at row n*C*kh*kw, and padding is applied per
-    channel, so that block is exactly image n's own im2col matrix.  One
-    GEMM per image with offsets (W @ block n -> output n) then writes NCHW
-    output directly: output n is K rows of OH*OW.
+    xCOPY the pre-expanded bias into the output, xIM2COL of the whole batch,
+    then xGEMM (one image, one group) or xGEMMBATCHED (one GEMM per image and
+    group, conv_plan.py) with beta = 1, then the activation.  A 1x1 stride-1
+    convolution skips xIM2COL (its input is its own im2col); an asymmetric
+    padding is padded first by our own kernel.
     """
 
     kernels = COPY_KERNELS + GEMM_KERNELS
 
-    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, col_buf):
-        n, c, h, w = (owner.batch,) + tuple(owner.net.in_shape(index))
-        problem = problems.conv_gemm(n, (c, h, w), owner.net.out_shape(index), weight.shape[2:])
-        super().__init__(owner, layer, index, in_buf, out_buf, problem=problem)
-        k, _, fh, fw = weight.shape
-        _, _, oh, ow = self.out_shape
-        self.geometry = dict(channels=n * c, height=h, width=w, kernel=(fh, fw), pad=tuple(pad), stride=tuple(stride))
-        self.m, self.p, self.ckk = k, oh * ow, c * fh * fw       # GEMM: (K x CKK) @ (CKK x P) per image
+    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, col_buf, groups=1):
+        n = owner.batch
+        plan = ConvPlan.of(n, owner.net.in_shape(index), owner.net.out_shape(index), weight.shape[2:], stride,
+                           pad, groups)
+        super().__init__(owner, layer, index, in_buf, out_buf, problem=problems.plan_gemm(plan))
+        self.plan = plan
+        self.pad = Padder(owner, self, plan, self.in_shape)
         q = self.queue
-        self.weight = as_array(q, owner.upload(weight.reshape(k, -1), f"weights of {layer.name}"), (k, self.ckk))
+        self.weight = as_array(q, owner.upload(group_weights(weight), f"weights of {layer.name}"),
+                               (plan.out_channels, plan.ckk))
         # CLBlast cannot set a buffer, so the output starts as the bias, copied from one the output's size
-        expanded = np.broadcast_to(np.asarray(bias, np.float32)[None, :, None], (n, k, self.p))
+        expanded = np.broadcast_to(np.asarray(bias, np.float32)[None, :, None], (n, plan.out_channels, plan.out_plane))
         self.bias = as_array(q, owner.upload(expanded, f"expanded bias of {layer.name}"), (self.out_count,))
         self.out_vec = as_array(q, out_buf, (self.out_count,))
-        self.out_mat = as_array(q, out_buf, (n * k, self.p))
-        self.col_buf = col_buf
-        self.col = as_array(q, col_buf, (n * self.ckk, self.p))
-        self.scalars = ([1.0] * n, [1.0] * n)   # alpha and beta (= 1: add to the bias) of each GEMM
-        self.offsets = ([0] * n, [i * self.ckk * self.p for i in range(n)], [i * k * self.p for i in range(n)])
-        self.gemm_name = "xGEMM" if n == 1 else "xGEMMBATCHED"
-        self.recipe = ["xCOPY", "xIM2COL", self.gemm_name] + self._activation_step()
+        self.out_mat = as_array(q, out_buf, (n * plan.out_channels, plan.out_plane))
+        self.col_buf = self.pad.out_buf if plan.pointwise else col_buf
+        self.col = as_array(q, self.col_buf, (plan.gemms * plan.ckk, plan.out_plane))
+        self.scalars = ([1.0] * plan.gemms, [1.0] * plan.gemms)   # alpha and beta (= 1: add to the bias)
+        self.offsets = plan.offsets()
+        self.gemm_name = "xGEMM" if plan.gemms == 1 else "xGEMMBATCHED"
+        self.recipe = (["xCOPY"] + self.pad.steps + ([] if plan.pointwise else ["xIM2COL"]) + [self.gemm_name]
+                       + self._activation_step())
 
     def enqueue(self, rec):
-        q = self.queue
+        q, plan = self.queue, self.plan
         self.apply()
         with rec.library("xCOPY"):
             pyclblast.copy(q, self.out_count, self.bias, self.out_vec)
-        with rec.library("xIM2COL"):
-            library.im2col(q, im=self.in_buf, im_offset=0, col=self.col_buf, col_offset=0, **self.geometry)
+        self.pad(rec)
+        if not plan.pointwise:
+            with rec.library("xIM2COL"):
+                library.im2col(q, im=self.pad.out_buf, im_offset=0, col=self.col_buf, col_offset=0,
+                               **plan.im2col_geometry())
+        m, p, k = plan.kg, plan.out_plane, plan.ckk
         with rec.library(self.gemm_name):
-            if self.batch == 1:
-                pyclblast.gemm(q, self.m, self.p, self.ckk, self.weight, self.col, self.out_mat,
-                               a_ld=self.ckk, b_ld=self.p, c_ld=self.p, alpha=1.0, beta=1.0)
+            if plan.gemms == 1:
+                pyclblast.gemm(q, m, p, k, self.weight, self.col, self.out_mat, a_ld=k, b_ld=p, c_ld=p,
+                               alpha=1.0, beta=1.0)
             else:
-                pyclblast.gemmBatched(q, self.m, self.p, self.ckk, self.weight, self.col, self.out_mat, *self.scalars,
-                                      self.ckk, self.p, self.p, *self.offsets)
+                pyclblast.gemmBatched(q, m, p, k, self.weight, self.col, self.out_mat, *self.scalars, k, p, p,
+                                      *self.offsets)
         self._activate(rec)
 
 
 class ConvgemmOp(ClblastOp):
     """Convolution through CLBlast's fused, batched xCONVGEMM (NCHW input,
     KCHW weights, NKHW output).  It overwrites its output and takes no
-    bias, so one own kernel adds the bias and applies the activation."""
+    bias, so one own kernel adds the bias and applies the activation.
+    xCONVGEMM has no groups: a grouped convolution is one call per image
+    and group, on that group's channels at their offsets.  An asymmetric
+    padding is padded first by our own kernel."""
 
     kernels = CONVGEMM_KERNELS
 
-    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, sets=None):
-        n, c, h, w = (owner.batch,) + tuple(owner.net.in_shape(index))
-        problem = problems.convgemm(n, (c, h, w), weight.shape[0], weight.shape[2:], pad, stride)
+    def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, sets=None, groups=1):
+        plan = ConvPlan.of(owner.batch, owner.net.in_shape(index), owner.net.out_shape(index), weight.shape[2:],
+                           stride, pad, groups)
         super().__init__(owner, layer, index, in_buf, out_buf, separate_activation=False, sets=sets,
-                         problem=problem)
-        k, _, fh, fw = weight.shape
-        self.args = dict(channels=c, height=h, width=w, kernel=(fh, fw), pad=tuple(pad), stride=tuple(stride),
-                         num_kernels=k, batch=n)
+                         problem=problems.plan_convgemm(plan))
+        self.plan = plan
+        self.pad = Padder(owner, self, plan, self.in_shape)
+        one_call = plan.groups == 1
+        self.args = dict(channels=plan.cg, height=plan.height, width=plan.width, kernel=tuple(plan.kernel),
+                         pad=plan.pad, stride=tuple(plan.stride), num_kernels=plan.kg,
+                         batch=plan.batch if one_call else 1)
+        image, plane = plan.cg * plan.height * plan.width, plan.kg * plan.out_plane
+        # (input, weight, output) offsets of each call
+        self.calls = [(0, 0, 0)] if one_call else [
+            ((i * plan.groups + g) * image, g * plan.kg * plan.ckk, (i * plan.groups + g) * plane)
+            for i in range(plan.batch) for g in range(plan.groups)]
         self.weight = owner.upload(weight, f"weights of {layer.name}")
         self.bias = owner.upload(bias, f"bias of {layer.name}")
         self.bias_activate = own_kernel(self.rt, "bias_activate", layer.activation, (self.out_count,),
-                                       COUNT=self.out_count, CHANNELS=k, PLANE=self.out_shape[2] * self.out_shape[3])
+                                       COUNT=self.out_count, CHANNELS=plan.out_channels, PLANE=plan.out_plane)
         self.bias_step = _step_name("bias", layer.activation)
-        self.recipe = ["xCONVGEMM", self.bias_step]
+        calls = "" if one_call else f" x {len(self.calls)} (one per image and group)"
+        self.recipe = self.pad.steps + [f"xCONVGEMM{calls}", self.bias_step]
 
     def enqueue(self, rec):
         self.apply()
+        self.pad(rec)
         with rec.library("xCONVGEMM"):
-            library.convgemm(self.queue, im=self.in_buf, im_offset=0, weight=self.weight, weight_offset=0,
-                               out=self.out_buf, out_offset=0, **self.args)
+            for im, w, out in self.calls:
+                library.convgemm(self.queue, im=self.pad.out_buf, im_offset=im, weight=self.weight, weight_offset=w,
+                                 out=self.out_buf, out_offset=out, **self.args)
         rec.kernel(self.bias_step, self.bias_activate(self.out_buf, self.bias))
 
 
@@ -240,7 +249,8 @@ class DenseOp(ClblastOp):
 
 
 class MaxPoolOp(ClblastOp):
-    """CLBlast has no pooling: one own kernel (activation fused into it)."""
+    """CLBlast has no pooling: one own kernel (activation fused into it);
+    taps in the padding are skipped, so the padding never wins."""
 
     def __init__(self, owner, layer, index, in_buf, out_buf):
         super().__init__(owner, layer, index, in_buf, out_buf, separate_activation=False)
@@ -248,7 +258,8 @@ class MaxPoolOp(ClblastOp):
         _, _, oh, ow = self.out_shape
         n, c = self.out_shape[:2]
         self.pool = own_kernel(self.rt, "maxpool", layer.activation, (ow, oh, n * c), (8, 8, 1), H=h, W=w, OH=oh, OW=ow,
-                              KH=layer.kernel[0], KW=layer.kernel[1], SH=layer.stride[0], SW=layer.stride[1])
+                              KH=layer.kernel[0], KW=layer.kernel[1], SH=layer.stride[0], SW=layer.stride[1],
+                              PT=layer.padding[0], PL=layer.padding[1])
         self.step = _step_name("maxpool", layer.activation)
         self.recipe = [self.step]
 

@@ -10,7 +10,8 @@ Sizes are row-major, as the backends call pyclblast:
             im2col GEMM: W (K x C*KH*KW) col (C*KH*KW x OH*OW); dense at
             batch > 1: X (N x D) W (D x F), batch 1)
   gemv      y (rows) = W x, W stored (rows x cols), or stored (cols x rows)
-            and transposed (the study's dense layout)
+            and transposed (the study's dense layout); a global average
+            pool: the (N*C x H*W) input times a ones vector
   convgemm  xCONVGEMM of an NCHW batch: channels, height, width, kernel,
             pad, stride, kernels out, batch
   xgemm     the Xgemm kernel alone, as CLBlast's xgemm tuner runs it: column
@@ -18,10 +19,18 @@ Sizes are row-major, as the backends call pyclblast:
             a multiple of any configuration's tile, so the routine runs no pad
             or transpose kernel around it (`compare tune --as-tuner`: our
             search on the tuner's own terms, to compare with its figures)
+
+A grouped convolution is N*G GEMMs of one group each (conv_plan.py), so
+batch N*G; its xCONVGEMM is one call per image and group (batch 1, the
+group's channels).  An asymmetric padding is padded explicitly first, so
+its xCONVGEMM reads the padded size with pad 0.  A chain's layers (groups
+1, symmetric padding) pose the same problems, with the same keys, as before.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .conv_plan import ConvPlan
 
 GEMM, GEMV, CONVGEMM, XGEMM_ALONE = "gemm", "gemv", "convgemm", "xgemm"
 TUNERS = {GEMM: ("xgemm_direct", "xgemm"), GEMV: ("xgemv",), CONVGEMM: ("xconvgemm",), XGEMM_ALONE: ("xgemm",)}
@@ -104,6 +113,24 @@ def conv_gemm(batch: int, in_shape, out_shape, kernel, channels_in=None) -> Prob
     return gemm(out_shape[0], out_shape[1] * out_shape[2], c * kernel[0] * kernel[1], batch)
 
 
+def plan_gemm(plan) -> Problem:
+    """The GEMMs of a convolution's plan (conv_plan.ConvPlan): one per image and group."""
+    return gemm(plan.kg, plan.out_plane, plan.ckk, plan.gemms)
+
+
+def plan_convgemm(plan) -> Problem:
+    """Its xCONVGEMM: the whole batch in one call, or one call per image and group."""
+    shape = (plan.cg, plan.height, plan.width)
+    batch = plan.batch if plan.groups == 1 else 1
+    return convgemm(batch, shape, plan.kg, plan.kernel, plan.pad, plan.stride)
+
+
+def pooling_gemv(batch: int, in_shape) -> Problem:
+    """A global average pool as xGEMV: the (N*C x H*W) input times a ones vector."""
+    c, h, w = in_shape
+    return gemv(batch * c, h * w, False)
+
+
 def dense_gemm(batch: int, in_features: int, out_features: int) -> Problem:
     return gemm(batch, out_features, in_features, 1)
 
@@ -119,8 +146,10 @@ def layer_problems(net, batch: int, i: int) -> list[Problem]:
     """Every call the CLBlast backends may make for layer i (each composition)."""
     layer, src, dst = net.layers[i], net.in_shape(i), net.out_shape(i)
     if layer.kind == "conv":
-        return [conv_gemm(batch, src, dst, layer.kernel),
-                convgemm(batch, src, layer.out_channels, layer.kernel, layer.pad, layer.stride)]
+        plan = ConvPlan.of(batch, src, dst, layer.kernel, layer.stride, layer.padding, layer.groups)
+        return [plan_gemm(plan), plan_convgemm(plan)]
+    if layer.kind == "global_avgpool":
+        return [pooling_gemv(batch, src)]
     if layer.kind == "subsample":   # the study's sparse convolution, C channels in and out
         return [conv_gemm(batch, src, dst, layer.kernel),
                 convgemm(batch, src, src[0], layer.kernel, (0, 0), layer.stride)]

@@ -77,8 +77,9 @@ class LayerOp(ABC):
         """Enqueue this layer's work; name every step through `rec`."""
 
     @abstractmethod
-    def write_input(self, x: np.ndarray) -> None:
-        """Fill this op's input buffer from a canonical host array (blocking)."""
+    def write_input(self, x: np.ndarray | list) -> None:
+        """Fill this op's input buffer from a canonical host array (blocking); an
+        op of a layer that reads several inputs takes a list, one array each."""
 
     @abstractmethod
     def read_output(self) -> np.ndarray:
@@ -140,7 +141,10 @@ class OpenCLNet(PreparedNet):
 
     def run_layer(self, index, x):
         op = self.ops[index]
-        op.write_input(self.check_input(x, index))
+        if isinstance(x, (list, tuple)):   # a layer reading several inputs (an add)
+            op.write_input([self.check_input(a, index) for a in x])
+        else:
+            op.write_input(self.check_input(x, index))
         op.enqueue(Recorder(self.rt.queue, enabled=False))
         self.rt.finish()
         return op.read_output()
