@@ -3,11 +3,11 @@
 // which kernels/__init__.py pastes in on the host, so every driver's
 // program cache sees the header's text in the source it hashes.
 //
-// -D ACT: 0 none, 1 relu, 2 sigmoid (required).  With YC and YC4 defined
+// -D ACT: 0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh (required).  With YC and YC4 defined
 // (output channels, and as stored: a multiple of 4), zero_tail too.
 
 #ifndef ACT
-#error "ACT must be defined: 0 none, 1 relu, 2 sigmoid"
+#error "ACT must be defined: 0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh"
 #endif
 
 // A NaN (an element never written: buffers start poisoned with NaN) passes
@@ -22,6 +22,12 @@ inline float sigmoid(float v)
     return 1.0f / (1.0f + exp(-v));   // exp overflows to inf below -88: the result is then 0, as it should be
 }
 
+// min(max(v, 0), 6) by comparisons, so a NaN passes as through relu
+inline float relu6(float v)
+{
+    return v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
+}
+
 // The layer's activation (-D ACT).
 inline float activate(float v)
 {
@@ -29,6 +35,10 @@ inline float activate(float v)
     return relu(v);
 #elif ACT == 2
     return sigmoid(v);
+#elif ACT == 3
+    return relu6(v);
+#elif ACT == 4
+    return tanh(v);
 #else
     return v;
 #endif
@@ -40,6 +50,11 @@ inline float4 activate4(float4 v)
     return select(v, (float4)(0.0f), isless(v, (float4)(0.0f)));
 #elif ACT == 2
     return 1.0f / (1.0f + exp(-v));
+#elif ACT == 3
+    v = select(v, (float4)(0.0f), isless(v, (float4)(0.0f)));
+    return select(v, (float4)(6.0f), isgreater(v, (float4)(6.0f)));
+#elif ACT == 4
+    return tanh(v);
 #else
     return v;
 #endif

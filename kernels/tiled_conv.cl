@@ -14,7 +14,9 @@
 // slice's global reads are issued before the current slice's arithmetic.
 //
 // -D constants, besides the layout ones of kernels/vectorised.cl (N, XC4,
-// XHP, XWP, YC, YC4, YH, YW, YHP, YWP, YPT, YPL, FH, FW, SH, SW, ACT):
+// XHP, XWP, YC, YC4, YH, YW, YHP, YWP, YPT, YPL, FH, FW, SH, SW, ACT; and
+// XPT, XPL, PT, PL: the input buffer's border may be wider than the layer's
+// padding where another reader of it wants more, so windows start at an offset):
 //   TM, TN, TK   tile: output pixels, output channels, reduction slice
 //   RM, RN       outputs per work-item (multiples of 4)
 //   KP           output channels of the reordered weights, a multiple of TN
@@ -81,7 +83,7 @@ void conv_tiled(__global const float4* restrict x,
         if (slot < A_SLOTS && p < M) {
             const uint n = p / (YH * YW), rem = p - n * (YH * YW);
             const uint oy = rem / YW, ox = rem - oy * YW;
-            a_base[s] = ((n * XHP + oy * SH) * XWP + ox * SW) * XV + q;
+            a_base[s] = ((n * XHP + oy * SH + (XPT - PT)) * XWP + ox * SW + (XPL - PL)) * XV + q;
         }
     }
 

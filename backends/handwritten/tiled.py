@@ -12,7 +12,10 @@ in registers, so every value loaded feeds several multiply-adds instead of
 one (kernels/tiled_conv.cl).  Tile and split are chosen per layer and per
 device (backends/handwritten/tiled_plan.py) and recorded in `config`.
 
-Pooling, subsampling and dense layers are `vectorised`'s, unchanged.
+Pooling, subsampling, adds, global average pools and dense layers are
+`vectorised`'s, unchanged; so are grouped convolutions (depthwise: its own
+kernel; other groups: its dense conv with zero blocks), which have no tile
+of their own: `config`'s tile_source says so per layer.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from ..opencl.workgroups import build_fitting
 from .net import KernelOp
 from .tiled_plan import TILES, plan_conv
 from .tiles_tuned import TunedTiles, layer_key
-from .vectorised import VectorisedBackend, VectorisedNet, pad_to
+from .vectorised import VectorisedBackend, VectorisedNet, is_depthwise, pad_to
 
 SOURCE = "tiled_conv.cl"
 
@@ -76,7 +79,11 @@ class TiledNet(VectorisedNet):
     def make_op(self, index, layer, params):
         if layer.kind != "conv":
             return super().make_op(index, layer, params)
-        src, dst = self.layouts[index], self.layouts[index + 1]
+        if layer.groups > 1:
+            kind = "depthwise" if is_depthwise(layer) else "grouped"
+            self.tile_sources[layer.name] = f"no tile for {kind} convolutions: vectorised's kernel"
+            return super().make_op(index, layer, params)
+        src, dst = self.input_layout(index), self.layouts[index + 1]
         pixels = self.batch * dst.h * dst.w   # the implicit GEMM's rows
         window = self.window_defines(layer, src, dst)
         key = layer_key(self.batch, self.net.in_shape(index), layer)
@@ -113,7 +120,8 @@ class TiledNet(VectorisedNet):
 class TiledBackend(VectorisedBackend):
     name = "vectorised-tiled"
     summary = ("hand-written, tuned variant of vectorised for GPUs: NHWC float4 conv as implicit-GEMM tiles "
-               "in local memory with register blocks; tiles measured by `compare tune` where it ran, else a cost model")
+               "in local memory with register blocks; tiles measured by `compare tune` where it ran, else a cost model; "
+               "grouped/depthwise convs, adds, pools as vectorised (the add not yet fused into the conv before it)")
     net_class = TiledNet
 
     def prepare(self, net, weights, batch, mode=None):
