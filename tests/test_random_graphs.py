@@ -10,7 +10,9 @@ then a global average pool or not, and a dense tail or not.  Few examples,
 so the suite stays fast; COMPARE_RANDOM_NETS=N draws N instead.
 
 The peers (torch, tensorflow) run the same graphs in every mode they list,
-on fewer examples still (each mode prepares and traces anew).
+on fewer examples still (each mode prepares and traces anew); so do the
+hand-written backends that run graphs (vectorised, vectorised-tiled), each
+prepare compiling a kernel per layer.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from peer_graph_checks import check_every_mode
 
 EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "15"))
 PEER_EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "4"))
+HANDWRITTEN_EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "5"))
 
 
 @st.composite
@@ -120,3 +123,12 @@ def test_the_peers_run_random_graphs_as_the_oracle_does(peer, case):
     net, batch, seed = case
     note(repr(net))
     check_every_mode(backend_or_skip(peer), net, init_weights(net, seed), _input(net, batch, seed))
+
+
+@pytest.mark.parametrize("name", ["vectorised", "vectorised-tiled"])
+@settings(max_examples=HANDWRITTEN_EXAMPLES, deadline=None, database=None)
+@given(case=graphs())
+def test_the_handwritten_backends_run_random_graphs_as_the_oracle_does(name, case):
+    net, batch, seed = case
+    note(repr(net))
+    check_every_mode(backend_or_skip(name), net, init_weights(net, seed), _input(net, batch, seed))

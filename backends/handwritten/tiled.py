@@ -80,7 +80,7 @@ class TiledNet(VectorisedNet):
         if layer.kind != "conv":
             return super().make_op(index, layer, params)
         if layer.groups > 1:
-            kind = "depthwise" if is_depthwise(layer) else "grouped"
+            kind = "depthwise" if is_depthwise(layer, self.input_layout(index).c) else "grouped"
             self.tile_sources[layer.name] = f"no tile for {kind} convolutions: vectorised's kernel"
             return super().make_op(index, layer, params)
         src, dst = self.input_layout(index), self.layouts[index + 1]

@@ -77,9 +77,9 @@ def ungrouped(weight: np.ndarray, groups: int) -> np.ndarray:
     return out
 
 
-def is_depthwise(layer) -> bool:
+def is_depthwise(layer, in_channels: int) -> bool:
     """One filter per input channel (MobileNet's): the depthwise kernel's case."""
-    return layer.groups > 1 and layer.groups == layer.out_channels
+    return layer.groups > 1 and layer.groups == layer.out_channels == in_channels
 
 
 def pad_to(values: np.ndarray, n: int) -> np.ndarray:
@@ -127,7 +127,7 @@ class VectorisedNet(HandwrittenNet):
         kernel, what = layer.kind.value, layer.kind.value
         # (image * output row, output column, group of four output channels)
         grid = (self.batch * dst.h, dst.w, dst.c_stored // 4)
-        if layer.kind == "conv" and is_depthwise(layer):
+        if layer.kind == "conv" and is_depthwise(layer, src.c):
             kernel, what = "depthwise", "depthwise conv"
             args = (self.upload(depthwise_filters(params["weight"], src.c_stored), f"{layer.name} weights"),
                     self.upload(pad_to(params["bias"], dst.c_stored), f"{layer.name} bias"))
