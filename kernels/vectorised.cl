@@ -40,6 +40,11 @@
 #define X_PIXEL(n, row, col) ((((n) * XHP + (row) + XPT) * XWP + (col) + XPL) * XV)
 
 #ifdef CONV
+// RESIDUAL (1): the conv is the last input of an add that alone reads it;
+// its epilogue adds the add's other input `res` (border RHP, RWP, RPT,
+// RPL) and applies the add's activation (ACT), writing the add's output.
+#define R_PIXEL(n, row, col) ((((n) * RHP + (row) + RPT) * RWP + (col) + RPL) * YV)
+
 // One work-item: one output pixel (global id 0 = image * YH + row, 1 =
 // column) and four consecutive output channels (id 2), so each float4 of
 // input feeds four filters and the result is one float4 store.  Filters are
@@ -48,6 +53,9 @@
 __kernel void conv(__global const float4* restrict x,
                    __global const float4* restrict w,
                    __global const float4* restrict b,
+#if RESIDUAL
+                   __global const float4* restrict res,
+#endif
                    __global float4* restrict y)
 {
     const int r = get_global_id(0), col = get_global_id(1), c4 = get_global_id(2);
@@ -84,7 +92,12 @@ __kernel void conv(__global const float4* restrict x,
     const float4 one = (float4)(1.0f);
     const float s0 = dot(a0, one), s1 = dot(a1, one), s2 = dot(a2, one), s3 = dot(a3, one);
 #endif
+#if RESIDUAL
+    // the residual add fused: y = activation of the add (conv + bias + res)
+    const float4 out = activate4((float4)(s0, s1, s2, s3) + b[c4] + res[R_PIXEL(n, row, col) + c4]);
+#else
     const float4 out = activate4((float4)(s0, s1, s2, s3) + b[c4]);
+#endif
     y[Y_PIXEL(n, row, col) + c4] = zero_tail(out, c4);
 }
 #endif

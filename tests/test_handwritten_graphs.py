@@ -70,7 +70,8 @@ CASES = {
         MaxPool("p", kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
         MaxPool("q", "relu", kernel=(2, 3), stride=(1, 2), pad=(1, 0, 0, 2)))), 2),
     # a residual block with a projection: one buffer read by a padded conv, a 1x1 stride-2 conv and
-    # (in the second block) an add, so readers want different borders; then a global pool and dense
+    # (in the second block) an add, so readers want different borders; a three-input add; a conv
+    # that only its add reads; then a global pool and dense
     "residual": (Net("t", (5, 9, 9), (
         Conv("a", "relu", out_channels=6, kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
         Conv("b", "none", out_channels=6, kernel=(3, 3), pad=(1, 1)),
@@ -78,6 +79,8 @@ CASES = {
         Add("s1", "relu", inputs=("b", "proj")),
         Conv("c", "relu6", out_channels=6, kernel=(3, 3), pad=(1, 1)),
         Add("s2", "tanh", inputs=("c", "s1", "proj")),
+        Conv("d", "none", out_channels=6, kernel=(3, 2), pad=(1, 0, 1, 1)),   # folds its add (vectorised)
+        Add("s3", "relu6", inputs=("s2", "d")),
         GlobalAvgPool("gap"),
         Dense("fc", "sigmoid", out_features=5))), 3),
     # grouped (not depthwise) convs: one filter per group of two channels (as many groups as filters,
@@ -129,3 +132,21 @@ def test_a_buffer_carries_the_widest_border_of_its_readers():
     asym = net_layouts(CASES["asymmetric-pad"][0], 1, "nhwc", 4)
     assert asym[0].border == (0, 1, 1, 0) and asym[1].border == (2, 0, 1, 1)
     assert asym[1].hp == asym[1].h + 3 and asym[1].wp == asym[1].w + 1
+
+
+def test_vectorised_folds_each_residual_add_into_the_conv_before_it():
+    """ResNet-18's 8 adds each in its block's last conv (conv{s}_{b}b, or the projection, computed
+    after it); a forward pass then times the conv with the add's work and the add at 0."""
+    net, batch = CASES["residual"]
+    assert run_case(backend_or_skip("vectorised").prepare, net, batch, 11)["residual_adds_fused"] == {
+        "s3": "into d's epilogue (adds s2)"}   # s1: proj is read by s2 too; s2 has three inputs
+    from nets import RESNET18
+    prepared = backend_or_skip("vectorised").prepare(RESNET18, init_weights(RESNET18), 1)
+    try:
+        fused = prepared.config["residual_adds_fused"]
+        assert len(fused) == 8 and fused["conv3_1"] == "into conv3_1_proj's epilogue (adds conv3_1b)"
+        prepared.load_input(np.zeros((1,) + RESNET18.input_shape, np.float32))
+        steps = {t.name: t.steps for t in prepared.run_timed()}
+        assert [s.name for s in steps["conv2_1b"]] == ["conv+add+relu"] and steps["conv2_1"] == []
+    finally:
+        prepared.close()

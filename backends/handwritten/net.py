@@ -144,6 +144,7 @@ class HandwrittenNet(OpenCLNet):
             self.config.update({"input": self.layouts[0].describe(), "output": self.layouts[-1].describe(),
                                 "layers": layers})
             self._add_edges()
+            self._pass = self.fused_ops()
         except BaseException:
             self.close()
             raise
@@ -198,6 +199,13 @@ class HandwrittenNet(OpenCLNet):
         # zero border once, NaN interior (see layout.py); a blocking write
         cl.enqueue_copy(self.rt.queue, buf, layout.template())
         return buf
+
+    def fused_ops(self) -> list[LayerOp]:
+        """The ops of a forward pass; a backend that folds layers together replaces some."""
+        return list(self.ops)
+
+    def pass_ops(self):
+        return self._pass
 
     def input_layout(self, index: int) -> Layout:
         """The layout of the buffer layer `index` reads first (in a chain, layouts[index])."""

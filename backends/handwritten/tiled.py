@@ -121,7 +121,7 @@ class TiledBackend(VectorisedBackend):
     name = "vectorised-tiled"
     summary = ("hand-written, tuned variant of vectorised for GPUs: NHWC float4 conv as implicit-GEMM tiles "
                "in local memory with register blocks; tiles measured by `compare tune` where it ran, else a cost model; "
-               "grouped/depthwise convs, adds, pools as vectorised (the add not yet fused into the conv before it)")
+               "grouped/depthwise convs, adds, pools as vectorised; residual adds not folded into the tiled conv (yet)")
     net_class = TiledNet
 
     def prepare(self, net, weights, batch, mode=None):

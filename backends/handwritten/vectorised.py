@@ -15,6 +15,11 @@ sections 7.2 and 7.4).
   to the input buffer's (H, W, C) order;
 - as in `baseline`, every buffer carries the zero border its consumer needs,
   and every kernel is built once at prepare with -D constants;
+- graphs (ResNet, MobileNet): each layer reads the buffers it names; a
+  depthwise conv has a float4 kernel of its own, a grouped one runs as the
+  dense conv with zero blocks (labelled); a residual add and its activation
+  are folded into the epilogue of the conv before it where that conv only
+  feeds the add (residual.py), else it is a kernel of its own;
 - the net's input goes NCHW -> NHWC (border, padding channels), and its
   output back where it is not already canonical, in small kernels on the
   device timed with the first and last layers (net.py, kernels/layout.cl).
@@ -30,6 +35,7 @@ from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class
 from .layout import round_up
 from .net import HandwrittenBackend, HandwrittenNet, KernelOp
+from .residual import FoldedAdd, ResidualConvOp, fusable_conv
 from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 
 SOURCE = "vectorised.cl"
@@ -157,6 +163,28 @@ class VectorisedNet(HandwrittenNet):
                         lambda lim: choose_local(grid, CONV_SHAPES[self.device], lim))
         return KernelOp(self, index, launch, args, step_name(what, layer.activation))
 
+    def fused_ops(self):
+        """Each residual add folded into the conv before it, where residual.py finds one
+        that runs vectorised's conv kernel (not the depthwise or a tiled one)."""
+        ops, fused = list(self.ops), {}
+        for j, add in enumerate(self.net.layers):
+            i = fusable_conv(self.net, j)
+            if i is None or getattr(self.ops[i], "launch", None) is None or self.ops[i].launch.name != "conv":
+                continue
+            conv, other = self.net.layers[i], [s for s in self.net.sources(j) if s != i][0]
+            src, dst, res = self.input_layout(i), self.layouts[j + 1], self.layouts[other + 1]
+            defines = {**self.window_defines(conv, src, dst), "ACT": ACT_CODES[add.activation], "RESIDUAL": 1,
+                       "RHP": res.hp, "RWP": res.wp, "RPT": res.pad_h, "RPL": res.pad_w}
+            grid = (self.batch * dst.h, dst.w, dst.c_stored // 4)
+            launch = Launch(self.rt, SOURCE, "conv", self._defines("conv", defines), grid,
+                            lambda lim: choose_local(grid, CONV_SHAPES[self.device], lim))
+            ops[i] = ResidualConvOp(self.ops[i], launch, self.activations[other + 1], self.activations[j + 1],
+                                    step_name(f"{self.ops[i].step}+add", add.activation))
+            ops[j] = FoldedAdd(self.ops[j])
+            fused[add.name] = f"into {conv.name}'s epilogue (adds {self.net.layers[other].name if other >= 0 else 'input'})"
+        self.config["residual_adds_fused"] = fused
+        return ops
+
     def _dense(self, index, layer, params, src, dst, act):
         in4 = src.hp * src.wp * src.c_stored
         weight = self.upload(dense_rows(params["weight"], src.c, src.h, src.w, src.c_stored, src.border),
@@ -182,8 +210,8 @@ class VectorisedNet(HandwrittenNet):
 class VectorisedBackend(HandwrittenBackend):
     name = "vectorised"
     summary = ("hand-written, study 7.2/7.4: NHWC float4 conv (4 channels/work-item), tuned work-groups, float4 GEMV; "
-               "graphs: depthwise conv its own float4 kernel, grouped conv as zero blocks, residual add its own kernel "
-               "(not yet fused into the conv before it)")
+               "graphs: depthwise conv its own float4 kernel, grouped conv as zero blocks, each residual add and its "
+               "activation folded into the conv before it (a library call cannot), else its own kernel")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
     supported_features = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD,
