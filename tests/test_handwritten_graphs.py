@@ -15,7 +15,7 @@ from backends.handwritten.tiled_plan import TILES
 from compare import oracle
 from compare.checking import check_prepared, compare_arrays
 from compare.cli import main
-from nets import Add, Conv, Dense, GlobalAvgPool, MaxPool, Net
+from nets import RESNET18, Add, Conv, Dense, GlobalAvgPool, MaxPool, Net
 from nets.weights import init_weights
 
 from conftest import backend_or_skip
@@ -121,6 +121,7 @@ def test_gpu_tiles_on_1x1_and_stride_2_convs_read_through_wider_borders(tile, sp
     net, batch = CASES["residual"]
     config = run_case(lambda n, w, b: tiled.TiledNet(runtime, n, w, b, tiles=(tile,), ksplit=split), net, batch, 9)
     assert config["layers"]["proj"]["split"] == split and config["layers"]["proj"]["tile"] == str(tile)
+    assert config["residual_adds_fused"] == {"s3": "into d's epilogue (adds s2)"}   # with a split: in its adding kernel
 
 
 def test_a_buffer_carries_the_widest_border_of_its_readers():
@@ -134,19 +135,19 @@ def test_a_buffer_carries_the_widest_border_of_its_readers():
     assert asym[1].hp == asym[1].h + 3 and asym[1].wp == asym[1].w + 1
 
 
-def test_vectorised_folds_each_residual_add_into_the_conv_before_it():
+@pytest.mark.parametrize("name, step", [("vectorised", "conv+add+relu"), ("vectorised-tiled", "tiled conv+add+relu")])
+def test_each_residual_add_is_folded_into_the_conv_before_it(name, step):
     """ResNet-18's 8 adds each in its block's last conv (conv{s}_{b}b, or the projection, computed
     after it); a forward pass then times the conv with the add's work and the add at 0."""
     net, batch = CASES["residual"]
-    assert run_case(backend_or_skip("vectorised").prepare, net, batch, 11)["residual_adds_fused"] == {
+    assert run_case(backend_or_skip(name).prepare, net, batch, 11)["residual_adds_fused"] == {
         "s3": "into d's epilogue (adds s2)"}   # s1: proj is read by s2 too; s2 has three inputs
-    from nets import RESNET18
-    prepared = backend_or_skip("vectorised").prepare(RESNET18, init_weights(RESNET18), 1)
+    prepared = backend_or_skip(name).prepare(RESNET18, init_weights(RESNET18), 1)
     try:
         fused = prepared.config["residual_adds_fused"]
         assert len(fused) == 8 and fused["conv3_1"] == "into conv3_1_proj's epilogue (adds conv3_1b)"
         prepared.load_input(np.zeros((1,) + RESNET18.input_shape, np.float32))
         steps = {t.name: t.steps for t in prepared.run_timed()}
-        assert [s.name for s in steps["conv2_1b"]] == ["conv+add+relu"] and steps["conv2_1"] == []
+        assert [s.name for s in steps["conv2_1b"]] == [step] and steps["conv2_1"] == []
     finally:
         prepared.close()

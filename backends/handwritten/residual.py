@@ -36,17 +36,28 @@ def fusable_conv(net: Net, j: int) -> int | None:
 
 
 class ResidualConvOp(LayerOp):
-    """The conv with the add in its epilogue: its input, weights and bias, then the add's other input and output."""
+    """The conv with the add in its epilogue: its input, weights and bias, then
+    the add's other input and output.  `reduce`, `reduce_args`, `reduce_step`:
+    a second kernel that finishes the sum and does the epilogue instead (a tiled
+    conv whose sum is split)."""
 
-    def __init__(self, conv_op, launch, residual, out, step: str):
+    def __init__(self, conv_op, launch, residual, out, step: str, reduce=None, reduce_step: str = ""):
         super().__init__(conv_op.layer, conv_op.index)
         self.conv_op = conv_op
         self.launch = launch
-        self.args = (conv_op.in_buf, *conv_op.args[1:-1], residual, out)
         self.step = step
+        self.reduce, self.reduce_step = reduce, reduce_step
+        if reduce is None:
+            self.args = (conv_op.in_buf, *conv_op.args[1:-1], residual, out)
+        else:   # the main kernel writes its parts as before; the adding kernel reads the residual
+            self.args = conv_op.args
+            scratch, bias = conv_op.reduce_args[:2]
+            self.reduce_args = (scratch, bias, residual, out)
 
     def enqueue(self, rec):
         rec.kernel(self.step, self.launch(*self.args))
+        if self.reduce is not None:
+            rec.kernel(self.reduce_step, self.reduce(*self.reduce_args))
 
     def write_input(self, x):
         self.conv_op.write_input(x)

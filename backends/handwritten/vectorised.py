@@ -165,25 +165,37 @@ class VectorisedNet(HandwrittenNet):
 
     def fused_ops(self):
         """Each residual add folded into the conv before it, where residual.py finds one
-        that runs vectorised's conv kernel (not the depthwise or a tiled one)."""
+        and fold_residual() can build it."""
         ops, fused = list(self.ops), {}
         for j, add in enumerate(self.net.layers):
             i = fusable_conv(self.net, j)
-            if i is None or getattr(self.ops[i], "launch", None) is None or self.ops[i].launch.name != "conv":
+            if i is None:
                 continue
-            conv, other = self.net.layers[i], [s for s in self.net.sources(j) if s != i][0]
-            src, dst, res = self.input_layout(i), self.layouts[j + 1], self.layouts[other + 1]
-            defines = {**self.window_defines(conv, src, dst), "ACT": ACT_CODES[add.activation], "RESIDUAL": 1,
-                       "RHP": res.hp, "RWP": res.wp, "RPT": res.pad_h, "RPL": res.pad_w}
-            grid = (self.batch * dst.h, dst.w, dst.c_stored // 4)
-            launch = Launch(self.rt, SOURCE, "conv", self._defines("conv", defines), grid,
-                            lambda lim: choose_local(grid, CONV_SHAPES[self.device], lim))
-            ops[i] = ResidualConvOp(self.ops[i], launch, self.activations[other + 1], self.activations[j + 1],
-                                    step_name(f"{self.ops[i].step}+add", add.activation))
-            ops[j] = FoldedAdd(self.ops[j])
-            fused[add.name] = f"into {conv.name}'s epilogue (adds {self.net.layers[other].name if other >= 0 else 'input'})"
+            other = [s for s in self.net.sources(j) if s != i][0]
+            res = self.layouts[other + 1]
+            extra = {"ACT": ACT_CODES[add.activation], "RESIDUAL": 1,
+                     "RHP": res.hp, "RWP": res.wp, "RPT": res.pad_h, "RPL": res.pad_w}
+            folded = self.fold_residual(i, j, extra, self.activations[other + 1])
+            if folded is None:
+                continue
+            ops[i], ops[j] = folded, FoldedAdd(self.ops[j])
+            fused[add.name] = f"into {self.net.layers[i].name}'s epilogue (adds {self.net.layers[other].name if other >= 0 else 'input'})"
         self.config["residual_adds_fused"] = fused
         return ops
+
+    def fold_residual(self, i: int, j: int, extra: dict, residual):
+        """Conv i's op with add j in its epilogue (`extra`: its -D constants), writing
+        add j's output; None where conv i does not run vectorised's conv kernel (the depthwise)."""
+        op = self.ops[i]
+        if not isinstance(op, KernelOp) or op.launch.name != "conv":
+            return None
+        conv, src, dst = self.net.layers[i], self.input_layout(i), self.layouts[j + 1]
+        defines = {**self.window_defines(conv, src, dst), **extra}
+        grid = (self.batch * dst.h, dst.w, dst.c_stored // 4)
+        launch = Launch(self.rt, SOURCE, "conv", self._defines("conv", defines), grid,
+                        lambda lim: choose_local(grid, CONV_SHAPES[self.device], lim))
+        return ResidualConvOp(op, launch, residual, self.activations[j + 1],
+                              step_name(f"{op.step}+add", self.net.layers[j].activation))
 
     def _dense(self, index, layer, params, src, dst, act):
         in4 = src.hp * src.wp * src.c_stored
