@@ -16,6 +16,7 @@ from compare import oracle
 from compare.checking import check_prepared, compare_arrays
 from compare.cli import main
 from nets import RESNET18, Add, Conv, Dense, GlobalAvgPool, MaxPool, Net
+from nets.errors import Unsupported
 from nets.weights import init_weights
 
 from conftest import backend_or_skip
@@ -151,3 +152,11 @@ def test_each_residual_add_is_folded_into_the_conv_before_it(name, step):
         assert [s.name for s in steps["conv2_1b"]] == [step] and steps["conv2_1"] == []
     finally:
         prepared.close()
+
+
+@pytest.mark.parametrize("name", GRAPH_BACKENDS)
+def test_an_add_of_more_inputs_than_the_kernel_takes_is_unsupported(name):
+    net = Net("t", (2, 3, 3), tuple(Conv(f"c{i}", out_channels=2, kernel=(1, 1), inputs=("input",)) for i in range(5))
+              + (Add("sum", inputs=tuple(f"c{i}" for i in range(5))),))
+    with pytest.raises(Unsupported, match="adds 5 inputs"):
+        backend_or_skip(name).prepare(net, init_weights(net), 1)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from nets import STUDY_KINDS, Feature, LayerKind
+from nets.errors import Unsupported
 from nets.layouts import chw_rows_to_hwc
 
 from ..opencl.launch import ACT_CODES, Launch, step_name
@@ -39,6 +40,7 @@ from .residual import FoldedAdd, ResidualConvOp, fusable_conv
 from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 
 SOURCE = "vectorised.cl"
+MAX_ADD_INPUTS = 4   # kernels/vectorised.cl's add
 
 
 def nhwc_filters(weight: np.ndarray, c_stored: int, k_stored: int) -> np.ndarray:
@@ -150,6 +152,9 @@ class VectorisedNet(HandwrittenNet):
             defines["POOL_PAD"] = int(any(layer.padding))
             args = ()
         elif layer.kind == "add":
+            if len(layer.inputs) > MAX_ADD_INPUTS:   # the kernel has that many arguments, no more
+                raise Unsupported(f"layer {layer.name} adds {len(layer.inputs)} inputs; {type(self).__name__}'s "
+                                  f"add kernel takes at most {MAX_ADD_INPUTS}")
             defines["ARITY"] = len(layer.inputs)
             for i, s in enumerate(self.net.sources(index)):
                 lay = self.layouts[s + 1]
