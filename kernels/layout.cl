@@ -8,7 +8,8 @@
 // Every shape is a -D constant (one build per buffer, at prepare):
 //   N, C, H, W    the canonical shape (a flat (N, C) array: H = W = 1)
 //   CS            channels as stored (C, or more: padding channels)
-//   PH, PW        the stored border: rows above and below, columns left and right
+//   PH, PW        the stored border: rows above, columns on the left
+//   PB, PR        rows below, columns on the right
 //   NHWC          1: stored NHWC, 0: stored NCHW
 // One work-item per canonical element, in canonical order; the NDRange is
 // rounded up to the work-group, so work-items past the end return at once.
@@ -16,8 +17,8 @@
 // the padding channels hold the zeros written at prepare, and no kernel
 // ever writes them.
 
-#define HP (H + 2 * PH)
-#define WP (W + 2 * PW)
+#define HP (H + PH + PB)
+#define WP (W + PW + PR)
 #define COUNT ((uint)N * C * H * W)
 
 // Index arithmetic that divides is unsigned (see kernels/tiled_conv.cl):

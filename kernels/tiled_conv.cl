@@ -14,12 +14,17 @@
 // slice's global reads are issued before the current slice's arithmetic.
 //
 // -D constants, besides the layout ones of kernels/vectorised.cl (N, XC4,
-// XHP, XWP, YC, YC4, YH, YW, YHP, YWP, YPT, YPL, FH, FW, SH, SW, ACT):
+// XHP, XWP, YC, YC4, YH, YW, YHP, YWP, YPT, YPL, FH, FW, SH, SW, ACT; and
+// XPT, XPL, PT, PL: the input buffer's border may be wider than the layer's
+// padding where another reader of it wants more, so windows start at an offset):
 //   TM, TN, TK   tile: output pixels, output channels, reduction slice
 //   RM, RN       outputs per work-item (multiples of 4)
 //   KP           output channels of the reordered weights, a multiple of TN
 //   KSPLIT       work-groups sharing one tile's sum (group id 2); > 1 writes
 //                partial sums that conv_tiled_reduce adds up
+//   RESIDUAL     1: a residual add folded in: the kernel that writes the
+//                output adds `res` (the add's other input, border RHP, RWP,
+//                RPT, RPL) and applies the add's activation (ACT)
 // Weights are reordered at prepare to (FH, FW, XC4, KP), zero-padded; bias to KP.
 
 #include "common.h"
@@ -53,10 +58,26 @@ inline uint y_pixel(uint p)
     return ((n * YHP + oy + YPT) * YWP + ox + YPL) * YV;
 }
 
+#if RESIDUAL
+// Output pixel p's first float4 in the residual input's buffer.
+inline uint r_pixel(uint p)
+{
+    const uint n = p / (YH * YW), rem = p - n * (YH * YW);
+    const uint oy = rem / YW, ox = rem - oy * YW;
+    return ((n * RHP + oy + RPT) * RWP + ox + RPL) * YV;
+}
+#define RESIDUAL_AT(p, k4) res[r_pixel(p) + (k4)]
+#else
+#define RESIDUAL_AT(p, k4) 0.0f
+#endif
+
 __kernel __attribute__((reqd_work_group_size(TX, TY, 1)))
 void conv_tiled(__global const float4* restrict x,
                 __global const float4* restrict w,
                 __global const float4* restrict b,
+#if RESIDUAL && KSPLIT == 1
+                __global const float4* restrict res,
+#endif
                 __global float4* restrict y)
 {
     // inputs transposed (slice step, pixel); one float4 of padding per row
@@ -81,7 +102,7 @@ void conv_tiled(__global const float4* restrict x,
         if (slot < A_SLOTS && p < M) {
             const uint n = p / (YH * YW), rem = p - n * (YH * YW);
             const uint oy = rem / YW, ox = rem - oy * YW;
-            a_base[s] = ((n * XHP + oy * SH) * XWP + ox * SW) * XV + q;
+            a_base[s] = ((n * XHP + oy * SH + (XPT - PT)) * XWP + ox * SW + (XPL - PL)) * XV + q;
         }
     }
 
@@ -155,7 +176,7 @@ void conv_tiled(__global const float4* restrict x,
             for (int j = 0; j < RN4; j++) {
                 const int k4 = n0 / 4 + j * TX + tx;
                 if (k4 < YV)
-                    y[yp + k4] = zero_tail(activate4(acc[4 * g + e][j] + b[k4]), k4);
+                    y[yp + k4] = zero_tail(activate4(acc[4 * g + e][j] + b[k4] + RESIDUAL_AT(p, k4)), k4);
             }
 #else
             // partial sums: y is the (KSPLIT, M, KP) scratch buffer here
@@ -170,6 +191,9 @@ void conv_tiled(__global const float4* restrict x,
 // per (channel float4, output pixel).
 __kernel void conv_tiled_reduce(__global const float4* restrict part,
                                 __global const float4* restrict b,
+#if RESIDUAL
+                                __global const float4* restrict res,
+#endif
                                 __global float4* restrict y)
 {
     const int k4 = get_global_id(0);
@@ -179,6 +203,6 @@ __kernel void conv_tiled_reduce(__global const float4* restrict part,
     float4 s = b[k4];
     for (int i = 0; i < KSPLIT; i++)
         s += part[(i * M + p) * KV + k4];
-    y[y_pixel(p) + k4] = zero_tail(activate4(s), k4);
+    y[y_pixel(p) + k4] = zero_tail(activate4(s + RESIDUAL_AT(p, k4)), k4);
 }
 #endif

@@ -7,17 +7,26 @@
 // multiple of 4 and the extra channels hold zeros.  -D constants:
 //   N                 batch
 //   XC4, XHP, XWP     input channels (multiple of 4), stored height/width
+//   XH, XW            input height/width (interior)
+//   XPT, XPL          the input buffer's border above / left: in a graph it
+//                     may be wider than this layer's padding (another reader
+//                     of the buffer wants more), so windows start at an offset
+//   PT, PL            the layer's own padding above / left (conv, max-pool)
+//   POOL_PAD          max-pool: 1 when it pads (padding never wins: bounds checks)
 //   YC, YC4           output channels, and as stored (multiple of 4)
 //   YH, YW            output height/width (interior)
 //   YHP, YWP, YPT, YPL  stored output height/width, border above / left
 //   FH, FW, SH, SW    window and stride
 //   IN4, OUT          dense: input features (multiple of 4), outputs
-//   ACT               0 none, 1 relu, 2 sigmoid
+//   ACT               0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh
+//   ARITY             add: its inputs (2 to 4), each with its own border
+//                     X<i>HP, X<i>WP, X<i>PT, X<i>PL
 //   DOT_EACH          1: one dot() per float4 (the study's Mali form, where
 //                     dot has its own hardware); 0: float4 multiply-adds and
 //                     one dot() at the end (the same sum, reassociated; 3x
 //                     faster where dot is a horizontal add, e.g. CPUs)
-// CONV, SUBSAMPLE, MAXPOOL, DENSE_GEMV or DENSE_BATCHED picks the kernel.
+// CONV, DEPTHWISE, SUBSAMPLE, MAXPOOL, ADD, GLOBAL_AVGPOOL, DENSE_GEMV or
+// DENSE_BATCHED picks the kernel.
 // Global sizes are rounded up to the work-group shape: every kernel returns
 // early for the work-items past the edge.
 
@@ -27,8 +36,15 @@
 #define YV (YC4 / 4)   // float4s per output pixel
 
 #define Y_PIXEL(n, row, col) ((((n) * YHP + (row) + YPT) * YWP + (col) + YPL) * YV)
+// input pixel (row, col) of the interior; rows and columns of the border are -1, -2...
+#define X_PIXEL(n, row, col) ((((n) * XHP + (row) + XPT) * XWP + (col) + XPL) * XV)
 
 #ifdef CONV
+// RESIDUAL (1): the conv is the last input of an add that alone reads it;
+// its epilogue adds the add's other input `res` (border RHP, RWP, RPT,
+// RPL) and applies the add's activation (ACT), writing the add's output.
+#define R_PIXEL(n, row, col) ((((n) * RHP + (row) + RPT) * RWP + (col) + RPL) * YV)
+
 // One work-item: one output pixel (global id 0 = image * YH + row, 1 =
 // column) and four consecutive output channels (id 2), so each float4 of
 // input feeds four filters and the result is one float4 store.  Filters are
@@ -37,6 +53,9 @@
 __kernel void conv(__global const float4* restrict x,
                    __global const float4* restrict w,
                    __global const float4* restrict b,
+#if RESIDUAL
+                   __global const float4* restrict res,
+#endif
                    __global float4* restrict y)
 {
     const int r = get_global_id(0), col = get_global_id(1), c4 = get_global_id(2);
@@ -44,7 +63,7 @@ __kernel void conv(__global const float4* restrict x,
         return;
     const int n = r / YH, row = r - n * YH;
     const int FILTER = FH * FW * XV;                 // float4s per filter
-    const __global float4* xp = x + ((n * XHP + row * SH) * XWP + col * SW) * XV;
+    const __global float4* xp = x + X_PIXEL(n, row * SH - PT, col * SW - PL);
     const __global float4* wp = w + 4 * c4 * FILTER;
 #if DOT_EACH
     float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
@@ -73,7 +92,12 @@ __kernel void conv(__global const float4* restrict x,
     const float4 one = (float4)(1.0f);
     const float s0 = dot(a0, one), s1 = dot(a1, one), s2 = dot(a2, one), s3 = dot(a3, one);
 #endif
+#if RESIDUAL
+    // the residual add fused: y = activation of the add (conv + bias + res)
+    const float4 out = activate4((float4)(s0, s1, s2, s3) + b[c4] + res[R_PIXEL(n, row, col) + c4]);
+#else
     const float4 out = activate4((float4)(s0, s1, s2, s3) + b[c4]);
+#endif
     y[Y_PIXEL(n, row, col) + c4] = zero_tail(out, c4);
 }
 #endif
@@ -90,7 +114,7 @@ __kernel void subsample(__global const float4* restrict x,
     if (r >= N * YH || col >= YW || c4 >= YV)
         return;
     const int n = r / YH, row = r - n * YH;
-    const __global float4* xp = x + ((n * XHP + row * SH) * XWP + col * SW) * XV + c4;
+    const __global float4* xp = x + X_PIXEL(n, row * SH, col * SW) + c4;
     float4 sum = 0.0f;
     for (int fy = 0; fy < FH; fy++)
         for (int fx = 0; fx < FW; fx++)
@@ -107,12 +131,93 @@ __kernel void maxpool(__global const float4* restrict x, __global float4* restri
     if (r >= N * YH || col >= YW || c4 >= YV)
         return;
     const int n = r / YH, row = r - n * YH;
-    const __global float4* xp = x + ((n * XHP + row * SH) * XWP + col * SW) * XV + c4;
+#if POOL_PAD
+    // the window's taps outside the input are skipped, as if they held -inf
+    const int y0 = row * SH - PT, x0 = col * SW - PL;
+    float4 m = (float4)(-INFINITY);
+    for (int fy = max(0, -y0); fy < min(FH, XH - y0); fy++)
+        for (int fx = max(0, -x0); fx < min(FW, XW - x0); fx++)
+            m = max4_keep_nan(m, x[X_PIXEL(n, y0 + fy, x0 + fx) + c4]);
+#else
+    const __global float4* xp = x + X_PIXEL(n, row * SH, col * SW) + c4;
     float4 m = xp[0];
     for (int fy = 0; fy < FH; fy++)
         for (int fx = 0; fx < FW; fx++)
             m = max4_keep_nan(m, xp[(fy * XWP + fx) * XV]);
+#endif
     y[Y_PIXEL(n, row, col) + c4] = zero_tail(activate4(m), c4);
+}
+#endif
+
+#ifdef DEPTHWISE
+// Depthwise convolution (groups = channels, one filter each): a work-item
+// computes one output pixel for four channels over its FH x FW window,
+// float4 over channels, so neighbouring work-items (id 2) read neighbouring
+// float4s of one input pixel.  Weights reordered at prepare to
+// (FH, FW, XC4), zero for padding channels; XC4 == YC4.
+__kernel void depthwise(__global const float4* restrict x,
+                        __global const float4* restrict w,
+                        __global const float4* restrict b,
+                        __global float4* restrict y)
+{
+    const int r = get_global_id(0), col = get_global_id(1), c4 = get_global_id(2);
+    if (r >= N * YH || col >= YW || c4 >= YV)
+        return;
+    const int n = r / YH, row = r - n * YH;
+    const __global float4* xp = x + X_PIXEL(n, row * SH - PT, col * SW - PL) + c4;
+    float4 acc = b[c4];
+    for (int fy = 0; fy < FH; fy++)
+        for (int fx = 0; fx < FW; fx++)
+            acc = mad(xp[(fy * XWP + fx) * XV], w[(fy * FW + fx) * XV + c4], acc);
+    y[Y_PIXEL(n, row, col) + c4] = zero_tail(activate4(acc), c4);
+}
+#endif
+
+#ifdef ADD
+// The residual add: the sum of ARITY inputs of one shape, then the
+// activation; one work-item per (pixel, four channels), ids as conv's.
+// Each input is read through its own border.
+#define AT(i, n, row, col) \
+    ((((n) * X##i##HP + (row) + X##i##PT) * X##i##WP + (col) + X##i##PL) * YV)
+
+__kernel void add(__global const float4* restrict x0,
+                  __global const float4* restrict x1,
+#if ARITY > 2
+                  __global const float4* restrict x2,
+#endif
+#if ARITY > 3
+                  __global const float4* restrict x3,
+#endif
+                  __global float4* restrict y)
+{
+    const int r = get_global_id(0), col = get_global_id(1), c4 = get_global_id(2);
+    if (r >= N * YH || col >= YW || c4 >= YV)
+        return;
+    const int n = r / YH, row = r - n * YH;
+    float4 s = x0[AT(0, n, row, col) + c4] + x1[AT(1, n, row, col) + c4];
+#if ARITY > 2
+    s += x2[AT(2, n, row, col) + c4];
+#endif
+#if ARITY > 3
+    s += x3[AT(3, n, row, col) + c4];
+#endif
+    y[Y_PIXEL(n, row, col) + c4] = zero_tail(activate4(s), c4);
+}
+#endif
+
+#ifdef GLOBAL_AVGPOOL
+// The mean of each channel over the XH x XW interior: one work-item per
+// (image = id 0, four channels = id 2); id 1 has one work-item.
+__kernel void global_avgpool(__global const float4* restrict x, __global float4* restrict y)
+{
+    const int n = get_global_id(0), c4 = get_global_id(2);
+    if (n >= N || get_global_id(1) > 0 || c4 >= YV)
+        return;
+    float4 sum = 0.0f;
+    for (int row = 0; row < XH; row++)
+        for (int col = 0; col < XW; col++)
+            sum += x[X_PIXEL(n, row, col) + c4];
+    y[Y_PIXEL(n, 0, 0) + c4] = zero_tail(activate4(sum * (1.0f / (XH * XW))), c4);
 }
 #endif
 

@@ -1,5 +1,8 @@
 """Run one OpenCL backend on LeNet-5 (batch 2) and a shrunk VGG-like net
-(`vectorised-tiled` also with its GPU plans, a split sum included)
+(`vectorised-tiled` also with its GPU plans, a split sum included), and a
+backend that runs graphs on a shrunk ResNet/MobileNet-like graph (every
+graph kernel: depthwise, grouped, padded max-pool, adds through borders
+wider than their own, global average pool)
 under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
 file under Oclgrind, which then is the only platform.  Exit 1 if an output
 disagrees with the float64 oracle."""
@@ -12,7 +15,7 @@ from backends.clblast.best import ClblastBestBackend, ClblastBestInProcess
 from compare import oracle
 from compare.checking import compare_arrays
 from nets.weights import init_weights, make_input
-from nets import LENET, Conv, Dense, MaxPool, Net
+from nets import LENET, Add, Conv, Dense, Feature, GlobalAvgPool, MaxPool, Net
 
 # VGG's layer types at small, odd sizes, channels not a multiple of 4
 SHRUNK_VGG = Net("shrunk-vgg", (3, 13, 11), (
@@ -23,6 +26,22 @@ SHRUNK_VGG = Net("shrunk-vgg", (3, 13, 11), (
     MaxPool("mp2"),
     Dense("fc1", "relu", out_features=9),
     Dense("fc2", "none", out_features=5),
+))
+
+
+# the graph nets' kinds and options at small, odd sizes
+SHRUNK_GRAPH = Net("shrunk-graph", (3, 11, 9), (
+    Conv("conv1", "relu", out_channels=6, kernel=(3, 3), stride=(2, 2), pad=(1, 0, 1, 1)),
+    MaxPool("pool", kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
+    Conv("expand", "relu6", out_channels=10, kernel=(1, 1)),
+    Conv("depthwise", "relu6", out_channels=10, kernel=(3, 3), pad=(1, 1), groups=10),
+    Conv("project", "none", out_channels=6, kernel=(1, 1)),
+    Add("add", "relu", inputs=("project", "pool")),
+    Conv("grouped", "tanh", out_channels=6, kernel=(3, 3), stride=(2, 2), pad=(1, 1), groups=2),
+    Conv("proj", "none", inputs=("add",), out_channels=6, kernel=(1, 1), stride=(2, 2)),
+    Add("add2", "none", inputs=("grouped", "proj")),
+    GlobalAvgPool("gap"),
+    Dense("fc", "none", out_features=5),
 ))
 
 
@@ -53,6 +72,10 @@ def main(name: str) -> int:
         runs = runs[:1]          # on both nets; under the simulator its prepare-time timing of them is slow
     if name == "vectorised-tiled":
         runs.append((SHRUNK_VGG, 2, lambda *a: gpu_plans(backend, *a)))
+    if Feature.GRAPH in type(backend).supported_features and backend.unsupported(SHRUNK_GRAPH) is None:
+        runs.append((SHRUNK_GRAPH, 2, backend.prepare))
+        if name == "vectorised-tiled":
+            runs.append((SHRUNK_GRAPH, 1, lambda *a: gpu_plans(backend, *a)))
     for net, batch, prepare in runs:
         weights = init_weights(net, 0)
         x = make_input(net, batch, 0)

@@ -28,7 +28,7 @@ class BaselineNet(HandwrittenNet):
     channel_multiple = 1
 
     def make_op(self, index, layer, params):
-        src, dst = self.layouts[index], self.layouts[index + 1]
+        src, dst = self.input_layout(index), self.layouts[index + 1]
         defines = {"N": self.batch, "XC": src.c, "XHP": src.hp, "XWP": src.wp,
                    "YC": dst.c, "YHP": dst.hp, "YWP": dst.wp, "YPT": dst.pad_h, "YPL": dst.pad_w,
                    "ACT": ACT_CODES[layer.activation]}

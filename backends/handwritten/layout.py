@@ -16,6 +16,12 @@ buffer of each, converted to and from the first and last buffers by
 kernels/layout.cl inside the timed forward pass (net.py).  pack() and
 unpack() here are those kernels' reference, and serve the layer-wise checks.
 
+In a graph a buffer may have several consumers (a ResNet block's input feeds
+its first conv, its projection and its add): it carries, on each side, the
+widest border any of them wants, and a consumer that wants less reads from
+an offset into it.  Borders are per side (top, left, bottom, right), so an
+asymmetric padding costs only the rows and columns it uses.
+
 `vectorised` also pads channels to a multiple of 4 (float4 loads); those
 extra channels hold zeros too.  Dense activations are stored as C = features,
 H = W = 1, so one layout class serves both.
@@ -34,7 +40,8 @@ def round_up(n: int, multiple: int) -> int:
 @dataclass(frozen=True)
 class Layout:
     """One activation buffer: logical shape (batch, c, h, w), zero border of
-    pad_h rows top and bottom and pad_w columns left and right, channels
+    pad_h rows on top, pad_w columns on the left, pad_bottom rows below and
+    pad_right columns on the right (these two default to pad_h and pad_w), channels
     stored as `c_stored` (>= c), order 'nchw' or 'nhwc'.  `flat`: the
     canonical host array is (batch, c) (a dense layer's output)."""
 
@@ -47,23 +54,34 @@ class Layout:
     order: str = "nchw"
     c_stored: int | None = None
     flat: bool = False
+    pad_bottom: int | None = None
+    pad_right: int | None = None
 
     def __post_init__(self):
         if self.order not in ("nchw", "nhwc"):
             raise ValueError(f"unknown layout order {self.order!r}")
         if self.c_stored is None:
             object.__setattr__(self, "c_stored", self.c)
+        if self.pad_bottom is None:
+            object.__setattr__(self, "pad_bottom", self.pad_h)
+        if self.pad_right is None:
+            object.__setattr__(self, "pad_right", self.pad_w)
         if self.c_stored < self.c:
             raise ValueError("c_stored must be at least c")
 
     # -- sizes
     @property
     def hp(self) -> int:   # stored height, border included
-        return self.h + 2 * self.pad_h
+        return self.h + self.pad_h + self.pad_bottom
 
     @property
     def wp(self) -> int:
-        return self.w + 2 * self.pad_w
+        return self.w + self.pad_w + self.pad_right
+
+    @property
+    def border(self) -> tuple:
+        """(top, left, bottom, right)."""
+        return (self.pad_h, self.pad_w, self.pad_bottom, self.pad_right)
 
     @property
     def stored_shape(self) -> tuple:
@@ -85,17 +103,18 @@ class Layout:
         (no border, no padding channels, and NCHW order or no order to keep):
         the net's edges then need no conversion."""
         plain = self.order == "nchw" or self.c == 1 or self.h * self.w == 1
-        return self.pad_h == 0 and self.pad_w == 0 and self.c_stored == self.c and plain
+        return not any(self.border) and self.c_stored == self.c and plain
 
     def kernel_defines(self) -> dict:
         """The -D constants of kernels/layout.cl for this buffer."""
         return {"N": self.batch, "C": self.c, "H": self.h, "W": self.w, "CS": self.c_stored,
-                "PH": self.pad_h, "PW": self.pad_w, "NHWC": int(self.order == "nhwc")}
+                "PH": self.pad_h, "PW": self.pad_w, "PB": self.pad_bottom, "PR": self.pad_right,
+                "NHWC": int(self.order == "nhwc")}
 
     @property
     def order_name(self) -> str:
         """'NHWC', 'NCHW', with '+border' when it has one (names conversion steps)."""
-        return self.order.upper() + ("+border" if self.pad_h or self.pad_w else "")
+        return self.order.upper() + ("+border" if any(self.border) else "")
 
     @property
     def canonical_name(self) -> str:
@@ -136,8 +155,9 @@ class Layout:
     def describe(self) -> str:
         dims = "x".join(str(d) for d in self.stored_shape)
         extra = []
-        if self.pad_h or self.pad_w:
-            extra.append(f"border {self.pad_h},{self.pad_w}")
+        if any(self.border):
+            symmetric = self.border[:2] == self.border[2:]
+            extra.append("border " + ",".join(str(p) for p in (self.border[:2] if symmetric else self.border)))
         if self.c_stored != self.c:
             extra.append(f"channels {self.c}->{self.c_stored}")
         return f"{self.order.upper()} {dims}" + (f" ({', '.join(extra)})" if extra else "")
@@ -150,17 +170,29 @@ def consumer_pad(layer) -> tuple[int, int]:
     return (0, 0)
 
 
+def consumer_border(layer) -> tuple[int, int, int, int]:
+    """The zero border (top, left, bottom, right) layer `layer` wants around its input."""
+    if layer is not None and layer.kind == "conv":
+        return tuple(layer.padding)
+    return (0, 0, 0, 0)
+
+
 def net_layouts(net, batch: int, order: str, channel_multiple: int = 1) -> list[Layout]:
     """Layouts of the input buffer and of every layer's output buffer:
-    entry i is layer i's input, entry i+1 its output."""
+    entry 0 is the net's input, entry i+1 layer i's output.  Each carries
+    per side the widest border of the layers that read it (in a chain: the
+    one layer after it)."""
+    borders = [[0, 0, 0, 0] for _ in net.shapes]
+    for i, layer in enumerate(net.layers):
+        for s in net.sources(i):
+            borders[s + 1] = [max(a, b) for a, b in zip(borders[s + 1], consumer_border(layer))]
     layouts = []
     for i, shape in enumerate(net.shapes):
-        consumer = net.layers[i] if i < len(net.layers) else None
-        ph, pw = consumer_pad(consumer)
+        ph, pw, pb, pr = borders[i]
         if len(shape) == 3:
             c, h, w = shape
             flat = False
         else:
             (c,), h, w, flat = shape, 1, 1, True
-        layouts.append(Layout(batch, c, h, w, ph, pw, order, round_up(c, channel_multiple), flat))
+        layouts.append(Layout(batch, c, h, w, ph, pw, order, round_up(c, channel_multiple), flat, pb, pr))
     return layouts

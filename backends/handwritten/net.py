@@ -4,8 +4,9 @@ layer over buffers laid out by layout.py, and the Backend shell.
 Each backend subclass of HandwrittenNet says which layout its buffers use
 and builds one KernelOp per layer (compile with -D constants, upload the
 layer's reordered parameters, fix the launch shape).  Buffers are made here:
-buffer i is layer i's input and buffer i+1 its output, so layer i writes
-straight into the buffer (and the padding) layer i+1 reads.
+buffer 0 is the net's input and buffer i+1 layer i's output, so layer i
+writes straight into the buffer (and the padding) its readers read, and
+reads the buffers of the layers it names (net.sources(i); in a chain, buffer i).
 
 The net's input and output are held on the device in the canonical layout
 too, in staging buffers, so that load_input and fetch_output are plain
@@ -21,17 +22,14 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from nets.errors import Unsupported
-
 from ..base import layer_params
 from ..opencl.backend import OpenCLBackend
 from ..opencl.launch import Launch
-from ..opencl.net import LayerOp, OpenCLNet
+from ..opencl.net import LayerOp, OpenCLNet, Recorder
 from .layout import Layout, net_layouts
 
 LAYOUT_SOURCE = "layout.cl"
 CONVERT_GROUP = (64,)   # work-items per group of a conversion kernel, shrunk to the device's limits
-
 
 class KernelOp(LayerOp):
     """One layer = one kernel launch.  Host arrays in and out are canonical,
@@ -41,26 +39,30 @@ class KernelOp(LayerOp):
     def __init__(self, net: "HandwrittenNet", index: int, launch: Launch, args, step: str):
         super().__init__(net.net.layers[index], index)
         self.rt = net.rt
-        self.in_layout: Layout = net.layouts[index]
+        buffers = [s + 1 for s in net.net.sources(index)]   # the layers it reads (-1, the input: buffer 0)
+        self.in_layouts: list[Layout] = [net.layouts[b] for b in buffers]
+        self.in_bufs = [net.activations[b] for b in buffers]
+        self.in_layout, self.in_buf = self.in_layouts[0], self.in_bufs[0]
         self.out_layout: Layout = net.layouts[index + 1]
-        self.in_buf = net.activations[index]
         self.out_buf = net.activations[index + 1]
         self.launch = launch
-        self.args = (self.in_buf,) + tuple(args) + (self.out_buf,)
+        self.args = tuple(self.in_bufs) + tuple(args) + (self.out_buf,)
         self.step = step
 
     def enqueue(self, rec):
         rec.kernel(self.step, self.launch(*self.args))
 
     def write_input(self, x):
-        self.rt.write(self.in_buf, self.in_layout.pack(x))
+        """x: one canonical array, or a list of them (an add) in the order of its inputs."""
+        xs = x if isinstance(x, (list, tuple)) else [x]
+        for buf, layout, a in zip(self.in_bufs, self.in_layouts, xs):
+            self.rt.write(buf, layout.pack(a))
 
     def read_output(self):
         return self.out_layout.unpack(self.rt.read(self.out_buf, self.out_layout.stored_shape))
 
     def describe(self) -> dict:
         return {"kernel": self.step, **self.launch.describe(), "output": self.out_layout.describe()}
-
 
 class Convert:
     """One conversion between a canonical staging buffer and a stored
@@ -79,7 +81,6 @@ class Convert:
         shape = self.launch.describe()
         return (f"'{self.step}' on the device (kernels/{LAYOUT_SOURCE} {self.launch.name}, "
                 f"global {shape['global']}, local {shape['local']})")
-
 
 class EdgeOp(LayerOp):
     """The first or last layer's op, its conversion added; the rest is the op's."""
@@ -100,7 +101,6 @@ class EdgeOp(LayerOp):
     def describe(self) -> dict:
         return self.op.describe()
 
-
 class InputEdge(EdgeOp):
     """The first layer, fed from the canonical input staging buffer."""
 
@@ -114,7 +114,6 @@ class InputEdge(EdgeOp):
         x = np.ascontiguousarray(x, np.float32).reshape(self.shape)
         cl.enqueue_copy(self.rt.queue, self.stage, x, is_blocking=True)
 
-
 class OutputEdge(EdgeOp):
     """The last layer, leaving its output in the canonical output staging buffer."""
 
@@ -125,7 +124,6 @@ class OutputEdge(EdgeOp):
 
     def read_output(self):
         return self.rt.read(self.stage, self.shape)   # a plain, blocking copy
-
 
 class HandwrittenNet(OpenCLNet):
     """Subclasses set `order` and `channel_multiple` and implement make_op()."""
@@ -139,15 +137,14 @@ class HandwrittenNet(OpenCLNet):
             self.layouts = net_layouts(net, batch, self.order, self.channel_multiple)
             self.activations = [self._activation_buffer(i, lay) for i, lay in enumerate(self.layouts)]
             layers = {}
-            for i, layer in enumerate(net.layers):
-                if layer.kind not in ("conv", "subsample", "maxpool", "dense"):
-                    raise Unsupported(f"{layer.name}: no {type(self).__name__} kernel for layer kind {layer.kind!r}")
+            for i, layer in enumerate(net.layers):   # kinds a backend does not declare are refused before this
                 op = self.make_op(i, layer, layer_params(net, weights, i))
                 self.ops.append(op)
                 layers[layer.name] = op.describe()
             self.config.update({"input": self.layouts[0].describe(), "output": self.layouts[-1].describe(),
                                 "layers": layers})
             self._add_edges()
+            self._pass = self.fused_ops()
         except BaseException:
             self.close()
             raise
@@ -182,6 +179,15 @@ class HandwrittenNet(OpenCLNet):
     def _edge_text(convert: Convert | None, plain: str) -> str:
         return convert.describe() if convert is not None else f"none: the layout is canonical, {plain}"
 
+    def run_layer(self, index, x):
+        """As OpenCLNet's, an add's list of inputs included."""
+        xs = [self.check_input(a, index) for a in x] if isinstance(x, (list, tuple)) else self.check_input(x, index)
+        op = self.ops[index]
+        op.write_input(xs)
+        op.enqueue(Recorder(self.rt.queue, enabled=False))
+        self.rt.finish()
+        return op.read_output()
+
     def load_input(self, x):
         """A plain copy into the canonical input staging buffer, returning
         once it is done; the first layer's op converts it on the device."""
@@ -194,9 +200,19 @@ class HandwrittenNet(OpenCLNet):
         cl.enqueue_copy(self.rt.queue, buf, layout.template())
         return buf
 
+    def fused_ops(self) -> list[LayerOp]:
+        """The ops of a forward pass; a backend that folds layers together replaces some."""
+        return list(self.ops)
+
+    def pass_ops(self):
+        return self._pass
+
+    def input_layout(self, index: int) -> Layout:
+        """The layout of the buffer layer `index` reads first (in a chain, layouts[index])."""
+        return self.layouts[self.net.sources(index)[0] + 1]
+
     def make_op(self, index: int, layer, params: dict[str, np.ndarray]) -> KernelOp:
         raise NotImplementedError
-
 
 class HandwrittenBackend(OpenCLBackend):
     net_class = HandwrittenNet

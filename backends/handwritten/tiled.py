@@ -12,18 +12,22 @@ in registers, so every value loaded feeds several multiply-adds instead of
 one (kernels/tiled_conv.cl).  Tile and split are chosen per layer and per
 device (backends/handwritten/tiled_plan.py) and recorded in `config`.
 
-Pooling, subsampling and dense layers are `vectorised`'s, unchanged.
+Pooling, subsampling, adds, global average pools and dense layers are
+`vectorised`'s, unchanged; so are grouped convolutions (depthwise: its own
+kernel; other groups: its dense conv with zero blocks), which have no tile
+of their own: `config`'s tile_source says so per layer.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..opencl.launch import Launch, step_name
-from ..opencl.workgroups import build_fitting
+from ..opencl.workgroups import build_fitting, limits
 from .net import KernelOp
+from .residual import ResidualConvOp
 from .tiled_plan import TILES, plan_conv
 from .tiles_tuned import TunedTiles, layer_key
-from .vectorised import VectorisedBackend, VectorisedNet, pad_to
+from .vectorised import VectorisedBackend, VectorisedNet, is_depthwise, pad_to
 
 SOURCE = "tiled_conv.cl"
 
@@ -35,6 +39,12 @@ def tiled_filters(weight: np.ndarray, c_stored: int, k_stored: int) -> np.ndarra
     out = np.zeros((fh, fw, c_stored, k_stored), np.float32)
     out[:, :, :c, :k] = np.asarray(weight, np.float32).transpose(2, 3, 1, 0)
     return out
+
+
+def tile_defines(window: dict, plan) -> dict:
+    """The -D constants of kernels/tiled_conv.cl: the layer's window ones and the plan's."""
+    return {**window, "TM": plan.tile.tm, "TN": plan.tile.tn, "TK": plan.tk, "RM": plan.tile.rm,
+            "RN": plan.tile.rn, "KP": plan.kp, "KSPLIT": plan.ksplit}
 
 
 class TiledConvOp(KernelOp):
@@ -76,7 +86,11 @@ class TiledNet(VectorisedNet):
     def make_op(self, index, layer, params):
         if layer.kind != "conv":
             return super().make_op(index, layer, params)
-        src, dst = self.layouts[index], self.layouts[index + 1]
+        if layer.groups > 1:
+            kind = "depthwise" if is_depthwise(layer, self.input_layout(index).c) else "grouped"
+            self.tile_sources[layer.name] = f"no tile for {kind} convolutions: vectorised's kernel"
+            return super().make_op(index, layer, params)
+        src, dst = self.input_layout(index), self.layouts[index + 1]
         pixels = self.batch * dst.h * dst.w   # the implicit GEMM's rows
         window = self.window_defines(layer, src, dst)
         key = layer_key(self.batch, self.net.in_shape(index), layer)
@@ -84,8 +98,7 @@ class TiledNet(VectorisedNet):
         tiles, ksplit = ((measured[0],), measured[1]) if measured else (self.tiles, self.ksplit)
 
         def defines_of(plan):
-            return {**window, "TM": plan.tile.tm, "TN": plan.tile.tn, "TK": plan.tk, "RM": plan.tile.rm,
-                    "RN": plan.tile.rn, "KP": plan.kp, "KSPLIT": plan.ksplit}
+            return tile_defines(window, plan)
 
         def choose(lim):
             return plan_conv(pixels, dst.c_stored, src.c_stored, layer.kernel[0] * layer.kernel[1],
@@ -110,10 +123,33 @@ class TiledNet(VectorisedNet):
         return TiledConvOp(self, index, launch, plan, weight, bias, reduce, scratch)
 
 
+    def fold_residual(self, i, j, extra, residual):
+        """As vectorised's, for a tiled conv: the same plan, its epilogue (or, with a
+        split sum, the adding kernel's) given the residual."""
+        op = self.ops[i]
+        if not isinstance(op, TiledConvOp):
+            return super().fold_residual(i, j, extra, residual)
+        conv, dst = self.net.layers[i], self.layouts[j + 1]
+        defines = {**tile_defines(self.window_defines(conv, self.input_layout(i), dst), op.plan), **extra}
+        add_act = self.net.layers[j].activation
+        if op.reduce is None:
+            kernel = self.rt.kernel(SOURCE, "conv_tiled", defines)
+            if limits(self.rt, kernel).max_group < op.plan.tile.threads:   # the plan no longer fits: keep the add
+                return None
+            launch = Launch(self.rt, SOURCE, "conv_tiled", None, op.launch.global_, op.launch.local,
+                            exact=True, kernel=kernel)
+            return ResidualConvOp(op, launch, residual, self.activations[j + 1], step_name("tiled conv+add", add_act))
+        reduce = Launch(self.rt, SOURCE, "conv_tiled_reduce", defines, op.reduce.global_)
+        return ResidualConvOp(op, op.launch, residual, self.activations[j + 1], op.step, reduce,
+                              step_name(f"add {op.plan.ksplit} parts+add", add_act))
+
+
 class TiledBackend(VectorisedBackend):
     name = "vectorised-tiled"
     summary = ("hand-written, tuned variant of vectorised for GPUs: NHWC float4 conv as implicit-GEMM tiles "
-               "in local memory with register blocks; tiles measured by `compare tune` where it ran, else a cost model")
+               "in local memory with register blocks; tiles measured by `compare tune` where it ran, else a cost model; "
+               "grouped/depthwise convs, pools as vectorised; each residual add and its activation folded into the conv "
+               "before it (a library call cannot)")
     net_class = TiledNet
 
     def prepare(self, net, weights, batch, mode=None):

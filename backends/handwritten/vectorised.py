@@ -15,6 +15,11 @@ sections 7.2 and 7.4).
   to the input buffer's (H, W, C) order;
 - as in `baseline`, every buffer carries the zero border its consumer needs,
   and every kernel is built once at prepare with -D constants;
+- graphs (ResNet, MobileNet): each layer reads the buffers it names; a
+  depthwise conv has a float4 kernel of its own, a grouped one runs as the
+  dense conv with zero blocks (labelled); a residual add and its activation
+  are folded into the epilogue of the conv before it where that conv only
+  feeds the add (residual.py), else it is a kernel of its own;
 - the net's input goes NCHW -> NHWC (border, padding channels), and its
   output back where it is not already canonical, in small kernels on the
   device timed with the first and last layers (net.py, kernels/layout.cl).
@@ -23,15 +28,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from nets import STUDY_KINDS, Feature, LayerKind
+from nets.errors import Unsupported
 from nets.layouts import chw_rows_to_hwc
 
 from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class
 from .layout import round_up
 from .net import HandwrittenBackend, HandwrittenNet, KernelOp
+from .residual import FoldedAdd, ResidualConvOp, fusable_conv
 from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 
 SOURCE = "vectorised.cl"
+MAX_ADD_INPUTS = 4   # kernels/vectorised.cl's add
 
 
 def nhwc_filters(weight: np.ndarray, c_stored: int, k_stored: int) -> np.ndarray:
@@ -42,14 +51,43 @@ def nhwc_filters(weight: np.ndarray, c_stored: int, k_stored: int) -> np.ndarray
     return out
 
 
-def dense_rows(weight: np.ndarray, c: int, h: int, w: int, c_stored: int) -> np.ndarray:
+def dense_rows(weight: np.ndarray, c: int, h: int, w: int, c_stored: int,
+               border: tuple = (0, 0, 0, 0)) -> np.ndarray:
     """Dense weight (C*H*W, OUT), rows in the canonical C,H,W flatten order ->
-    (OUT, H*W*c_stored): row j lists output j's weights in the order the NHWC
-    input buffer holds its features, zero for the padding channels."""
+    (OUT, HP*WP*c_stored): row j lists output j's weights in the order the NHWC
+    input buffer holds its features, zero for the padding channels and for
+    the buffer's border (top, left, bottom, right; a graph's buffer read by a
+    conv too may have one)."""
     n_out = weight.shape[1]
-    padded = np.zeros((h, w, c_stored, n_out), np.float32)
-    padded[:, :, :c, :] = chw_rows_to_hwc(weight, (c, h, w)).reshape(h, w, c, n_out)
-    return np.ascontiguousarray(padded.reshape(h * w * c_stored, n_out).T)
+    top, left, bottom, right = border
+    hp, wp = h + top + bottom, w + left + right
+    padded = np.zeros((hp, wp, c_stored, n_out), np.float32)
+    padded[top:top + h, left:left + w, :c, :] = chw_rows_to_hwc(weight, (c, h, w)).reshape(h, w, c, n_out)
+    return np.ascontiguousarray(padded.reshape(hp * wp * c_stored, n_out).T)
+
+
+def depthwise_filters(weight: np.ndarray, c_stored: int) -> np.ndarray:
+    """Depthwise weight (C, 1, FH, FW) -> (FH, FW, c_stored), zero where padded."""
+    c, _, fh, fw = weight.shape
+    out = np.zeros((fh, fw, c_stored), np.float32)
+    out[:, :, :c] = np.asarray(weight, np.float32)[:, 0].transpose(1, 2, 0)
+    return out
+
+
+def ungrouped(weight: np.ndarray, groups: int) -> np.ndarray:
+    """A grouped weight (K, C/groups, FH, FW) as the dense (K, C, FH, FW) it
+    equals: each group's filters zero outside its own input channels."""
+    k, cg, fh, fw = weight.shape
+    out = np.zeros((k, cg * groups, fh, fw), np.float32)
+    kg = k // groups
+    for g in range(groups):
+        out[g * kg:(g + 1) * kg, g * cg:(g + 1) * cg] = weight[g * kg:(g + 1) * kg]
+    return out
+
+
+def is_depthwise(layer, in_channels: int) -> bool:
+    """One filter per input channel (MobileNet's): the depthwise kernel's case."""
+    return layer.groups > 1 and layer.groups == layer.out_channels == in_channels
 
 
 def pad_to(values: np.ndarray, n: int) -> np.ndarray:
@@ -79,35 +117,95 @@ class VectorisedNet(HandwrittenNet):
 
     def window_defines(self, layer, src, dst) -> dict:
         """The -D constants of a windowed layer (conv, pooling) between buffers `src` and `dst`."""
-        return {"N": self.batch, "XC4": src.c_stored, "XHP": src.hp, "XWP": src.wp,
+        top, left = layer.padding[:2] if layer.kind in ("conv", "maxpool") else (0, 0)
+        kernel, stride = getattr(layer, "kernel", (1, 1)), getattr(layer, "stride", (1, 1))
+        return {"N": self.batch, "XC4": src.c_stored, "XHP": src.hp, "XWP": src.wp, "XH": src.h, "XW": src.w,
+                "XPT": src.pad_h, "XPL": src.pad_w, "PT": top, "PL": left,
                 "YC": dst.c, "YC4": dst.c_stored, "YH": dst.h, "YW": dst.w,
                 "YHP": dst.hp, "YWP": dst.wp, "YPT": dst.pad_h, "YPL": dst.pad_w,
-                "FH": layer.kernel[0], "FW": layer.kernel[1], "SH": layer.stride[0], "SW": layer.stride[1],
+                "FH": kernel[0], "FW": kernel[1], "SH": stride[0], "SW": stride[1],
                 "ACT": ACT_CODES[layer.activation]}
 
     def make_op(self, index, layer, params):
-        src, dst = self.layouts[index], self.layouts[index + 1]
+        src, dst = self.input_layout(index), self.layouts[index + 1]
         act = ACT_CODES[layer.activation]
         if layer.kind == "dense":
             return self._dense(index, layer, params, src, dst, act)
         defines = self.window_defines(layer, src, dst)
-        if layer.kind == "conv":
-            args = (self.upload(nhwc_filters(params["weight"], src.c_stored, dst.c_stored), f"{layer.name} weights"),
+        kernel, what = layer.kind.value, layer.kind.value
+        # (image * output row, output column, group of four output channels)
+        grid = (self.batch * dst.h, dst.w, dst.c_stored // 4)
+        if layer.kind == "conv" and is_depthwise(layer, src.c):
+            kernel, what = "depthwise", "depthwise conv"
+            args = (self.upload(depthwise_filters(params["weight"], src.c_stored), f"{layer.name} weights"),
+                    self.upload(pad_to(params["bias"], dst.c_stored), f"{layer.name} bias"))
+        elif layer.kind == "conv":
+            weight = params["weight"]
+            if layer.groups > 1:   # no kernel of its own yet: the dense conv, other groups' channels zero
+                weight, what = ungrouped(weight, layer.groups), f"conv ({layer.groups} groups as zero blocks)"
+            args = (self.upload(nhwc_filters(weight, src.c_stored, dst.c_stored), f"{layer.name} weights"),
                     self.upload(pad_to(params["bias"], dst.c_stored), f"{layer.name} bias"))
         elif layer.kind == "subsample":
             args = (self.upload(pad_to(params["coeff"], dst.c_stored), f"{layer.name} coefficients"),
                     self.upload(pad_to(params["bias"], dst.c_stored), f"{layer.name} bias"))
-        else:
+        elif layer.kind == "maxpool":
+            defines["POOL_PAD"] = int(any(layer.padding))
             args = ()
-        # (image * output row, output column, group of four output channels)
-        grid = (self.batch * dst.h, dst.w, dst.c_stored // 4)
-        launch = Launch(self.rt, SOURCE, layer.kind, self._defines(layer.kind, defines), grid,
+        elif layer.kind == "add":
+            if len(layer.inputs) > MAX_ADD_INPUTS:   # the kernel has that many arguments, no more
+                raise Unsupported(f"layer {layer.name} adds {len(layer.inputs)} inputs; {type(self).__name__}'s "
+                                  f"add kernel takes at most {MAX_ADD_INPUTS}")
+            defines["ARITY"] = len(layer.inputs)
+            for i, s in enumerate(self.net.sources(index)):
+                lay = self.layouts[s + 1]
+                defines.update({f"X{i}HP": lay.hp, f"X{i}WP": lay.wp, f"X{i}PT": lay.pad_h, f"X{i}PL": lay.pad_w})
+            args = ()
+        else:   # global average pool: one work-item per image and four channels
+            grid = (self.batch, 1, dst.c_stored // 4)
+            what = "global avgpool"
+            args = ()
+        launch = Launch(self.rt, SOURCE, kernel, self._defines(kernel, defines), grid,
                         lambda lim: choose_local(grid, CONV_SHAPES[self.device], lim))
-        return KernelOp(self, index, launch, args, step_name(layer.kind, layer.activation))
+        return KernelOp(self, index, launch, args, step_name(what, layer.activation))
+
+    def fused_ops(self):
+        """Each residual add folded into the conv before it, where residual.py finds one
+        and fold_residual() can build it."""
+        ops, fused = list(self.ops), {}
+        for j, add in enumerate(self.net.layers):
+            i = fusable_conv(self.net, j)
+            if i is None:
+                continue
+            other = [s for s in self.net.sources(j) if s != i][0]
+            res = self.layouts[other + 1]
+            extra = {"ACT": ACT_CODES[add.activation], "RESIDUAL": 1,
+                     "RHP": res.hp, "RWP": res.wp, "RPT": res.pad_h, "RPL": res.pad_w}
+            folded = self.fold_residual(i, j, extra, self.activations[other + 1])
+            if folded is None:
+                continue
+            ops[i], ops[j] = folded, FoldedAdd(self.ops[j])
+            fused[add.name] = f"into {self.net.layers[i].name}'s epilogue (adds {self.net.layers[other].name if other >= 0 else 'input'})"
+        self.config["residual_adds_fused"] = fused
+        return ops
+
+    def fold_residual(self, i: int, j: int, extra: dict, residual):
+        """Conv i's op with add j in its epilogue (`extra`: its -D constants), writing
+        add j's output; None where conv i does not run vectorised's conv kernel (the depthwise)."""
+        op = self.ops[i]
+        if not isinstance(op, KernelOp) or op.launch.name != "conv":
+            return None
+        conv, src, dst = self.net.layers[i], self.input_layout(i), self.layouts[j + 1]
+        defines = {**self.window_defines(conv, src, dst), **extra}
+        grid = (self.batch * dst.h, dst.w, dst.c_stored // 4)
+        launch = Launch(self.rt, SOURCE, "conv", self._defines("conv", defines), grid,
+                        lambda lim: choose_local(grid, CONV_SHAPES[self.device], lim))
+        return ResidualConvOp(op, launch, residual, self.activations[j + 1],
+                              step_name(f"{op.step}+add", self.net.layers[j].activation))
 
     def _dense(self, index, layer, params, src, dst, act):
-        in4 = src.h * src.w * src.c_stored
-        weight = self.upload(dense_rows(params["weight"], src.c, src.h, src.w, src.c_stored), f"{layer.name} weights")
+        in4 = src.hp * src.wp * src.c_stored
+        weight = self.upload(dense_rows(params["weight"], src.c, src.h, src.w, src.c_stored, src.border),
+                             f"{layer.name} weights")
         bias = self.upload(params["bias"], f"{layer.name} bias")
         defines = {"N": self.batch, "IN4": in4, "OUT": dst.c, "YC4": dst.c_stored, "ACT": act}
         if self.batch == 1:   # LANES and ROWS are -D constants: the work-group is fixed at build
@@ -128,5 +226,10 @@ class VectorisedNet(HandwrittenNet):
 
 class VectorisedBackend(HandwrittenBackend):
     name = "vectorised"
-    summary = "hand-written, study 7.2/7.4: NHWC float4 conv (4 channels/work-item), tuned work-groups, float4 GEMV"
+    summary = ("hand-written, study 7.2/7.4: NHWC float4 conv (4 channels/work-item), tuned work-groups, float4 GEMV; "
+               "graphs: depthwise conv its own float4 kernel, grouped conv as zero blocks, each residual add and its "
+               "activation folded into the conv before it (a library call cannot), else its own kernel")
     net_class = VectorisedNet
+    supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
+    supported_features = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD,
+                                     Feature.RELU6, Feature.TANH})

@@ -115,9 +115,14 @@ class OpenCLNet(PreparedNet):
     def load_input(self, x):
         self.ops[0].write_input(x)
 
+    def pass_ops(self) -> list[LayerOp]:
+        """The ops of a forward pass (run, run_timed), one per layer: self.ops,
+        unless a backend fuses layers there (the layer-wise checks keep self.ops)."""
+        return self.ops
+
     def run(self):
         rec = Recorder(self.rt.queue, enabled=False)
-        for op in self.ops:
+        for op in self.pass_ops():
             op.enqueue(rec)
         self.rt.finish()
 
@@ -126,7 +131,7 @@ class OpenCLNet(PreparedNet):
 
     def run_timed(self):
         timings = []
-        for op in self.ops:
+        for op in self.pass_ops():
             rec = Recorder(self.rt.queue, enabled=self.rt.profiling_ok)
             t0 = time.perf_counter()
             op.enqueue(rec)

@@ -1,0 +1,83 @@
+"""The residual add folded into the convolution before it (`vectorised`).
+
+A library call cannot do this: the add reads the convolution's output from
+memory once more, and is a launch of its own.  Here the convolution that
+is the add's last input, and that nothing else reads, adds the add's other
+input and applies the add's activation in its epilogue, writing straight
+into the add's output buffer; the add then has nothing left to do in a
+forward pass (run, run_timed: its time is 0 and `config` says why).
+
+The layer-wise checks (run_layer, layer_outputs) keep the unfused ops, so
+each layer's own output is still checked against the oracle.
+"""
+from __future__ import annotations
+
+from nets import Net
+
+from ..opencl.net import LayerOp
+
+
+def fusable_conv(net: Net, j: int) -> int | None:
+    """The index of the conv that add `j` can fold into, or None: the add's
+    last-computed input (so its other input is ready when the conv runs),
+    a conv with no activation of its own read by the add alone; not where
+    the conv or the add is at the net's edge (their ops convert layouts)."""
+    layer = net.layers[j]
+    if layer.kind != "add" or len(layer.inputs) != 2 or j == len(net.layers) - 1:
+        return None
+    i = max(net.sources(j))
+    if i <= 0 or net.sources(j).count(i) != 1:
+        return None
+    conv = net.layers[i]
+    if conv.kind != "conv" or conv.activation != "none":
+        return None
+    readers = [k for k in range(len(net.layers)) if i in net.sources(k)]
+    return i if readers == [j] else None
+
+
+class ResidualConvOp(LayerOp):
+    """The conv with the add in its epilogue: its input, weights and bias, then
+    the add's other input and output.  `reduce`, `reduce_args`, `reduce_step`:
+    a second kernel that finishes the sum and does the epilogue instead (a tiled
+    conv whose sum is split)."""
+
+    def __init__(self, conv_op, launch, residual, out, step: str, reduce=None, reduce_step: str = ""):
+        super().__init__(conv_op.layer, conv_op.index)
+        self.conv_op = conv_op
+        self.launch = launch
+        self.step = step
+        self.reduce, self.reduce_step = reduce, reduce_step
+        if reduce is None:
+            self.args = (conv_op.in_buf, *conv_op.args[1:-1], residual, out)
+        else:   # the main kernel writes its parts as before; the adding kernel reads the residual
+            self.args = conv_op.args
+            scratch, bias = conv_op.reduce_args[:2]
+            self.reduce_args = (scratch, bias, residual, out)
+
+    def enqueue(self, rec):
+        rec.kernel(self.step, self.launch(*self.args))
+        if self.reduce is not None:
+            rec.kernel(self.reduce_step, self.reduce(*self.reduce_args))
+
+    def write_input(self, x):
+        self.conv_op.write_input(x)
+
+    def read_output(self):
+        return self.conv_op.read_output()
+
+
+class FoldedAdd(LayerOp):
+    """The add, whose work the conv before it did: nothing to enqueue."""
+
+    def __init__(self, add_op):
+        super().__init__(add_op.layer, add_op.index)
+        self.add_op = add_op
+
+    def enqueue(self, rec):
+        pass
+
+    def write_input(self, x):
+        self.add_op.write_input(x)
+
+    def read_output(self):
+        return self.add_op.read_output()
