@@ -154,12 +154,18 @@ def test_the_reference_keeps_only_what_is_still_read():
     assert compare_arrays(prepared.forward(x), oracle.forward(RESNET18, weights, x)[-1]).passed
 
 
-def test_tuning_a_graph_net_searches_its_clblast_problems_and_leaves_out_the_tiles(capsys):
+def test_tuning_a_graph_net_searches_its_clblast_problems_and_the_tiles_of_its_dense_convs(capsys):
     # the CLBlast backends run ResNet-18: its problems are shown (none searched in the suite's empty cache)
     assert main(["tune", "--net", "resnet18", "--show"]) == 0
     out = capsys.readouterr().out
     assert "gemv 512x49" in out and "gemm 128x784x64" in out   # the average pool's GEMV, a 1x1 stride-2 conv
-    # vectorised-tiled runs chains only: asked for the tiles alone, the command says why in one line
-    assert main(["tune", "--net", "resnet18", "--scope", "tiles", "--budget-s", "5"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: cannot tune tiles for resnet18: layer conv2_pool (maxpool) uses max-pool padding") and err.count("\n") == 1
+    # our tiles: each distinct conv with groups 1, alone as a net of its own (it reads that net's input);
+    # a depthwise one runs vectorised's kernel, with no tile to search
+    from backends.handwritten.tiles_search import conv_layers
+    from nets import MOBILENET_V2, RESNET18
+    found = conv_layers(RESNET18, 1)
+    assert len(found) == len({key for key, _, _ in found}) < sum(1 for l in RESNET18.layers if l.kind == "conv")
+    for key, one, batch in found:
+        assert one.layers[0].inputs == () and one.sources(0) and batch == 1
+    assert "n1 in64x56x56 k128 w1x1 s2x2 p0x0" in {key for key, _, _ in found}     # conv3_1's projection
+    assert all(one.layers[0].groups == 1 for _, one, _ in conv_layers(MOBILENET_V2, 1))

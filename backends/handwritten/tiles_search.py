@@ -13,6 +13,7 @@ device times.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import time
 
@@ -37,12 +38,14 @@ CAP_S = 0.5
 
 
 def conv_layers(net, batch: int) -> list[tuple[str, Net, int]]:
-    """(key, the layer as a net of its own, batch) for each distinct conv layer."""
+    """(key, the layer as a net of its own, batch) for each distinct conv layer that has
+    tiles (a grouped or depthwise one runs vectorised's kernels: nothing to search)."""
     found = {}
     for i, layer in enumerate(net.layers):
-        if layer.kind == "conv":
+        if layer.kind == "conv" and layer.groups == 1:
             key = layer_key(batch, net.in_shape(i), layer)
-            found.setdefault(key, (key, Net(f"{net.name}:{layer.name}", net.in_shape(i), (layer,)), batch))
+            alone = dataclasses.replace(layer, inputs=())   # in a net of its own it reads the input
+            found.setdefault(key, (key, Net(f"{net.name}:{layer.name}", net.in_shape(i), (alone,)), batch))
     return list(found.values())
 
 

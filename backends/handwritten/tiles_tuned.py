@@ -15,7 +15,7 @@ def layer_key(batch: int, in_shape, layer) -> str:
     """What fixes a conv layer's kernel: batch, input shape, filters, window, stride, padding."""
     return (f"n{batch} in{'x'.join(map(str, in_shape))} k{layer.out_channels} "
             f"w{layer.kernel[0]}x{layer.kernel[1]} s{layer.stride[0]}x{layer.stride[1]} "
-            f"p{layer.pad[0]}x{layer.pad[1]}")
+            f"p{'x'.join(map(str, layer.pad))}")   # (rows, cols), or (top, left, bottom, right)
 
 
 class TunedTiles(cache.DeviceEntry):
