@@ -45,6 +45,13 @@ class KindCell:
     ms: float | None
     speedup: float | None                      # CLBlast at its best's time here / this backend's
     interval: tuple[float, float] | None       # None for CLBlast at its best itself
+    folded: bool = False                       # these layers' work was done inside others' (a fused add)
+
+
+def _folded(b: BackendResult, res: RunResult, layers: list[int]) -> bool:
+    """Whether the backend folded every one of these layers into another's kernel (its config names them)."""
+    fused = (b.config or {}).get("residual_adds_fused") or {}
+    return bool(layers) and all(res.net.layers[i].name in fused for i in layers)
 
 
 @dataclass
@@ -73,7 +80,8 @@ def kind_table(res: RunResult) -> KindTable | None:
     for cat in found:
         ran = [b.name for b in clblast if median[(b.name, cat)] is not None]
         refs.append(min(ran, key=lambda n: median[(n, cat)]) if ran else None)
-    cells = [[KindCell(median[(b.name, cat)],
+    cells = [[KindCell(None, None, None, True) if _folded(b, res, found[cat]) else
+              KindCell(median[(b.name, cat)],
                        an.ratio(median[(ref, cat)], median[(b.name, cat)]) if ref else None,
                        ratio_interval(values[(ref, cat)], values[(b.name, cat)]) if ref and ref != b.name else None)
               for cat, ref in zip(found, refs)] for b in timed]
@@ -88,8 +96,11 @@ def verdicts(t: KindTable) -> list[str]:
     out = []
     for k, cat in enumerate(t.categories):
         ran = [i for i, row in enumerate(t.cells) if row[k].ms is not None]
+        folded = [t.backends[i] for i, row in enumerate(t.cells) if row[k].folded]
         if t.references[k] is None or len(ran) < 2:
             continue
+        also = (f" ({', '.join(folded)} folded these into the layers before them: their time is counted there)"
+                if folded else "")
         ref = t.names.index(t.references[k])
         label = f"CLBlast at its best ({t.backends[ref]})"
         head = f"{cat} ({t.layer_counts[k]} layer{'s' if t.layer_counts[k] > 1 else ''})"
@@ -101,10 +112,11 @@ def verdicts(t: KindTable) -> list[str]:
             out.append(f"{head}: **CLBlast wins**: {label} is {1 / c.speedup:.2f}x"
                        + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else "")
                        + f" faster than the next, {t.backends[nxt]}"
-                       + ("" if clear(c.interval) else " (no clear difference)") + ".")
+                       + ("" if clear(c.interval) else " (no clear difference)") + also + ".")
         else:
             c = t.cells[fastest][k]
             out.append(f"{head}: {t.backends[fastest]} is fastest, at {c.speedup:.2f}x"
                        + (f" [{c.interval[0]:.2f}, {c.interval[1]:.2f}]" if c.interval else "")
-                       + f" the speed of {label}" + ("" if clear(c.interval) else " (no clear difference)") + ".")
+                       + f" the speed of {label}" + ("" if clear(c.interval) else " (no clear difference)")
+                       + also + ".")
     return out

@@ -67,3 +67,17 @@ def test_layer_categories_of_the_built_in_nets():
     assert cats(VGG16) == {"conv 3x3", "pooling", "dense"}
     assert {"conv 7x7", "conv 3x3", "conv 1x1", "add", "pooling", "dense"} <= cats(RESNET18)
     assert {"conv 3x3", "conv 1x1", "depthwise 3x3", "add", "pooling"} <= cats(MOBILENET_V2)
+
+
+def test_adds_a_backend_folded_into_the_layer_before_are_said_to_be_there_not_timed_as_free():
+    res = _file({"clblast": [_jitter(4.0), _jitter(1.0), _jitter(1.0), _jitter(3.0)],
+                 "vectorised": [_jitter(1.0), _jitter(2.0), _jitter(2.0), _jitter(0.001)]})
+    res.net.layers[3].kind, res.net.layers[3].category = "add", "add"
+    res.backend("vectorised").config["residual_adds_fused"] = {"d": "into c's epilogue"}
+    t = kinds.kind_table(res)
+    cell = t.cells[t.names.index("vectorised")][t.categories.index("add")]
+    assert cell.folded and cell.ms is None and cell.speedup is None
+    headers, rows = report_tables.kind_table(res)
+    assert rows[t.names.index("vectorised")][t.categories.index("add") + 1] == "folded into the layers before"
+    said = [line for line in kinds.verdicts(t) if line.startswith("add")]
+    assert said == []   # only CLBlast is left timed there: no one to hold it against
