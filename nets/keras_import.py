@@ -213,13 +213,18 @@ def _channels_last(layer, what: str) -> None:
         raise UserError(f"{what}: data_format {layer.data_format!r} is not supported; use channels_last")
 
 
-def _conv(b: _Builder, layer, what: str):
+def _window(b: _Builder, layer, what: str) -> tuple:
+    """A convolution's input shape, window, stride and padding, refusing what we cannot run."""
     c, h, w = _spatial(b, what)
     _channels_last(layer, what)
     if tuple(layer.dilation_rate) != (1, 1):
         raise UserError(f"{what}: dilation_rate {tuple(layer.dilation_rate)} is not supported (only 1)")
     kernel, stride = tuple(layer.kernel_size), tuple(layer.strides)
-    pad = _pool_or_conv_pad(layer.padding, (h, w), kernel, stride, what)
+    return (c, h, w), kernel, stride, _pool_or_conv_pad(layer.padding, (h, w), kernel, stride, what)
+
+
+def _conv(b: _Builder, layer, what: str):
+    _, kernel, stride, pad = _window(b, layer, what)
     arrays = layer.get_weights()
     weight = conv_kernel_from_keras(arrays[0])
     bias = arrays[1] if layer.use_bias else np.zeros(layer.filters, np.float32)
@@ -228,12 +233,7 @@ def _conv(b: _Builder, layer, what: str):
 
 
 def _depthwise(b: _Builder, layer, what: str):
-    c, h, w = _spatial(b, what)
-    _channels_last(layer, what)
-    if tuple(layer.dilation_rate) != (1, 1):
-        raise UserError(f"{what}: dilation_rate {tuple(layer.dilation_rate)} is not supported (only 1)")
-    kernel, stride = tuple(layer.kernel_size), tuple(layer.strides)
-    pad = _pool_or_conv_pad(layer.padding, (h, w), kernel, stride, what)
+    (c, _, _), kernel, stride, pad = _window(b, layer, what)
     arrays = layer.get_weights()
     m = layer.depth_multiplier
     fh, fw = kernel

@@ -1,13 +1,11 @@
 """The CLBlast backends on graph nets: ResNet-18 and MobileNet-v2 layer by
-layer and end to end against the float64 oracle, small random graphs of the
-new kinds, the compositions named in each layer's steps, and the problems
+layer and end to end against the float64 oracle (random graphs of the new
+kinds: tests/test_random_graphs.py), the compositions named in each layer's steps, and the problems
 `compare tune` searches for them (the chains' keys unchanged)."""
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, note, settings
 
 from backends.clblast import problems
 from backends.clblast.conv_plan import ConvPlan
@@ -17,7 +15,7 @@ from nets import LENET, MOBILENET_V2, RESNET18, VGG16, Add, Conv, Dense, GlobalA
 from nets.weights import init_weights
 from conftest import backend_or_skip
 from run_checks import in_process
-from test_random_graphs import graphs
+from test_random_graphs import random_input
 
 CLBLAST_BACKENDS = ["clblast", "clblast-convgemm", "clblast-best"]
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
@@ -26,10 +24,6 @@ REPORTS = Path(__file__).resolve().parent.parent / "reports"
 def _smaller(net: Net, size: int) -> Net:
     """The net's own layers on a smaller input: every composition of the full net, in seconds on PoCL."""
     return Net(f"{net.name}@{size}", (net.input_shape[0], size, size), net.layers)
-
-
-def _random_input(net, batch, seed):
-    return np.random.default_rng(seed).standard_normal((batch,) + tuple(net.input_shape)).astype(np.float32)
 
 
 @pytest.mark.parametrize("name", CLBLAST_BACKENDS)
@@ -41,30 +35,11 @@ def test_the_graph_nets_pass_layer_by_layer_and_end_to_end(name, net, batch):
     prepared = backend.prepare(net, weights, batch)
     try:
         for seed in (11, 12):   # fresh inputs: nothing left over from the last pass passes for an output
-            x = _random_input(net, batch, seed)
+            x = random_input(net, batch, seed)
             check = check_prepared(prepared, x, oracle.forward(net, weights, x), layerwise=seed == 11)
             assert check.status == "PASS", [r for r in [check.end_to_end, *check.layers] if not r.passed]
     finally:
         prepared.close()
-
-
-@pytest.mark.parametrize("name", CLBLAST_BACKENDS)
-def test_small_random_graphs_of_the_new_kinds(name):
-    backend = backend_or_skip(name)
-
-    @settings(max_examples=3, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(case=graphs())
-    def check(case):
-        net, batch, seed = case
-        note(repr(net))
-        weights, x = init_weights(net, seed), _random_input(net, batch, seed)
-        prepared = backend.prepare(net, weights, batch)
-        try:
-            result = check_prepared(prepared, x, oracle.forward(net, weights, x))
-            assert result.status == "PASS", [r for r in [result.end_to_end, *result.layers] if not r.passed]
-        finally:
-            prepared.close()
-    check()
 
 
 GRAPH = Net("graph", (4, 9, 8), (
@@ -95,7 +70,7 @@ GRAPH = Net("graph", (4, 9, 8), (
 ])
 def test_the_steps_name_each_composition(name, batch, expect):
     weights = init_weights(GRAPH, 5)
-    x = _random_input(GRAPH, batch, batch)
+    x = random_input(GRAPH, batch, batch)
     prepared = in_process(name).prepare(GRAPH, weights, batch)
     try:
         prepared.load_input(x)

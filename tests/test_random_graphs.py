@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import given, note, settings, strategies as st
+from hypothesis import HealthCheck, given, note, settings, strategies as st
 
 from backends.reference.numpy_backend import NumpyNet
 from compare import oracle
@@ -36,6 +36,7 @@ from peer_graph_checks import check_every_mode
 EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "15"))
 PEER_EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "4"))
 HANDWRITTEN_EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "5"))
+CLBLAST_EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "3"))
 
 
 @st.composite
@@ -84,7 +85,7 @@ def graphs(draw, with_batchnorm: bool = False) -> tuple[Net, int, int]:
     return net, integer(1, 3), integer(0, 2 ** 16 - 1)
 
 
-def _input(net: Net, batch: int, seed: int) -> np.ndarray:
+def random_input(net: Net, batch: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((batch,) + tuple(net.input_shape)).astype(np.float32)
 
 
@@ -93,7 +94,7 @@ def _input(net: Net, batch: int, seed: int) -> np.ndarray:
 def test_the_reference_runs_random_graphs_as_the_oracle_does(case):
     net, batch, seed = case
     note(repr(net))
-    weights, x = init_weights(net, seed), _input(net, batch, seed)
+    weights, x = init_weights(net, seed), random_input(net, batch, seed)
     ref = oracle.forward(net, weights, x)
     prepared = NumpyNet(net, weights, batch)
     for i, layer in enumerate(net.layers):
@@ -108,7 +109,7 @@ def test_the_reference_runs_random_graphs_as_the_oracle_does(case):
 def test_folding_batch_norms_keeps_the_output(case):
     net, batch, seed = case
     note(repr(net))
-    weights, x = init_weights(net, seed), _input(net, batch, seed)
+    weights, x = init_weights(net, seed), random_input(net, batch, seed)
     folded, folded_weights = fold_batchnorm(net, weights)
     assert not any(layer.kind == LayerKind.BATCHNORM for layer in folded.layers)   # each follows its own conv
     unfolded_out = oracle.forward(net, weights, x)[-1]
@@ -118,19 +119,21 @@ def test_folding_batch_norms_keeps_the_output(case):
     assert compare_arrays(NumpyNet(folded, folded_weights, batch).forward(x), unfolded_out).passed
 
 
-@pytest.mark.parametrize("peer", ["torch", "tensorflow"])
-@settings(max_examples=PEER_EXAMPLES, deadline=None, database=None)
-@given(case=graphs())
-def test_the_peers_run_random_graphs_as_the_oracle_does(peer, case):
-    net, batch, seed = case
-    note(repr(net))
-    check_every_mode(backend_or_skip(peer), net, init_weights(net, seed), _input(net, batch, seed))
+# every backend that runs graphs, with as many examples as its compiles allow
+GRAPH_BACKENDS = {"torch": PEER_EXAMPLES, "tensorflow": PEER_EXAMPLES, "vectorised": HANDWRITTEN_EXAMPLES,
+                  "vectorised-tiled": HANDWRITTEN_EXAMPLES, "clblast": CLBLAST_EXAMPLES,
+                  "clblast-convgemm": CLBLAST_EXAMPLES, "clblast-best": CLBLAST_EXAMPLES}
 
 
-@pytest.mark.parametrize("name", ["vectorised", "vectorised-tiled"])
-@settings(max_examples=HANDWRITTEN_EXAMPLES, deadline=None, database=None)
-@given(case=graphs())
-def test_the_handwritten_backends_run_random_graphs_as_the_oracle_does(name, case):
-    net, batch, seed = case
-    note(repr(net))
-    check_every_mode(backend_or_skip(name), net, init_weights(net, seed), _input(net, batch, seed))
+@pytest.mark.parametrize("name", list(GRAPH_BACKENDS))
+def test_the_backends_run_random_graphs_as_the_oracle_does(name):
+    backend = backend_or_skip(name)
+
+    @settings(max_examples=GRAPH_BACKENDS[name], deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(case=graphs())
+    def check(case):
+        net, batch, seed = case
+        note(repr(net))
+        check_every_mode(backend, net, init_weights(net, seed), random_input(net, batch, seed))
+    check()
