@@ -50,14 +50,14 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
                 doc.table(table, caption=f"{label}'s time divided by each backend's: above 1x is faster. In brackets "
                                          f"the 95% bootstrap interval of the ratio; 'no clear difference' where it "
                                          f"spans 1x.")
-        per_kind = report_tables.kind_table(res)
-        if per_kind and len(per_kind[0]) > 2:   # one kind of layer would only repeat the sum
+        by_kind = kinds.kind_table(res)
+        if by_kind and len(by_kind.categories) > 1:   # one kind of layer would only repeat the sum
             doc.heading("By kind of layer: where CLBlast wins", 3)
-            doc.table(per_kind, caption="Each backend's time on each kind of layer (the sum over those layers, "
+            doc.table(report_tables.kind_table(by_kind), caption="Each backend's time on each kind of layer (the sum over those layers, "
                                         "median of the per-pass sums) and CLBlast at its best's time there divided "
                                         "by it, with the 95% interval; CLBlast at its best is, per kind, the CLBlast "
                                         "backend fastest on it (last row).")
-            for line in kinds.verdicts(kinds.kind_table(res)):
+            for line in kinds.verdicts(by_kind):
                 doc.para(line)
         util = report_tables.utilisation_table(res)
         if util:

@@ -46,12 +46,9 @@ def speedup_table(res: RunResult, token: str) -> Table | None:
     return ["layer"] + s.backends, rows
 
 
-def kind_table(res: RunResult) -> Table | None:
+def kind_table(t: kinds.KindTable) -> Table:
     """Per backend, its time on each kind of layer (summed over those layers) and
     its speedup over CLBlast at its best there, with the 95% interval."""
-    t = kinds.kind_table(res)
-    if t is None:
-        return None
     headers = ["backend"] + [f"{cat} ({n} layer{'s' if n > 1 else ''}, {mf:.0f} MFLOP)"
                              for cat, n, mf in zip(t.categories, t.layer_counts, t.mflops)]
     rows = [[label] + ["folded into the layers before" if c.folded else DASH if c.ms is None else

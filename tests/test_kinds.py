@@ -47,7 +47,7 @@ def test_each_kind_meets_the_clblast_backend_fastest_on_it_and_the_verdict_says_
     assert said[1].startswith("conv 1x1 (2 layers): **CLBlast wins**: CLBlast at its best (clblast-best) is 2.00x")
     assert "faster than the next, clblast" in said[1]
     assert "no clear difference" not in " ".join(said)
-    headers, rows = report_tables.kind_table(res)
+    headers, rows = report_tables.kind_table(kinds.kind_table(res))
     assert headers[1] == "conv 3x3 (1 layer, 9 MFLOP)" and rows[-1] == ["CLBlast at its best here", "clblast-best",
                                                                        "clblast-best", "clblast"]
 
@@ -77,7 +77,7 @@ def test_adds_a_backend_folded_into_the_layer_before_are_said_to_be_there_not_ti
     t = kinds.kind_table(res)
     cell = t.cells[t.names.index("vectorised")][t.categories.index("add")]
     assert cell.folded and cell.ms is None and cell.speedup is None
-    headers, rows = report_tables.kind_table(res)
+    headers, rows = report_tables.kind_table(kinds.kind_table(res))
     assert rows[t.names.index("vectorised")][t.categories.index("add") + 1] == "folded into the layers before"
     said = [line for line in kinds.verdicts(t) if line.startswith("add")]
     assert said == []   # only CLBlast is left timed there: no one to hold it against
