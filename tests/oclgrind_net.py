@@ -1,8 +1,9 @@
 """Run one OpenCL backend on LeNet-5 (batch 2) and a shrunk VGG-like net
 (`vectorised-tiled` also with its GPU plans, a split sum included), and a
 backend that runs graphs on a shrunk ResNet/MobileNet-like graph (every
-graph kernel: depthwise, grouped, padded max-pool, adds through borders
-wider than their own, global average pool)
+graph kernel: depthwise, grouped, padded max-pool, an add folded into its
+conv and one of its own, adds through borders wider than their own, global
+average pool)
 under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
 file under Oclgrind, which then is the only platform.  Exit 1 if an output
 disagrees with the float64 oracle."""
@@ -33,12 +34,13 @@ SHRUNK_VGG = Net("shrunk-vgg", (3, 13, 11), (
 SHRUNK_GRAPH = Net("shrunk-graph", (3, 11, 9), (
     Conv("conv1", "relu", out_channels=6, kernel=(3, 3), stride=(2, 2), pad=(1, 0, 1, 1)),
     MaxPool("pool", kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
-    Conv("expand", "relu6", out_channels=10, kernel=(1, 1)),
+    Conv("expand", "relu6", out_channels=10, kernel=(3, 3), pad=(1, 1)),   # pads: the add reads pool through that border
     Conv("depthwise", "relu6", out_channels=10, kernel=(3, 3), pad=(1, 1), groups=10),
     Conv("project", "none", out_channels=6, kernel=(1, 1)),
     Add("add", "relu", inputs=("project", "pool")),
-    Conv("grouped", "tanh", out_channels=6, kernel=(3, 3), stride=(2, 2), pad=(1, 1), groups=2),
-    Conv("proj", "none", inputs=("add",), out_channels=6, kernel=(1, 1), stride=(2, 2)),
+    Conv("proj", "none", out_channels=6, kernel=(1, 1), stride=(2, 2)),
+    Conv("grouped", "tanh", inputs=("add",), out_channels=6, kernel=(3, 3), stride=(2, 2), pad=(1, 1), groups=2),
+    # its last input has an activation of its own, so no conv folds it: the add kernel runs too
     Add("add2", "none", inputs=("grouped", "proj")),
     GlobalAvgPool("gap"),
     Dense("fc", "none", out_features=5),

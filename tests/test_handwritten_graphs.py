@@ -1,5 +1,5 @@
-"""The hand-written backends that run graphs (`vectorised`, `vectorised-tiled`)
-on ResNet-18 and MobileNet-v2, and each of their graph kernels alone on
+"""The hand-written backends that run graphs (`baseline`, `vectorised`,
+`vectorised-tiled`) on ResNet-18 and MobileNet-v2, and each of their graph kernels alone on
 fresh random inputs at shapes the nets do not have: odd sizes, channels not
 a multiple of 4, stride 2, asymmetric padding, a buffer read by layers
 that want different borders.  Every check is against the float64 oracle:
@@ -21,7 +21,7 @@ from nets.weights import init_weights
 
 from conftest import backend_or_skip
 
-GRAPH_BACKENDS = ["vectorised", "vectorised-tiled"]
+GRAPH_BACKENDS = ["baseline", "vectorised", "vectorised-tiled"]
 
 
 @pytest.mark.parametrize("name", GRAPH_BACKENDS)
@@ -41,7 +41,11 @@ def _check(prepared, net, weights, x):
     for i, (lay, buf) in enumerate(zip(prepared.layouts, prepared.activations)):
         raw = prepared.rt.read(buf, lay.stored_shape)
         inside = np.zeros(lay.stored_shape, bool)
-        inside[:, lay.pad_h:lay.pad_h + lay.h, lay.pad_w:lay.pad_w + lay.w, :lay.c] = True
+        rows, cols = slice(lay.pad_h, lay.pad_h + lay.h), slice(lay.pad_w, lay.pad_w + lay.w)
+        if lay.order == "nchw":
+            inside[:, :lay.c, rows, cols] = True
+        else:
+            inside[:, rows, cols, :lay.c] = True
         assert np.all(raw[~inside] == 0), f"border or padding channels of buffer {i} not zero"
 
 
@@ -113,6 +117,14 @@ def test_grouped_convs_say_how_they_run():
     assert config["tile_source"]["g"] == "no tile for grouped convolutions: vectorised's kernel"
 
 
+def test_baseline_runs_a_grouped_conv_as_its_loop_over_the_group():
+    """The same conv kernel, the channel loop over the filter's group only: no zero blocks."""
+    config = run_case(backend_or_skip("baseline").prepare, *CASES["grouped"], 5)
+    kernels = {name: config["layers"][name]["kernel"] for name in ("g", "m", "f")}
+    assert kernels == {"g": "conv (3 groups)+relu", "m": "depthwise conv", "f": "conv (3 groups)"}
+    assert config["layers"]["g"]["local"] == "runtime's choice"   # as the study: no work-group of ours
+
+
 @pytest.mark.parametrize("split", [1, 3])
 @pytest.mark.parametrize("tile", [TILES[2], TILES[6]], ids=str)
 def test_gpu_tiles_on_1x1_and_stride_2_convs_read_through_wider_borders(tile, split):
@@ -136,7 +148,8 @@ def test_a_buffer_carries_the_widest_border_of_its_readers():
     assert asym[1].hp == asym[1].h + 3 and asym[1].wp == asym[1].w + 1
 
 
-@pytest.mark.parametrize("name, step", [("vectorised", "conv+add+relu"), ("vectorised-tiled", "tiled conv+add+relu")])
+@pytest.mark.parametrize("name, step", [("baseline", "conv+add+relu"), ("vectorised", "conv+add+relu"),
+                                        ("vectorised-tiled", "tiled conv+add+relu")])
 def test_each_residual_add_is_folded_into_the_conv_before_it(name, step):
     """ResNet-18's 8 adds each in its block's last conv (conv{s}_{b}b, or the projection, computed
     after it); a forward pass then times the conv with the add's work and the add at 0."""

@@ -85,10 +85,10 @@ def test_compare_run_takes_an_onnx_file(exported, tmp_path, capsys, name):
 
 
 def test_a_backend_without_graphs_says_unsupported(exported, tmp_path, capsys):
-    code = main(["check", "--net", exported[0]["resnet-style"][0], "--backends", "numpy,baseline"])
+    code = main(["check", "--net", exported[0]["resnet-style"][0], "--backends", "numpy,fused"])
     assert code == 0, capsys.readouterr().err
     out = capsys.readouterr().out
-    line = next(line for line in out.splitlines() if line.startswith("baseline"))
+    line = next(line for line in out.splitlines() if line.startswith("fused"))
     assert "UNSUPPORTED" in line, out
 
 

@@ -11,8 +11,8 @@ so the suite stays fast; COMPARE_RANDOM_NETS=N draws N instead.
 
 The peers (torch, tensorflow) run the same graphs in every mode they list,
 on fewer examples still (each mode prepares and traces anew); so do the
-hand-written backends that run graphs (vectorised, vectorised-tiled), each
-prepare compiling a kernel per layer.
+hand-written backends that run graphs (baseline, vectorised,
+vectorised-tiled), each prepare compiling a kernel per layer.
 """
 from __future__ import annotations
 
@@ -120,8 +120,8 @@ def test_folding_batch_norms_keeps_the_output(case):
 
 
 # every backend that runs graphs, with as many examples as its compiles allow
-GRAPH_BACKENDS = {"torch": PEER_EXAMPLES, "tensorflow": PEER_EXAMPLES, "vectorised": HANDWRITTEN_EXAMPLES,
-                  "vectorised-tiled": HANDWRITTEN_EXAMPLES, "clblast": CLBLAST_EXAMPLES,
+GRAPH_BACKENDS = {"torch": PEER_EXAMPLES, "tensorflow": PEER_EXAMPLES, "baseline": HANDWRITTEN_EXAMPLES,
+                  "vectorised": HANDWRITTEN_EXAMPLES, "vectorised-tiled": HANDWRITTEN_EXAMPLES, "clblast": CLBLAST_EXAMPLES,
                   "clblast-convgemm": CLBLAST_EXAMPLES, "clblast-best": CLBLAST_EXAMPLES}
 
 

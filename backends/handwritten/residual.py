@@ -1,4 +1,5 @@
-"""The residual add folded into the convolution before it (`vectorised`).
+"""The residual add folded into the convolution before it (`baseline`,
+`vectorised`, `vectorised-tiled`).
 
 A library call cannot do this: the add reads the convolution's output from
 memory once more, and is a launch of its own.  Here the convolution that
@@ -9,11 +10,17 @@ forward pass (run, run_timed: its time is 0 and `config` says why).
 
 The layer-wise checks (run_layer, layer_outputs) keep the unfused ops, so
 each layer's own output is still checked against the oracle.
+
+What is shared is layout-free: which conv an add folds into, the ops that
+replace the pair, and the -D constants naming the add's activation and its
+other input's buffer.  Each net builds its own conv kernel with them
+(fold_residual), in whatever layout its buffers use.
 """
 from __future__ import annotations
 
 from nets import Net
 
+from ..opencl.launch import ACT_CODES
 from ..opencl.net import LayerOp
 
 
@@ -81,3 +88,32 @@ class FoldedAdd(LayerOp):
 
     def read_output(self):
         return self.add_op.read_output()
+
+
+class FoldsResidualAdds:
+    """A HandwrittenNet mixin: fused_ops() folds each residual add into the conv
+    before it, where fusable_conv() finds one and fold_residual() can build it."""
+
+    def fused_ops(self):
+        ops, fused = list(self.ops), {}
+        for j, add in enumerate(self.net.layers):
+            i = fusable_conv(self.net, j)
+            if i is None:
+                continue
+            other = [s for s in self.net.sources(j) if s != i][0]
+            res = self.layouts[other + 1]
+            # the add's activation replaces the conv's (none); the residual is read through its own border
+            extra = {"ACT": ACT_CODES[add.activation], "RESIDUAL": 1,
+                     "RHP": res.hp, "RWP": res.wp, "RPT": res.pad_h, "RPL": res.pad_w}
+            folded = self.fold_residual(i, j, extra, self.activations[other + 1])
+            if folded is None:
+                continue
+            ops[i], ops[j] = folded, FoldedAdd(self.ops[j])
+            fused[add.name] = f"into {self.net.layers[i].name}'s epilogue (adds {self.net.layers[other].name if other >= 0 else 'input'})"
+        self.config["residual_adds_fused"] = fused
+        return ops
+
+    def fold_residual(self, i: int, j: int, extra: dict, residual):
+        """Conv i's op with add j in its epilogue (`extra`: its -D constants), writing
+        add j's output buffer; None where conv i's kernel cannot take it."""
+        raise NotImplementedError

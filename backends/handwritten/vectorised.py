@@ -36,7 +36,7 @@ from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class
 from .layout import round_up
 from .net import HandwrittenBackend, HandwrittenNet, KernelOp
-from .residual import FoldedAdd, ResidualConvOp, fusable_conv
+from .residual import FoldsResidualAdds, ResidualConvOp
 from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 
 SOURCE = "vectorised.cl"
@@ -96,7 +96,7 @@ def pad_to(values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-class VectorisedNet(HandwrittenNet):
+class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
 
@@ -167,26 +167,6 @@ class VectorisedNet(HandwrittenNet):
         launch = Launch(self.rt, SOURCE, kernel, self._defines(kernel, defines), grid,
                         lambda lim: choose_local(grid, CONV_SHAPES[self.device], lim))
         return KernelOp(self, index, launch, args, step_name(what, layer.activation))
-
-    def fused_ops(self):
-        """Each residual add folded into the conv before it, where residual.py finds one
-        and fold_residual() can build it."""
-        ops, fused = list(self.ops), {}
-        for j, add in enumerate(self.net.layers):
-            i = fusable_conv(self.net, j)
-            if i is None:
-                continue
-            other = [s for s in self.net.sources(j) if s != i][0]
-            res = self.layouts[other + 1]
-            extra = {"ACT": ACT_CODES[add.activation], "RESIDUAL": 1,
-                     "RHP": res.hp, "RWP": res.wp, "RPT": res.pad_h, "RPL": res.pad_w}
-            folded = self.fold_residual(i, j, extra, self.activations[other + 1])
-            if folded is None:
-                continue
-            ops[i], ops[j] = folded, FoldedAdd(self.ops[j])
-            fused[add.name] = f"into {self.net.layers[i].name}'s epilogue (adds {self.net.layers[other].name if other >= 0 else 'input'})"
-        self.config["residual_adds_fused"] = fused
-        return ops
 
     def fold_residual(self, i: int, j: int, extra: dict, residual):
         """Conv i's op with add j in its epilogue (`extra`: its -D constants), writing
