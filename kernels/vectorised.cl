@@ -236,7 +236,7 @@ __kernel void dw_pw(__global const float4* restrict x,
                 acc = select(acc, (float4)(0.0f), (int4)(0, 1, 2, 3) >= (int4)(MC % 4));
 #endif
         }
-        mid[q] = acc;
+        mid[m * TP + t] = acc;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -244,7 +244,7 @@ __kernel void dw_pw(__global const float4* restrict x,
     if (pix >= PIXELS)
         return;
     const int n = pix / (YH * YW), rc = pix - n * (YH * YW), row = rc / YW, col = rc - row * YW;
-    const __local float4* xr = mid + p * XV;
+    const __local float4* xr = mid + p;
     const int end = min(s * CPS + CPS, YV);
     for (int c4 = s * CPS + g; c4 < end; c4 += G) {
         const __global float4* wr = w + 4 * c4 * XV;
@@ -254,7 +254,7 @@ __kernel void dw_pw(__global const float4* restrict x,
         float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
 #endif
         for (int i = 0; i < XV; i++) {
-            const float4 v = xr[i];
+            const float4 v = xr[i * TP];
 #if DOT_EACH
             s0 += dot(v, wr[i]);
             s1 += dot(v, wr[i + XV]);

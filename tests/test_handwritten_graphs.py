@@ -283,13 +283,17 @@ def test_gpu_plans_split_the_output_channels_and_still_match(units, monkeypatch)
 
 def test_the_fold_tile_fits_local_memory():
     """MobileNet-v2's widest depthwise (960 channels, 240 float4s a pixel): 8 pixels in a GPU's 48 KiB,
-    4 in 16 KiB, none in 8 KiB less than one pixel's 3840 bytes."""
+    4 in 16 KiB, none in a byte less than one pixel's 3840; a CPU's tile of 2 pixels, a work-item per
+    four output channels."""
     from backends.handwritten.dw_pw import plan_dw_pw
     from backends.opencl.workgroups import Limits
     lim = Limits(1024, (1024, 1024, 64))
-    assert plan_dw_pw(49, 240, 40, 9, False, 2, lim, 48 * 1024).tp == 8
-    assert plan_dw_pw(49, 240, 40, 9, False, 2, lim, 16 * 1024).local_bytes == 4 * 3840
-    assert plan_dw_pw(49, 240, 40, 9, False, 2, lim, 3839) is None
+    assert plan_dw_pw(49, 240, 40, 9, True, 2, lim, 48 * 1024).tp == 8
+    assert plan_dw_pw(49, 240, 40, 9, True, 2, lim, 16 * 1024).local_bytes == 4 * 3840
+    assert plan_dw_pw(49, 240, 40, 9, True, 2, lim, 3839) is None
+    cpu = plan_dw_pw(49, 240, 40, 9, False, 2, lim, 1 << 20)
+    assert (cpu.tp, cpu.g, cpu.splits) == (2, 40, 1) and cpu.global_size == (50, 40)
+    assert plan_dw_pw(49, 240, 40, 9, False, 2, lim, 3840).tp == 1
     gpu = plan_dw_pw(49, 240, 40, 9, True, 132, lim, 48 * 1024)   # 7x7 on 132 units: one pixel a group, split
     assert (gpu.tp, gpu.splits, gpu.g) == (1, 5, 8) and gpu.global_size == (49, 40)
     big = plan_dw_pw(112 * 112, 8, 4, 9, True, 132, lim, 48 * 1024)   # plenty of tiles: no split

@@ -12,15 +12,23 @@ the residual add in its epilogue where the 1x1 also folds its add
 forward pass (run, run_timed: its time is 0, or its input conversion's
 where it is the net's first layer; `config` says where its work went).
 
-The tile: at most TILE_PIXELS pixels, the most whose depthwise rows
-(pixels x channels x 4 bytes) fit in the device's local memory; where not
-even one pixel's fit, the two layers stay two kernels, and `config` says
-why.  On a CPU (PoCL) a work-group is a loop on one core: the biggest tile,
-one group per tile.  On a GPU the tile shrinks until there are as many
-tiles as compute units, and the output channels are split over up to
-MAX_SPLITS work-groups per tile, each recomputing the tile's depthwise
-results (at most a quarter of the 1x1's work), so that a 7x7 layer still
-gives the GPU several work-groups per unit.
+The tile: one of TILE_PIXELS pixels whose depthwise rows (pixels x
+channels x 4 bytes) fit in the device's local memory; where not even one
+pixel's fit, the two layers stay two kernels, and `config` says why.
+- On a CPU (PoCL) a work-group is a loop on one core: tiles of CPU_PIXELS
+  pixels and a work-item per group of four output channels, so that the
+  work-items run one after another read one filter for each pixel of the
+  tile in turn.  Measured on MobileNet-v2's folded blocks on a 2-core EPYC
+  (PoCL 3.1; the fastest of 40 passes, other work sharing the cores):
+  tiles of 2 pixels about 1% faster than 4 and 7% faster than 8; 4
+  work-items a pixel, each looping over a quarter of the channel groups,
+  about 12% slower than one per group on the wide 7x7 and 14x14 blocks.
+- On a GPU the tile is the largest that still gives as many tiles as
+  compute units, with up to GPU_ITEMS work-items, and the output channels
+  are split over up to MAX_SPLITS work-groups per tile, each recomputing
+  the tile's depthwise results (at most RECOMPUTE of the 1x1's work), so
+  that a 7x7 layer still gives the GPU several work-groups per unit.  Not
+  measured on a GPU yet (benchmarks/dw_pw.py does).
 
 As with the folded add, the layer-wise checks (run_layer, layer_outputs)
 keep the unfolded ops, so the depthwise layer's own output is still
@@ -36,8 +44,8 @@ from ..opencl.net import LayerOp
 from ..opencl.workgroups import Limits
 
 TILE_PIXELS = (8, 4, 2, 1)   # candidates, in order of preference
-CPU_ITEMS = 32               # work-items per work-group on a CPU: TP pixels x G channel groups
-GPU_ITEMS = 128              # and on a GPU (four warps, two AMD wavefronts)
+CPU_PIXELS = 2               # the largest tile on a CPU
+GPU_ITEMS = 128              # work-items per work-group on a GPU (four warps, two AMD wavefronts)
 MAX_SPLITS = 8
 RECOMPUTE = 0.25             # the most depthwise work a split may redo, against the 1x1's
 
@@ -96,7 +104,7 @@ def plan_dw_pw(pixels: int, xv: int, yv: int, taps: int, gpu: bool, compute_unit
     float4s, under the device's limits; None where one pixel's depthwise row
     does not fit in local memory."""
     fitting = [tp for tp in TILE_PIXELS if tp * xv * 16 <= local_mem_bytes and tp <= lim.max_group
-               and tp <= lim.max_items[0]]
+               and tp <= lim.max_items[0] and (gpu or tp <= CPU_PIXELS)]
     if not fitting:
         return None
     tp = fitting[0]
@@ -111,7 +119,7 @@ def plan_dw_pw(pixels: int, xv: int, yv: int, taps: int, gpu: bool, compute_unit
         splits = max(1, min(most, -(-2 * compute_units // tiles)))
     cps = -(-yv // splits)
     splits = -(-yv // cps)   # no split left empty
-    g = max(1, min(cps, (GPU_ITEMS if gpu else CPU_ITEMS) // tp, lim.max_group // tp, lim.max_items[1]))
+    g = max(1, min(cps, GPU_ITEMS // tp if gpu else cps, lim.max_group // tp, lim.max_items[1]))
     return DwPwPlan(pixels, tp, g, splits, cps, tp * xv * 16)
 
 
