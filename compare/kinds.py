@@ -50,19 +50,12 @@ class KindCell:
     folded: str = ""
 
 
-# a backend's config key naming the layers it folded into others -> where their work went
-FOLDS = {"residual_adds_fused": "before", "depthwise_fused": "after"}
-
-
 def _folded(b: BackendResult, res: RunResult, layers: list[int]) -> str:
-    """Where the backend folded every one of these layers into another's kernel (its config names
-    them: FOLDS), or "" where it did not fold them all."""
-    config = b.config or {}
-    for key, where in FOLDS.items():
-        fused = config.get(key) or {}
-        if layers and all(res.net.layers[i].name in fused for i in layers):
-            return where
-    return ""
+    """Where the backend folded every one of these layers into another's kernel ("before" or
+    "after" them: analysis.folded), or "" where it did not fold them all."""
+    fused = an.folded(b)
+    sides = {fused[res.net.layers[i].name][0] if res.net.layers[i].name in fused else "" for i in layers}
+    return sides.pop() if len(sides) == 1 else ""
 
 
 @dataclass

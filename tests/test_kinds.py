@@ -96,3 +96,20 @@ def test_depthwise_layers_folded_into_the_1x1_after_are_said_to_be_there():
     said = [line for line in kinds.verdicts(t) if line.startswith("depthwise")]
     assert len(said) == 1 and said[0].endswith(
         "(vectorised folded these into the layers after them: their time is counted there).")
+
+
+def test_a_folded_layer_has_no_speedup_rate_or_share_of_peak_of_its_own():
+    """Its time is ~0 and its work is in the layer it went into: the per-layer speedups (and their
+    geometric mean), the utilisation and the run's layer table leave it out and say where it went."""
+    from compare import analysis as an, tables
+    res = _file({"clblast": [_jitter(4.0), _jitter(1.0), _jitter(1.0), _jitter(3.0)],
+                 "vectorised": [_jitter(1.0), _jitter(2.0), _jitter(5.0), _jitter(0.001)]})
+    res.backend("vectorised").config["depthwise_fused"] = {"d": "into e's kernel (dw_pw: 2 pixels)"}
+    s = an.speedups(res, "clblast")
+    assert s.layers[3] == [None] and s.layer_intervals[3] == [None]
+    assert round(s.geomean[0], 3) == round((4.0 * 0.5 * 0.2) ** (1 / 3), 3)   # three layers, not four
+    headers, rows = report_tables.speedup_table(res, "clblast")
+    assert rows[3] == ["d", "folded into the layer after"]
+    table = tables.layer_table(res, res.backend("vectorised"))
+    line = next(row for row in table.splitlines() if row.startswith("d "))
+    assert "folded into e's kernel" in line and "2000" not in line
