@@ -196,7 +196,9 @@ __kernel void depthwise(__global const float4* restrict x,
 //     neighbours compute neighbouring float4s of one pixel (they read
 //     neighbouring input and weights, as the depthwise kernel's id 2);
 //     padding channels masked to 0 after the activation (a sigmoid would
-//     make them 0.5; the 1x1's weights there are 0 anyway);
+//     make them 0.5; the 1x1's weights there are 0 anyway); stored
+//     channel-major, mid[m * TP + t], so that in 2 the work-items of one
+//     channel group (a tile's pixels, id 0) read neighbouring float4s;
 //  2. after the barrier, work-item (p, g) computes pixel p's output
 //     channels c4 = s * CPS + g, + G, ... four at a time as the conv kernel
 //     does (weights (YC4, XC4): each float4 of the local row feeds four
