@@ -43,6 +43,19 @@ def gflops(flops: int, ms: float | None) -> float | None:
     return flops / (ms * 1e-3) / 1e9 if ms else None
 
 
+# a backend's config key naming the layers whose work it folded into another layer's kernel -> the side
+# of them that layer is on: the residual adds into the conv before, the depthwise convs into the 1x1 after
+FOLDS = {"residual_adds_fused": "before", "depthwise_fused": "after"}
+
+
+def folded(b: BackendResult) -> dict[str, tuple[str, str]]:
+    """Layer name -> (where its work went: "before" or "after", the backend's own words, e.g.
+    "into conv3_1b's epilogue (adds conv3_1a)") for each layer the backend folded into another's
+    kernel.  Such a layer's time is ~0 and its work counted in the other's: no speedup of its own."""
+    config = b.config or {}
+    return {name: (where, text) for key, where in FOLDS.items() for name, text in (config.get(key) or {}).items()}
+
+
 def ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num and den else None
 
@@ -138,9 +151,14 @@ def speedups(res: RunResult, token: str) -> Speedups | None:
     if not others:
         return None
     n = len(res.net.layers)
-    per_layer = [[ratio(layer_ms(base, i), layer_ms(b, i)) for b in others] for i in range(n)]
-    layer_ci = [[ratio_interval(_values(base.timing.layers[i].wall), _values(b.timing.layers[i].wall))
-                 for b in others] for i in range(n)]
+    # a layer that either side folded into another has no speedup of its own (nor a place in the geomean)
+    skip = [set(folded(base)) | set(folded(b)) for b in others]
+    names = [layer.name for layer in res.net.layers]
+    per_layer = [[None if names[i] in skip[k] else ratio(layer_ms(base, i), layer_ms(b, i))
+                  for k, b in enumerate(others)] for i in range(n)]
+    layer_ci = [[None if names[i] in skip[k] else
+                 ratio_interval(_values(base.timing.layers[i].wall), _values(b.timing.layers[i].wall))
+                 for k, b in enumerate(others)] for i in range(n)]
     e2e, e2e_b = base.timing.end_to_end, [b.timing.end_to_end for b in others]
     return Speedups(
         token=token, reference=base.name, label=reference_label(res, token), backends=[b.label for b in others],
@@ -175,7 +193,7 @@ def utilisation(res: RunResult) -> Utilisation | None:
         return None
     return Utilisation(
         peak_gflops=peak, backends=[b.name for b in on],
-        layers=[[percent_of_peak(layer.flops, layer_ms(b, i), peak) for b in on]
+        layers=[[None if layer.name in folded(b) else percent_of_peak(layer.flops, layer_ms(b, i), peak) for b in on]
                 for i, layer in enumerate(res.net.layers)],
         end_to_end=[percent_of_peak(res.net.flops, compute_ms(b), peak) for b in on])
 

@@ -45,13 +45,17 @@ class KindCell:
     ms: float | None
     speedup: float | None                      # CLBlast at its best's time here / this backend's
     interval: tuple[float, float] | None       # None for CLBlast at its best itself
-    folded: bool = False                       # these layers' work was done inside others' (a fused add)
+    # where these layers' work was done instead: "before" (adds fused into the conv before them),
+    # "after" (depthwise convs fused into the 1x1 after them); "" where they were timed
+    folded: str = ""
 
 
-def _folded(b: BackendResult, res: RunResult, layers: list[int]) -> bool:
-    """Whether the backend folded every one of these layers into another's kernel (its config names them)."""
-    fused = (b.config or {}).get("residual_adds_fused") or {}
-    return bool(layers) and all(res.net.layers[i].name in fused for i in layers)
+def _folded(b: BackendResult, res: RunResult, layers: list[int]) -> str:
+    """Where the backend folded every one of these layers into another's kernel ("before" or
+    "after" them: analysis.folded), or "" where it did not fold them all."""
+    fused = an.folded(b)
+    sides = {fused[res.net.layers[i].name][0] if res.net.layers[i].name in fused else "" for i in layers}
+    return sides.pop() if len(sides) == 1 else ""
 
 
 @dataclass
@@ -80,11 +84,14 @@ def kind_table(res: RunResult) -> KindTable | None:
     for cat in found:
         ran = [b.name for b in clblast if median[(b.name, cat)] is not None]
         refs.append(min(ran, key=lambda n: median[(n, cat)]) if ran else None)
-    cells = [[KindCell(None, None, None, True) if _folded(b, res, found[cat]) else
-              KindCell(median[(b.name, cat)],
-                       an.ratio(median[(ref, cat)], median[(b.name, cat)]) if ref else None,
-                       ratio_interval(values[(ref, cat)], values[(b.name, cat)]) if ref and ref != b.name else None)
-              for cat, ref in zip(found, refs)] for b in timed]
+
+    def cell(b: BackendResult, cat: str, ref: str | None) -> KindCell:
+        where = _folded(b, res, found[cat])
+        if where:
+            return KindCell(None, None, None, where)
+        return KindCell(median[(b.name, cat)], an.ratio(median[(ref, cat)], median[(b.name, cat)]) if ref else None,
+                        ratio_interval(values[(ref, cat)], values[(b.name, cat)]) if ref and ref != b.name else None)
+    cells = [[cell(b, cat, ref) for cat, ref in zip(found, refs)] for b in timed]
     return KindTable(list(found), [len(v) for v in found.values()],
                      [sum(res.net.layers[i].flops for i in v) / 1e6 for v in found.values()],
                      refs, [b.name for b in timed], [b.label for b in timed], cells)
@@ -96,11 +103,14 @@ def verdicts(t: KindTable) -> list[str]:
     out = []
     for k, cat in enumerate(t.categories):
         ran = [i for i, row in enumerate(t.cells) if row[k].ms is not None]
-        folded = [t.backends[i] for i, row in enumerate(t.cells) if row[k].folded]
+        folded = {}
+        for i, row in enumerate(t.cells):
+            if row[k].folded:
+                folded.setdefault(row[k].folded, []).append(t.backends[i])
         if t.references[k] is None or len(ran) < 2:
             continue
-        also = (f" ({', '.join(folded)} folded these into the layers before them: their time is counted there)"
-                if folded else "")
+        also = "".join(f" ({', '.join(who)} folded these into the layers {where} them: their time is counted there)"
+                       for where, who in folded.items())
         ref = t.names.index(t.references[k])
         label = f"CLBlast at its best ({t.backends[ref]})"
         head = f"{cat} ({t.layer_counts[k]} layer{'s' if t.layer_counts[k] > 1 else ''})"

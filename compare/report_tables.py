@@ -36,7 +36,10 @@ def speedup_table(res: RunResult, token: str) -> Table | None:
     s = an.speedups(res, token)
     if s is None:
         return None
-    rows = [[layer.name] + [fmt_speedup(r, ci) for r, ci in zip(s.layers[i], s.layer_intervals[i])]
+    base = an.reference(res, token)
+    folds = [{**an.folded(base), **an.folded(b)} for b in an.timed(res) if b.name != base.name]
+    rows = [[layer.name] + [f"folded into the layer {folds[k][layer.name][0]}" if layer.name in folds[k]
+                            else fmt_speedup(r, ci) for k, (r, ci) in enumerate(zip(s.layers[i], s.layer_intervals[i]))]
             for i, layer in enumerate(res.net.layers)]
     rows.append(["sum of layers"] + [fmt_ratio(r) for r in s.sum_of_layers])
     rows.append(["end to end (compute)"] + [fmt_speedup(r, ci) for r, ci in zip(s.end_to_end, s.end_to_end_intervals)])
@@ -51,7 +54,7 @@ def kind_table(t: kinds.KindTable) -> Table:
     its speedup over CLBlast at its best there, with the 95% interval."""
     headers = ["backend"] + [f"{cat} ({n} layer{'s' if n > 1 else ''}, {mf:.0f} MFLOP)"
                              for cat, n, mf in zip(t.categories, t.layer_counts, t.mflops)]
-    rows = [[label] + ["folded into the layers before" if c.folded else DASH if c.ms is None else
+    rows = [[label] + [f"folded into the layers {c.folded}" if c.folded else DASH if c.ms is None else
                        f"{fmt_ms(c.ms)} ms" + ("" if c.interval is None else f", {fmt_speedup(c.speedup, c.interval)}")
                        for c in row]
             for label, row in zip(t.backends, t.cells)]

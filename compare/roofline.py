@@ -99,7 +99,7 @@ def of(res: RunResult) -> Roofline | None:
         row = LayerRoof(layer.name, batch, ai, roof(peak, bw, ai))
         for b in on:
             g = an.gflops(layer.flops, an.layer_ms(b, i))
-            if g is not None:
+            if g is not None and layer.name not in an.folded(b):   # a folded layer's work is in another's time
                 row.achieved[b.name] = g
         layers.append(row)
     return Roofline(net=res.net.name, device=res.device.name, batch=batch, peak_gflops=peak, bandwidth_gbs=bw,

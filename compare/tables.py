@@ -62,10 +62,15 @@ def _steps_text(steps) -> str:
 
 def layer_table(res: RunResult, b: BackendResult) -> str:
     """Per-layer times of one backend: wall, kernel, overhead, GFLOP/s, steps."""
-    rows = []
+    rows, fused = [], an.folded(b)
     for i, (spec, t) in enumerate(zip(res.net.layers, b.timing.layers)):
+        if spec.name in fused:   # its work is in another layer's kernel: no rate of its own
+            rate, steps = DASH, f"folded {fused[spec.name][1].split(' (')[0]}" + (
+                f"; {_steps_text(t.steps) or t.steps[0].name}" if t.steps else "")
+        else:
+            rate, steps = fmt_num(an.gflops(spec.flops, an.layer_ms(b, i))), _steps_text(t.steps)
         rows.append([spec.name, spec.kind, f"{spec.flops / 1e6:.1f}", fmt_ms(t.wall), fmt_ms(t.kernel),
-                     fmt_ms(t.overhead), fmt_num(an.gflops(spec.flops, an.layer_ms(b, i))), _steps_text(t.steps)])
+                     fmt_ms(t.overhead), rate, steps])
     e2e = b.timing.end_to_end
     flops = res.net.flops
     rows.append(["sum of layers", "", f"{flops / 1e6:.1f}", fmt_ms(an.layers_ms(b)), "", "",

@@ -44,19 +44,28 @@ inline float activate(float v)
 #endif
 }
 
+// Activation `act` (an ACT code) of four values; a constant `act` folds to one case.
+// A kernel with two activations (vectorised's dw_pw: the depthwise's, then the 1x1's) names the other's code.
+inline float4 activation4(float4 v, const int act)
+{
+    switch (act) {
+    case 1:
+        return select(v, (float4)(0.0f), isless(v, (float4)(0.0f)));
+    case 2:
+        return 1.0f / (1.0f + exp(-v));
+    case 3:
+        return select(select(v, (float4)(6.0f), isgreater(v, (float4)(6.0f))), (float4)(0.0f), isless(v, (float4)(0.0f)));
+    case 4:
+        return tanh(v);
+    default:
+        return v;
+    }
+}
+
+// The layer's activation (-D ACT) of four values.
 inline float4 activate4(float4 v)
 {
-#if ACT == 1
-    return select(v, (float4)(0.0f), isless(v, (float4)(0.0f)));
-#elif ACT == 2
-    return 1.0f / (1.0f + exp(-v));
-#elif ACT == 3
-    return select(select(v, (float4)(6.0f), isgreater(v, (float4)(6.0f))), (float4)(0.0f), isless(v, (float4)(0.0f)));
-#elif ACT == 4
-    return tanh(v);
-#else
-    return v;
-#endif
+    return activation4(v, ACT);
 }
 
 // max that keeps a NaN, as numpy's max does, so a poisoned input still shows

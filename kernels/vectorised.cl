@@ -25,8 +25,11 @@
 //                     dot has its own hardware); 0: float4 multiply-adds and
 //                     one dot() at the end (the same sum, reassociated; 3x
 //                     faster where dot is a horizontal add, e.g. CPUs)
-// CONV, DEPTHWISE, SUBSAMPLE, MAXPOOL, ADD, GLOBAL_AVGPOOL, DENSE_GEMV or
-// DENSE_BATCHED picks the kernel.
+//   MC, DACT          dw_pw: the depthwise's channels (stored: XC4) and activation
+//   TP, G, CPS        dw_pw: pixels per work-group, work-items per pixel, groups
+//                     of four output channels per work-group
+// CONV, DEPTHWISE, DW_PW, SUBSAMPLE, MAXPOOL, ADD, GLOBAL_AVGPOOL, DENSE_GEMV
+// or DENSE_BATCHED picks the kernel.
 // Global sizes are rounded up to the work-group shape: every kernel returns
 // early for the work-items past the edge.
 
@@ -39,11 +42,12 @@
 // input pixel (row, col) of the interior; rows and columns of the border are -1, -2...
 #define X_PIXEL(n, row, col) ((((n) * XHP + (row) + XPT) * XWP + (col) + XPL) * XV)
 
-#ifdef CONV
-// RESIDUAL (1): the conv is the last input of an add that alone reads it;
-// its epilogue adds the add's other input `res` (border RHP, RWP, RPT,
-// RPL) and applies the add's activation (ACT), writing the add's output.
+// RESIDUAL (1, conv and dw_pw): the conv is the last input of an add that
+// alone reads it; its epilogue adds the add's other input `res` (border RHP,
+// RWP, RPT, RPL) and applies the add's activation (ACT), writing the add's output.
 #define R_PIXEL(n, row, col) ((((n) * RHP + (row) + RPT) * RWP + (col) + RPL) * YV)
+
+#ifdef CONV
 
 // One work-item: one output pixel (global id 0 = image * YH + row, 1 =
 // column) and four consecutive output channels (id 2), so each float4 of
@@ -170,6 +174,112 @@ __kernel void depthwise(__global const float4* restrict x,
         for (int fx = 0; fx < FW; fx++)
             acc = mad(xp[(fy * XWP + fx) * XV], w[(fy * FW + fx) * XV + c4], acc);
     y[Y_PIXEL(n, row, col) + c4] = zero_tail(activate4(acc), c4);
+}
+#endif
+
+#ifdef DW_PW
+// A depthwise convolution and the 1x1 stride-1 unpadded convolution that
+// alone reads it, as one kernel: the depthwise results stay in local memory
+// and never make the round trip through global memory that two kernels
+// (or two library calls) need.
+//
+// -D constants: the input's and the depthwise's window as DEPTHWISE's (X*,
+// PT, PL, FH, FW, SH, SW), its channels MC (stored XC4, which the 1x1 reads)
+// and its activation DACT; the output's as CONV's (Y*, ACT, RESIDUAL and
+// R*).  Both outputs are YH x YW: the 1x1 keeps the depthwise's pixels.
+//
+// A work-group (TP, G) takes TP consecutive output pixels (image, row and
+// column flattened, so a tile may span rows) and, on id 1, the CPS groups
+// of four output channels [s * CPS, s * CPS + CPS) of its group s.
+//  1. the TP x XV float4s of depthwise output for its pixels into local
+//     memory, the work-group's work-items taking them in turn so that
+//     neighbours compute neighbouring float4s of one pixel (they read
+//     neighbouring input and weights, as the depthwise kernel's id 2);
+//     padding channels masked to 0 after the activation (a sigmoid would
+//     make them 0.5; the 1x1's weights there are 0 anyway); stored
+//     channel-major, mid[m * TP + t], so that in 2 the work-items of one
+//     channel group (a tile's pixels, id 0) read neighbouring float4s;
+//  2. after the barrier, work-item (p, g) computes pixel p's output
+//     channels c4 = s * CPS + g, + G, ... four at a time as the conv kernel
+//     does (weights (YC4, XC4): each float4 of the local row feeds four
+//     filters), then bias, activation and, with RESIDUAL, the add.
+// With more than one group along id 1 each recomputes the tile's depthwise
+// results: a GPU with few pixels to share out trades that for busy units.
+// Pixels past N * YH * YW (the last tile) compute nothing and write
+// nothing, but still meet the barrier.
+__kernel void dw_pw(__global const float4* restrict x,
+                    __global const float4* restrict dw,
+                    __global const float4* restrict db,
+                    __global const float4* restrict w,
+                    __global const float4* restrict b,
+#if RESIDUAL
+                    __global const float4* restrict res,
+#endif
+                    __global float4* restrict y)
+{
+    __local float4 mid[TP * XV];
+    const int p = get_local_id(0), g = get_local_id(1);
+    const int first = get_group_id(0) * TP, s = get_group_id(1);
+    const int PIXELS = N * YH * YW;
+
+    for (int q = g * TP + p; q < TP * XV; q += TP * G) {
+        const int t = q / XV, m = q - t * XV, pix = first + t;
+        float4 acc = 0.0f;
+        if (pix < PIXELS) {
+            const int n = pix / (YH * YW), rc = pix - n * (YH * YW), row = rc / YW, col = rc - row * YW;
+            const __global float4* xp = x + X_PIXEL(n, row * SH - PT, col * SW - PL) + m;
+            acc = db[m];
+            for (int fy = 0; fy < FH; fy++)
+                for (int fx = 0; fx < FW; fx++)
+                    acc = mad(xp[(fy * XWP + fx) * XV], dw[(fy * FW + fx) * XV + m], acc);
+            acc = activation4(acc, DACT);
+#if MC % 4
+            if (m == XV - 1)
+                acc = select(acc, (float4)(0.0f), (int4)(0, 1, 2, 3) >= (int4)(MC % 4));
+#endif
+        }
+        mid[m * TP + t] = acc;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    const int pix = first + p;
+    if (pix >= PIXELS)
+        return;
+    const int n = pix / (YH * YW), rc = pix - n * (YH * YW), row = rc / YW, col = rc - row * YW;
+    const __local float4* xr = mid + p;
+    const int end = min(s * CPS + CPS, YV);
+    for (int c4 = s * CPS + g; c4 < end; c4 += G) {
+        const __global float4* wr = w + 4 * c4 * XV;
+#if DOT_EACH
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#else
+        float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#endif
+        for (int i = 0; i < XV; i++) {
+            const float4 v = xr[i * TP];
+#if DOT_EACH
+            s0 += dot(v, wr[i]);
+            s1 += dot(v, wr[i + XV]);
+            s2 += dot(v, wr[i + 2 * XV]);
+            s3 += dot(v, wr[i + 3 * XV]);
+#else
+            a0 = mad(v, wr[i], a0);
+            a1 = mad(v, wr[i + XV], a1);
+            a2 = mad(v, wr[i + 2 * XV], a2);
+            a3 = mad(v, wr[i + 3 * XV], a3);
+#endif
+        }
+#if !DOT_EACH
+        const float4 one = (float4)(1.0f);
+        const float s0 = dot(a0, one), s1 = dot(a1, one), s2 = dot(a2, one), s3 = dot(a3, one);
+#endif
+#if RESIDUAL
+        const float4 out = activate4((float4)(s0, s1, s2, s3) + b[c4] + res[R_PIXEL(n, row, col) + c4]);
+#else
+        const float4 out = activate4((float4)(s0, s1, s2, s3) + b[c4]);
+#endif
+        y[Y_PIXEL(n, row, col) + c4] = zero_tail(out, c4);
+    }
 }
 #endif
 

@@ -1,9 +1,16 @@
 """Run one OpenCL backend on LeNet-5 (batch 2) and a shrunk VGG-like net
 (`vectorised-tiled` also with its GPU plans, a split sum included), and a
 backend that runs graphs on a shrunk ResNet/MobileNet-like graph (every
+<<<<<<< HEAD
 graph kernel: depthwise, grouped, padded max-pool, an add folded into its
 conv and one of its own, adds through borders wider than their own, global
 average pool)
+=======
+graph kernel: depthwise, grouped, padded max-pool, adds through borders
+wider than their own, global average pool; `vectorised`'s depthwise
+folded into the 1x1 after it, with and without the residual add, as
+planned here and as planned on a GPU)
+>>>>>>> dw-pw-fold
 under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
 file under Oclgrind, which then is the only platform.  Exit 1 if an output
 disagrees with the float64 oracle."""
@@ -42,8 +49,22 @@ SHRUNK_GRAPH = Net("shrunk-graph", (3, 11, 9), (
     Conv("grouped", "tanh", inputs=("add",), out_channels=6, kernel=(3, 3), stride=(2, 2), pad=(1, 1), groups=2),
     # its last input has an activation of its own, so no conv folds it: the add kernel runs too
     Add("add2", "none", inputs=("grouped", "proj")),
+    Conv("depthwise2", "sigmoid", out_channels=6, kernel=(3, 3), stride=(2, 2), pad=(1, 1), groups=6),
+    Conv("project2", "relu", out_channels=7, kernel=(1, 1)),
     GlobalAvgPool("gap"),
     Dense("fc", "none", out_features=5),
+))
+
+
+# depthwise -> 1x1 pairs that `vectorised` folds, as the net's first layer and with the add folded too,
+# wide enough outputs that a GPU plan splits them over work-groups (gpu_fold)
+SHRUNK_DW_PW = Net("shrunk-dw-pw", (10, 5, 5), (
+    Conv("dw", "relu6", out_channels=10, kernel=(3, 3), stride=(2, 2), pad=(1, 1), groups=10),
+    Conv("pw", "none", out_channels=38, kernel=(1, 1)),
+    Conv("dw2", "tanh", out_channels=38, kernel=(3, 3), pad=(1, 1), groups=38),
+    Conv("pw2", "none", out_channels=38, kernel=(1, 1)),
+    Add("add", "relu", inputs=("pw2", "pw")),
+    GlobalAvgPool("gap"),
 ))
 
 
@@ -62,6 +83,20 @@ def gpu_plans(backend, net, weights, batch):
     return TiledNet(backend.runtime, net, weights, batch, tiles=TILES[2:3], ksplit=3)
 
 
+def gpu_fold(backend, net, weights, batch):
+    """`vectorised` with its depthwise fold planned as on a GPU of 16 compute units (a pixel a
+    work-group, the output channels split over work-groups that each redo the depthwise), whatever the device."""
+    from backends.handwritten import vectorised
+    info, saved = backend.runtime.info, (backend.runtime.info["compute_units"], vectorised.device_class)
+    info["compute_units"], vectorised.device_class = 16, (lambda _: "gpu")
+    try:
+        prepared = vectorised.VectorisedNet(backend.runtime, net, weights, batch)
+    finally:
+        info["compute_units"], vectorised.device_class = saved
+    assert all("2 channel splits" in text for text in prepared.config["depthwise_fused"].values()), prepared.config
+    return prepared
+
+
 def main(name: str) -> int:
     if name == "clblast-best":
         from backends.opencl.runtime import get_runtime
@@ -78,6 +113,8 @@ def main(name: str) -> int:
         runs.append((SHRUNK_GRAPH, 2, backend.prepare))
         if name == "vectorised-tiled":
             runs.append((SHRUNK_GRAPH, 1, lambda *a: gpu_plans(backend, *a)))
+    if name == "vectorised":
+        runs.append((SHRUNK_DW_PW, 1, lambda *a: gpu_fold(backend, *a)))
     for net, batch, prepare in runs:
         weights = init_weights(net, 0)
         x = make_input(net, batch, 0)

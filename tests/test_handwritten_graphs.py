@@ -22,6 +22,7 @@ from nets.weights import init_weights
 from conftest import backend_or_skip
 
 GRAPH_BACKENDS = ["baseline", "vectorised", "vectorised-tiled"]
+DW_PW_BACKENDS = ["vectorised", "vectorised-tiled"]   # baseline keeps the study's kernel per layer
 
 
 @pytest.mark.parametrize("name", GRAPH_BACKENDS)
@@ -173,3 +174,141 @@ def test_an_add_of_more_inputs_than_the_kernel_takes_is_unsupported(name):
               + (Add("sum", inputs=tuple(f"c{i}" for i in range(5))),))
     with pytest.raises(Unsupported, match="adds 5 inputs"):
         backend_or_skip(name).prepare(net, init_weights(net), 1)
+
+
+def _block(name: str, block_input: str, c: int, hidden: int, out: int, stride: int, act: str = "relu6"):
+    """MobileNet-v2's bottleneck: expand 1x1 (where hidden != c), depthwise 3x3, project 1x1, and the add
+    where the stride is 1 and the channels stay."""
+    layers = [Conv(f"{name}_expand", "relu6", inputs=(block_input,), out_channels=hidden, kernel=(1, 1))] \
+        if hidden != c else []
+    layers.append(Conv(f"{name}_dw", act, inputs=() if layers else (block_input,), out_channels=hidden,
+                       kernel=(3, 3), stride=(stride, stride), pad=(1, 1), groups=hidden))
+    layers.append(Conv(f"{name}_project", "none", out_channels=out, kernel=(1, 1)))
+    if stride == 1 and c == out:
+        layers.append(Add(f"{name}_add", "none", inputs=(f"{name}_project", block_input)))
+    return layers
+
+
+# MobileNet-v2-like chains at shapes the net does not have: channels not a multiple of 4, odd sizes (tiles
+# of pixels that span rows and images, a last tile cut short), depthwise at stride 1 and 2, the 1x1 with and
+# without its residual add folded too; a depthwise as the net's first layer and a 1x1 as its last (the fold
+# keeps the conversions at the edges); one depthwise that two layers read (not folded)
+DW_PW_NETS = {
+    "blocks": (Net("t", (5, 9, 7), (
+        Conv("stem", "relu6", out_channels=6, kernel=(3, 3), pad=(1, 1)),
+        *_block("b1", "stem", 6, 6, 6, 1),                 # t = 1, as bottleneck1_1, with its add
+        *_block("b2", "b1_add", 6, 15, 7, 2),              # 15 hidden channels, stride 2
+        *_block("b3", "b2_project", 7, 22, 7, 1, "sigmoid"),   # a sigmoid would make padding channels 0.5
+        GlobalAvgPool("gap"),
+        Dense("fc", "none", out_features=3))), 2,
+        {"b1_dw": "b1_project", "b2_dw": "b2_project", "b3_dw": "b3_project"}),
+    "edges": (Net("t", (7, 6, 5), (
+        Conv("dw", "relu6", out_channels=7, kernel=(3, 3), stride=(2, 1), pad=(1, 0, 1, 1), groups=7),
+        Conv("pw", "relu", out_channels=9, kernel=(1, 1)),
+        Conv("dw2", "tanh", out_channels=9, kernel=(2, 3), pad=(0, 1), groups=9),
+        Conv("pw2", "none", out_channels=5, kernel=(1, 1)))), 3, {"dw": "pw", "dw2": "pw2"}),
+    "shared": (Net("t", (6, 7, 7), (
+        Conv("e", "relu6", out_channels=10, kernel=(1, 1)),
+        Conv("dw", "relu6", out_channels=10, kernel=(3, 3), pad=(1, 1), groups=10),
+        Conv("pw", "none", out_channels=6, kernel=(1, 1)),
+        Conv("other", "none", inputs=("dw",), out_channels=6, kernel=(1, 1)),
+        Add("add", "none", inputs=("pw", "other")),
+        Conv("dw2", "relu6", out_channels=6, kernel=(3, 3), pad=(1, 1), groups=6),
+        Conv("pw2", "none", out_channels=4, kernel=(3, 3), pad=(1, 1)))), 1, {}),   # pw2 is 3x3: no fold
+}
+
+
+@pytest.mark.parametrize("name", DW_PW_BACKENDS)
+@pytest.mark.parametrize("case", list(DW_PW_NETS))
+def test_a_depthwise_conv_is_folded_into_the_1x1_conv_after_it(name, case):
+    """Folded where the 1x1 alone reads it; every pass (each layer alone, one pass layer by layer,
+    end to end, the timed pass) matches the oracle, and the depthwise layer's time is its input
+    conversion's at most."""
+    net, batch, pairs = DW_PW_NETS[case]
+    config = run_case(backend_or_skip(name).prepare, net, batch, 60 + list(DW_PW_NETS).index(case))
+    assert {dw: text.split("'")[0].split()[-1] for dw, text in config["depthwise_fused"].items()} == pairs
+    assert "depthwise_not_fused" not in config
+    if case == "blocks":   # the adds of b1 and b3 in their 1x1's epilogue, inside the folded kernel
+        assert config["residual_adds_fused"] == {"b1_add": "into b1_project's epilogue (adds stem)",
+                                                 "b3_add": "into b3_project's epilogue (adds b2_project)"}
+        assert config["depthwise_fused"]["b3_dw"].endswith("; b3_add in its epilogue)")
+    weights = init_weights(net, 1)
+    prepared = backend_or_skip(name).prepare(net, weights, batch)
+    try:
+        x = np.random.default_rng(1).standard_normal((batch,) + net.input_shape).astype(np.float32)
+        prepared.load_input(x)
+        steps = {t.name: [s.name for s in t.steps] for t in prepared.run_timed()}
+        assert compare_arrays(prepared.fetch_output(), oracle.forward(net, weights, x)[-1]).passed
+    finally:
+        prepared.close()
+    for dw, pw in pairs.items():
+        assert steps[dw] in ([], ["input NCHW->NHWC+border"]) and steps[pw][0].startswith("depthwise+")
+    if case == "blocks":
+        assert steps["b3_project"] == ["depthwise+sigmoid+conv 1x1+add"] and steps["b3_add"] == []
+        assert steps["b2_project"] == ["depthwise+relu6+conv 1x1"]
+    if case == "edges":
+        assert steps["dw"] == ["input NCHW->NHWC+border"] and steps["pw2"] == ["depthwise+tanh+conv 1x1",
+                                                                        "output NHWC->NCHW"]
+
+
+@pytest.mark.parametrize("name", DW_PW_BACKENDS)
+def test_without_the_fold_the_two_kernels_run_and_say_why(name, monkeypatch):
+    """Where the fold is turned off, and (vectorised) where one pixel's depthwise channels do not fit the
+    device's local memory, the depthwise and the 1x1 stay two kernels (labelled) and still match the oracle."""
+    backend = backend_or_skip(name)
+    net, batch, pairs = DW_PW_NETS["blocks"]
+    net_class = type(backend).net_class
+    off = run_case(lambda n, w, b: net_class(backend.runtime, n, w, b, fold_depthwise=False), net, batch, 3)
+    assert off["depthwise_fused"] == {} and off["depthwise_not_fused"]["b2_dw"] == (
+        "its own kernel, b2_project another: folding turned off (fold_depthwise=False)")
+    if name == "vectorised-tiled":   # its tiles want more local memory than the case below leaves
+        return
+    # 15 channels stored as 16: 64 bytes a pixel; 6 and 22 as 8 and 24: 32 and 96 bytes
+    monkeypatch.setitem(backend.runtime.info, "local_mem_bytes", 80)
+    small = run_case(backend.prepare, net, batch, 4)
+    assert set(small["depthwise_fused"]) == {"b1_dw", "b2_dw"} and small["depthwise_fused"]["b2_dw"].startswith(
+        "into b2_project's kernel (dw_pw: 1 pixels x 2 work-items a group")
+    assert small["depthwise_not_fused"] == {"b3_dw": "its own kernel, b3_project another: one pixel's 24 depthwise "
+                                                     "channels need 96 B of local memory, the device has 80 B"}
+
+
+@pytest.mark.parametrize("units", [2, 16])
+def test_gpu_plans_split_the_output_channels_and_still_match(units, monkeypatch):
+    """The fold as planned on a GPU (smaller tiles, output channels split over work-groups that each
+    redo the depthwise), forced on this device."""
+    from backends.handwritten import vectorised
+    backend = backend_or_skip("vectorised")
+    monkeypatch.setattr(vectorised, "device_class", lambda info: "gpu")
+    monkeypatch.setitem(backend.runtime.info, "compute_units", units)
+    net = Net("t", (6, 5, 5), (
+        Conv("e", "relu6", out_channels=30, kernel=(1, 1)),
+        Conv("dw", "relu6", out_channels=30, kernel=(3, 3), stride=(2, 2), pad=(1, 1), groups=30),
+        Conv("pw", "none", out_channels=150, kernel=(1, 1)),
+        Conv("dw2", "relu6", out_channels=150, kernel=(3, 3), pad=(1, 1), groups=150),
+        Conv("pw2", "relu", out_channels=37, kernel=(1, 1)),
+        GlobalAvgPool("gap")))
+    config = run_case(backend.prepare, net, 1, 8)
+    plans = {dw: config["depthwise_fused"][dw] for dw in ("dw", "dw2")}
+    assert all("channel split" in text for text in plans.values())
+    if units == 16:   # 9 pixels: tiles of 1, and 32 work-groups wanted of 9 tiles (at most 5 splits of 38 float4s)
+        assert "1 pixels x" in plans["dw"] and "4 channel splits" in plans["dw"]
+        assert "2 channel splits" in plans["dw2"]   # 37 outputs, 10 float4s: redoing more would cost too much
+
+
+def test_the_fold_tile_fits_local_memory():
+    """MobileNet-v2's widest depthwise (960 channels, 240 float4s a pixel): 8 pixels in a GPU's 48 KiB,
+    4 in 16 KiB, none in a byte less than one pixel's 3840; a CPU's tile of 2 pixels, a work-item per
+    four output channels."""
+    from backends.handwritten.dw_pw import plan_dw_pw
+    from backends.opencl.workgroups import Limits
+    lim = Limits(1024, (1024, 1024, 64))
+    assert plan_dw_pw(49, 240, 40, 9, True, 2, lim, 48 * 1024).tp == 8
+    assert plan_dw_pw(49, 240, 40, 9, True, 2, lim, 16 * 1024).local_bytes == 4 * 3840
+    assert plan_dw_pw(49, 240, 40, 9, True, 2, lim, 3839) is None
+    cpu = plan_dw_pw(49, 240, 40, 9, False, 2, lim, 1 << 20)
+    assert (cpu.tp, cpu.g, cpu.splits) == (2, 40, 1) and cpu.global_size == (50, 40)
+    assert plan_dw_pw(49, 240, 40, 9, False, 2, lim, 3840).tp == 1
+    gpu = plan_dw_pw(49, 240, 40, 9, True, 132, lim, 48 * 1024)   # 7x7 on 132 units: one pixel a group, split
+    assert (gpu.tp, gpu.splits, gpu.g) == (1, 5, 8) and gpu.global_size == (49, 40)
+    big = plan_dw_pw(112 * 112, 8, 4, 9, True, 132, lim, 48 * 1024)   # plenty of tiles: no split
+    assert (big.tp, big.splits, big.g) == (8, 1, 4)

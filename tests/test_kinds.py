@@ -22,7 +22,7 @@ def _file(walls: dict) -> RunResult:
     template = d["backends"][1]
     d["backends"] = []
     for name, layers in walls.items():
-        b = dict(template, name=name, check=None)
+        b = dict(template, name=name, check=None, config=dict(template.get("config") or {}))   # a config each
         b["timing"] = dict(template["timing"], layers=[_layer(n, v) for n, v in zip("abcd", layers)])
         d["backends"].append(b)
     return decode(RunResult, d)
@@ -81,3 +81,35 @@ def test_adds_a_backend_folded_into_the_layer_before_are_said_to_be_there_not_ti
     assert rows[t.names.index("vectorised")][t.categories.index("add") + 1] == "folded into the layers before"
     said = [line for line in kinds.verdicts(t) if line.startswith("add")]
     assert said == []   # only CLBlast is left timed there: no one to hold it against
+
+
+def test_depthwise_layers_folded_into_the_1x1_after_are_said_to_be_there():
+    res = _file({"clblast": [_jitter(4.0), _jitter(1.0), _jitter(1.0), _jitter(3.0)],
+                 "clblast-best": [_jitter(4.5), _jitter(1.1), _jitter(1.1), _jitter(2.0)],
+                 "vectorised": [_jitter(1.0), _jitter(2.0), _jitter(2.0), _jitter(0.001)]})
+    res.backend("vectorised").config["depthwise_fused"] = {"d": "into e's kernel"}
+    t = kinds.kind_table(res)
+    cell = t.cells[t.names.index("vectorised")][t.categories.index("depthwise 3x3")]
+    assert cell.folded == "after" and cell.ms is None and cell.speedup is None
+    headers, rows = report_tables.kind_table(t)
+    assert rows[t.names.index("vectorised")][t.categories.index("depthwise 3x3") + 1] == "folded into the layers after"
+    said = [line for line in kinds.verdicts(t) if line.startswith("depthwise")]
+    assert len(said) == 1 and said[0].endswith(
+        "(vectorised folded these into the layers after them: their time is counted there).")
+
+
+def test_a_folded_layer_has_no_speedup_rate_or_share_of_peak_of_its_own():
+    """Its time is ~0 and its work is in the layer it went into: the per-layer speedups (and their
+    geometric mean), the utilisation and the run's layer table leave it out and say where it went."""
+    from compare import analysis as an, tables
+    res = _file({"clblast": [_jitter(4.0), _jitter(1.0), _jitter(1.0), _jitter(3.0)],
+                 "vectorised": [_jitter(1.0), _jitter(2.0), _jitter(5.0), _jitter(0.001)]})
+    res.backend("vectorised").config["depthwise_fused"] = {"d": "into e's kernel (dw_pw: 2 pixels)"}
+    s = an.speedups(res, "clblast")
+    assert s.layers[3] == [None] and s.layer_intervals[3] == [None]
+    assert round(s.geomean[0], 3) == round((4.0 * 0.5 * 0.2) ** (1 / 3), 3)   # three layers, not four
+    headers, rows = report_tables.speedup_table(res, "clblast")
+    assert rows[3] == ["d", "folded into the layer after"]
+    table = tables.layer_table(res, res.backend("vectorised"))
+    line = next(row for row in table.splitlines() if row.startswith("d "))
+    assert "folded into e's kernel" in line and "2000" not in line

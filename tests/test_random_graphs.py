@@ -4,8 +4,10 @@ the float64 oracle, and with batch norms folded against the unfolded graph.
 Hypothesis draws 1-5 spatial layers, each reading the layer before or, with
 some chance, any earlier output of the same shape: convolutions with groups
 (1, depthwise, or a divisor of the channels), strides 1-2 and asymmetric
-padding 0-2 per side; max-pools with padding; adds of two earlier outputs
-of one shape; an optional batch norm after a convolution; every activation;
+padding 0-2 per side; MobileNet-v2's depthwise convolution followed by a
+1x1 one that alone reads it (`vectorised` folds the pair into one kernel);
+max-pools with padding; adds of two earlier outputs of one shape; an
+optional batch norm after a convolution; every activation;
 then a global average pool or not, and a dense tail or not.  Few examples,
 so the suite stays fast; COMPARE_RANDOM_NETS=N draws N instead.
 
@@ -21,8 +23,9 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, note, settings, strategies as st
+from hypothesis import HealthCheck, find, given, note, settings, strategies as st
 
+from backends.handwritten.dw_pw import foldable_depthwise
 from backends.reference.numpy_backend import NumpyNet
 from compare import oracle
 from compare.checking import compare_arrays
@@ -48,11 +51,22 @@ def graphs(draw, with_batchnorm: bool = False) -> tuple[Net, int, int]:
     for i in range(integer(1, 5)):
         name, shape = f"l{i}", outputs[previous]
         same = [n for n, s in outputs.items() if s == shape and n != previous]
-        kind = draw(st.sampled_from(["conv", "conv", "maxpool", "add"] if same else ["conv", "conv", "maxpool"]))
+        kind = draw(st.sampled_from(["conv", "conv", "dw-pw", "maxpool"] + (["add"] if same else [])))
         activation = draw(st.sampled_from(ACTIVATIONS))
         reads = (previous,)
         if kind == "add":
             layer = Add(name, activation, inputs=(previous, draw(st.sampled_from(same))))
+        elif kind == "dw-pw":   # a depthwise conv, then a 1x1 stride-1 one reading it alone
+            cin, h, w = shape
+            pad = tuple(integer(0, 2) for _ in range(4))
+            kernel = (integer(1, min(3, h + pad[0] + pad[2])), integer(1, min(3, w + pad[1] + pad[3])))
+            dw = Conv(f"dw{i}", activation, inputs=reads, out_channels=cin, kernel=kernel,
+                      stride=(integer(1, 2), integer(1, 2)), pad=pad, groups=cin)
+            layers.append(dw)
+            outputs[dw.name] = dw.out_shape(shape)
+            layer = Conv(name, draw(st.sampled_from(ACTIVATIONS)), inputs=(dw.name,), out_channels=integer(1, 9),
+                         kernel=(1, 1))
+            shape = outputs[dw.name]
         elif kind == "conv":
             cin, h, w = shape
             groups = draw(st.sampled_from(sorted({1, cin} | {g for g in range(2, cin) if cin % g == 0})))
@@ -83,6 +97,15 @@ def graphs(draw, with_batchnorm: bool = False) -> tuple[Net, int, int]:
                             out_features=integer(1, 5)))
     net = Net("random-graph", outputs[NET_INPUT], tuple(layers))
     return net, integer(1, 3), integer(0, 2 ** 16 - 1)
+
+
+def test_random_graphs_hold_depthwise_convs_that_vectorised_folds_into_the_1x1_after():
+    """So that the backends' property test below meets dw_pw (backends/handwritten/dw_pw.py)."""
+    def folds(case):
+        net = case[0]
+        return any(foldable_depthwise(net, i) is not None for i in range(len(net.layers)))
+    net, _, _ = find(graphs(), folds, settings=settings(database=None))
+    assert folds((net,))
 
 
 def random_input(net: Net, batch: int, seed: int) -> np.ndarray:

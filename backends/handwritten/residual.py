@@ -92,10 +92,13 @@ class FoldedAdd(LayerOp):
 
 class FoldsResidualAdds:
     """A HandwrittenNet mixin: fused_ops() folds each residual add into the conv
-    before it, where fusable_conv() finds one and fold_residual() can build it."""
+    before it, where fusable_conv() finds one and fold_residual() can build it;
+    `residual_folds` keeps, per conv index, (add index, its -D constants, its
+    other input) for folds that build on these (vectorised's dw_pw)."""
 
     def fused_ops(self):
         ops, fused = list(self.ops), {}
+        self.residual_folds = {}
         for j, add in enumerate(self.net.layers):
             i = fusable_conv(self.net, j)
             if i is None:
@@ -109,6 +112,7 @@ class FoldsResidualAdds:
             if folded is None:
                 continue
             ops[i], ops[j] = folded, FoldedAdd(self.ops[j])
+            self.residual_folds[i] = (j, extra, self.activations[other + 1])
             fused[add.name] = f"into {self.net.layers[i].name}'s epilogue (adds {self.net.layers[other].name if other >= 0 else 'input'})"
         self.config["residual_adds_fused"] = fused
         return ops

@@ -15,7 +15,11 @@ device (backends/handwritten/tiled_plan.py) and recorded in `config`.
 Pooling, subsampling, adds, global average pools and dense layers are
 `vectorised`'s, unchanged; so are grouped convolutions (depthwise: its own
 kernel; other groups: its dense conv with zero blocks), which have no tile
-of their own: `config`'s tile_source says so per layer.
+of their own: `config`'s tile_source says so per layer.  So are the folds:
+a residual add into the tiled conv before it (its epilogue, or its adding
+kernel's), and a depthwise conv into the 1x1 conv after it, which then
+runs as `vectorised`'s dw_pw kernel instead of a tile (fold_depthwise=False
+keeps the two: the tiled 1x1 may be the faster on a GPU, to be measured).
 """
 from __future__ import annotations
 
@@ -72,13 +76,14 @@ class TiledConvOp(KernelOp):
 
 
 class TiledNet(VectorisedNet):
-    def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None, tuned: TunedTiles | None = None):
+    def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None, tuned: TunedTiles | None = None,
+                 fold_depthwise: bool = True):
         # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py, compare tune sweep them);
-        # `tuned`: the measured choices, used for the layers they name
+        # `tuned`: the measured choices, used for the layers they name; `fold_depthwise`: as vectorised's
         self.tiles, self.ksplit = tiles, ksplit
         self.tuned = tuned or TunedTiles(None)
         self.tile_sources: dict[str, str] = {}
-        super().__init__(runtime, net, weights, batch)
+        super().__init__(runtime, net, weights, batch, fold_depthwise)
         self.config["tile_source"] = self.tile_sources
         self.config["conv"] = ("implicit GEMM tiles in local memory, register blocks per work-item "
                                "(kernels/tiled_conv.cl); tile and split per layer: backends/handwritten/tiled_plan.py")
@@ -148,8 +153,9 @@ class TiledBackend(VectorisedBackend):
     name = "vectorised-tiled"
     summary = ("hand-written, tuned variant of vectorised for GPUs: NHWC float4 conv as implicit-GEMM tiles "
                "in local memory with register blocks; tiles measured by `compare tune` where it ran, else a cost model; "
-               "grouped/depthwise convs, pools as vectorised; each residual add and its activation folded into the conv "
-               "before it (a library call cannot)")
+               "grouped/depthwise convs, pools as vectorised; folds as vectorised (a library call cannot): each residual "
+               "add and its activation into the conv before it, each depthwise conv and the 1x1 conv after it into "
+               "vectorised's one kernel through local memory (that 1x1 then untiled)")
     net_class = TiledNet
 
     def prepare(self, net, weights, batch, mode=None):

@@ -20,6 +20,12 @@ sections 7.2 and 7.4).
   dense conv with zero blocks (labelled); a residual add and its activation
   are folded into the epilogue of the conv before it where that conv only
   feeds the add (residual.py), else it is a kernel of its own;
+- a depthwise conv whose only reader is a 1x1 stride-1 conv (MobileNet-v2's
+  depthwise -> project) is folded into it: one kernel computes a tile of
+  pixels' depthwise results into local memory and the 1x1 (and its folded
+  add) from there, so the depthwise output never goes through global
+  memory (dw_pw.py); where the tile does not fit the device's local memory,
+  or with fold_depthwise=False, they stay two kernels (`config` says which);
 - the net's input goes NCHW -> NHWC (border, padding channels), and its
   output back where it is not already canonical, in small kernels on the
   device timed with the first and last layers (net.py, kernels/layout.cl).
@@ -27,15 +33,18 @@ sections 7.2 and 7.4).
 from __future__ import annotations
 
 import numpy as np
+import pyopencl as cl
 
 from nets import STUDY_KINDS, Feature, LayerKind
 from nets.errors import Unsupported
 from nets.layouts import chw_rows_to_hwc
 
+from ..base import layer_params
 from ..opencl.launch import ACT_CODES, Launch, step_name
-from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class
+from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class, limits
+from .dw_pw import DwPwOp, FoldedDepthwise, foldable_depthwise, plan_dw_pw
 from .layout import round_up
-from .net import HandwrittenBackend, HandwrittenNet, KernelOp
+from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp, OutputEdge
 from .residual import FoldsResidualAdds, ResidualConvOp
 from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 
@@ -100,11 +109,17 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
 
-    def __init__(self, runtime, net, weights, batch):
+    def __init__(self, runtime, net, weights, batch, fold_depthwise: bool = True):
+        """`fold_depthwise`: run a depthwise conv and the 1x1 conv that alone reads it as one kernel."""
         self.device = device_class(runtime.info)
         # Mali has dot hardware (study 7.2.2); elsewhere dot is a horizontal add
         self.dot_each = int(self.device == "mali")
-        super().__init__(runtime, net, weights, batch)
+        self.fold_depthwise = fold_depthwise
+        self._weights = weights   # for fused_ops(), which may need a folded 1x1's weights again; not kept
+        try:
+            super().__init__(runtime, net, weights, batch)
+        finally:
+            self._weights = None
         self.config.update({
             "device_class": self.device,
             "dot": "dot() per float4" if self.dot_each else "float4 multiply-adds, one dot() per output",
@@ -168,6 +183,85 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
                         lambda lim: choose_local(grid, CONV_SHAPES[self.device], lim))
         return KernelOp(self, index, launch, args, step_name(what, layer.activation))
 
+    def fused_ops(self):
+        """The residual adds folded (residual.py), then each depthwise conv into
+        the 1x1 conv after it, where dw_pw.py finds one."""
+        ops = super().fused_ops()
+        self.fold_depthwise_convs(ops, self.residual_folds)
+        return ops
+
+    def fold_depthwise_convs(self, ops: list, adds: dict) -> None:
+        """In `ops`, each depthwise conv that a 1x1 conv alone reads folded into it
+        (kernels/vectorised.cl dw_pw), the 1x1's add too where `adds` (1x1 index ->
+        (add index, its -D constants, its other input)) has one; `config` names the
+        depthwise layers folded and those kept as kernels of their own, and why."""
+        folded, kept = {}, {}
+        for i, pw in enumerate(self.net.layers):
+            d = foldable_depthwise(self.net, i)
+            if d is None or _bare(self.ops[d]).launch.name != "depthwise":
+                continue
+            dw = self.net.layers[d]
+            if not self.fold_depthwise:
+                kept[dw.name] = f"its own kernel, {pw.name} another: folding turned off (fold_depthwise=False)"
+                continue
+            j, extra, residual = adds.get(i, (i, {}, None))
+            built = self.dw_pw_op(d, i, j, extra, residual)
+            if isinstance(built, str):
+                kept[dw.name] = f"its own kernel, {pw.name} another: {built}"
+                continue
+            first = self.ops[d]
+            ops[d] = FoldedDepthwise(first, first.convert if isinstance(first, InputEdge) else None)
+            last = self.ops[i]   # as the net's last layer, the fold converts the output after it
+            if isinstance(last, OutputEdge):
+                built = OutputEdge(built, self.rt, last.stage, last.shape, last.convert)
+            ops[i] = built
+            plan = _bare(built).plan
+            folded[dw.name] = (f"into {pw.name}'s kernel (dw_pw: {plan.tp} pixels x {plan.g} work-items a group, "
+                               f"{plan.splits} channel split{'s' if plan.splits > 1 else ''}, "
+                               f"{plan.local_bytes} B of local memory"
+                               + (f"; {self.net.layers[j].name} in its epilogue)" if j != i else ")"))
+        self.config["depthwise_fused"] = folded
+        if kept:
+            self.config["depthwise_not_fused"] = kept
+
+    def dw_pw_op(self, d: int, i: int, j: int, extra: dict, residual):
+        """Depthwise conv d and 1x1 conv i as one dw_pw op writing layer j's output (j != i:
+        i's add, in the epilogue, `extra` its -D constants, `residual` its other input);
+        or, where it cannot be built, why not."""
+        dw, pw = self.net.layers[d], self.net.layers[i]
+        src, mid, dst = self.input_layout(d), self.layouts[d + 1], self.layouts[j + 1]
+        xv, yv = mid.c_stored // 4, dst.c_stored // 4
+        local_mem = int(self.rt.info["local_mem_bytes"])
+
+        def choose(lim):
+            return plan_dw_pw(self.batch * dst.h * dst.w, xv, yv, dw.kernel[0] * dw.kernel[1], self.device != "cpu",
+                              int(self.rt.info["compute_units"]), lim, local_mem)
+        if choose(limits(self.rt)) is None:
+            return (f"one pixel's {mid.c_stored} depthwise channels need {xv * 16} B of local memory, "
+                    f"the device has {local_mem} B")
+        defines = {**self.window_defines(dw, src, dst), "ACT": ACT_CODES[pw.activation],
+                   "DACT": ACT_CODES[dw.activation], "MC": mid.c, **extra}
+        plan, kernel = build_fitting(self.rt, SOURCE, "dw_pw", choose,
+                                     lambda p: self._defines("dw_pw", {**defines, **p.defines()}),
+                                     lambda p: p.tp * p.g)
+        used = kernel.get_work_group_info(cl.kernel_work_group_info.LOCAL_MEM_SIZE, self.rt.device)
+        if used > local_mem:
+            return f"the built kernel takes {used} B of local memory, the device has {local_mem} B"
+        launch = Launch(self.rt, SOURCE, "dw_pw", None, plan.global_size, plan.local, exact=True, kernel=kernel)
+        dw_op, pw_op = _bare(self.ops[d]), _bare(self.ops[i])
+        if isinstance(pw_op, KernelOp) and pw_op.launch.name == "conv":   # vectorised's conv: its buffers serve
+            weight, bias = pw_op.args[1:3]
+        else:   # another conv kernel (vectorised-tiled's), its weights in another order
+            params = layer_params(self.net, self._weights, i)
+            weight = self.upload(nhwc_filters(params["weight"], mid.c_stored, dst.c_stored), f"{pw.name} weights (dw_pw)")
+            bias = self.upload(pad_to(params["bias"], dst.c_stored), f"{pw.name} bias (dw_pw)")
+        args = (dw_op.in_buf, *dw_op.args[1:3], weight, bias) + ((residual,) if j != i else ()) \
+            + (self.activations[j + 1],)
+        what = f"{step_name('depthwise', dw.activation)}+{step_name('conv 1x1', pw.activation)}"
+        if j != i:
+            what = step_name(f"{what}+add", self.net.layers[j].activation)
+        return DwPwOp(self.ops[i], launch, args, what, plan)
+
     def fold_residual(self, i: int, j: int, extra: dict, residual):
         """Conv i's op with add j in its epilogue (`extra`: its -D constants), writing
         add j's output; None where conv i does not run vectorised's conv kernel (the depthwise)."""
@@ -204,11 +298,18 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
         return KernelOp(self, index, launch, (weight, bias), step_name(what, layer.activation))
 
 
+def _bare(op):
+    """The op inside an edge's wrapper."""
+    return op.op if isinstance(op, EdgeOp) else op
+
+
 class VectorisedBackend(HandwrittenBackend):
     name = "vectorised"
     summary = ("hand-written, study 7.2/7.4: NHWC float4 conv (4 channels/work-item), tuned work-groups, float4 GEMV; "
-               "graphs: depthwise conv its own float4 kernel, grouped conv as zero blocks, each residual add and its "
-               "activation folded into the conv before it (a library call cannot), else its own kernel")
+               "graphs: depthwise conv its own float4 kernel, grouped conv as zero blocks; folds what a library call "
+               "cannot: each residual add and its activation into the conv before it, and each depthwise conv into "
+               "the 1x1 conv after it (one kernel, the depthwise output kept in local memory, not global), "
+               "else their own kernels")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
     supported_features = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD,
