@@ -173,11 +173,13 @@ def parse_sweep(text: str, source: str) -> Sweep:
 
 def load_sweep(path: str | os.PathLike) -> LoadedSweep:
     """A sweep file (or the folder holding one) and every results file it
-    names, each checked to hold the sweep's net at its batch."""
+    names, each checked to hold the sweep's net at its batch.  A folder with
+    no sweep file (a sweep stopped before its last batch) gives the batches
+    whose results files it holds."""
     p = Path(path)
     if p.is_dir():
         if not (p / SWEEP_FILE).is_file():
-            raise UserError(f"{p} is a folder without a {SWEEP_FILE} (`compare sweep --out {p}` writes one)")
+            return _stopped_sweep(p)
         p = p / SWEEP_FILE
     if not p.is_file():
         raise UserError(f"sweep file {p} not found")
@@ -199,3 +201,26 @@ def load_sweep(path: str | os.PathLike) -> LoadedSweep:
         loaded.results.append(res)
         loaded.paths.append(str(rp))
     return loaded
+
+
+def _stopped_sweep(folder: Path) -> LoadedSweep:
+    """The results files a stopped sweep left in `folder` (its own names,
+    results_name), as a sweep of the batches that finished."""
+    found = []
+    for rp in sorted(folder.glob("*-batch*.json")):
+        res = load_results(rp)
+        if rp.name == results_name(res.net.name, res.net.batch):
+            found.append((res.net.batch, rp, res))
+    if not found:
+        raise UserError(f"{folder} holds neither a {SWEEP_FILE} nor a sweep's results files "
+                        f"(`compare sweep --out {folder}` writes them)")
+    nets = {res.net.name for _, _, res in found}
+    if len(nets) > 1:
+        raise UserError(f"{folder} has no {SWEEP_FILE} and holds results of several nets ({', '.join(sorted(nets))}); "
+                        "give the results files one by one")
+    found.sort(key=lambda f: f[0])
+    first = found[0][2]
+    sweep = Sweep(net=first.net.name, device=first.device.name, created=first.created,
+                  command=f"{first.command} (stopped: no {SWEEP_FILE}; batches {', '.join(str(b) for b, _, _ in found)} finished)",
+                  batches=[SweepRun(b, rp.name) for b, rp, _ in found], tool=first.tool)
+    return LoadedSweep(str(folder), sweep, [res for _, _, res in found], [str(rp) for _, rp, _ in found])

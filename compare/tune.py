@@ -114,7 +114,12 @@ def net_lines(store: Store, nets, batch) -> list[str]:
         name = f"{net.name} batch {batch or net.default_batch}"
         choice = store.load_net(name)
         if choice is None:
-            out.append(f"{name}: no set per kernel chosen yet (every problem must be verified first)")
+            problems = clblast_problems.net_problems(net, batch or net.default_batch)
+            unverified = sum(1 for p in problems if (r := store.load(p)) is None or r.verified is None)
+            out.append(f"{name}: no set per kernel chosen yet ("
+                       + (f"{unverified} of its {len(problems)} problems not verified yet)" if unverified else
+                          f"its problems are verified, but choosing across them did not finish: "
+                          f"`compare tune --net {net.name} --verify-only --budget-s 600`)"))
             continue
         parts = [f"{family} {f['ms']:.4f} ms against the database's {f['database_ms']:.4f}"
                  + ("" if choice.sets(family) else " (database kept)")

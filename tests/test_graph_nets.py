@@ -2,6 +2,8 @@
 tables and counts worked out by hand; the new layer kinds and options; and
 every backend that does not declare them saying UNSUPPORTED, naming the
 layer kind (the peers run them: tests/test_peer_graphs.py)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -144,6 +146,22 @@ def test_every_backend_without_adds_refuses_a_graph_naming_the_kind(name):
         backend.prepare(net, init_weights(net), 1)
     with pytest.raises(Unsupported, match=r"layer c \(conv\) uses grouped convolution"):
         backend.prepare(Net("d", (2, 5, 5), (Conv("c", out_channels=2, groups=2),)), {}, 1)
+
+
+@pytest.mark.parametrize("name, net, reasons", [
+    ("fused", RESNET18, [r"conv2_pool \(maxpool\) uses max-pool padding", r"two local buffers, here 3,920 KiB",
+                         "no third to hold a residual branch"]),
+    ("fused", MOBILENET_V2, [r"two local buffers, here 6,468 KiB", "no third to hold a residual branch"]),
+    ("morton", RESNET18, ["its two shared buffers hold no residual branch"]),
+    ("morton", MOBILENET_V2, ["Morton-ordered GEMM has no grouped form", "no residual branch"]),
+])
+def test_fused_and_morton_refuse_the_new_nets_with_their_designs_reasons(name, net, reasons):
+    # beyond the kinds not written yet, what in the design stands in the way (one line, no device time)
+    backend = backend_or_skip(name)
+    with pytest.raises(Unsupported) as refused:
+        backend.prepare(net, {}, 1)
+    text = str(refused.value)
+    assert "\n" not in text and all(re.search(r, text) for r in reasons), text
 
 
 def test_the_reference_keeps_only_what_is_still_read():

@@ -170,7 +170,22 @@ def test_a_cut_short_sweep_file_and_a_folder_without_one(tmp_path, capsys):
     assert f"sweep file {path} is not valid JSON" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "rep")]) == 2
-    assert "is a folder without a sweep.json" in capsys.readouterr().err
+    assert "holds neither a sweep.json nor a sweep's results files" in capsys.readouterr().err
+
+
+def test_a_stopped_sweep_reports_the_batches_that_finished(tmp_path):
+    # a sweep cut short leaves its finished batches' results files and no sweep file (compare/sweep.py)
+    path = write_sweep_folder(tmp_path, three_batches())
+    (tmp_path / sw.SWEEP_FILE).unlink()
+    (tmp_path / sw.results_name("tiny", 16)).unlink()
+    loaded = sw.load_sweep(tmp_path)
+    assert [r.net.batch for r in loaded.results] == [1, 4]
+    assert [(b.batch, b.results) for b in loaded.sweep.batches] == [(1, "tiny-batch1.json"), (4, "tiny-batch4.json")]
+    assert "stopped: no sweep.json; batches 1, 4 finished" in loaded.sweep.command
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert _markdown_table(md, "### Time per image (ms)")["4"] == ["1.500", "2.000", "does not fit"]
+    assert path not in md
 
 
 @pytest.mark.parametrize("batch, message", [("1,x", "--batch takes positive integers separated by commas"),

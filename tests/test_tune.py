@@ -6,12 +6,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 from backends.clblast import problems
 from backends.clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from backends.clblast.record import (Candidate, DeviceId, ProblemRecord, StageRecord, Store, Tried, Verified)
 from backends.clblast.space import STAGES, limits_from_device
-from backends.clblast.tuned import Tuning
+from backends.clblast.tuned import Depth, Tuning
 from nets import LENET, Conv, Dense, Net, Subsample
 from conftest import backend_or_skip
 
@@ -286,3 +288,16 @@ def test_as_tuner_searches_the_kernel_alone_and_refuses_layers_without_a_gemm(tm
     rec = ProblemRecord.from_json(saved[0])
     tried = [t for stage in rec.stages.values() for t in stage.tried.values()]
     assert rec.problem.routine == problems.XGEMM_ALONE and any(t.ms is not None for t in tried)
+
+
+@pytest.mark.parametrize("depth, text", [
+    (Depth(25, 0, 0, 0, 0, 0), "not tuned: none of its 25 problems searched yet"),
+    (Depth(25, 2, 1, 3049, 3049, 2), "100% of CLBlast's default search on the 2 of 25 problems searched "
+                                     "(3,049 of 3,049 configurations), complete on 2 of 25 problems, verified on 1"),
+    (Depth(10, 10, 10, 9928, 9928, 10), "100% of CLBlast's default search (9,928 of 9,928 configurations), "
+                                        "complete on 10 of 10 problems, verified on 10"),
+    (Depth(0, 0, 0, 0, 0, 0), "no CLBlast problem"),
+])
+def test_the_depth_says_how_many_problems_were_searched_at_all(depth, text):
+    # a net whose problems were never searched must not read as "0% (0 of 0 configurations)"
+    assert str(depth) == text

@@ -294,8 +294,11 @@ def verify_net(search: "Search", net: str, weights: dict, seconds: float) -> Net
             search.progress(f"verify {net}: {len(cands)} {family} sets on its {len(problems)} problems")
             req = {"task": "cross", "device": search.device_index, "problems": [p.to_json() for p in problems],
                    "candidates": cands, "rounds": CROSS_ROUNDS, "cap_s": 1.0}
-            got = _cross_child(req, end - time.monotonic())
+            left = end - time.monotonic()
+            got = _cross_child(req, left)
             if got is None:
+                search.progress(f"verify {net}: timing {len(cands)} {family} sets on {len(problems)} problems "
+                                f"did not finish in the {max(left, 0):.0f} s left; nothing chosen (a larger --budget-s)")
                 return None
             sums = {}
             for label, _ in [("database", [])] + cands:

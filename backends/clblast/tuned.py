@@ -46,13 +46,18 @@ class Depth:
     complete: int          # searched to 100% of CLBlast's default search
     verified: int          # with a verified choice
     tried: int             # configurations tried, over all
-    default: int           # CLBlast's default count, over all
+    default: int           # CLBlast's default count, over the problems searched
+    searched: int | None = None   # problems with any search (None: all of them)
 
     def __str__(self) -> str:
         if not self.problems:
             return "no CLBlast problem"
+        searched = self.problems if self.searched is None else self.searched
+        if not searched:
+            return f"not tuned: none of its {self.problems} problems searched yet"
         pct = 100.0 * self.tried / max(self.default, 1)
-        return (f"{pct:.0f}% of CLBlast's default search ({self.tried:,} of {self.default:,} configurations), "
+        where = "" if searched == self.problems else f" on the {searched} of {self.problems} problems searched"
+        return (f"{pct:.0f}% of CLBlast's default search{where} ({self.tried:,} of {self.default:,} configurations), "
                 f"complete on {self.complete} of {self.problems} problems, verified on {self.verified}")
 
 
@@ -117,7 +122,7 @@ class Tuning:
         recs = [self.records.get(p) for p in self.problems]
         return Depth(len(recs), sum(1 for r in recs if r and r.complete()),
                      sum(1 for r in recs if r and r.verified), sum(r.depth()[0] for r in recs if r),
-                     sum(r.depth()[1] for r in recs if r))
+                     sum(r.depth()[1] for r in recs if r), sum(1 for r in recs if r))
 
     def progress(self) -> list[dict]:
         """Per problem of the net, heaviest first: configurations tried of CLBlast's default count, the

@@ -124,6 +124,17 @@ class FusedBackend(OpenCLBackend):
     summary = ("hand-written: the whole net in one kernel, one work-group per image, activations in local "
                "memory (nets whose activations fit, e.g. LeNet-5)")
 
+    @classmethod
+    def unsupported(cls, net):
+        why = super().unsupported(net)
+        if why is None:
+            return None
+        # the design's own limit, beyond the kinds not written yet: it says whether writing them would help
+        need = 4 * sum(local_floats(net))
+        branch = any(len(net.sources(i)) > 1 for i in range(len(net.layers)))
+        return (f"{why}; and fused keeps one image's activations in two local buffers, here {need / 1024:,.0f} KiB "
+                f"(a GPU's work-group has tens of KiB)" + (", with no third to hold a residual branch" if branch else ""))
+
     def prepare(self, net, weights, batch, mode=None):
         for layer in net.layers:
             if layer.kind not in ("conv", "subsample", "maxpool", "dense"):

@@ -103,5 +103,19 @@ class MortonBackend(OpenCLBackend):
             raise UserError(f"morton: the GEMM work-group must be two positive sizes, not {work_group!r}")
         self.work_group = tuple(int(v) for v in work_group)
 
+    @classmethod
+    def unsupported(cls, net):
+        why = super().unsupported(net)
+        if why is None:
+            return None
+        # the design's own limits, beyond the kinds not written yet
+        limits = []
+        if any(getattr(layer, "groups", 1) > 1 for layer in net.layers):
+            limits.append("its Morton-ordered GEMM has no grouped form (one GEMM per group would be a "
+                          "GEMV-sized Morton tile each)")
+        if any(len(net.sources(i)) > 1 for i in range(len(net.layers))):
+            limits.append("its two shared buffers hold no residual branch")
+        return why + "".join(f"; and {text}" for text in limits)
+
     def prepare(self, net, weights, batch, mode=None):
         return MortonNet(self.runtime, net, weights, batch, self.work_group)
