@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-
 from backends.clblast import problems
 from backends.clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from backends.clblast.record import (Candidate, DeviceId, ProblemRecord, StageRecord, Store, Tried, Verified)
