@@ -180,9 +180,11 @@ def call_isolated(label: str, module: str, function: str, *args):
 class IsolatedNet(PreparedNet):
     """A PreparedNet that lives in the child; every method is one round trip."""
 
-    def __init__(self, worker: Worker, handle: int, net, batch: int, timeout_s: float | None = None):
+    def __init__(self, worker: Worker, handle: int, net, batch: int, timeout_s: float | None = None,
+                 owns_worker: bool = False):
         super().__init__(net, batch)
         self._worker = worker
+        self._owns_worker = owns_worker   # a child of its own (one mode of several): stopped on close
         self._handle = handle
         self._timeout_s = timeout_s
         attrs = worker.request("get", handle, ("config", "memory_bytes"))
@@ -227,6 +229,8 @@ class IsolatedNet(PreparedNet):
                 self._worker.request("drop", handle)
             except RuntimeError:
                 pass   # the child is gone already: nothing left to release
+            if self._owns_worker:
+                self._worker.close()
 
 
 def inner_backend(inner: str, device: str | None, options: RunOptions) -> Backend:
@@ -258,14 +262,15 @@ class IsolatedBackend(Backend):
         self._worker: Worker | None = None
         self._handle: int | None = None
 
+    def _spawn(self, what: str) -> tuple[Worker, int]:
+        from .opencl.runtime import device_index
+        device = device_index(self.runtime.device) if self.runtime is not None else None
+        worker = Worker(what)
+        return worker, worker.request("new", "backends.isolated", "inner_backend", (self.inner, device, self.options))
+
     def _remote(self) -> tuple[Worker, int]:
         if self._worker is None:
-            from .opencl.runtime import device_index
-            device = device_index(self.runtime.device) if self.runtime is not None else None
-            worker = Worker(f"{self.name} backend")
-            self._handle = worker.request("new", "backends.isolated", "inner_backend",
-                                          (self.inner, device, self.options))
-            self._worker = worker
+            self._worker, self._handle = self._spawn(f"{self.name} backend")
         return self._worker, self._handle
 
     def info(self):
@@ -277,12 +282,18 @@ class IsolatedBackend(Backend):
         return worker.request("call", handle, "modes", (), False)
 
     def prepare(self, net, weights, batch, mode=None):
-        if self.child_per_mode and mode is not None:
-            self.close()   # the runner closed what the last child prepared
-        worker, handle = self._remote()
-        # the child is stopped when a pass outlasts the timeout: it cannot be interrupted otherwise
-        return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch, mode), True),
-                           net, batch, self.options.timeout_s)
+        own = self.child_per_mode and mode is not None
+        # a mode that changes its process for good gets a child of its own, which lives as long as
+        # the prepared net, so several modes can be ready at once and timed in turn
+        worker, handle = self._spawn(f"{self.name} backend ({mode})") if own else self._remote()
+        try:
+            # the child is stopped when a pass outlasts the timeout: it cannot be interrupted otherwise
+            return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch, mode), True),
+                               net, batch, self.options.timeout_s, owns_worker=own)
+        except BaseException:
+            if own:
+                worker.close()
+            raise
 
     def close(self) -> None:
         if self._worker is not None:

@@ -200,28 +200,44 @@ class Session:
             raise
         return _Ready(label, prepared, y, prepare_ms, first_run_ms)
 
-    def _measure_mode(self, backend, mode: str) -> ModeResult:
-        """One mode of a backend with several: ready, checked end to end, timed end to end."""
-        ready = None
+    def _measure_modes(self, backend, modes: list[str]) -> list[ModeResult]:
+        """Each mode of a backend with several: ready, checked end to end, then all timed end to
+        end in turn, one pass of each, each after an untimed pass of its own, so drift between
+        them (and between the children they may run in) hits every mode alike."""
+        results, trials, readies = {}, {}, []
         try:
-            ready = self._ready(backend, mode, f"{backend.name} ({mode})")
-            result = ModeResult(mode, "OK")
-            if self.ref is not None:
-                result.rel_l2 = compare_arrays(ready.output, self.ref[-1]).rel_l2
-            if self.plan.times:
-                trial = self._trial(ready, backend)
-                for r in range(self.plan.repeats):
-                    self.progress(f"{ready.label}: end to end, repeat {r + 1}/{self.plan.repeats}")
-                    trial.end_to_end(r)
-                result.compute = Samples.of(trial.phases["compute"])
-            return result
-        except Unsupported as exc:
-            return ModeResult(mode, "UNSUPPORTED", reason=str(exc))
-        except Exception as exc:  # noqa: BLE001 - a mode that fails is recorded; the other modes still run
-            raise_if_interrupted()
-            return ModeResult(mode, "FAILED", reason=_failure(exc, self.plan.debug))
+            for mode in modes:
+                try:
+                    ready = self._ready(backend, mode, f"{backend.name} ({mode})")
+                    readies.append(ready)
+                    results[mode] = ModeResult(mode, "OK")
+                    if self.ref is not None:
+                        results[mode].rel_l2 = compare_arrays(ready.output, self.ref[-1]).rel_l2
+                    if self.plan.times:
+                        trials[mode] = self._trial(ready, backend)
+                except Unsupported as exc:
+                    results[mode] = ModeResult(mode, "UNSUPPORTED", reason=str(exc))
+                except Exception as exc:  # noqa: BLE001 - a mode that fails is recorded; the other modes still run
+                    raise_if_interrupted()
+                    results[mode] = ModeResult(mode, "FAILED", reason=_failure(exc, self.plan.debug))
+            for r in range(self.plan.repeats if trials else 0):
+                for mode, trial in trials.items():
+                    if results[mode].status != "OK":
+                        continue
+                    self.progress(f"{backend.name} ({mode}): end to end, repeat {r + 1}/{self.plan.repeats}")
+                    try:
+                        if len(trials) > 1:
+                            trial.settle()
+                        trial.end_to_end(r)
+                    except Exception as exc:  # noqa: BLE001
+                        raise_if_interrupted()
+                        results[mode] = ModeResult(mode, "FAILED", reason=_failure(exc, self.plan.debug))
+            for mode, trial in trials.items():
+                if results[mode].status == "OK":
+                    results[mode].compute = Samples.of(trial.phases["compute"])
+            return [results[m] for m in modes]
         finally:
-            if ready is not None:
+            for ready in readies:
                 ready.prepared.close()
 
     def _choose_mode(self, backend, entry: BackendResult) -> None:
@@ -229,7 +245,7 @@ class Session:
         modes = backend.modes()
         if not modes:
             return
-        entry.modes = [self._measure_mode(backend, m) for m in modes]
+        entry.modes = self._measure_modes(backend, modes)
         entry.mode = _fastest(entry.modes)
         if entry.mode is None:
             why = "; ".join(f"{m.name}: {(m.reason or '').splitlines()[0]}" for m in entry.modes)

@@ -124,3 +124,42 @@ class NewcomerBackend(OpenCLBackend):
 
     def prepare(self, net, weights, batch, mode=None):
         return BaselineNet(self.runtime, net, weights, batch)
+
+
+class ModalInProcess:
+    """A backend with two modes whose passes write, to the file named by
+    COMPARE_TEST_PASS_LOG, its mode and its process: which modes were timed
+    in turn, each in a child of its own."""
+
+    name = "modal"
+    summary = "a test double"
+    uses_opencl = False
+    deterministic = True
+
+    def __init__(self, options=None):
+        pass
+
+    def info(self):
+        return {}
+
+    def modes(self):
+        return ["first", "second"]
+
+    def prepare(self, net, weights, batch, mode=None):
+        import os
+
+        from backends.reference.numpy_backend import NumpyNet
+
+        class Logged(NumpyNet):
+            def run(self):
+                with open(os.environ["COMPARE_TEST_PASS_LOG"], "a") as log:
+                    log.write(f"{mode} {os.getpid()}\n")
+                super().run()
+        return Logged(net, weights, batch)
+
+
+class ModalBackend(IsolatedBackend):
+    name = "modal"
+    summary = "a test double"
+    inner = "run_checks:ModalInProcess"
+    child_per_mode = True

@@ -12,7 +12,7 @@ import backends
 from compare import oracle
 from compare.checking import compare_arrays
 from compare.cli import main
-from nets.errors import UserError
+from nets.errors import Unsupported, UserError
 from nets.weights import init_weights
 from nets import LENET, Conv, Dense, Net, Subsample
 
@@ -324,9 +324,8 @@ def test_clblast_best_routes_each_gemm_with_the_set_tuned_for_that_kernel():
     assert ClblastBestNet._sets(database, p, "Xgemm", ALWAYS_INDIRECT) == [("GemmRoutine", ALWAYS_INDIRECT)]
 
 
-@pytest.mark.parametrize("option, mode, applied", [("tuned", "tuned", True), ("tuned", None, True),
-                                                   ("tuned", "database", False), ("database", "tuned", False),
-                                                   ("database", None, False)])
+@pytest.mark.parametrize("option, mode, applied", [("tuned", None, True), ("tuned", "database", False),
+                                                   ("database", "tuned", False), ("database", None, False)])
 def test_the_database_option_overrules_a_tuned_mode(rt, tmp_path, monkeypatch, option, mode, applied):
     backend_or_skip("clblast")
     from backends import RunOptions
@@ -334,4 +333,9 @@ def test_the_database_option_overrules_a_tuned_mode(rt, tmp_path, monkeypatch, o
     monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))   # no tuning here: only the switch is looked at
     backend = ClblastInProcess(rt, RunOptions(clblast_params=option))
     assert backend.tuning(LENET, 2, mode).apply is applied
+    if option == "tuned":   # asked for by name, a tuned mode that would change no call is refused
+        for tuned in ("tuned", "tuned-per-problem"):
+            with pytest.raises(Unsupported, match=f"{tuned}: every call would run with CLBlast's database "
+                                                  f"parameters .*not tuned: none of its 10 problems searched yet"):
+                backend.tuning(LENET, 2, tuned)
     assert backend.modes() == []   # modes only with a verified tuning (tests/test_tune.py)

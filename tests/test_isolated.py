@@ -125,3 +125,27 @@ def test_run_options_take_one_vocabulary_and_a_positive_timeout():
         RunOptions(clblast_params="default")
     with pytest.raises(ValueError, match="timeout_s is a positive number"):
         RunOptions(timeout_s=0)
+
+
+def test_modes_are_timed_in_turn_each_in_a_child_of_its_own(tmp_path, monkeypatch):
+    # the modes of one backend, like its rivals under --interleave, so drift between them (and between
+    # their processes) hits every mode alike; a mode that changes its process for good has one of its own
+    import backends
+    from compare import runner
+    from nets import LENET
+    from nets.weights import init_weights, make_input
+    log = tmp_path / "passes.txt"
+    monkeypatch.setenv("COMPARE_TEST_PASS_LOG", str(log))
+    monkeypatch.setitem(backends.REGISTRY, "modal", ("run_checks", "ModalBackend"))
+    plan = runner.Plan(net=LENET, batch=2, weights=init_weights(LENET, 0), x=make_input(LENET, 2, 0),
+                       backends=["modal"], mode="performance", repeats=3, warmup=1, peak_gflops=1.0)
+    result, _ = runner.execute(plan)
+    entry, = result.backends
+    assert entry.status == "OK", entry.reason
+    assert [m.name for m in entry.modes] == ["first", "second"] and all(m.compute.n == 3 for m in entry.modes)
+    passes = [line.split() for line in log.read_text().splitlines()]
+    pids = {mode: {pid for m, pid in passes if m == mode} for mode in ("first", "second")}
+    assert len(pids["first"]) >= 1 and not pids["first"] & pids["second"]   # never the same child
+    # after both were ready (a pass each): untimed + timed pass of one, then of the other, three times
+    timed = [m for m, _ in passes[2:2 + 12]]
+    assert timed == ["first", "first", "second", "second"] * 3

@@ -43,7 +43,7 @@ from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, subsample_as_c
 from . import overrides
 from .library import check_library, require_library
 from .record import DeviceId, Store
-from .tuned import MODES, TUNED, Tuning, clblast_version
+from .tuned import DATABASE, MODES, TUNED, Tuning, clblast_version
 
 _SPATIAL = ("conv", "subsample")
 
@@ -174,7 +174,12 @@ class ClblastInProcess(OpenCLBackend):
     def tuning(self, net, batch, mode) -> Tuning:
         """The parameters of `mode`; without one (no verified tuning, or --clblast-params database) the option's."""
         use = mode if mode is not None and self.options.clblast_params == TUNED else self.options.clblast_params
-        return Tuning.for_net(self.runtime.info, problems.net_problems(net, batch), use, f"{net.name} batch {batch}")
+        tuning = Tuning.for_net(self.runtime.info, problems.net_problems(net, batch), use, f"{net.name} batch {batch}")
+        if mode is not None and use != DATABASE and tuning.changes_nothing():
+            # timing the database twice under two names would only report noise as a difference
+            raise Unsupported(f"{use}: every call would run with CLBlast's database parameters "
+                              f"(tuning: {tuning.depth()}), so the database mode stands for it")
+        return tuning
 
     def modes(self):
         """With a verified tuning on this device: 'tuned' (one set per kernel for the whole net),

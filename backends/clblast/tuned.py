@@ -118,6 +118,14 @@ class Tuning:
             return self.net.sets(min(beat, key=lambda f: self.net.families[f]["ms"])) if beat else []
         return self.net.sets("Xgemv" if problem.routine == GEMV else "Xconvgemm") or []
 
+    def changes_nothing(self) -> bool:
+        """Whether every call of the net would run with CLBlast's database parameters anyway."""
+        for p in self.problems:
+            kernels = (None, "XgemmDirect", "Xgemm") if p.routine == GEMM else (None,)
+            if any(self.sets(p, k) for k in kernels):
+                return False
+        return True
+
     def depth(self) -> Depth:
         recs = [self.records.get(p) for p in self.problems]
         return Depth(len(recs), sum(1 for r in recs if r and r.complete()),
