@@ -8,7 +8,6 @@ traceback only with --debug).
 from __future__ import annotations
 
 import argparse
-import os
 import dataclasses
 import datetime as _dt
 import shlex
@@ -28,6 +27,7 @@ from nets.weights import init_weights, load_weights, make_input, save_weights, w
 
 from . import __version__
 from .analysis import DEFAULT_BASELINES, parse_baselines
+from .cli_common import add_device_option, positive, unwritten
 from .files import RESULTS_ROOM, check_writable
 from .hostmem import HostNeed, check_fits, host_need
 from .keep import Keeper, keep_file, text_writer
@@ -38,6 +38,7 @@ from .modes import MODES, checks
 from .runner import Outputs, Plan, execute, exit_code
 from .signals import install_handlers, restore_handlers
 from .tables import check_table, layer_table, modes_table, summary_table
+from .tune_cli import add_tune_parser
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,12 +46,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
-
-
-def _positive(name: str, value: int) -> int:
-    if value is None or value < 1:
-        raise UserError(f"{name} must be a positive integer, not {value}")
-    return value
 
 
 # -- inputs shared by run and check ---------------------------------------
@@ -93,7 +88,7 @@ def _plan(args, mode: str) -> Plan:
         raise UserError(f"--timeout-s must be a positive number of seconds, not {args.timeout_s}")
     net, model_weights = load_net(args.net)
     names = backends.parse_names(args.backends)
-    batch = _positive("--batch", args.batch) if args.batch is not None else None
+    batch = positive("--batch", args.batch) if args.batch is not None else None
     data = getattr(args, "data", None)
     need = _host_need(net, names, mode, getattr(args, "interleave", False))
     if args.input and data:
@@ -129,7 +124,7 @@ def _plan(args, mode: str) -> Plan:
     weights_source["sha256_16"] = weights_digest(weights)
     return Plan(net=net, batch=batch, weights=weights, x=x, backends=names,
                 explicit=args.backends.strip() != "all", device=args.device,
-                repeats=_positive("--repeats", args.repeats), warmup=_positive("--warmup", args.warmup),
+                repeats=positive("--repeats", args.repeats), warmup=positive("--warmup", args.warmup),
                 mode=mode, layerwise=not args.end_to_end_only,
                 sources={"weights": Source(**weights_source), "input": Source(**input_source)},
                 peak_gflops=_peak(getattr(args, "peak_gflops", None)),
@@ -151,16 +146,6 @@ def _save_outputs(outputs: Outputs, plan: Plan, directory: str) -> str | None:
         if array is not None:
             keeper.write(f"{name}.npy", writer(array))
     return keeper.problem("--save-outputs", "outputs")
-
-
-def _unwritten(problems: list[str]) -> None:
-    """A UserError (exit 2) when a file could not be written where asked, raised
-    after everything else was said, so its line, naming where the files are, comes last."""
-    problems = [p for p in problems if p]
-    for p in problems[:-1]:
-        print(f"error: {p}", file=sys.stderr)
-    if problems:
-        raise UserError(problems[-1])
 
 
 def _default_out(net_name: str) -> str:
@@ -233,7 +218,7 @@ def cmd_run(args) -> int:
     if kept.problem is None:
         print(f"\nresults written to {out}")
     _print_failures(results)
-    _unwritten(problems + [kept.problem])
+    unwritten(problems + [kept.problem])
     return exit_code(results)
 
 
@@ -258,7 +243,7 @@ def cmd_check(args) -> int:
         failed = f"check failed: {', '.join(disagreements(results))} predicted differently (see the accuracy table)"
     if failed and any(problems):   # said first: the line naming where the files are comes last
         print(f"error: {failed}", file=sys.stderr)
-    _unwritten(problems)
+    unwritten(problems)
     if failed:
         raise CheckFailed(failed)
     return code
@@ -311,7 +296,7 @@ def cmd_sweep(args) -> int:
             if b.status == "FAILED" and not sw.does_not_fit(b):
                 print(f"error: batch {res.net.batch}: backend {b.name} failed: {b.reason}", file=sys.stderr)
     stayed = f"; what was written into {out} before stays there too" if keeper.written_before_failing else ""
-    _unwritten([keeper.problem("into --out", "sweep", f" (`compare report {keeper.folder}` renders it{stayed})")])
+    unwritten([keeper.problem("into --out", "sweep", f" (`compare report {keeper.folder}` renders it{stayed})")])
     return sw.exit_code(done)
 
 
@@ -320,7 +305,7 @@ def cmd_weights(args) -> int:
     check_writable(args.out, "--out", room=net.params() * 4 + 2**16)
     weights = init_weights(net, args.seed)
     kept = keep_file(args.out, lambda tmp: save_weights(tmp, weights), "--out", "weights")
-    _unwritten([kept.problem])
+    unwritten([kept.problem])
     print(f"wrote {len(weights)} arrays ({net.params():,} parameters) of {net.name}, seed {args.seed}, to {args.out}")
     return 0
 
@@ -386,91 +371,8 @@ def cmd_peak(args) -> int:
     print(f"  timed by {d['timer']}, in {d['seconds']:.0f} s" + (f"; {d['capped']}" if d.get("capped") else ""))
     if kept.problem is None:
         print(f"cached in {cache_path()} for `compare run`")
-    _unwritten([kept.problem])
+    unwritten([kept.problem])
     return 0
-
-
-def cmd_tune(args) -> int:
-    from backends import cache
-    from backends.handwritten.tiles_tuned import KIND as TILES_KIND
-    from backends.opencl.runtime import get_runtime
-
-    from . import device_cache, tune
-    if not args.budget_s > 0:
-        raise UserError(f"--budget-s must be a positive number of seconds, not {args.budget_s}")
-    nets_ = [n.strip() for n in args.net.split(",") if n.strip()]
-    scopes = [s.strip() for s in args.scope.split(",") if s.strip()]
-    bad = [s for s in scopes if s not in tune.SCOPES]
-    if bad or not scopes:
-        raise UserError(f"--scope takes {', '.join(tune.SCOPES)} (comma-separated), not {args.scope!r}")
-    batch = _positive("--batch", args.batch) if args.batch is not None else None
-    loaded = [load_net(n).net for n in nets_]
-    as_tuner = [n.strip() for n in args.as_tuner.split(",") if n.strip()] if args.as_tuner else None
-    if as_tuner is not None:
-        if "tiles" in scopes and args.scope != "clblast,tiles":
-            raise UserError("--as-tuner searches CLBlast's Xgemm kernel alone; it takes --scope clblast")
-        scopes = ["clblast"]
-        tune.net_problems(loaded, batch, as_tuner)   # refused here, before the device is opened
-    # the CLBlast backends run every net; our tiles only the nets vectorised-tiled runs (chains)
-    tiled = [n for n in loaded if backends.backend_class("vectorised-tiled").unsupported(n) is None]
-    if "tiles" in scopes and len(tiled) < len(loaded):
-        skipped = [n for n in loaded if n not in tiled]
-        if scopes == ["tiles"] and not tiled:
-            why = backends.backend_class("vectorised-tiled").unsupported(skipped[0])
-            raise UserError(f"cannot tune tiles for {skipped[0].name}: {why}")
-        print(f"tiles: {', '.join(n.name for n in skipped)} left out (vectorised-tiled cannot run "
-              f"{'it' if len(skipped) == 1 else 'them'}); CLBlast's problems are tuned for every net")
-    rt = get_runtime(args.device)
-    if args.show:
-        print(tune.show(rt, loaded, batch, as_tuner))
-        return 0
-    if "clblast" in scopes:   # before the budget is spent, not after
-        folder = tune.store_for(rt).folder
-        check_writable(str(folder / "device.json"), "the CLBlast tuning folder")
-    if "tiles" in scopes:
-        check_writable(cache.path(TILES_KIND), "the tiles' cache")
-    jobs = _positive("--jobs", args.jobs) if args.jobs is not None else _default_jobs(rt)
-    # our tiles take little time: a tenth of the budget when both scopes are asked for
-    tiles_s = args.budget_s * (0.1 if len(scopes) > 1 else 1.0) if "tiles" in scopes else 0.0
-    progress = Progress()
-    tiles = search = None
-    rows, problems = [], []
-    try:
-        if "clblast" in scopes:
-            search, verified = tune.tune_clblast(rt, loaded, batch, args.budget_s - tiles_s, jobs, progress.update,
-                                                 args.verify_only, as_tuner)
-        if "tiles" in scopes and tiled:
-            tiles, rows = tune.tune_tiles(rt, tiled, [batch or n.default_batch for n in tiled], tiles_s,
-                                     progress.update)
-    finally:
-        progress.done()
-    if search is not None:
-        print(f"CLBlast: {search.tried_now} configurations tried this run, {len(verified)} problems verified; "
-              f"written to {search.store.folder}")
-        print(tune.show(rt, loaded, batch, as_tuner))
-    if tiles is not None:
-        print(tune_tiles_table(rows))
-        kept = device_cache.store(TILES_KIND, rt.info, tiles, "the tiles' cache")
-        problems.append(kept.problem)
-        print(f"vectorised-tiled: {len(tiles['layers'])} conv layers timed in {tiles['took_s']:.0f} s; "
-              f"written to {kept.path or 'nowhere'}")
-    print(f"on {rt.info['name']}, budget {args.budget_s:.0f} s; `compare run` uses these "
-          f"(--clblast-params database ignores them); run it again to go deeper")
-    _unwritten(problems)
-    return 0
-
-
-def _default_jobs(rt) -> int:
-    """Side by side only on a GPU: a CPU device's compiles and runs take every core already."""
-    if "GPU" not in rt.info["type"]:
-        return 1
-    return max(1, min(8, (os.cpu_count() or 2) // 2))
-
-
-def tune_tiles_table(rows) -> str:
-    from tabulate import tabulate
-    return tabulate(rows, headers=["scope", "tuner", "for", "sizes", "tried", "matched", "best", "s"],
-                    disable_numparse=True)
 
 
 def cmd_report(args) -> int:
@@ -497,10 +399,6 @@ def cmd_report(args) -> int:
 
 # -- parser -----------------------------------------------------------------
 
-def _add_device_option(p, help="OpenCL device: index 'P:D' or a name fragment (default: first GPU, else PoCL)"):
-    p.add_argument("--device", help=help)
-
-
 def _add_net_options(p) -> None:
     """What every command that runs a net takes: the net, the backends, where they run and with what weights."""
     p.add_argument("--net", required=True, help="a built-in net (`compare nets` lists them), or a model file: "
@@ -508,7 +406,7 @@ def _add_net_options(p) -> None:
     p.add_argument("--backends", default="all", help="'all' or a comma-separated list (see `compare backends`)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated weights and input (default 0)")
     p.add_argument("--weights", help="a .npz weights file (see `compare weights`) instead of seeded weights")
-    _add_device_option(p)
+    add_device_option(p)
     p.add_argument("--timeout-s", type=float, default=600.0,
                    help="a backend whose forward pass takes longer fails, and the others still run (default 600)")
     p.add_argument("--clblast-params", choices=CLBLAST_PARAMS, default=RunOptions.clblast_params,
@@ -583,31 +481,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("peak", help="measure the device's multiply-add throughput and memory bandwidth")
-    _add_device_option(p)
+    add_device_option(p)
     p.add_argument("--cap-s", type=float, default=30.0, help="time for the whole measurement, in seconds (default 30)")
     p.set_defaults(func=cmd_peak)
 
-    p = sub.add_parser("tune", help="tune CLBlast for the device: its own tuners' default search on every "
-                                    "problem of the nets, resumable; and our tiles")
-    p.add_argument("--net", default="lenet,vgg16", help="the nets whose problems are tuned (default lenet,vgg16)")
-    p.add_argument("--batch", type=int, help="tune at this batch instead of each net's own")
-    p.add_argument("--budget-s", type=float, default=900.0,
-                   help="time for this run, in seconds (default 900); the next run continues where it stopped")
-    p.add_argument("--scope", default="clblast,tiles",
-                   help="clblast: CLBlast's default search on each problem of the nets, then the best verified "
-                        "against CLBlast's database; tiles: vectorised-tiled's tiles per conv layer (a tenth of "
-                        "the budget); both by default")
-    p.add_argument("--jobs", type=int, help="searches side by side (default: half the host's cores up to 8 on a "
-                                            "GPU, 1 on a CPU device)")
-    p.add_argument("--show", action="store_true", help="print how deep the tuning of this device went, and stop")
-    p.add_argument("--as-tuner", metavar="LAYERS",
-                   help="instead of the nets' problems, search these layers' im2col GEMMs (comma-separated names, or "
-                        "'all') as CLBlast's xgemm tuner runs them: the Xgemm kernel alone, column major, sizes "
-                        "rounded up to its tiles; to hold our search against the tuner's own figures")
-    p.add_argument("--verify-only", action="store_true",
-                   help="search nothing: spend the budget re-timing what was found against CLBlast's database")
-    _add_device_option(p)
-    p.set_defaults(func=cmd_tune)
+    add_tune_parser(sub)
 
     p = sub.add_parser("weights", help="write a net's seeded weights as a .npz file")
     p.add_argument("--net", required=True)
@@ -616,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_weights)
 
     p = sub.add_parser("devices", help="list the OpenCL platforms and devices")
-    _add_device_option(p, help="show which device this selection picks")
+    add_device_option(p, help="show which device this selection picks")
     p.set_defaults(func=cmd_devices)
 
     sub.add_parser("backends", help="list the backends and whether they can run here").set_defaults(func=cmd_backends)

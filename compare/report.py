@@ -70,8 +70,9 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
             doc.heading("Modes of the backends that have several", 3)
             doc.table(modes, caption="Each mode checked and timed end to end; the fastest is the one every "
                                      "other table uses, named beside the backend.  Its speedup over each other mode "
-                                     "has the 95% interval; the modes were timed one after the other, not "
-                                     "interleaved.")
+                                     "has the 95% interval.  The modes are timed in turn, one pass of each after "
+                                     "an untimed one of its own (earlier versions timed them one after "
+                                     "the other); where only one mode could run, it is not timed here.")
         doc.heading("Transfers and one-off costs", 3)
         doc.table(report_tables.transfers_table(res), caption="Times in ms; memory: device memory the backend holds "
                                                    "(weights and buffers).")

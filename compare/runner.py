@@ -220,7 +220,8 @@ class Session:
                 except Exception as exc:  # noqa: BLE001 - a mode that fails is recorded; the other modes still run
                     raise_if_interrupted()
                     results[mode] = ModeResult(mode, "FAILED", reason=_failure(exc, self.plan.debug))
-            for r in range(self.plan.repeats if trials else 0):
+            ok = [m for m in trials if results[m].status == "OK"]
+            for r in range(self.plan.repeats if len(ok) > 1 else 0):   # one mode left: nothing to choose
                 for mode, trial in trials.items():
                     if results[mode].status != "OK":
                         continue
@@ -233,7 +234,7 @@ class Session:
                         raise_if_interrupted()
                         results[mode] = ModeResult(mode, "FAILED", reason=_failure(exc, self.plan.debug))
             for mode, trial in trials.items():
-                if results[mode].status == "OK":
+                if results[mode].status == "OK" and len(ok) > 1:
                     results[mode].compute = Samples.of(trial.phases["compute"])
             return [results[m] for m in modes]
         finally:

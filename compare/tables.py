@@ -135,8 +135,8 @@ def modes_rows(res: RunResult):
 
 def _used_over(b: BackendResult, m) -> str:
     """How much faster the mode in use was than mode `m`, with its interval (CLBlast tuned
-    against its database, say).  The modes were timed one after the other in one process,
-    not interleaved, so a drift of the machine between them would show here."""
+    against its database, say).  The modes are timed in turn, one pass of each (runner.py);
+    earlier versions timed them one after the other (a run's notes say which)."""
     used = next((u for u in b.modes if u.name == b.mode), None)
     if used is None or used.compute is None or m.compute is None or m is used:
         return DASH

@@ -149,6 +149,9 @@ class ModalInProcess:
         import os
 
         from backends.reference.numpy_backend import NumpyNet
+        from nets.errors import Unsupported
+        if mode == os.environ.get("COMPARE_TEST_REFUSED_MODE"):
+            raise Unsupported(f"{mode}: refused for the test")
 
         class Logged(NumpyNet):
             def run(self):

@@ -149,3 +149,24 @@ def test_modes_are_timed_in_turn_each_in_a_child_of_its_own(tmp_path, monkeypatc
     # after both were ready (a pass each): untimed + timed pass of one, then of the other, three times
     timed = [m for m, _ in passes[2:2 + 12]]
     assert timed == ["first", "first", "second", "second"] * 3
+
+
+def test_a_mode_left_alone_is_not_timed_against_nothing(tmp_path, monkeypatch):
+    # the other refused (a CLBlast tuned mode that would change no call): nothing to choose, so no mode passes
+    import backends
+    from compare import runner
+    from nets import LENET
+    from nets.weights import init_weights, make_input
+    log = tmp_path / "passes.txt"
+    monkeypatch.setenv("COMPARE_TEST_PASS_LOG", str(log))
+    monkeypatch.setenv("COMPARE_TEST_REFUSED_MODE", "first")
+    monkeypatch.setitem(backends.REGISTRY, "modal", ("run_checks", "ModalBackend"))
+    plan = runner.Plan(net=LENET, batch=2, weights=init_weights(LENET, 0), x=make_input(LENET, 2, 0),
+                       backends=["modal"], mode="performance", repeats=3, warmup=1, peak_gflops=1.0)
+    result, _ = runner.execute(plan)
+    entry, = result.backends
+    assert entry.status == "OK" and entry.mode == "second", entry.reason
+    first, second = entry.modes
+    assert first.status == "UNSUPPORTED" and "refused for the test" in first.reason
+    assert second.status == "OK" and second.compute is None
+    assert entry.timing.end_to_end.compute.n == 3   # the backend itself is timed as ever
