@@ -155,4 +155,7 @@ def test_the_chains_problem_keys_are_those_of_the_tuning_files_in_reports():
                 assert problems.Problem.from_json(data["problem"]).key == data["key"], f
                 keys.add(data["key"])
         posed = {p.key for net, batch in ((VGG16, 1), (LENET, 100)) for p in problems.net_problems(net, batch)}
+        # and `compare tune --as-tuner`'s: VGG-16's batch-1 GEMMs as CLBlast's xgemm tuner runs them
+        posed |= {problems.xgemm_alone(p).key for p in problems.net_problems(VGG16, 1)
+                  if p.routine == problems.GEMM and p.sizes[3] == 1}
         assert keys and keys <= posed, (folder, keys - posed)   # each file is still found by the net it tuned
