@@ -47,6 +47,22 @@
 // RWP, RPT, RPL) and applies the add's activation (ACT), writing the add's output.
 #define R_PIXEL(n, row, col) ((((n) * RHP + (row) + RPT) * RWP + (col) + RPL) * YV)
 
+// Four output channels' sums s0..s3 of float4 products (conv, dw_pw): with
+// DOT_EACH a dot() per float4, else float4 accumulators summed once at the
+// end; `w` points at the first channel's float4, the others `stride` apart.
+#if DOT_EACH
+#define ACC4_START float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f
+#define ACC4_STEP(v, w, stride) do { s0 += dot(v, (w)[0]); s1 += dot(v, (w)[stride]); \
+    s2 += dot(v, (w)[2 * (stride)]); s3 += dot(v, (w)[3 * (stride)]); } while (0)
+#define ACC4_END do { } while (0)
+#else
+#define ACC4_START float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f
+#define ACC4_STEP(v, w, stride) do { a0 = mad(v, (w)[0], a0); a1 = mad(v, (w)[stride], a1); \
+    a2 = mad(v, (w)[2 * (stride)], a2); a3 = mad(v, (w)[3 * (stride)], a3); } while (0)
+#define ACC4_END const float4 one = (float4)(1.0f); \
+    const float s0 = dot(a0, one), s1 = dot(a1, one), s2 = dot(a2, one), s3 = dot(a3, one)
+#endif
+
 #ifdef CONV
 
 // One work-item: one output pixel (global id 0 = image * YH + row, 1 =
@@ -69,33 +85,16 @@ __kernel void conv(__global const float4* restrict x,
     const int FILTER = FH * FW * XV;                 // float4s per filter
     const __global float4* xp = x + X_PIXEL(n, row * SH - PT, col * SW - PL);
     const __global float4* wp = w + 4 * c4 * FILTER;
-#if DOT_EACH
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-#else
-    float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-#endif
+    ACC4_START;
     for (int fy = 0; fy < FH; fy++) {
         const __global float4* xr = xp + fy * XWP * XV;
         const __global float4* wr = wp + fy * FW * XV;
         for (int i = 0; i < FW * XV; i++) {
             const float4 v = xr[i];
-#if DOT_EACH
-            s0 += dot(v, wr[i]);
-            s1 += dot(v, wr[i + FILTER]);
-            s2 += dot(v, wr[i + 2 * FILTER]);
-            s3 += dot(v, wr[i + 3 * FILTER]);
-#else
-            a0 = mad(v, wr[i], a0);
-            a1 = mad(v, wr[i + FILTER], a1);
-            a2 = mad(v, wr[i + 2 * FILTER], a2);
-            a3 = mad(v, wr[i + 3 * FILTER], a3);
-#endif
+            ACC4_STEP(v, wr + i, FILTER);
         }
     }
-#if !DOT_EACH
-    const float4 one = (float4)(1.0f);
-    const float s0 = dot(a0, one), s1 = dot(a1, one), s2 = dot(a2, one), s3 = dot(a3, one);
-#endif
+    ACC4_END;
 #if RESIDUAL
     // the residual add fused: y = activation of the add (conv + bias + res)
     const float4 out = activate4((float4)(s0, s1, s2, s3) + b[c4] + res[R_PIXEL(n, row, col) + c4]);
@@ -250,29 +249,12 @@ __kernel void dw_pw(__global const float4* restrict x,
     const int end = min(s * CPS + CPS, YV);
     for (int c4 = s * CPS + g; c4 < end; c4 += G) {
         const __global float4* wr = w + 4 * c4 * XV;
-#if DOT_EACH
-        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-#else
-        float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-#endif
+        ACC4_START;
         for (int i = 0; i < XV; i++) {
             const float4 v = xr[i * TP];
-#if DOT_EACH
-            s0 += dot(v, wr[i]);
-            s1 += dot(v, wr[i + XV]);
-            s2 += dot(v, wr[i + 2 * XV]);
-            s3 += dot(v, wr[i + 3 * XV]);
-#else
-            a0 = mad(v, wr[i], a0);
-            a1 = mad(v, wr[i + XV], a1);
-            a2 = mad(v, wr[i + 2 * XV], a2);
-            a3 = mad(v, wr[i + 3 * XV], a3);
-#endif
+            ACC4_STEP(v, wr + i, XV);
         }
-#if !DOT_EACH
-        const float4 one = (float4)(1.0f);
-        const float s0 = dot(a0, one), s1 = dot(a1, one), s2 = dot(a2, one), s3 = dot(a3, one);
-#endif
+        ACC4_END;
 #if RESIDUAL
         const float4 out = activate4((float4)(s0, s1, s2, s3) + b[c4] + res[R_PIXEL(n, row, col) + c4]);
 #else
