@@ -42,6 +42,7 @@ from nets import Net
 
 from ..opencl.net import LayerOp
 from ..opencl.workgroups import Limits
+from .residual import InPlaceOfConv
 
 TILE_PIXELS = (8, 4, 2, 1)   # candidates, in order of preference
 CPU_PIXELS = 2               # the largest tile on a CPU
@@ -123,24 +124,18 @@ def plan_dw_pw(pixels: int, xv: int, yv: int, taps: int, gpu: bool, compute_unit
     return DwPwPlan(pixels, tp, g, splits, cps, tp * xv * 16)
 
 
-class DwPwOp(LayerOp):
+class DwPwOp(InPlaceOfConv):
     """The 1x1 conv's op running `dw_pw`: the depthwise's input, weights and
     bias, the 1x1's weights and bias, then (with a folded add) the add's other
     input, and the output (the 1x1's, or the add's).  Host reads and writes
     are the unfolded 1x1 op's (`conv_op`)."""
 
     def __init__(self, conv_op, launch, args: tuple, step: str, plan: DwPwPlan):
-        super().__init__(conv_op.layer, conv_op.index)
-        self.conv_op, self.launch, self.args, self.step, self.plan = conv_op, launch, args, step, plan
+        super().__init__(conv_op)
+        self.launch, self.args, self.step, self.plan = launch, args, step, plan
 
     def enqueue(self, rec):
         rec.kernel(self.step, self.launch(*self.args))
-
-    def write_input(self, x):
-        self.conv_op.write_input(x)
-
-    def read_output(self):
-        return self.conv_op.read_output()
 
 
 class FoldedDepthwise(LayerOp):

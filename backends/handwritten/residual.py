@@ -42,15 +42,29 @@ def fusable_conv(net: Net, j: int) -> int | None:
     return i if readers == [j] else None
 
 
-class ResidualConvOp(LayerOp):
+class InPlaceOfConv(LayerOp):
+    """An op that runs in place of a conv's own (`conv_op`): the net's input
+    and output still go through that conv's buffers."""
+
+    def __init__(self, conv_op):
+        super().__init__(conv_op.layer, conv_op.index)
+        self.conv_op = conv_op
+
+    def write_input(self, x):
+        self.conv_op.write_input(x)
+
+    def read_output(self):
+        return self.conv_op.read_output()
+
+
+class ResidualConvOp(InPlaceOfConv):
     """The conv with the add in its epilogue: its input, weights and bias, then
     the add's other input and output.  `reduce`, `reduce_args`, `reduce_step`:
     a second kernel that finishes the sum and does the epilogue instead (a tiled
     conv whose sum is split)."""
 
     def __init__(self, conv_op, launch, residual, out, step: str, reduce=None, reduce_step: str = ""):
-        super().__init__(conv_op.layer, conv_op.index)
-        self.conv_op = conv_op
+        super().__init__(conv_op)
         self.launch = launch
         self.step = step
         self.reduce, self.reduce_step = reduce, reduce_step
@@ -65,12 +79,6 @@ class ResidualConvOp(LayerOp):
         rec.kernel(self.step, self.launch(*self.args))
         if self.reduce is not None:
             rec.kernel(self.reduce_step, self.reduce(*self.reduce_args))
-
-    def write_input(self, x):
-        self.conv_op.write_input(x)
-
-    def read_output(self):
-        return self.conv_op.read_output()
 
 
 class FoldedAdd(LayerOp):
