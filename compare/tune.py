@@ -140,6 +140,6 @@ def show(rt, nets, batch: int | None, as_tuner: list[str] | None = None) -> str:
             f"complete on {sum(r.complete() for r in records)} of {len(records)} problems, "
             f"verified on {sum(1 for r in records if r.verified)}\n")
     return head + tabulate(depth_rows(records), headers=["problem", "stage", "tried", "of default", "best ms",
-                                                        "verified choice (median wall ms)"],
+                                                        "verified choice (ms: median wall; Xgemm alone: least kernel event)"],
                            disable_numparse=True) + ("\n" + "\n".join(net_lines(store, nets, batch))
                                                      if as_tuner is None else "")

@@ -271,6 +271,31 @@ def test_the_kernel_alone_as_the_tuner_runs_it_computes_the_whole_product():
     assert np.allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_the_kernel_alone_is_verified_on_its_tuners_clock_and_the_routine_on_the_wall_clock():
+    backend_or_skip("clblast")
+    from backends.clblast.measure import Call
+    from backends.clblast.search import _verify_child, verify_how
+    from backends.opencl.runtime import device_index, get_runtime
+    rt = get_runtime(None)
+    alone, routine = problems.Problem(problems.XGEMM_ALONE, (128, 128, 128)), problems.gemm(16, 100, 150)
+    assert "event" in verify_how(alone) and "least" in verify_how(alone)
+    assert "wall clock" in verify_how(routine) and "median" in verify_how(routine)
+    call = Call(rt, alone)
+    assert call.check() is None and call.kernel_ms() > 0
+    with pytest.raises(ValueError, match="only the Xgemm kernel alone"):
+        Call(rt, routine).kernel_ms()
+    # the child times the database's kernel on that clock
+    timed = _verify_child({"task": "verify", "device": device_index(rt.device), "problem": alone.to_json(),
+                           "candidates": [["database", []]], "rounds": 3, "cap_s": 5}, timeout=120)
+    assert timed["database"][0] > 0 and timed["database"][1] is None
+    # a verification timed on another clock than the problem's is made again; one on its clock is not
+    stage = StageRecord("xgemm V=1", "Xgemm", "fp", 2)
+    stage.add(Tried(0, 0.1), {"MWG": 16})
+    rec = ProblemRecord(alone, ["t:x"], {stage.stage: stage},
+                        Verified("now", {stage.stage: 1}, verify_how(routine), [Candidate("database", [], 0.2)]))
+    assert rec.needs_verifying(verify_how(alone)) and not rec.needs_verifying(verify_how(routine))
+
+
 def test_as_tuner_searches_the_kernel_alone_and_refuses_layers_without_a_gemm(tmp_path):
     backend_or_skip("clblast")
     env = dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path))

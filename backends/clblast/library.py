@@ -172,13 +172,18 @@ def _check_fits(routine: str, what: str, buf, offset: int, floats: int) -> None:
                              f"but offset {offset} + {floats} floats are needed")
 
 
-def _call(routine: str, fn, args, queue) -> None:
-    # No event is asked for (NULL): steps are timed with markers around the
-    # call, as an event would cover only the routine's last kernel.
+def _call(routine: str, fn, args, queue, event: bool = False):
+    # No event is asked for (NULL) unless `event`: steps are timed with markers
+    # around the call, as an event covers only the routine's last kernel.
     queue_handle = ctypes.c_void_p(queue.int_ptr)
-    status = fn(*args, ctypes.byref(queue_handle), None)
+    handle = ctypes.c_void_p()
+    status = fn(*args, ctypes.byref(queue_handle), ctypes.byref(handle) if event else None)
     if status != 0:
         raise ClblastError(routine, status)
+    if not event:
+        return None
+    import pyopencl as cl
+    return cl.Event.from_int_ptr(handle.value, retain=False)   # ours to release: CLBlast made it for us
 
 
 def im2col(queue, channels, height, width, kernel, pad, stride, im, im_offset, col, col_offset,
@@ -214,17 +219,18 @@ def convgemm(queue, channels, height, width, kernel, pad, stride, num_kernels, b
 _COL_MAJOR, _NO, _YES = 102, 111, 112
 
 
-def gemm_as_tuned(queue, m, n, k, a, b, c) -> None:
+def gemm_as_tuned(queue, m, n, k, a, b, c, event: bool = False):
     """xGEMM in the layout the Xgemm kernel computes in (column major, A as
     is, B transposed; pyclblast offers row major only): C (m x n) = A (m x k)
     times B^T, B stored (n x k).  With sizes that are multiples of the tile,
-    the routine runs the kernel alone, as CLBlast's tuner times it."""
+    the routine runs the kernel alone, as CLBlast's tuner times it; with
+    `event`, that kernel's event (else None)."""
     lib = load_library()
     _check_fits("xGEMM", "A", a, 0, m * k)
     _check_fits("xGEMM", "B", b, 0, n * k)
     _check_fits("xGEMM", "C", c, 0, m * n)
     args = [_COL_MAJOR, _NO, _YES, m, n, k, 1.0, a.int_ptr, 0, m, b.int_ptr, 0, n, 0.0, c.int_ptr, 0, m]
-    _call("xGEMM", lib.CLBlastSgemm, args, queue)
+    return _call("xGEMM", lib.CLBlastSgemm, args, queue, event)
 
 
 def library_file() -> str | None:

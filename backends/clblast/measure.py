@@ -3,11 +3,13 @@ way the backends call it, on random data: checked against a float64
 reference, and timed.
 
 Used by the search (one configuration after another, overrides put in
-force before each) and by the verification.  Two clocks:
+force before each) and by the verification.  Three clocks:
 - `span_ms`: the device time between markers around the call on the
   in-order profiling queue: every kernel the routine launches (an indirect
   GEMM pads and transposes), without the host's enqueue cost;
-- `wall_ms`: host clock around enqueue + finish, what a pass pays.
+- `wall_ms`: host clock around enqueue + finish, what a pass pays;
+- `kernel_ms` (the Xgemm kernel alone only): its own event, start to end,
+  the clock CLBlast's tuner reports (no launch gap, unlike the markers).
 """
 from __future__ import annotations
 
@@ -120,6 +122,18 @@ class Call:
         after = cl.enqueue_marker(self.q)
         after.wait()
         return (after.profile.end - before.profile.end) * 1e-6
+
+    def kernel_ms(self) -> float:
+        """The Xgemm kernel's own device time (an XGEMM_ALONE problem runs that kernel and nothing else)."""
+        if self.problem.routine != XGEMM_ALONE:
+            raise ValueError(f"{self.problem.key}: only the Xgemm kernel alone is timed by its own event")
+        if not self.rt.profiling_ok:
+            return self.wall_ms()
+        m, n, k = self.problem.sizes
+        a, bm = self.dev
+        event = library.gemm_as_tuned(self.q, m, n, k, a.data, bm.data, self.out.data, event=True)
+        event.wait()
+        return (event.profile.end - event.profile.start) * 1e-6
 
     def wall_ms(self) -> float:
         t0 = time.perf_counter()

@@ -181,9 +181,11 @@ class ProblemRecord:
         done, total = self.depth()
         return total > 0 and done >= total
 
-    def needs_verifying(self) -> bool:
+    def needs_verifying(self, how: str | None = None) -> bool:
+        """Whether the search moved since the verification, or it was timed otherwise than `how` says now."""
         now = {name: s.done() for name, s in self.stages.items()}
-        return any(s.best for s in self.stages.values()) and (self.verified is None or self.verified.depth != now)
+        return any(s.best for s in self.stages.values()) and (
+            self.verified is None or self.verified.depth != now or (how is not None and self.verified.how != how))
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "version": VERSION, "problem": self.problem.to_json(), "key": self.problem.key,
