@@ -5,13 +5,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from backends.clblast import problems
 from backends.clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from backends.clblast.record import (Candidate, DeviceId, ProblemRecord, StageRecord, Store, Tried, Verified)
-from backends.clblast.space import STAGES, limits_from_device
+from backends.clblast.space import STAGES, DeviceLimits, limits_from_device
 from backends.clblast.tuned import Depth, Tuning
 from nets import LENET, Conv, Dense, Net, Subsample
 from conftest import backend_or_skip
@@ -300,3 +301,96 @@ def test_as_tuner_searches_the_kernel_alone_and_refuses_layers_without_a_gemm(tm
 def test_the_depth_says_how_many_problems_were_searched_at_all(depth, text):
     # a net whose problems were never searched must not read as "0% (0 of 0 configurations)"
     assert str(depth) == text
+
+
+LIMITS = DeviceLimits(65536, 1024, (1024, 1024, 64))   # a GPU's, so no test needs OpenCL to order a search
+
+
+def _order(search) -> list:
+    """The problems in the order the search takes them: each once, as its stages come."""
+    return list(dict.fromkeys(plan.problem for plan in search.plans))
+
+
+def test_the_search_goes_costliest_first_by_database_time_and_calls_then_by_flops(tmp_path):
+    from backends.clblast.search import Search, _stage_rank
+    store = Store(DEVICE, tmp_path)
+    big, mid = problems.gemm(256, 3136, 2304), problems.gemm(64, 64, 64)
+    dw = problems.convgemm(1, (1, 7, 7), 1, (3, 3), (1, 1), (1, 1))    # a depthwise conv: one call per image and group
+    untimed_big, untimed_small = problems.gemm(128, 128, 128), problems.gemv(4, 8, True)
+    for p, ms in ((big, 1.0), (dw, 0.01), (mid, 0.5)):
+        store.save(ProblemRecord(p, database_ms=ms))
+    asked = {p: ["t:x"] for p in (untimed_small, mid, big, untimed_big, dw)}
+    by_flops = Search("", store, LIMITS, asked)                      # one call each: dw costs least
+    assert _order(by_flops) == [big, mid, dw, untimed_big, untimed_small]
+    search = Search("", store, LIMITS, asked, calls={dw: 960})       # 9.6 ms a pass against big's 1.0
+    assert _order(search) == [dw, big, mid, untimed_big, untimed_small] == list(search.records)
+    assert search.cost(dw) == pytest.approx(9.6) and search.cost(untimed_big) is None
+    for p in asked:   # within a problem, the stages keep their order
+        stages = [plan.stage for plan in search.plans if plan.problem == p]
+        assert stages == sorted(stages, key=_stage_rank)
+    # a verified database time stands before the one measured for the order
+    store.save(verified_record(mid, {"database": 3.0, "Xgemm": 2.0}))
+    assert _order(Search("", store, LIMITS, asked, calls={dw: 960}))[:3] == [dw, mid, big]
+
+
+def test_measuring_costs_keeps_each_time_and_a_failed_child_leaves_the_flops_order(tmp_path, monkeypatch):
+    from backends.clblast import search as search_module
+    from backends.clblast.search import Search
+    store = Store(DEVICE, tmp_path)
+    big, dw = problems.gemm(256, 3136, 2304), problems.convgemm(1, (1, 7, 7), 1, (3, 3), (1, 1), (1, 1))
+    small = problems.gemm(8, 8, 8)
+    asked, calls = {p: ["t:x"] for p in (big, dw, small)}, {dw: 960}
+    said, requests = [], []
+
+    def child(req, timeout):   # the cross child: the database's time of each problem it got to
+        requests.append(req)
+        return [{"ready": True}, {"label": "database", "problem": big.key, "ms": 1.0, "error": None},
+                {"label": "database", "problem": dw.key, "ms": 0.01, "error": None},
+                {"label": "database", "problem": small.key, "ms": None, "error": "wrong result"}], True
+    monkeypatch.setattr(search_module, "_answers", child)
+    search = Search("", store, LIMITS, asked, progress=said.append, calls=calls)
+    search.measure_costs(10)
+    assert requests[0]["task"] == "cross" and requests[0]["candidates"] == []
+    assert _order(search) == [dw, big, small]
+    assert store.load(dw).database_ms == 0.01 and store.load(small) is None
+    assert "1 of 3 problems not timed (the child failed on them); they go last, by FLOPs" in said[-1]
+    # known times are not measured again
+    requests.clear()
+    Search("", store, LIMITS, {p: ["t:x"] for p in (big, dw)}, calls=calls).measure_costs(10)
+    assert requests == []
+
+    def dead(req, timeout):
+        return [], True
+    monkeypatch.setattr(search_module, "_answers", dead)
+    said.clear()
+    search = Search("", Store(DEVICE, tmp_path / "other"), LIMITS, asked, progress=said.append, calls=calls)
+    search.measure_costs(10)
+    assert _order(search) == [big, small, dw] and "3 of 3 problems not timed" in said[-1]
+
+
+def test_measuring_costs_on_this_device_times_the_database_of_each_problem(tmp_path):
+    backend_or_skip("clblast")
+    from backends.clblast.search import Search
+    from backends.opencl.runtime import device_index, get_runtime
+    rt = get_runtime()
+    store = Store(DeviceId.of(rt.info, "test"), tmp_path)
+    asked = {problems.gemm(4, 8, 16): ["t:x"], problems.convgemm(1, (1, 7, 7), 1, (3, 3), (1, 1), (1, 1)): ["t:y"]}
+    search = Search(device_index(rt.device), store, limits_from_device(rt.device), asked)
+    search.measure_costs(120)   # returns when the child is done
+    for p in asked:
+        assert store.load(p).database_ms > 0 and search.cost(p) == store.load(p).database_ms
+
+
+def test_old_tuning_files_load_and_the_database_time_is_the_verified_one_first():
+    files = list((Path(__file__).resolve().parent.parent / "reports").glob("*/tuning/clblast-tuning/*/*.json"))
+    records = [ProblemRecord.from_json(json.loads(f.read_text())) for f in files
+               if f.name != "device.json" and not f.name.startswith("net-")]
+    assert records, "the tuning files in reports/ are gone"
+    for rec in records:   # written before database_ms: none, and the verification's where verified
+        db = rec.verified.database() if rec.verified else None
+        assert rec.database_ms is None and rec.database_time() == (db.ms if db else None)
+    rec = ProblemRecord(problems.gemm(4, 8, 16), database_ms=0.25)
+    assert ProblemRecord.from_json(rec.to_json()).database_time() == 0.25
+    rec.verified = verified_record(rec.problem, {"database": 0.5}).verified
+    assert ProblemRecord.from_json(rec.to_json()).database_time() == 0.5
+
