@@ -19,7 +19,7 @@ from backends.clblast import problems as clblast_problems
 from backends.clblast.record import DeviceId, Store
 from backends.clblast.search import COSTS_CAP_S, COSTS_SHARE, VERIFY_SHARE, Search, SearchFailed, verify_net
 from backends.clblast.space import limits_from_device
-from backends.clblast.tuned import clblast_version
+from backends.clblast.tuned import Tuning, clblast_version
 from backends.handwritten import tiles_search
 from backends.opencl.runtime import device_index
 
@@ -122,10 +122,14 @@ def depth_rows(search: Search) -> list[list]:
 
 
 def net_lines(store: Store, nets, batch) -> list[str]:
-    """Per net: the one set per kernel chosen for all its calls, against the database, summed over its layers."""
+    """Per net: its depth (with the share of CLBlast's time its complete problems make, once known), and the one
+    set per kernel chosen for all its calls, against the database, summed over its layers."""
     out = []
+    records = {r.problem: r for r in store.all()}
     for net in nets:
         name = f"{net.name} batch {batch or net.default_batch}"
+        calls = clblast_problems.net_calls(net, batch or net.default_batch)
+        out.append(f"{name}: {Tuning(records, calls, apply=False).depth()}")
         choice = store.load_net(name)
         if choice is None:
             problems = clblast_problems.net_problems(net, batch or net.default_batch)

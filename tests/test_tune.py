@@ -110,17 +110,19 @@ def test_a_kind_of_call_is_tuned_for_the_whole_net_or_not_at_all():
     a, b, g = problems.gemm(4, 8, 16), problems.gemm(8, 8, 8), problems.gemv(4, 8, True)
     records = {a: verified_record(a, {"database": 0.3, "XgemmDirect": 0.2, "Xgemm": 0.25}),
                g: verified_record(g, {"database": 0.3, "Xgemv": 0.4})}
-    tuning = Tuning(records, [a, b, g])
+    tuning = Tuning(records, {a: 1, b: 1, g: 1})
     assert tuning.sets(a) == []           # b has no verified set: CLBlast's overrides could not be undone for it
     assert tuning.sets(g) == [("Xgemv", {"WGS1": 1})]   # the best tuned set, even where the database was faster
     records[b] = verified_record(b, {"database": 0.3, "Xgemm": 0.1})
-    tuning = Tuning(records, [a, b, g])
+    tuning = Tuning(records, {a: 1, b: 1, g: 1})
     assert dict(tuning.sets(a))["XgemmDirect"] == {"WGD": 1} and dict(tuning.sets(b))["Xgemm"] == {"MWG": 1}
     # routed direct, b has no set: no GEMM of the net is routed direct with a tuned set; indirect, both have one
     assert tuning.sets(a, "XgemmDirect") == [] and tuning.sets(b, "XgemmDirect") == []
     assert dict(tuning.sets(a, "Xgemm"))["Xgemm"] == {"MWG": 1} and tuning.sets(b, "Xgemm")
-    assert str(tuning.depth()).endswith("complete on 0 of 3 problems, verified on 3")
-    assert Tuning(None, [a]).source == "CLBlast database default"
+    # every problem's database time is known (verified): so is the share of the complete ones
+    assert str(tuning.depth()).endswith("complete on 0 of 3 problems (those of 0% of CLBlast's database time), "
+                                        "verified on 3")
+    assert Tuning(None, {a: 1}).source == "CLBlast database default"
 
 
 def test_one_set_per_kernel_for_the_net_where_it_beats_the_database_in_sum():
@@ -132,12 +134,12 @@ def test_one_set_per_kernel_for_the_net_where_it_beats_the_database_in_sum():
         "XgemmDirect": {"label": "d", "sets": direct, "ms": 1.0, "database_ms": 2.0},
         "Xgemm": {"label": "i", "sets": indirect, "ms": 1.5, "database_ms": 2.0},
         "Xgemv": {"label": "v", "sets": [["Xgemv", {"WGS1": 1}]], "ms": 3.0, "database_ms": 2.0}})
-    tuning = Tuning({}, [a, g, c], net=net, per_problem=False)
+    tuning = Tuning({}, {a: 1, g: 1, c: 1}, net=net, per_problem=False)
     assert tuning.sets(a) == [tuple(x) for x in direct]              # the route whose sum is lower
     assert tuning.sets(a, "Xgemm") == [tuple(x) for x in indirect]  # clblast-best's indirect candidate
     assert tuning.sets(g) == [] and tuning.sets(c) == []            # slower than the database, or none chosen
     assert "one set per kernel for the whole net" in tuning.source
-    assert Tuning({}, [a], net=net, per_problem=False, apply=False).sets(a) == []
+    assert Tuning({}, {a: 1}, net=net, per_problem=False, apply=False).sets(a) == []
 
 
 def _compare(*argv, env):
@@ -188,6 +190,7 @@ def test_tune_shows_its_depth_and_refuses_bad_options_in_one_line(tmp_path):
     shown = _compare("tune", "--net", "lenet", "--show", env=env)
     assert shown.returncode == 0, shown.stderr
     assert "0% of CLBlast's default search (0 of " in shown.stdout and "gemm 6x784x25 batch 100" in shown.stdout
+    assert "lenet batch 100: not tuned: none of its 10 problems searched yet" in shown.stdout
     for argv, message in [(["--budget-s", "0"], "--budget-s must be a positive number of seconds, not 0.0"),
                           (["--scope", "everything"], "--scope takes clblast, tiles (comma-separated)"),
                           (["--net", "nosuch", "--budget-s", "5"], "unknown net 'nosuch'"),
@@ -231,7 +234,8 @@ def test_a_verified_tuning_is_applied_in_the_tuned_modes_and_the_database_is_the
         assert entry["check"]["status"] == "PASS"
         source = entry["config"]["clblast_parameters"]
         assert source.startswith("tuned by `compare tune`" if entry["mode"] != "database" else "CLBlast database")
-        assert "complete on 0 of 10 problems, verified on 10" in entry["config"]["clblast_tuning_depth"]
+        assert ("complete on 0 of 10 problems (those of 0% of CLBlast's database time), verified on 10"
+                in entry["config"]["clblast_tuning_depth"])
     clblast = next(e for e in json.loads(out.read_text())["backends"] if e["name"] == "clblast")
     if clblast["mode"] != "database":
         assert clblast["config"]["clblast_parameters_in_force"]["XgemmDirect"] == first["XgemmDirect"]
@@ -297,6 +301,9 @@ def test_as_tuner_searches_the_kernel_alone_and_refuses_layers_without_a_gemm(tm
     (Depth(10, 10, 10, 9928, 9928, 10), "100% of CLBlast's default search (9,928 of 9,928 configurations), "
                                         "complete on 10 of 10 problems, verified on 10"),
     (Depth(0, 0, 0, 0, 0, 0), "no CLBlast problem"),
+    (Depth(25, 8, 7, 11334, 19239, 25, 0.834), "59% of CLBlast's default search (11,334 of 19,239 configurations), "
+                                               "complete on 8 of 25 problems (those of 83% of CLBlast's database "
+                                               "time), verified on 7"),
 ])
 def test_the_depth_says_how_many_problems_were_searched_at_all(depth, text):
     # a net whose problems were never searched must not read as "0% (0 of 0 configurations)"
@@ -394,3 +401,41 @@ def test_old_tuning_files_load_and_the_database_time_is_the_verified_one_first()
     rec.verified = verified_record(rec.problem, {"database": 0.5}).verified
     assert ProblemRecord.from_json(rec.to_json()).database_time() == 0.5
 
+
+def test_the_depth_says_which_share_of_clblasts_time_the_complete_problems_make():
+    a, b = problems.gemm(4, 8, 16), problems.gemm(8, 8, 8)
+    c = problems.convgemm(1, (1, 7, 7), 1, (3, 3), (1, 1), (1, 1))
+    records = {}
+    for p, ms, complete in ((a, 1.0, True), (b, 2.0, False), (c, 0.01, True)):
+        stage = StageRecord("s", "Xgemm", "abc", 2)
+        for i in range(2 if complete else 1):
+            stage.add(Tried(i, 1.0), {})
+        records[p] = ProblemRecord(p, [], {"s": stage}, database_ms=ms)
+    calls = {a: 1, b: 1, c: 100}                          # c: 1.0 ms a pass, as much as a
+    depth = Tuning(records, calls).depth()
+    assert depth.share == pytest.approx(0.5)
+    assert str(depth) == ("83% of CLBlast's default search (5 of 6 configurations), complete on 2 of 3 problems "
+                          "(those of 50% of CLBlast's database time), verified on 0")
+    records[b].database_ms = None                         # one time unknown: no share, the text as before
+    assert Tuning(records, calls).depth().share is None
+    assert str(Tuning(records, calls).depth()).endswith("complete on 2 of 3 problems, verified on 0")
+    # a record holding only the database's time is no search
+    records[b] = ProblemRecord(b, database_ms=2.0)
+    assert Tuning(records, calls).depth().searched == 2
+
+
+def test_show_gives_each_net_the_share_of_clblasts_time_its_complete_problems_make(tmp_path):
+    from compare.tune import net_lines
+    store = Store(DEVICE, tmp_path)
+    calls = problems.net_calls(LENET, 2)
+    heaviest = max(calls, key=lambda p: p.flops)
+    for p in calls:   # every problem timed at 1 ms a call; only the heaviest searched to the end
+        stage = StageRecord("s", "Xgemm", "abc", 1)
+        if p == heaviest:
+            stage.add(Tried(0, 1.0), {})
+        store.save(ProblemRecord(p, [], {"s": stage}, database_ms=1.0))
+    lines = net_lines(store, [LENET], 2)
+    share = 100 * calls[heaviest] / sum(calls.values())
+    assert lines[0] == (f"lenet batch 2: 100% of CLBlast's default search on the 1 of 10 problems searched (1 of 1 "
+                        f"configurations), complete on 1 of 10 problems (those of {share:.0f}% of CLBlast's database "
+                        f"time), verified on 0")
