@@ -4,8 +4,10 @@ a time budget.  The searches themselves belong to their backends
 budget, shows progress, and prints the depth reached (`--show`).
 
 Budget: the CLBlast scope gets its share for the search of every problem
-of the nets (heaviest first), less a part kept to verify what was found;
-it resumes where the last run stopped, so the depth only grows.
+of the nets, less a part kept to verify what was found; of the search's
+part, a little first times CLBlast's database on each problem not timed
+yet, so the search goes by what each problem costs a pass, the costliest
+first.  It resumes where the last run stopped, so the depth only grows.
 """
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ import time
 from tabulate import tabulate
 
 from backends.clblast import problems as clblast_problems
-from backends.clblast.record import DeviceId, ProblemRecord, Store
-from backends.clblast.search import VERIFY_SHARE, Search, SearchFailed, verify_net
+from backends.clblast.record import DeviceId, Store
+from backends.clblast.search import COSTS_CAP_S, COSTS_SHARE, VERIFY_SHARE, Search, SearchFailed, verify_net
 from backends.clblast.space import limits_from_device
-from backends.clblast.tuned import clblast_version
+from backends.clblast.tuned import Tuning, clblast_version
 from backends.handwritten import tiles_search
 from backends.opencl.runtime import device_index
 
@@ -59,6 +61,18 @@ def net_problems(nets, batch: int | None, as_tuner: list[str] | None = None) -> 
     return found
 
 
+def net_calls(nets, batch: int | None, as_tuner: list[str] | None = None) -> dict[clblast_problems.Problem, int]:
+    """How many calls of each of net_problems' problems one pass of every net makes, summed over the nets;
+    with `as_tuner`, 1 each (the kernel alone is no call of a net)."""
+    if as_tuner is not None:
+        return dict.fromkeys(net_problems(nets, batch, as_tuner), 1)
+    calls: dict[clblast_problems.Problem, int] = {}
+    for net in nets:
+        for problem, n in clblast_problems.net_calls(net, batch or net.default_batch).items():
+            calls[problem] = calls.get(problem, 0) + n
+    return calls
+
+
 def store_for(rt) -> Store:
     return Store(DeviceId.of(rt.info, clblast_version()))
 
@@ -70,48 +84,52 @@ def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_o
     from backends.clblast.library import require_library
     require_library()
     search = Search(device_index(rt.device), store_for(rt), limits_from_device(rt.device),
-                    net_problems(nets, batch, as_tuner), jobs, progress)
+                    net_problems(nets, batch, as_tuner), jobs, progress, net_calls(nets, batch, as_tuner))
     try:
         if not verify_only:
-            search.search(budget_s * (1 - VERIFY_SHARE))
+            search_end = time.monotonic() + budget_s * (1 - VERIFY_SHARE)
+            search.measure_costs(min(budget_s * (1 - VERIFY_SHARE) * COSTS_SHARE, COSTS_CAP_S))
+            search.search(max(search_end - time.monotonic(), 0.0))
         verify_s = budget_s if verify_only else budget_s * VERIFY_SHARE
         end = time.monotonic() + verify_s
         verified = search.verify(verify_s * 0.7)
         for net in nets if as_tuner is None else ():
             b = batch or net.default_batch
-            weights = {p: len(layers) for p, layers in clblast_problems.net_problems(net, b).items()}
-            verify_net(search, f"{net.name} batch {b}", weights, end - time.monotonic())
+            # weighed by the calls a pass makes: what the net pays
+            verify_net(search, f"{net.name} batch {b}", clblast_problems.net_calls(net, b), end - time.monotonic())
     except SearchFailed as exc:
         raise UserError(str(exc)) from None
     return search, verified
 
 
-def depth_rows(records: list[ProblemRecord]) -> list[list]:
-    """Per problem and stage: tried against CLBlast's default count, the best time; the verified choice."""
+def depth_rows(search: Search) -> list[list]:
+    """Per problem, in the search's order: what it costs a pass with CLBlast's database, the verified choice;
+    per stage: tried against CLBlast's default count, the best time."""
     rows = []
-    for rec in sorted(records, key=lambda r: -r.problem.flops):
+    for rec in search.records.values():
         v = rec.verified
         win, db = (v.winner(), v.database()) if v else (None, None)
+        cost = search.cost(rec.problem)
+        verified = "not yet" if win is None else (
+            f"{win.label}: {win.ms:.4f} ms" + (f" (database {db.ms:.4f})" if db and db.ms and win is not db else ""))
         for n, stage in enumerate(rec.stages.values()):
             best = stage.best_ms()
-            verified = ""
-            if n == 0:
-                if win is None:
-                    verified = "not yet"
-                else:
-                    verified = (f"{win.label}: {win.ms:.4f} ms" + (f" (database {db.ms:.4f})" if db and db.ms and
-                                                                   win is not db else ""))
-            rows.append([rec.problem.key if n == 0 else "", stage.stage, f"{stage.done()}/{stage.default_count}",
-                         f"{100 * stage.done() / max(stage.default_count, 1):.0f}%",
-                         f"{best:.4f}" if best is not None else "-", verified])
+            head = [rec.problem.key, f"{cost:.4f}" if cost is not None else "-"] if n == 0 else ["", ""]
+            rows.append(head + [stage.stage, f"{stage.done()}/{stage.default_count}",
+                                f"{100 * stage.done() / max(stage.default_count, 1):.0f}%",
+                                f"{best:.4f}" if best is not None else "-", verified if n == 0 else ""])
     return rows
 
 
 def net_lines(store: Store, nets, batch) -> list[str]:
-    """Per net: the one set per kernel chosen for all its calls, against the database, summed over its layers."""
+    """Per net: its depth (with the share of CLBlast's time its complete problems make, once known), and the one
+    set per kernel chosen for all its calls, against the database, summed over its layers."""
     out = []
+    records = {r.problem: r for r in store.all()}
     for net in nets:
         name = f"{net.name} batch {batch or net.default_batch}"
+        calls = clblast_problems.net_calls(net, batch or net.default_batch)
+        out.append(f"{name}: {Tuning(records, calls, apply=False).depth()}")
         choice = store.load_net(name)
         if choice is None:
             problems = clblast_problems.net_problems(net, batch or net.default_batch)
@@ -131,7 +149,8 @@ def net_lines(store: Store, nets, batch) -> list[str]:
 def show(rt, nets, batch: int | None, as_tuner: list[str] | None = None) -> str:
     """The depth of the tuning of the nets' problems on this device (0% where none was searched)."""
     store = store_for(rt)
-    search = Search("", store, limits_from_device(rt.device), net_problems(nets, batch, as_tuner))
+    search = Search("", store, limits_from_device(rt.device), net_problems(nets, batch, as_tuner),
+                    calls=net_calls(nets, batch, as_tuner))
     records = list(search.records.values())
     done = sum(r.depth()[0] for r in records)
     total = sum(r.depth()[1] for r in records)
@@ -139,7 +158,8 @@ def show(rt, nets, batch: int | None, as_tuner: list[str] | None = None) -> str:
             f"{100 * done / max(total, 1):.0f}% of CLBlast's default search ({done:,} of {total:,} configurations), "
             f"complete on {sum(r.complete() for r in records)} of {len(records)} problems, "
             f"verified on {sum(1 for r in records if r.verified)}\n")
-    return head + tabulate(depth_rows(records), headers=["problem", "stage", "tried", "of default", "best ms",
-                                                        "verified choice (ms: median wall; Xgemm alone: least kernel event)"],
+    return head + tabulate(depth_rows(search), headers=["problem", "database ms per pass", "stage", "tried",
+                                                       "of default", "best ms",
+                                                       "verified choice (ms: median wall; Xgemm alone: least kernel event)"],
                            disable_numparse=True) + ("\n" + "\n".join(net_lines(store, nets, batch))
                                                      if as_tuner is None else "")

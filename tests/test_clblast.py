@@ -315,12 +315,12 @@ def test_clblast_best_routes_each_gemm_with_the_set_tuned_for_that_kernel():
     from test_tune import verified_record
     p = problems.gemm(6, 784, 25, 2)
     rec = verified_record(p, {"database": 0.3, "XgemmDirect": 0.2, "Xgemm": 0.25})
-    net = type("Fake", (), {"tuning": Tuning({p: rec}, [p])})()
+    net = type("Fake", (), {"tuning": Tuning({p: rec}, {p: 1})})()
     direct = dict(ClblastBestNet._sets(net, p, "XgemmDirect", ALWAYS_DIRECT))
     indirect = dict(ClblastBestNet._sets(net, p, "Xgemm", ALWAYS_INDIRECT))
     assert direct == {"XgemmDirect": {"WGD": 1}, "GemmRoutine": ALWAYS_DIRECT}
     assert indirect == {"Xgemm": {"MWG": 1}, "GemmRoutine": ALWAYS_INDIRECT}
-    database = type("Fake", (), {"tuning": Tuning(None, [p])})()
+    database = type("Fake", (), {"tuning": Tuning(None, {p: 1})})()
     assert ClblastBestNet._sets(database, p, "Xgemm", ALWAYS_INDIRECT) == [("GemmRoutine", ALWAYS_INDIRECT)]
 
 

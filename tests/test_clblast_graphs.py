@@ -144,7 +144,65 @@ def test_the_graph_nets_pose_their_grouped_gemms_and_pooling_gemv():
         "gemm 3x35x18", "convgemm 2x9x7 k3x3 p0x0 s1x1 out 3 batch 1"}
 
 
-def test_the_chains_problem_keys_are_those_of_the_tuning_files_in_reports():
+def test_a_depthwise_convgemm_is_called_once_per_image_and_group_a_pass():
+    calls, posed = problems.net_calls(MOBILENET_V2, 2), problems.net_problems(MOBILENET_V2, 2)
+    keyed = {p.key: n for p, n in calls.items()}
+    # bottleneck2_1's depthwise, 96 groups: its GEMMs are one batched call, its xCONVGEMM 2 x 96 calls
+    assert keyed["gemm 1x3136x9 batch 192"] == 1
+    assert keyed["convgemm 1x112x112 k3x3 p1x1 s2x2 out 1 batch 1"] == 2 * 96
+    assert keyed["gemm 24x3136x96 batch 2"] == 1 and keyed["convgemm 96x56x56 k1x1 p0x0 s1x1 out 24 batch 2"] == 1
+    assert list(calls) == list(posed)
+    # summed over the layers posing each problem: a grouped conv's xCONVGEMM counts batch x groups
+    layers = {layer.name: layer for layer in MOBILENET_V2.layers}
+    for p, n in calls.items():
+        groups = [getattr(layers[name], "groups", 1) if p.routine == problems.CONVGEMM else 1 for name in posed[p]]
+        assert n == sum(1 if g == 1 else 2 * g for g in groups), p.key
+
+
+@pytest.mark.parametrize("name", ["clblast", "clblast-convgemm"])
+def test_the_calls_counted_per_problem_are_those_a_pass_makes(name, monkeypatch):
+    """One pass of GRAPH (a depthwise conv among others) at batch 2, every CLBlast routine call caught
+    and named by its problem: as many of each as net_calls says."""
+    backend_or_skip(name)
+    from backends.clblast import library
+    batch, made = 2, {}
+    weights = init_weights(GRAPH, 5)
+    prepared = in_process(name).prepare(GRAPH, weights, batch)
+
+    def catch(routine, problem_of):
+        owner = library if routine == "convgemm" else library.pyclblast   # the backends look both up per call
+        real = getattr(owner, routine)
+
+        def caught(*args, **kwargs):
+            p = problem_of(*args, **kwargs)
+            made[p] = made.get(p, 0) + 1
+            return real(*args, **kwargs)
+        monkeypatch.setattr(owner, routine, caught)
+    catch("gemm", lambda q, m, n, k, *_, **__: problems.gemm(m, n, k))
+    catch("gemmBatched", lambda q, m, n, k, a, b, c, alphas, *_, **__: problems.gemm(m, n, k, len(alphas)))
+    catch("gemv", lambda q, m, n, *_, a_transp=False, **__: problems.gemv(n, m, True) if a_transp
+          else problems.gemv(m, n, False))
+    catch("convgemm", lambda q, channels, height, width, kernel, pad, stride, num_kernels, batch, **_:
+          problems.convgemm(batch, (channels, height, width), num_kernels, kernel, pad, stride))
+    try:
+        prepared.load_input(random_input(GRAPH, batch, 1))
+        prepared.run()
+    finally:
+        prepared.close()
+    # each backend makes one composition's calls: the convs' GEMMs, or their xCONVGEMMs
+    unused = problems.GEMM if name == "clblast-convgemm" else problems.CONVGEMM
+    convs = [i for i, layer in enumerate(GRAPH.layers) if layer.kind == "conv"]
+    skip = {p for i in convs for p in problems.layer_problems(GRAPH, batch, i) if p.routine == unused}
+    want = {p: n for p, n in problems.net_calls(GRAPH, batch).items() if p not in skip}
+    assert made == want
+    gemm, convgemm = problems.layer_problems(GRAPH, batch, 1)   # dw: 8 groups
+    if name == "clblast-convgemm":
+        assert made[convgemm] == batch * 8
+    else:
+        assert made[gemm] == 1
+
+
+def test_the_nets_problem_keys_are_those_of_the_tuning_files_in_reports():
     folders = list(REPORTS.glob("*/tuning/clblast-tuning/*"))
     assert folders, "the tuning files in reports/ are gone"
     for folder in folders:
@@ -154,7 +212,8 @@ def test_the_chains_problem_keys_are_those_of_the_tuning_files_in_reports():
             if "problem" in data:   # a problem's record: its stored key is the one computed today
                 assert problems.Problem.from_json(data["problem"]).key == data["key"], f
                 keys.add(data["key"])
-        posed = {p.key for net, batch in ((VGG16, 1), (LENET, 100)) for p in problems.net_problems(net, batch)}
+        posed = {p.key for net, batch in ((VGG16, 1), (LENET, 100), (RESNET18, 1), (MOBILENET_V2, 1))
+                 for p in problems.net_problems(net, batch)}
         # and `compare tune --as-tuner`'s: VGG-16's batch-1 GEMMs as CLBlast's xgemm tuner runs them
         posed |= {problems.xgemm_alone(p).key for p in problems.net_problems(VGG16, 1)
                   if p.routine == problems.GEMM and p.sizes[3] == 1}

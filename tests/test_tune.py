@@ -5,13 +5,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from backends.clblast import problems
 from backends.clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from backends.clblast.record import (Candidate, DeviceId, ProblemRecord, StageRecord, Store, Tried, Verified)
-from backends.clblast.space import STAGES, limits_from_device
+from backends.clblast.space import STAGES, DeviceLimits, limits_from_device
 from backends.clblast.tuned import Depth, Tuning
 from nets import LENET, Conv, Dense, Net, Subsample
 from conftest import backend_or_skip
@@ -109,17 +110,19 @@ def test_a_kind_of_call_is_tuned_for_the_whole_net_or_not_at_all():
     a, b, g = problems.gemm(4, 8, 16), problems.gemm(8, 8, 8), problems.gemv(4, 8, True)
     records = {a: verified_record(a, {"database": 0.3, "XgemmDirect": 0.2, "Xgemm": 0.25}),
                g: verified_record(g, {"database": 0.3, "Xgemv": 0.4})}
-    tuning = Tuning(records, [a, b, g])
+    tuning = Tuning(records, {a: 1, b: 1, g: 1})
     assert tuning.sets(a) == []           # b has no verified set: CLBlast's overrides could not be undone for it
     assert tuning.sets(g) == [("Xgemv", {"WGS1": 1})]   # the best tuned set, even where the database was faster
     records[b] = verified_record(b, {"database": 0.3, "Xgemm": 0.1})
-    tuning = Tuning(records, [a, b, g])
+    tuning = Tuning(records, {a: 1, b: 1, g: 1})
     assert dict(tuning.sets(a))["XgemmDirect"] == {"WGD": 1} and dict(tuning.sets(b))["Xgemm"] == {"MWG": 1}
     # routed direct, b has no set: no GEMM of the net is routed direct with a tuned set; indirect, both have one
     assert tuning.sets(a, "XgemmDirect") == [] and tuning.sets(b, "XgemmDirect") == []
     assert dict(tuning.sets(a, "Xgemm"))["Xgemm"] == {"MWG": 1} and tuning.sets(b, "Xgemm")
-    assert str(tuning.depth()).endswith("complete on 0 of 3 problems, verified on 3")
-    assert Tuning(None, [a]).source == "CLBlast database default"
+    # every problem's database time is known (verified): so is the share of the complete ones
+    assert str(tuning.depth()).endswith("complete on 0 of 3 problems (those of 0% of CLBlast's database time), "
+                                        "verified on 3")
+    assert Tuning(None, {a: 1}).source == "CLBlast database default"
 
 
 def test_one_set_per_kernel_for_the_net_where_it_beats_the_database_in_sum():
@@ -131,12 +134,12 @@ def test_one_set_per_kernel_for_the_net_where_it_beats_the_database_in_sum():
         "XgemmDirect": {"label": "d", "sets": direct, "ms": 1.0, "database_ms": 2.0},
         "Xgemm": {"label": "i", "sets": indirect, "ms": 1.5, "database_ms": 2.0},
         "Xgemv": {"label": "v", "sets": [["Xgemv", {"WGS1": 1}]], "ms": 3.0, "database_ms": 2.0}})
-    tuning = Tuning({}, [a, g, c], net=net, per_problem=False)
+    tuning = Tuning({}, {a: 1, g: 1, c: 1}, net=net, per_problem=False)
     assert tuning.sets(a) == [tuple(x) for x in direct]              # the route whose sum is lower
     assert tuning.sets(a, "Xgemm") == [tuple(x) for x in indirect]  # clblast-best's indirect candidate
     assert tuning.sets(g) == [] and tuning.sets(c) == []            # slower than the database, or none chosen
     assert "one set per kernel for the whole net" in tuning.source
-    assert Tuning({}, [a], net=net, per_problem=False, apply=False).sets(a) == []
+    assert Tuning({}, {a: 1}, net=net, per_problem=False, apply=False).sets(a) == []
 
 
 def _compare(*argv, env):
@@ -187,6 +190,7 @@ def test_tune_shows_its_depth_and_refuses_bad_options_in_one_line(tmp_path):
     shown = _compare("tune", "--net", "lenet", "--show", env=env)
     assert shown.returncode == 0, shown.stderr
     assert "0% of CLBlast's default search (0 of " in shown.stdout and "gemm 6x784x25 batch 100" in shown.stdout
+    assert "lenet batch 100: not tuned: none of its 10 problems searched yet" in shown.stdout
     for argv, message in [(["--budget-s", "0"], "--budget-s must be a positive number of seconds, not 0.0"),
                           (["--scope", "everything"], "--scope takes clblast, tiles (comma-separated)"),
                           (["--net", "nosuch", "--budget-s", "5"], "unknown net 'nosuch'"),
@@ -230,7 +234,8 @@ def test_a_verified_tuning_is_applied_in_the_tuned_modes_and_the_database_is_the
         assert entry["check"]["status"] == "PASS"
         source = entry["config"]["clblast_parameters"]
         assert source.startswith("tuned by `compare tune`" if entry["mode"] != "database" else "CLBlast database")
-        assert "complete on 0 of 10 problems, verified on 10" in entry["config"]["clblast_tuning_depth"]
+        assert ("complete on 0 of 10 problems (those of 0% of CLBlast's database time), verified on 10"
+                in entry["config"]["clblast_tuning_depth"])
     clblast = next(e for e in json.loads(out.read_text())["backends"] if e["name"] == "clblast")
     if clblast["mode"] != "database":
         assert clblast["config"]["clblast_parameters_in_force"]["XgemmDirect"] == first["XgemmDirect"]
@@ -321,7 +326,141 @@ def test_as_tuner_searches_the_kernel_alone_and_refuses_layers_without_a_gemm(tm
     (Depth(10, 10, 10, 9928, 9928, 10), "100% of CLBlast's default search (9,928 of 9,928 configurations), "
                                         "complete on 10 of 10 problems, verified on 10"),
     (Depth(0, 0, 0, 0, 0, 0), "no CLBlast problem"),
+    (Depth(25, 8, 7, 11334, 19239, 25, 0.834), "59% of CLBlast's default search (11,334 of 19,239 configurations), "
+                                               "complete on 8 of 25 problems (those of 83% of CLBlast's database "
+                                               "time), verified on 7"),
 ])
 def test_the_depth_says_how_many_problems_were_searched_at_all(depth, text):
     # a net whose problems were never searched must not read as "0% (0 of 0 configurations)"
     assert str(depth) == text
+
+
+LIMITS = DeviceLimits(65536, 1024, (1024, 1024, 64))   # a GPU's, so no test needs OpenCL to order a search
+
+
+def _order(search) -> list:
+    """The problems in the order the search takes them: each once, as its stages come."""
+    return list(dict.fromkeys(plan.problem for plan in search.plans))
+
+
+def test_the_search_goes_costliest_first_by_database_time_and_calls_then_by_flops(tmp_path):
+    from backends.clblast.search import Search, _stage_rank
+    store = Store(DEVICE, tmp_path)
+    big, mid = problems.gemm(256, 3136, 2304), problems.gemm(64, 64, 64)
+    dw = problems.convgemm(1, (1, 7, 7), 1, (3, 3), (1, 1), (1, 1))    # a depthwise conv: one call per image and group
+    untimed_big, untimed_small = problems.gemm(128, 128, 128), problems.gemv(4, 8, True)
+    for p, ms in ((big, 1.0), (dw, 0.01), (mid, 0.5)):
+        store.save(ProblemRecord(p, database_ms=ms))
+    asked = {p: ["t:x"] for p in (untimed_small, mid, big, untimed_big, dw)}
+    by_flops = Search("", store, LIMITS, asked)                      # one call each: dw costs least
+    assert _order(by_flops) == [big, mid, dw, untimed_big, untimed_small]
+    search = Search("", store, LIMITS, asked, calls={dw: 960})       # 9.6 ms a pass against big's 1.0
+    assert _order(search) == [dw, big, mid, untimed_big, untimed_small] == list(search.records)
+    assert search.cost(dw) == pytest.approx(9.6) and search.cost(untimed_big) is None
+    for p in asked:   # within a problem, the stages keep their order
+        stages = [plan.stage for plan in search.plans if plan.problem == p]
+        assert stages == sorted(stages, key=_stage_rank)
+    # a verified database time stands before the one measured for the order
+    store.save(verified_record(mid, {"database": 3.0, "Xgemm": 2.0}))
+    assert _order(Search("", store, LIMITS, asked, calls={dw: 960}))[:3] == [dw, mid, big]
+
+
+def test_measuring_costs_keeps_each_time_and_a_failed_child_leaves_the_flops_order(tmp_path, monkeypatch):
+    from backends.clblast import search as search_module
+    from backends.clblast.search import Search
+    store = Store(DEVICE, tmp_path)
+    big, dw = problems.gemm(256, 3136, 2304), problems.convgemm(1, (1, 7, 7), 1, (3, 3), (1, 1), (1, 1))
+    small = problems.gemm(8, 8, 8)
+    asked, calls = {p: ["t:x"] for p in (big, dw, small)}, {dw: 960}
+    said, requests = [], []
+
+    def child(req, timeout):   # the cross child: the database's time of each problem it got to
+        requests.append(req)
+        return [{"ready": True}, {"label": "database", "problem": big.key, "ms": 1.0, "error": None},
+                {"label": "database", "problem": dw.key, "ms": 0.01, "error": None},
+                {"label": "database", "problem": small.key, "ms": None, "error": "wrong result"}], True
+    monkeypatch.setattr(search_module, "_answers", child)
+    search = Search("", store, LIMITS, asked, progress=said.append, calls=calls)
+    search.measure_costs(10)
+    assert requests[0]["task"] == "cross" and requests[0]["candidates"] == []
+    assert _order(search) == [dw, big, small]
+    assert store.load(dw).database_ms == 0.01 and store.load(small) is None
+    assert "1 of 3 problems not timed (the child failed on them); they go last, by FLOPs" in said[-1]
+    # known times are not measured again
+    requests.clear()
+    Search("", store, LIMITS, {p: ["t:x"] for p in (big, dw)}, calls=calls).measure_costs(10)
+    assert requests == []
+
+    def dead(req, timeout):
+        return [], True
+    monkeypatch.setattr(search_module, "_answers", dead)
+    said.clear()
+    search = Search("", Store(DEVICE, tmp_path / "other"), LIMITS, asked, progress=said.append, calls=calls)
+    search.measure_costs(10)
+    assert _order(search) == [big, small, dw] and "3 of 3 problems not timed" in said[-1]
+
+
+def test_measuring_costs_on_this_device_times_the_database_of_each_problem(tmp_path):
+    backend_or_skip("clblast")
+    from backends.clblast.search import Search
+    from backends.opencl.runtime import device_index, get_runtime
+    rt = get_runtime()
+    store = Store(DeviceId.of(rt.info, "test"), tmp_path)
+    asked = {problems.gemm(4, 8, 16): ["t:x"], problems.convgemm(1, (1, 7, 7), 1, (3, 3), (1, 1), (1, 1)): ["t:y"]}
+    search = Search(device_index(rt.device), store, limits_from_device(rt.device), asked)
+    search.measure_costs(120)   # returns when the child is done
+    for p in asked:
+        assert store.load(p).database_ms > 0 and search.cost(p) == store.load(p).database_ms
+
+
+def test_old_tuning_files_load_and_the_database_time_is_the_verified_one_first():
+    files = list((Path(__file__).resolve().parent.parent / "reports").glob("*/tuning/clblast-tuning/*/*.json"))
+    records = [ProblemRecord.from_json(json.loads(f.read_text())) for f in files
+               if f.name != "device.json" and not f.name.startswith("net-")]
+    assert records, "the tuning files in reports/ are gone"
+    for rec in records:   # written before database_ms: none, and the verification's where verified
+        db = rec.verified.database() if rec.verified else None
+        assert rec.database_ms is None and rec.database_time() == (db.ms if db else None)
+    rec = ProblemRecord(problems.gemm(4, 8, 16), database_ms=0.25)
+    assert ProblemRecord.from_json(rec.to_json()).database_time() == 0.25
+    rec.verified = verified_record(rec.problem, {"database": 0.5}).verified
+    assert ProblemRecord.from_json(rec.to_json()).database_time() == 0.5
+
+
+def test_the_depth_says_which_share_of_clblasts_time_the_complete_problems_make():
+    a, b = problems.gemm(4, 8, 16), problems.gemm(8, 8, 8)
+    c = problems.convgemm(1, (1, 7, 7), 1, (3, 3), (1, 1), (1, 1))
+    records = {}
+    for p, ms, complete in ((a, 1.0, True), (b, 2.0, False), (c, 0.01, True)):
+        stage = StageRecord("s", "Xgemm", "abc", 2)
+        for i in range(2 if complete else 1):
+            stage.add(Tried(i, 1.0), {})
+        records[p] = ProblemRecord(p, [], {"s": stage}, database_ms=ms)
+    calls = {a: 1, b: 1, c: 100}                          # c: 1.0 ms a pass, as much as a
+    depth = Tuning(records, calls).depth()
+    assert depth.share == pytest.approx(0.5)
+    assert str(depth) == ("83% of CLBlast's default search (5 of 6 configurations), complete on 2 of 3 problems "
+                          "(those of 50% of CLBlast's database time), verified on 0")
+    records[b].database_ms = None                         # one time unknown: no share, the text as before
+    assert Tuning(records, calls).depth().share is None
+    assert str(Tuning(records, calls).depth()).endswith("complete on 2 of 3 problems, verified on 0")
+    # a record holding only the database's time is no search
+    records[b] = ProblemRecord(b, database_ms=2.0)
+    assert Tuning(records, calls).depth().searched == 2
+
+
+def test_show_gives_each_net_the_share_of_clblasts_time_its_complete_problems_make(tmp_path):
+    from compare.tune import net_lines
+    store = Store(DEVICE, tmp_path)
+    calls = problems.net_calls(LENET, 2)
+    heaviest = max(calls, key=lambda p: p.flops)
+    for p in calls:   # every problem timed at 1 ms a call; only the heaviest searched to the end
+        stage = StageRecord("s", "Xgemm", "abc", 1)
+        if p == heaviest:
+            stage.add(Tried(0, 1.0), {})
+        store.save(ProblemRecord(p, [], {"s": stage}, database_ms=1.0))
+    lines = net_lines(store, [LENET], 2)
+    share = 100 * calls[heaviest] / sum(calls.values())
+    assert lines[0] == (f"lenet batch 2: 100% of CLBlast's default search on the 1 of 10 problems searched (1 of 1 "
+                        f"configurations), complete on 1 of 10 problems (those of {share:.0f}% of CLBlast's database "
+                        f"time), verified on 0")

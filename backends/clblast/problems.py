@@ -125,6 +125,11 @@ def plan_convgemm(plan) -> Problem:
     return convgemm(batch, shape, plan.kg, plan.kernel, plan.pad, plan.stride)
 
 
+def plan_convgemm_calls(plan) -> int:
+    """How many xCONVGEMM calls the conv makes per pass: one, or one per image and group."""
+    return 1 if plan.groups == 1 else plan.gemms
+
+
 def pooling_gemv(batch: int, in_shape) -> Problem:
     """A global average pool as xGEMV: the (N*C x H*W) input times a ones vector."""
     c, h, w = in_shape
@@ -142,22 +147,29 @@ def _features(shape) -> int:
     return d
 
 
-def layer_problems(net, batch: int, i: int) -> list[Problem]:
-    """Every call the CLBlast backends may make for layer i (each composition)."""
+def layer_calls(net, batch: int, i: int) -> list[tuple[Problem, int]]:
+    """Every call the CLBlast backends may make for layer i (each composition), with how many times one
+    pass makes it: once (a grouped conv's GEMMs are one batched call), but a grouped conv's xCONVGEMM
+    once per image and group."""
     layer, src, dst = net.layers[i], net.in_shape(i), net.out_shape(i)
     if layer.kind == "conv":
         plan = ConvPlan.of(batch, src, dst, layer.kernel, layer.stride, layer.padding, layer.groups)
-        return [plan_gemm(plan), plan_convgemm(plan)]
+        return [(plan_gemm(plan), 1), (plan_convgemm(plan), plan_convgemm_calls(plan))]
     if layer.kind == "global_avgpool":
-        return [pooling_gemv(batch, src)]
+        return [(pooling_gemv(batch, src), 1)]
     if layer.kind == "subsample":   # the study's sparse convolution, C channels in and out
-        return [conv_gemm(batch, src, dst, layer.kernel),
-                convgemm(batch, src, src[0], layer.kernel, (0, 0), layer.stride)]
+        return [(conv_gemm(batch, src, dst, layer.kernel), 1),
+                (convgemm(batch, src, src[0], layer.kernel, (0, 0), layer.stride), 1)]
     if layer.kind == "dense" and batch == 1:
-        return [gemv(dst[0], _features(src), True), gemv(dst[0], _features(src), False)]
+        return [(gemv(dst[0], _features(src), True), 1), (gemv(dst[0], _features(src), False), 1)]
     if layer.kind == "dense":
-        return [dense_gemm(batch, _features(src), dst[0])]
+        return [(dense_gemm(batch, _features(src), dst[0]), 1)]
     return []
+
+
+def layer_problems(net, batch: int, i: int) -> list[Problem]:
+    """Every call the CLBlast backends may make for layer i (each composition)."""
+    return [p for p, _ in layer_calls(net, batch, i)]
 
 
 def net_problems(net, batch: int) -> dict[Problem, list[str]]:
@@ -167,3 +179,13 @@ def net_problems(net, batch: int) -> dict[Problem, list[str]]:
         for p in layer_problems(net, batch, i):
             found.setdefault(p, []).append(layer.name)
     return found
+
+
+def net_calls(net, batch: int) -> dict[Problem, int]:
+    """How many calls of each of the net's problems one forward pass makes (what the net pays for it),
+    summed over the layers posing it, in layer order."""
+    calls: dict[Problem, int] = {}
+    for i in range(len(net.layers)):
+        for p, n in layer_calls(net, batch, i):
+            calls[p] = calls.get(p, 0) + n
+    return calls

@@ -172,6 +172,12 @@ class ProblemRecord:
     layers: list[str] = field(default_factory=list)     # 'net:layer' that pose it (as last tuned)
     stages: dict[str, StageRecord] = field(default_factory=dict)
     verified: Verified | None = None
+    database_ms: float | None = None   # median wall ms of one call with CLBlast's database, where timed
+
+    def database_time(self) -> float | None:
+        """What one call costs with CLBlast's database (ms): as verified, else as timed for the search's order."""
+        db = self.verified.database() if self.verified else None
+        return db.ms if db is not None and db.ms is not None else self.database_ms
 
     def depth(self) -> tuple[int, int]:
         """(configurations tried, CLBlast's default count), over every stage of its tuners."""
@@ -190,7 +196,7 @@ class ProblemRecord:
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "version": VERSION, "problem": self.problem.to_json(), "key": self.problem.key,
                 "layers": self.layers, "stages": [s.to_json() for s in self.stages.values()],
-                "verified": self.verified.to_json() if self.verified else None}
+                "verified": self.verified.to_json() if self.verified else None, "database_ms": self.database_ms}
 
     @classmethod
     def from_json(cls, d: dict) -> "ProblemRecord":
@@ -198,7 +204,8 @@ class ProblemRecord:
             raise ValueError(f"not a version {VERSION} {SCHEMA} file")
         stages = [StageRecord.from_json(s) for s in d["stages"]]
         return cls(Problem.from_json(d["problem"]), list(d.get("layers", [])), {s.stage: s for s in stages},
-                   Verified.from_json(d["verified"]) if d.get("verified") else None)
+                   Verified.from_json(d["verified"]) if d.get("verified") else None,
+                   None if d.get("database_ms") is None else float(d["database_ms"]))   # absent in older files
 
 
 @dataclass

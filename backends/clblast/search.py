@@ -11,9 +11,13 @@ database.
 Resumable: every configuration's result is kept (record.py) as it comes,
 by its place in the stage's fixed search order, so a run stopped by its
 budget, an interrupt or a crash continues with the next configuration.
-Problems are searched heaviest first (their FLOPs), several children side
-by side (`jobs`: compiling dominates, and it is host work); a child's
-times are then noisier, which the verification, run alone, corrects.
+Problems are searched costliest first: by what each costs one pass with
+CLBlast's database (one call's time, `measure_costs`, times the calls a
+pass makes), since FLOPs mislead (a depthwise conv is little in FLOPs but
+hundreds of xCONVGEMM calls); those not timed go after, by their FLOPs.
+Several children side by side (`jobs`: compiling dominates, and it is
+host work); a child's times are then noisier, which the verification,
+run alone, corrects.
 """
 from __future__ import annotations
 
@@ -38,6 +42,8 @@ from .space import STAGES, DeviceLimits
 CHUNK = 64              # configurations per child at most: a fresh process bounds what CLBlast caches
 QUIET_S = 180.0         # a child silent this long (one configuration) is stopped: a hung build or kernel
 VERIFY_SHARE = 0.2      # of the budget, kept for the verification
+COSTS_SHARE = 0.1       # of the search's budget at most, to time each problem with CLBlast's database ...
+COSTS_CAP_S = 60.0      # ... and at most this long
 VERIFY_CAP_S = 6.0      # timed rounds per problem at most this long ...
 VERIFY_ROUNDS = 15      # ... and at most this many
 TOP = 3                 # best configurations of each kernel re-timed
@@ -71,11 +77,14 @@ class _Child:
 
 class Search:
     def __init__(self, device_index: str, store: Store, limits: DeviceLimits, problems: dict[Problem, list[str]],
-                 jobs: int = 1, progress=lambda s: None):
+                 jobs: int = 1, progress=lambda s: None, calls: dict[Problem, int] | None = None):
+        """`problems`: each with the 'net:layer' names posing it; `calls`: how many calls of it a pass
+        makes (1 where not given), which weighs its time in the order of the search."""
         self.device_index, self.store, self.jobs, self.progress = device_index, store, max(1, jobs), progress
+        self.calls = {p: (calls or {}).get(p, 1) for p in problems}
         self.records: dict[Problem, ProblemRecord] = {}
         self.plans: list[_Plan] = []
-        for problem in sorted(problems, key=lambda p: -p.flops):
+        for problem in problems:
             rec = store.load(problem) or ProblemRecord(problem)
             rec.layers = sorted(set(rec.layers) | set(problems[problem]))
             stages = [s for tuner in problem.tuners for s in STAGES[tuner]]
@@ -87,10 +96,52 @@ class Search:
                     rec.stages[stage.name] = StageRecord(stage.name, stage.kernel, fp, len(order))
                 self.plans.append(_Plan(problem, stage, order, rec.stages[stage.name]))
             self.records[problem] = rec
+        self._order()
         self.children: list[_Child] = []
         self.lines: queue.Queue = queue.Queue()
         self.dirty: set[Problem] = set()
         self.tried_now = 0
+
+    # -- the order: costliest first
+    def cost(self, problem: Problem) -> float | None:
+        """What the problem costs one pass with CLBlast's database (ms), or None where not timed."""
+        ms = self.records[problem].database_time()
+        return None if ms is None else ms * self.calls[problem]
+
+    def _order(self) -> None:
+        """Records and plans by cost, the costliest first, then the problems not timed by FLOPs; a problem's
+        stages keep their order (the sort is stable)."""
+        def rank(p: Problem) -> tuple:
+            cost = self.cost(p)
+            return (0, -cost) if cost is not None else (1, -p.flops)
+        order = sorted(self.records, key=rank)
+        place = {p: n for n, p in enumerate(order)}
+        self.records = {p: self.records[p] for p in order}
+        self.plans.sort(key=lambda plan: place[plan.problem])
+
+    def measure_costs(self, seconds: float) -> None:
+        """Time CLBlast's database on the problems with no known time (one child, alone, within `seconds`),
+        keep each in its record, and order the search by cost.  A failure only leaves problems untimed."""
+        todo = [p for p, rec in self.records.items() if rec.database_time() is None]
+        if len(self.records) > 1 and todo and seconds > 0:   # one problem needs no order
+            self.progress(f"costs: CLBlast's database timed on {len(todo)} problems, to search the costliest first")
+            req = {"task": "cross", "device": self.device_index, "problems": [p.to_json() for p in todo],
+                   "candidates": [], "rounds": CROSS_ROUNDS, "cap_s": max(0.05, min(1.0, seconds / (4 * len(todo))))}
+            try:
+                answers, finished = _answers(req, seconds)
+                why = "the child failed on them" if finished else f"out of the {seconds:.3g} s"
+            except OSError as exc:
+                answers, why = [], f"the child did not start: {exc}"
+            keyed = {p.key: p for p in todo}
+            for got in answers:
+                p = keyed.get(str(got.get("problem")))
+                if p is not None and got.get("label") == "database" and got.get("ms") is not None:
+                    self.records[p].database_ms = round(float(got["ms"]), 5)
+                    self.store.save(self.records[p])
+            left = sum(1 for p in todo if self.records[p].database_ms is None)
+            if left:
+                self.progress(f"costs: {left} of {len(todo)} problems not timed ({why}); they go last, by FLOPs")
+        self._order()
 
     # -- the search
     def _next_chunk(self) -> tuple[_Plan, list[int]] | None:
@@ -226,7 +277,7 @@ class Search:
         return _distinct(out)
 
     def verify(self, seconds: float) -> list[Problem]:
-        """Re-time the candidates of each problem whose search moved since it was last verified, heaviest
+        """Re-time the candidates of each problem whose search moved since it was last verified, costliest
         first, alone, until `seconds` are spent; the problems verified."""
         end = time.monotonic() + seconds
         done = []
@@ -281,7 +332,7 @@ CROSS_ROUNDS = 5
 
 def verify_net(search: "Search", net: str, weights: dict, seconds: float) -> NetChoice | None:
     """One set per kernel family for the whole net `net` ('vgg16 batch 1'): every problem's verified
-    tuned sets timed on every problem of the family, alone; `weights`: problem -> layers posing it.
+    tuned sets timed on every problem of the family, alone; `weights`: problem -> its calls per pass.
     None when a problem has no verification yet or the time ran out."""
     end = time.monotonic() + seconds
     store = search.store

@@ -48,6 +48,8 @@ class Depth:
     tried: int             # configurations tried, over all
     default: int           # CLBlast's default count, over the problems searched
     searched: int | None = None   # problems with any search (None: all of them)
+    share: float | None = None    # of the net's time with CLBlast's database, the part in problems complete
+                                  # (None: not every problem's time is known)
 
     def __str__(self) -> str:
         if not self.problems:
@@ -57,8 +59,10 @@ class Depth:
             return f"not tuned: none of its {self.problems} problems searched yet"
         pct = 100.0 * self.tried / max(self.default, 1)
         where = "" if searched == self.problems else f" on the {searched} of {self.problems} problems searched"
+        # FLOPs mislead: the share of CLBlast's time says how much of the net's figure the complete ones stand for
+        those = "" if self.share is None else f" (those of {100 * self.share:.0f}% of CLBlast's database time)"
         return (f"{pct:.0f}% of CLBlast's default search{where} ({self.tried:,} of {self.default:,} configurations), "
-                f"complete on {self.complete} of {self.problems} problems, verified on {self.verified}")
+                f"complete on {self.complete} of {self.problems} problems{those}, verified on {self.verified}")
 
 
 def clblast_version() -> str:
@@ -70,20 +74,23 @@ def clblast_version() -> str:
 class Tuning:
     """The verified sets of one device's problems, as one backend of one net uses them."""
 
-    def __init__(self, records: dict[Problem, ProblemRecord] | None, problems=(), apply: bool = True,
-                 net: NetChoice | None = None, per_problem: bool = True):
+    def __init__(self, records: dict[Problem, ProblemRecord] | None, calls: dict[Problem, int] | None = None,
+                 apply: bool = True, net: NetChoice | None = None, per_problem: bool = True):
+        """`calls`: the net's problems, each with the calls one pass makes of it (problems.net_calls)."""
         self.records = records or {}
-        self.problems = list(problems)
+        self.calls = dict(calls or {})
+        self.problems = list(self.calls)
         self.apply = apply              # False: CLBlast's database runs, the tuning is only reported
         self.net = net                  # the one set per kernel chosen for this net
         self.per_problem = per_problem  # each problem's own set rather than the net's
         self._group: dict[tuple, bool] = {}
 
     @classmethod
-    def for_net(cls, info: dict, problems, use: str = TUNED, net_key: str | None = None) -> "Tuning":
-        """`use`: one of the modes; `net_key` ('vgg16 batch 1') names the net's own choice."""
+    def for_net(cls, info: dict, calls: dict[Problem, int], use: str = TUNED, net_key: str | None = None) -> "Tuning":
+        """`calls`: as the constructor's; `use`: one of the modes; `net_key` ('vgg16 batch 1') names the net's
+        own choice."""
         store = Store(DeviceId.of(info, clblast_version()))
-        return cls({r.problem: r for r in store.all()}, problems, apply=use != DATABASE,
+        return cls({r.problem: r for r in store.all()}, calls, apply=use != DATABASE,
                    net=store.load_net(net_key) if net_key else None, per_problem=use == PER_PROBLEM)
 
     def _tuned(self, problem: Problem, kernel: str | None):
@@ -127,10 +134,25 @@ class Tuning:
         return True
 
     def depth(self) -> Depth:
-        recs = [self.records.get(p) for p in self.problems]
-        return Depth(len(recs), sum(1 for r in recs if r and r.complete()),
-                     sum(1 for r in recs if r and r.verified), sum(r.depth()[0] for r in recs if r),
-                     sum(r.depth()[1] for r in recs if r), sum(1 for r in recs if r))
+        recs = [r for r in map(self.records.get, self.problems) if r is not None]
+        # a record may hold only the database's time (search.measure_costs): searched means more than that
+        searched = [r for r in recs if r.depth()[0] or r.verified]
+        return Depth(len(self.problems), sum(1 for r in recs if r.complete()), sum(1 for r in recs if r.verified),
+                     sum(r.depth()[0] for r in searched), sum(r.depth()[1] for r in searched), len(searched),
+                     self.share())
+
+    def share(self) -> float | None:
+        """Of the net's time with CLBlast's database (each problem's call times its calls), the part in the
+        problems searched to 100%; None unless every problem's time is known."""
+        costs = {}
+        for p, n in self.calls.items():
+            rec = self.records.get(p)
+            ms = rec.database_time() if rec is not None else None
+            if ms is None:
+                return None
+            costs[p] = ms * n
+        total = sum(costs.values())
+        return sum(c for p, c in costs.items() if self.records[p].complete()) / total if total > 0 else None
 
     def progress(self) -> list[dict]:
         """Per problem of the net, heaviest first: configurations tried of CLBlast's default count, the
