@@ -1,6 +1,6 @@
 """The depthwise -> 1x1 fold (backends/handwritten/dw_pw.py) against the two
 kernels it replaces, on this device: the same net prepared with
-fold_depthwise on and off, both checked against the float64 oracle, then
+fold_depthwise "always" and "never", both checked against the float64 oracle, then
 timed in turn (one pass of each, alternating, so drift hits both alike).
 
     .venv/bin/python benchmarks/dw_pw.py [--net mobilenet-v2] [--backend vectorised] [--batch 1] [--repeats 10]
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     net = get_net(args.net)
     weights, x = init_weights(net, 0), make_input(net, args.batch, 0)
     want = oracle.forward(net, weights, x)[-1]
-    forms = {"folded": True, "two kernels": False}
+    forms = {"folded": "always", "two kernels": "never"}
     prepared = {name: NETS[args.backend](rt, net, weights, args.batch, fold_depthwise=on) for name, on in forms.items()}
     try:
         for name, pn in prepared.items():

@@ -218,6 +218,12 @@ DW_PW_NETS = {
 }
 
 
+def folding(backend, how: str):
+    """The backend's prepare with its depthwise fold `how` (dw_pw.FOLDS) instead of measured."""
+    return lambda net, weights, batch: type(backend).net_class(backend.runtime, net, weights, batch,
+                                                                fold_depthwise=how)
+
+
 @pytest.mark.parametrize("name", DW_PW_BACKENDS)
 @pytest.mark.parametrize("case", list(DW_PW_NETS))
 def test_a_depthwise_conv_is_folded_into_the_1x1_conv_after_it(name, case):
@@ -225,7 +231,8 @@ def test_a_depthwise_conv_is_folded_into_the_1x1_conv_after_it(name, case):
     end to end, the timed pass) matches the oracle, and the depthwise layer's time is its input
     conversion's at most."""
     net, batch, pairs = DW_PW_NETS[case]
-    config = run_case(backend_or_skip(name).prepare, net, batch, 60 + list(DW_PW_NETS).index(case))
+    backend = backend_or_skip(name)
+    config = run_case(folding(backend, "always"), net, batch, 60 + list(DW_PW_NETS).index(case))
     assert {dw: text.split("'")[0].split()[-1] for dw, text in config["depthwise_fused"].items()} == pairs
     assert "depthwise_not_fused" not in config
     if case == "blocks":   # the adds of b1 and b3 in their 1x1's epilogue, inside the folded kernel
@@ -233,7 +240,7 @@ def test_a_depthwise_conv_is_folded_into_the_1x1_conv_after_it(name, case):
                                                  "b3_add": "into b3_project's epilogue (adds b2_project)"}
         assert config["depthwise_fused"]["b3_dw"].endswith("; b3_add in its epilogue)")
     weights = init_weights(net, 1)
-    prepared = backend_or_skip(name).prepare(net, weights, batch)
+    prepared = folding(backend, "always")(net, weights, batch)
     try:
         x = np.random.default_rng(1).standard_normal((batch,) + net.input_shape).astype(np.float32)
         prepared.load_input(x)
@@ -257,19 +264,54 @@ def test_without_the_fold_the_two_kernels_run_and_say_why(name, monkeypatch):
     device's local memory, the depthwise and the 1x1 stay two kernels (labelled) and still match the oracle."""
     backend = backend_or_skip(name)
     net, batch, pairs = DW_PW_NETS["blocks"]
-    net_class = type(backend).net_class
-    off = run_case(lambda n, w, b: net_class(backend.runtime, n, w, b, fold_depthwise=False), net, batch, 3)
+    off = run_case(folding(backend, "never"), net, batch, 3)
     assert off["depthwise_fused"] == {} and off["depthwise_not_fused"]["b2_dw"] == (
-        "its own kernel, b2_project another: folding turned off (fold_depthwise=False)")
+        "its own kernel, b2_project another: folding turned off (fold_depthwise='never')")
     if name == "vectorised-tiled":   # its tiles want more local memory than the case below leaves
         return
     # 15 channels stored as 16: 64 bytes a pixel; 6 and 22 as 8 and 24: 32 and 96 bytes
     monkeypatch.setitem(backend.runtime.info, "local_mem_bytes", 80)
-    small = run_case(backend.prepare, net, batch, 4)
+    small = run_case(folding(backend, "always"), net, batch, 4)
     assert set(small["depthwise_fused"]) == {"b1_dw", "b2_dw"} and small["depthwise_fused"]["b2_dw"].startswith(
         "into b2_project's kernel (dw_pw: 1 pixels x 2 work-items a group")
     assert small["depthwise_not_fused"] == {"b3_dw": "its own kernel, b3_project another: one pixel's 24 depthwise "
                                                      "channels need 96 B of local memory, the device has 80 B"}
+
+
+@pytest.mark.parametrize("name", DW_PW_BACKENDS)
+def test_by_default_each_pair_folds_where_it_measured_faster(name, monkeypatch):
+    """The backend as `compare run` prepares it: each foldable pair timed both ways at prepare, kept
+    in the faster form, with both times in `config`; either way every pass matches the oracle.  The
+    timing is forced each way, so that both outcomes are seen whatever this device measures."""
+    from backends.handwritten import dw_pw, vectorised
+    backend = backend_or_skip(name)
+    net, batch, pairs = DW_PW_NETS["blocks"]
+    for folded_wins in (True, False):
+        seen = []
+
+        def timed(rt, forms, rounds=dw_pw.ROUNDS):
+            got = dw_pw.fastest_ms(rt, forms, 1)   # the real timing runs (and must not disturb the pass) ...
+            seen.append(got)
+            return [1.0, 2.0] if folded_wins else [2.0, 1.0]   # ... its verdict forced
+        monkeypatch.setattr(vectorised, "fastest_ms", timed)
+        config = run_case(backend.prepare, net, batch, 9)
+        assert len(seen) == len(pairs) and all(ms > 0 for got in seen for ms in got)
+        if folded_wins:
+            assert set(config["depthwise_fused"]) == set(pairs) and "depthwise_not_fused" not in config
+            assert config["depthwise_fused"]["b2_dw"].endswith(
+                f"; measured 1.0000 ms against 2.0000 as two kernels, the fastest of {dw_pw.ROUNDS} each)")
+        else:
+            assert config["depthwise_fused"] == {} and config["depthwise_not_fused"]["b2_dw"] == (
+                f"its own kernel, b2_project another: measured faster so (1.0000 ms against 2.0000 folded, "
+                f"the fastest of {dw_pw.ROUNDS} each)")
+
+
+def test_an_unknown_fold_choice_is_refused():
+    from backends.handwritten.vectorised import VectorisedNet
+    backend = backend_or_skip("vectorised")
+    net, batch, _ = DW_PW_NETS["blocks"]
+    with pytest.raises(ValueError, match="fold_depthwise True: one of measured, always, never"):
+        VectorisedNet(backend.runtime, net, init_weights(net, 0), batch, fold_depthwise=True)
 
 
 @pytest.mark.parametrize("units", [2, 16])
@@ -287,7 +329,7 @@ def test_gpu_plans_split_the_output_channels_and_still_match(units, monkeypatch)
         Conv("dw2", "relu6", out_channels=150, kernel=(3, 3), pad=(1, 1), groups=150),
         Conv("pw2", "relu", out_channels=37, kernel=(1, 1)),
         GlobalAvgPool("gap")))
-    config = run_case(backend.prepare, net, 1, 8)
+    config = run_case(folding(backend, "always"), net, 1, 8)
     plans = {dw: config["depthwise_fused"][dw] for dw in ("dw", "dw2")}
     assert all("channel split" in text for text in plans.values())
     if units == 16:   # 9 pixels: tiles of 1, and 32 work-groups wanted of 9 tiles (at most 5 splits of 38 float4s)

@@ -27,8 +27,15 @@ pixel's fit, the two layers stay two kernels, and `config` says why.
   compute units, with up to GPU_ITEMS work-items, and the output channels
   are split over up to MAX_SPLITS work-groups per tile, each recomputing
   the tile's depthwise results (at most RECOMPUTE of the 1x1's work), so
-  that a 7x7 layer still gives the GPU several work-groups per unit.  Not
-  measured on a GPU yet (benchmarks/dw_pw.py does).
+  that a 7x7 layer still gives the GPU several work-groups per unit.
+
+Whether a pair folds is measured at prepare (fold_depthwise "measured",
+the default): both forms' ops timed in turn on the device, the faster
+kept, and `config` says which and by how much.  On an H100 the fold won
+MobileNet-v2's first blocks (wide, few channels: 1.8x) and lost its last
+(7x7, 960 channels, each split redoing the depthwise: 0.3x), so neither
+"always" nor "never" is the kernels at their best (benchmarks/dw_pw.py,
+reports/nvidia-h100/dw_pw-*.txt).
 
 As with the folded add, the layer-wise checks (run_layer, layer_outputs)
 keep the unfolded ops, so the depthwise layer's own output is still
@@ -36,11 +43,12 @@ checked against the oracle.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from nets import Net
 
-from ..opencl.net import LayerOp
+from ..opencl.net import LayerOp, Recorder
 from ..opencl.workgroups import Limits
 from .residual import InPlaceOfConv
 
@@ -49,6 +57,8 @@ CPU_PIXELS = 2               # the largest tile on a CPU
 GPU_ITEMS = 128              # work-items per work-group on a GPU (four warps, two AMD wavefronts)
 MAX_SPLITS = 8
 RECOMPUTE = 0.25             # the most depthwise work a split may redo, against the 1x1's
+FOLDS = ("measured", "always", "never")   # fold_depthwise: per pair the faster form, or one form everywhere
+ROUNDS = 7                   # timed runs of each form when measuring, in turn; the fastest counts
 
 
 def foldable_depthwise(net: Net, i: int) -> int | None:
@@ -155,3 +165,25 @@ class FoldedDepthwise(LayerOp):
 
     def read_output(self):
         return self.dw_op.read_output()
+
+
+def fastest_ms(rt, forms: list[list[LayerOp]], rounds: int = ROUNDS) -> list[float]:
+    """Each form's ops (the same layers' work, done two ways) enqueued in
+    turn, `rounds` times after one untimed run each: the least device time
+    of each (the sum of its kernels' events; host time where the device has
+    no timer).  The least, as other work on a shared device only adds."""
+    best = [float("inf")] * len(forms)
+    for ops in forms:
+        for op in ops:
+            op.enqueue(Recorder(rt.queue, enabled=False))
+    rt.queue.finish()
+    for _ in range(rounds):
+        for n, ops in enumerate(forms):
+            rec = Recorder(rt.queue, enabled=rt.profiling_ok)
+            start = time.perf_counter()
+            for op in ops:
+                op.enqueue(rec)
+            rt.queue.finish()
+            ms = sum(step.ms for step in rec.steps()) if rt.profiling_ok else (time.perf_counter() - start) * 1e3
+            best[n] = min(best[n], ms)
+    return best

@@ -24,8 +24,10 @@ sections 7.2 and 7.4).
   depthwise -> project) is folded into it: one kernel computes a tile of
   pixels' depthwise results into local memory and the 1x1 (and its folded
   add) from there, so the depthwise output never goes through global
-  memory (dw_pw.py); where the tile does not fit the device's local memory,
-  or with fold_depthwise=False, they stay two kernels (`config` says which);
+  memory (dw_pw.py), where that measured faster at prepare than the two
+  kernels; where it did not, where the tile does not fit the device's local
+  memory, or with fold_depthwise="never", they stay two kernels (`config`
+  says which, with the times);
 - the net's input goes NCHW -> NHWC (border, padding channels), and its
   output back where it is not already canonical, in small kernels on the
   device timed with the first and last layers (net.py, kernels/layout.cl).
@@ -42,7 +44,7 @@ from nets.layouts import chw_rows_to_hwc
 from ..base import layer_params
 from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class, limits
-from .dw_pw import DwPwOp, FoldedDepthwise, foldable_depthwise, plan_dw_pw
+from .dw_pw import FOLDS, ROUNDS, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
 from .layout import round_up
 from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp, OutputEdge
 from .residual import FoldsResidualAdds, ResidualConvOp
@@ -109,8 +111,11 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
 
-    def __init__(self, runtime, net, weights, batch, fold_depthwise: bool = True):
-        """`fold_depthwise`: run a depthwise conv and the 1x1 conv that alone reads it as one kernel."""
+    def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured"):
+        """`fold_depthwise` (dw_pw.FOLDS): whether a depthwise conv and the 1x1 conv that alone reads it
+        run as one kernel: where measured faster at prepare, always, or never."""
+        if fold_depthwise not in FOLDS:
+            raise ValueError(f"fold_depthwise {fold_depthwise!r}: one of {', '.join(FOLDS)}")
         self.device = device_class(runtime.info)
         # Mali has dot hardware (study 7.2.2); elsewhere dot is a horizontal add
         self.dot_each = int(self.device == "mali")
@@ -201,8 +206,8 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
             if d is None or _bare(self.ops[d]).launch.name != "depthwise":
                 continue
             dw = self.net.layers[d]
-            if not self.fold_depthwise:
-                kept[dw.name] = f"its own kernel, {pw.name} another: folding turned off (fold_depthwise=False)"
+            if self.fold_depthwise == "never":
+                kept[dw.name] = f"its own kernel, {pw.name} another: folding turned off (fold_depthwise='never')"
                 continue
             j, extra, residual = adds.get(i, (i, {}, None))
             built = self.dw_pw_op(d, i, j, extra, residual)
@@ -210,16 +215,24 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
                 kept[dw.name] = f"its own kernel, {pw.name} another: {built}"
                 continue
             first = self.ops[d]
-            ops[d] = FoldedDepthwise(first, first.convert if isinstance(first, InputEdge) else None)
             last = self.ops[i]   # as the net's last layer, the fold converts the output after it
             if isinstance(last, OutputEdge):
                 built = OutputEdge(built, self.rt, last.stage, last.shape, last.convert)
-            ops[i] = built
+            fold = [FoldedDepthwise(first, first.convert if isinstance(first, InputEdge) else None), built]
+            timed = ""
+            if self.fold_depthwise == "measured":
+                one, two = fastest_ms(self.rt, [fold, [ops[d], ops[i]]])
+                if two <= one:
+                    kept[dw.name] = (f"its own kernel, {pw.name} another: measured faster so "
+                                     f"({two:.4f} ms against {one:.4f} folded, the fastest of {ROUNDS} each)")
+                    continue
+                timed = f"; measured {one:.4f} ms against {two:.4f} as two kernels, the fastest of {ROUNDS} each"
+            ops[d], ops[i] = fold
             plan = _bare(built).plan
             folded[dw.name] = (f"into {pw.name}'s kernel (dw_pw: {plan.tp} pixels x {plan.g} work-items a group, "
                                f"{plan.splits} channel split{'s' if plan.splits > 1 else ''}, "
                                f"{plan.local_bytes} B of local memory"
-                               + (f"; {self.net.layers[j].name} in its epilogue)" if j != i else ")"))
+                               + (f"; {self.net.layers[j].name} in its epilogue" if j != i else "") + timed + ")")
         self.config["depthwise_fused"] = folded
         if kept:
             self.config["depthwise_not_fused"] = kept
@@ -308,8 +321,8 @@ class VectorisedBackend(HandwrittenBackend):
     summary = ("hand-written, study 7.2/7.4: NHWC float4 conv (4 channels/work-item), tuned work-groups, float4 GEMV; "
                "graphs: depthwise conv its own float4 kernel, grouped conv as zero blocks; folds what a library call "
                "cannot: each residual add and its activation into the conv before it, and each depthwise conv into "
-               "the 1x1 conv after it (one kernel, the depthwise output kept in local memory, not global), "
-               "else their own kernels")
+               "the 1x1 conv after it (one kernel, the depthwise output kept in local memory, not global) where "
+               "measured faster at prepare, else their own kernels")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
     supported_features = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD,
