@@ -111,10 +111,7 @@ def main(name: str) -> int:
     if name == "vectorised-tiled":
         runs.append((SHRUNK_VGG, 2, lambda *a: gpu_plans(backend, *a)))
     if Feature.GRAPH in type(backend).supported_features and backend.unsupported(SHRUNK_GRAPH) is None:
-        # the depthwise fold always (its timing at prepare is no check, and slow under the simulator)
-        always = (lambda *a: type(backend).net_class(backend.runtime, *a, fold_depthwise="always")
-                  if name in ("vectorised", "vectorised-tiled") else backend.prepare(*a))
-        runs.append((SHRUNK_GRAPH, 2, always))
+        runs.append((SHRUNK_GRAPH, 2, backend.prepare))
         if name == "vectorised-tiled":
             runs.append((SHRUNK_GRAPH, 1, lambda *a: gpu_plans(backend, *a)))
     if name == "vectorised":

@@ -279,38 +279,38 @@ def test_without_the_fold_the_two_kernels_run_and_say_why(name, monkeypatch):
 
 
 @pytest.mark.parametrize("name", DW_PW_BACKENDS)
-def test_by_default_each_pair_folds_where_it_measured_faster(name, monkeypatch):
-    """The backend as `compare run` prepares it: each foldable pair timed both ways at prepare, kept
-    in the faster form, with both times in `config`; either way every pass matches the oracle.  The
-    timing is forced each way, so that both outcomes are seen whatever this device measures."""
+def test_measured_each_pair_folds_where_it_measured_faster(name, monkeypatch):
+    """fold_depthwise "measured": each foldable pair timed both ways at prepare, kept in the faster
+    form, with both times in `config`; either way every pass matches the oracle.  The timing is
+    forced each way, so that both outcomes are seen whatever this device measures."""
     from backends.handwritten import dw_pw, vectorised
     backend = backend_or_skip(name)
     net, batch, pairs = DW_PW_NETS["blocks"]
     for folded_wins in (True, False):
         seen = []
 
-        def timed(rt, forms, rounds=dw_pw.ROUNDS):
-            got = dw_pw.fastest_ms(rt, forms, 1)   # the real timing runs (and must not disturb the pass) ...
+        def timed(rt, forms):
+            got = dw_pw.fastest_ms(rt, forms, 1, 2)   # the real timing runs (and must not disturb the pass) ...
             seen.append(got)
             return [1.0, 2.0] if folded_wins else [2.0, 1.0]   # ... its verdict forced
         monkeypatch.setattr(vectorised, "fastest_ms", timed)
-        config = run_case(backend.prepare, net, batch, 9)
+        config = run_case(folding(backend, "measured"), net, batch, 9)
         assert len(seen) == len(pairs) and all(ms > 0 for got in seen for ms in got)
         if folded_wins:
             assert set(config["depthwise_fused"]) == set(pairs) and "depthwise_not_fused" not in config
             assert config["depthwise_fused"]["b2_dw"].endswith(
-                f"; measured 1.0000 ms against 2.0000 as two kernels, the fastest of {dw_pw.ROUNDS} each)")
+                f"; measured 1.0000 ms against 2.0000 as two kernels, {vectorised.TIMED})")
         else:
             assert config["depthwise_fused"] == {} and config["depthwise_not_fused"]["b2_dw"] == (
                 f"its own kernel, b2_project another: measured faster so (1.0000 ms against 2.0000 folded, "
-                f"the fastest of {dw_pw.ROUNDS} each)")
+                f"{vectorised.TIMED})")
 
 
 def test_an_unknown_fold_choice_is_refused():
     from backends.handwritten.vectorised import VectorisedNet
     backend = backend_or_skip("vectorised")
     net, batch, _ = DW_PW_NETS["blocks"]
-    with pytest.raises(ValueError, match="fold_depthwise True: one of measured, always, never"):
+    with pytest.raises(ValueError, match="fold_depthwise True: one of always, never, measured"):
         VectorisedNet(backend.runtime, net, init_weights(net, 0), batch, fold_depthwise=True)
 
 

@@ -29,17 +29,16 @@ pixel's fit, the two layers stay two kernels, and `config` says why.
   the tile's depthwise results (at most RECOMPUTE of the 1x1's work), so
   that a 7x7 layer still gives the GPU several work-groups per unit.
 
-Whether a pair folds is measured at prepare (fold_depthwise "measured",
-the default): both forms' ops timed in turn on the device, the faster
-kept, and `config` says which and by how much.  On an H100 the fold won
-MobileNet-v2's first blocks (wide, few channels: 1.8x) and lost its last
-(7x7, 960 channels, each split redoing the depthwise: 0.3x), so neither
-"always" nor "never" is the kernels at their best (benchmarks/dw_pw.py,
-reports/nvidia-h100/dw_pw-*.txt).
-
-As with the folded add, the layer-wise checks (run_layer, layer_outputs)
-keep the unfolded ops, so the depthwise layer's own output is still
-checked against the oracle.
+Whether a pair folds (fold_depthwise): "always" (the default), "never", or
+"measured": per pair the faster form at prepare, each form's ops enqueued
+REPEATS times back to back then finished, so that a form with more
+kernels pays its launches (a pass on a GPU is bound by them).  Measured
+on an H100 (reports/nvidia-h100/NOTES.md): the fold won MobileNet-v2's
+first blocks in device time (wide, few channels: 1.8x) and lost its last
+(7x7, 960 channels, each split redoing the depthwise: 0.3x); but chosen
+by device time alone, the two kernels' extra launches made the whole
+pass slower (vectorised-tiled 1.51 ms against 1.14 folding all), which
+is why the choice now times launches too and is not yet the default.
 """
 from __future__ import annotations
 
@@ -57,8 +56,9 @@ CPU_PIXELS = 2               # the largest tile on a CPU
 GPU_ITEMS = 128              # work-items per work-group on a GPU (four warps, two AMD wavefronts)
 MAX_SPLITS = 8
 RECOMPUTE = 0.25             # the most depthwise work a split may redo, against the 1x1's
-FOLDS = ("measured", "always", "never")   # fold_depthwise: per pair the faster form, or one form everywhere
-ROUNDS = 7                   # timed runs of each form when measuring, in turn; the fastest counts
+FOLDS = ("always", "never", "measured")   # fold_depthwise: one form everywhere, or per pair the faster
+ROUNDS = 5                   # timed runs of each form when measuring, in turn; the fastest counts ...
+REPEATS = 8                  # ... each its ops enqueued this many times back to back
 
 
 def foldable_depthwise(net: Net, i: int) -> int | None:
@@ -167,23 +167,24 @@ class FoldedDepthwise(LayerOp):
         return self.dw_op.read_output()
 
 
-def fastest_ms(rt, forms: list[list[LayerOp]], rounds: int = ROUNDS) -> list[float]:
-    """Each form's ops (the same layers' work, done two ways) enqueued in
-    turn, `rounds` times after one untimed run each: the least device time
-    of each (the sum of its kernels' events; host time where the device has
-    no timer).  The least, as other work on a shared device only adds."""
+def fastest_ms(rt, forms: list[list[LayerOp]], rounds: int = ROUNDS, repeats: int = REPEATS) -> list[float]:
+    """Each form's ops (the same layers' work, done two ways) timed in
+    turn, `rounds` times after one untimed run each: host time of
+    `repeats` back-to-back enqueues of its ops and one finish, per
+    enqueue; the least of each form (other work on a shared device only
+    adds).  Host time, as a pass pays a kernel's launch as well as its run."""
     best = [float("inf")] * len(forms)
+    quiet = Recorder(rt.queue, enabled=False)
     for ops in forms:
         for op in ops:
-            op.enqueue(Recorder(rt.queue, enabled=False))
+            op.enqueue(quiet)
     rt.queue.finish()
     for _ in range(rounds):
         for n, ops in enumerate(forms):
-            rec = Recorder(rt.queue, enabled=rt.profiling_ok)
             start = time.perf_counter()
-            for op in ops:
-                op.enqueue(rec)
+            for _ in range(repeats):
+                for op in ops:
+                    op.enqueue(quiet)
             rt.queue.finish()
-            ms = sum(step.ms for step in rec.steps()) if rt.profiling_ok else (time.perf_counter() - start) * 1e3
-            best[n] = min(best[n], ms)
+            best[n] = min(best[n], (time.perf_counter() - start) * 1e3 / repeats)
     return best

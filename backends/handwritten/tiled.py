@@ -18,8 +18,8 @@ kernel; other groups: its dense conv with zero blocks), which have no tile
 of their own: `config`'s tile_source says so per layer.  So are the folds:
 a residual add into the tiled conv before it (its epilogue, or its adding
 kernel's), and a depthwise conv into the 1x1 conv after it, which then
-runs as `vectorised`'s dw_pw kernel instead of a tile, where that measured
-faster at prepare than the depthwise kernel and the tiled 1x1 (dw_pw.py).
+runs as `vectorised`'s dw_pw kernel instead of a tile (fold_depthwise
+"never" keeps the two, "measured" the faster per pair: dw_pw.py).
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ class TiledConvOp(KernelOp):
 
 class TiledNet(VectorisedNet):
     def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None, tuned: TunedTiles | None = None,
-                 fold_depthwise: str = "measured"):
+                 fold_depthwise: str = "always"):
         # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py, compare tune sweep them);
         # `tuned`: the measured choices, used for the layers they name; `fold_depthwise`: as vectorised's
         self.tiles, self.ksplit = tiles, ksplit
@@ -155,7 +155,7 @@ class TiledBackend(VectorisedBackend):
                "in local memory with register blocks; tiles measured by `compare tune` where it ran, else a cost model; "
                "grouped/depthwise convs, pools as vectorised; folds as vectorised (a library call cannot): each residual "
                "add and its activation into the conv before it, each depthwise conv and the 1x1 conv after it into "
-               "vectorised's one kernel through local memory (that 1x1 then untiled), where measured faster at prepare")
+               "vectorised's one kernel through local memory (that 1x1 then untiled)")
     net_class = TiledNet
 
     def prepare(self, net, weights, batch, mode=None):

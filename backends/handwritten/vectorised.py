@@ -24,10 +24,9 @@ sections 7.2 and 7.4).
   depthwise -> project) is folded into it: one kernel computes a tile of
   pixels' depthwise results into local memory and the 1x1 (and its folded
   add) from there, so the depthwise output never goes through global
-  memory (dw_pw.py), where that measured faster at prepare than the two
-  kernels; where it did not, where the tile does not fit the device's local
-  memory, or with fold_depthwise="never", they stay two kernels (`config`
-  says which, with the times);
+  memory (dw_pw.py); where the tile does not fit the device's local memory,
+  with fold_depthwise="never", or with "measured" where the two kernels
+  measured faster at prepare, they stay two kernels (`config` says which);
 - the net's input goes NCHW -> NHWC (border, padding channels), and its
   output back where it is not already canonical, in small kernels on the
   device timed with the first and last layers (net.py, kernels/layout.cl).
@@ -44,7 +43,7 @@ from nets.layouts import chw_rows_to_hwc
 from ..base import layer_params
 from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class, limits
-from .dw_pw import FOLDS, ROUNDS, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
+from .dw_pw import FOLDS, REPEATS, ROUNDS, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
 from .layout import round_up
 from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp, OutputEdge
 from .residual import FoldsResidualAdds, ResidualConvOp
@@ -52,6 +51,7 @@ from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 
 SOURCE = "vectorised.cl"
 MAX_ADD_INPUTS = 4   # kernels/vectorised.cl's add
+TIMED = f"host time per enqueue of {REPEATS} back to back, the least of {ROUNDS}"   # dw_pw.fastest_ms
 
 
 def nhwc_filters(weight: np.ndarray, c_stored: int, k_stored: int) -> np.ndarray:
@@ -111,9 +111,9 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
 
-    def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured"):
+    def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "always"):
         """`fold_depthwise` (dw_pw.FOLDS): whether a depthwise conv and the 1x1 conv that alone reads it
-        run as one kernel: where measured faster at prepare, always, or never."""
+        run as one kernel: always, never, or where measured faster at prepare."""
         if fold_depthwise not in FOLDS:
             raise ValueError(f"fold_depthwise {fold_depthwise!r}: one of {', '.join(FOLDS)}")
         self.device = device_class(runtime.info)
@@ -224,9 +224,9 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
                 one, two = fastest_ms(self.rt, [fold, [ops[d], ops[i]]])
                 if two <= one:
                     kept[dw.name] = (f"its own kernel, {pw.name} another: measured faster so "
-                                     f"({two:.4f} ms against {one:.4f} folded, the fastest of {ROUNDS} each)")
+                                     f"({two:.4f} ms against {one:.4f} folded, {TIMED})")
                     continue
-                timed = f"; measured {one:.4f} ms against {two:.4f} as two kernels, the fastest of {ROUNDS} each"
+                timed = f"; measured {one:.4f} ms against {two:.4f} as two kernels, {TIMED}"
             ops[d], ops[i] = fold
             plan = _bare(built).plan
             folded[dw.name] = (f"into {pw.name}'s kernel (dw_pw: {plan.tp} pixels x {plan.g} work-items a group, "
@@ -321,8 +321,8 @@ class VectorisedBackend(HandwrittenBackend):
     summary = ("hand-written, study 7.2/7.4: NHWC float4 conv (4 channels/work-item), tuned work-groups, float4 GEMV; "
                "graphs: depthwise conv its own float4 kernel, grouped conv as zero blocks; folds what a library call "
                "cannot: each residual add and its activation into the conv before it, and each depthwise conv into "
-               "the 1x1 conv after it (one kernel, the depthwise output kept in local memory, not global) where "
-               "measured faster at prepare, else their own kernels")
+               "the 1x1 conv after it (one kernel, the depthwise output kept in local memory, not global), "
+               "else their own kernels")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
     supported_features = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD,
