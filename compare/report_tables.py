@@ -267,17 +267,19 @@ def headline_table(results: list[RunResult]) -> Table | None:
     rows = []
     for name in names:
         labels = [r.backend(name).label for r in runs if r.backend(name) is not None]
-        row = [labels[-1] if labels else name]
+        same = len(set(labels)) <= 1   # else the mode used differs by net: each time says its own
+        row = [labels[-1] if same and labels else name]
         for r in runs:
             b, ref = r.backend(name), an.reference(r, an.BEST_CLBLAST)
             ms = an.compute_ms(b)
             if ms is None:
                 row += [b.status if b is not None else DASH, DASH]
                 continue
+            shown = fmt_ms(ms) if same else f"{fmt_ms(ms)} {b.label[len(name):].strip()}".strip()
             if b.name == ref.name:
-                row += [fmt_ms(ms), "1.00x (reference)"]
+                row += [shown, "1.00x (reference)"]
                 continue
             ci = ratio_interval(ref.timing.end_to_end.compute.values, b.timing.end_to_end.compute.values)
-            row += [fmt_ms(ms), fmt_speedup(an.ratio(an.compute_ms(ref), ms), ci)]
+            row += [shown, fmt_speedup(an.ratio(an.compute_ms(ref), ms), ci)]
         rows.append(row)
     return headers, rows

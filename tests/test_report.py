@@ -234,3 +234,17 @@ def test_modes_table_gives_the_used_modes_speedup_over_each_other_mode_with_its_
     assert by_mode["tuned"] == "—" and by_mode["broken"] == "—"
     low, high = (float(x) for x in by_mode["database"].split("[")[1].rstrip("]").split(","))
     assert by_mode["database"].startswith("1.25x") and 1.0 < low <= 1.25 <= high
+
+
+def test_the_headline_says_each_nets_mode_where_a_backend_used_different_ones(tmp_path):
+    first, second = small_results_dict(), small_results_dict()
+    first["backends"][1]["mode"], second["backends"][1]["mode"] = "database", "tuned"
+    second["net"]["name"] = "other"
+    paths = []
+    for i, d in enumerate((first, second)):
+        paths.append(tmp_path / f"r{i}.json")
+        paths[-1].write_text(json.dumps(d))
+    render_report([load_results(p) for p in paths], [str(p) for p in paths], str(tmp_path / "out"))
+    rows = _markdown_table((tmp_path / "out" / "headline.md").read_text(), "| backend")
+    assert rows["clblast"] == ["5.000 (database)", "1.00x (reference)", "5.000 (tuned)", "1.00x (reference)"]
+    assert rows["vectorised"][0] == "1.250"   # one label for both: no mode repeated
