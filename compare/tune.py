@@ -19,7 +19,7 @@ from backends.clblast import problems as clblast_problems
 from backends.clblast.record import DeviceId, Store
 from backends.clblast.search import COSTS_CAP_S, COSTS_SHARE, VERIFY_SHARE, Search, SearchFailed, verify_net
 from backends.clblast.space import limits_from_device
-from backends.clblast.tuned import Tuning, clblast_version
+from backends.clblast.tuned import Tuning, clblast_version, percent
 from backends.handwritten import tiles_search
 from backends.opencl.runtime import device_index
 
@@ -116,7 +116,7 @@ def depth_rows(search: Search) -> list[list]:
             best = stage.best_ms()
             head = [rec.problem.key, f"{cost:.4f}" if cost is not None else "-"] if n == 0 else ["", ""]
             rows.append(head + [stage.stage, f"{stage.done()}/{stage.default_count}",
-                                f"{100 * stage.done() / max(stage.default_count, 1):.0f}%",
+                                percent(stage.done(), max(stage.default_count, 1)),
                                 f"{best:.4f}" if best is not None else "-", verified if n == 0 else ""])
     return rows
 
@@ -155,7 +155,7 @@ def show(rt, nets, batch: int | None, as_tuner: list[str] | None = None) -> str:
     done = sum(r.depth()[0] for r in records)
     total = sum(r.depth()[1] for r in records)
     head = (f"CLBlast tuning of {rt.info['name']} ({rt.info['driver']}, {store.device.clblast}), {store.folder}:\n"
-            f"{100 * done / max(total, 1):.0f}% of CLBlast's default search ({done:,} of {total:,} configurations), "
+            f"{percent(done, max(total, 1))} of CLBlast's default search ({done:,} of {total:,} configurations), "
             f"complete on {sum(r.complete() for r in records)} of {len(records)} problems, "
             f"verified on {sum(1 for r in records if r.verified)}\n")
     return head + tabulate(depth_rows(search), headers=["problem", "database ms per pass", "stage", "tried",

@@ -326,6 +326,11 @@ def test_as_tuner_searches_the_kernel_alone_and_refuses_layers_without_a_gemm(tm
     (Depth(10, 10, 10, 9928, 9928, 10), "100% of CLBlast's default search (9,928 of 9,928 configurations), "
                                         "complete on 10 of 10 problems, verified on 10"),
     (Depth(0, 0, 0, 0, 0, 0), "no CLBlast problem"),
+    # ResNet-18 on the H100: 70 configurations short of all is not 100%
+    (Depth(25, 23, 25, 19169, 19239, 25), "99.6% of CLBlast's default search (19,169 of 19,239 configurations), "
+                                          "complete on 23 of 25 problems, verified on 25"),
+    (Depth(25, 24, 25, 19238, 19239, 25), "99.9% of CLBlast's default search (19,238 of 19,239 configurations), "
+                                          "complete on 24 of 25 problems, verified on 25"),
     (Depth(25, 8, 7, 11334, 19239, 25, 0.834), "59% of CLBlast's default search (11,334 of 19,239 configurations), "
                                                "complete on 8 of 25 problems (those of 83% of CLBlast's database "
                                                "time), verified on 7"),

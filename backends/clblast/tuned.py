@@ -38,6 +38,14 @@ COPY_KERNELS = ("Xaxpy",)
 CONVGEMM_KERNELS = ("Xconvgemm",)
 
 
+def percent(done: float, total: float) -> str:
+    """`done` of `total` as a whole percent, but to a tenth from 99.5% until all: 100% means all of it."""
+    pct = 100.0 * done / max(total, 1e-30)
+    if done < total and pct >= 99.5:
+        return f"{min(pct, 99.9):.1f}%"
+    return f"{pct:.0f}%"
+
+
 @dataclass(frozen=True)
 class Depth:
     """How deep the tuning behind a net's CLBlast figures went."""
@@ -57,11 +65,11 @@ class Depth:
         searched = self.problems if self.searched is None else self.searched
         if not searched:
             return f"not tuned: none of its {self.problems} problems searched yet"
-        pct = 100.0 * self.tried / max(self.default, 1)
         where = "" if searched == self.problems else f" on the {searched} of {self.problems} problems searched"
         # FLOPs mislead: the share of CLBlast's time says how much of the net's figure the complete ones stand for
-        those = "" if self.share is None else f" (those of {100 * self.share:.0f}% of CLBlast's database time)"
-        return (f"{pct:.0f}% of CLBlast's default search{where} ({self.tried:,} of {self.default:,} configurations), "
+        those = "" if self.share is None else f" (those of {percent(self.share, 1.0)} of CLBlast's database time)"
+        return (f"{percent(self.tried, max(self.default, 1))} of CLBlast's default search{where} "
+                f"({self.tried:,} of {self.default:,} configurations), "
                 f"complete on {self.complete} of {self.problems} problems{those}, verified on {self.verified}")
 
 
