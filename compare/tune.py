@@ -121,11 +121,10 @@ def depth_rows(search: Search) -> list[list]:
     return rows
 
 
-def net_lines(store: Store, nets, batch) -> list[str]:
-    """Per net: its depth (with the share of CLBlast's time its complete problems make, once known), and the one
+def net_lines(store: Store, records: dict, nets, batch) -> list[str]:
+    """`records`: the nets' problems' (as the search loaded them).  Per net: its depth (with the share of CLBlast's time its complete problems make, once known), and the one
     set per kernel chosen for all its calls, against the database, summed over its layers."""
     out = []
-    records = {r.problem: r for r in store.all()}
     for net in nets:
         name = f"{net.name} batch {batch or net.default_batch}"
         calls = clblast_problems.net_calls(net, batch or net.default_batch)
@@ -133,7 +132,7 @@ def net_lines(store: Store, nets, batch) -> list[str]:
         choice = store.load_net(name)
         if choice is None:
             problems = clblast_problems.net_problems(net, batch or net.default_batch)
-            unverified = sum(1 for p in problems if (r := store.load(p)) is None or r.verified is None)
+            unverified = sum(1 for p in problems if (r := records.get(p)) is None or r.verified is None)
             out.append(f"{name}: no set per kernel chosen yet ("
                        + (f"{unverified} of its {len(problems)} problems not verified yet)" if unverified else
                           f"its problems are verified, but choosing across them did not finish: "
@@ -161,5 +160,5 @@ def show(rt, nets, batch: int | None, as_tuner: list[str] | None = None) -> str:
     return head + tabulate(depth_rows(search), headers=["problem", "database ms per pass", "stage", "tried",
                                                        "of default", "best ms",
                                                        "verified choice (ms: median wall; Xgemm alone: least kernel event)"],
-                           disable_numparse=True) + ("\n" + "\n".join(net_lines(store, nets, batch))
+                           disable_numparse=True) + ("\n" + "\n".join(net_lines(store, search.records, nets, batch))
                                                      if as_tuner is None else "")

@@ -466,7 +466,7 @@ def test_show_gives_each_net_the_share_of_clblasts_time_its_complete_problems_ma
         if p == heaviest:
             stage.add(Tried(0, 1.0), {})
         store.save(ProblemRecord(p, [], {"s": stage}, database_ms=1.0))
-    lines = net_lines(store, [LENET], 2)
+    lines = net_lines(store, {r.problem: r for r in store.all()}, [LENET], 2)
     share = 100 * calls[heaviest] / sum(calls.values())
     assert lines[0] == (f"lenet batch 2: 100% of CLBlast's default search on the 1 of 10 problems searched (1 of 1 "
                         f"configurations), complete on 1 of 10 problems (those of {share:.0f}% of CLBlast's database "

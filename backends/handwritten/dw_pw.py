@@ -59,6 +59,7 @@ RECOMPUTE = 0.25             # the most depthwise work a split may redo, against
 FOLDS = ("always", "never", "measured")   # fold_depthwise: one form everywhere, or per pair the faster
 ROUNDS = 5                   # timed runs of each form when measuring, in turn; the fastest counts ...
 REPEATS = 8                  # ... each its ops enqueued this many times back to back
+TIMED = f"host time per enqueue of {REPEATS} back to back, the least of {ROUNDS}"   # how fastest_ms times
 
 
 def foldable_depthwise(net: Net, i: int) -> int | None:

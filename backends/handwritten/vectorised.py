@@ -43,7 +43,7 @@ from nets.layouts import chw_rows_to_hwc
 from ..base import layer_params
 from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class, limits
-from .dw_pw import FOLDS, REPEATS, ROUNDS, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
+from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
 from .layout import round_up
 from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp, OutputEdge
 from .residual import FoldsResidualAdds, ResidualConvOp
@@ -51,7 +51,6 @@ from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 
 SOURCE = "vectorised.cl"
 MAX_ADD_INPUTS = 4   # kernels/vectorised.cl's add
-TIMED = f"host time per enqueue of {REPEATS} back to back, the least of {ROUNDS}"   # dw_pw.fastest_ms
 
 
 def nhwc_filters(weight: np.ndarray, c_stored: int, k_stored: int) -> np.ndarray:
