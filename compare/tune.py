@@ -73,6 +73,13 @@ def net_calls(nets, batch: int | None, as_tuner: list[str] | None = None) -> dic
     return calls
 
 
+def net_layers(nets, batch: int | None, as_tuner: list[str] | None = None) -> list:
+    """Every net's layers as their CLBlast compositions (problems.net_compositions); none with `as_tuner`."""
+    if as_tuner is not None:
+        return []
+    return [ways for net in nets for ways in clblast_problems.net_compositions(net, batch or net.default_batch)]
+
+
 def store_for(rt) -> Store:
     return Store(DeviceId.of(rt.info, clblast_version()))
 
@@ -84,7 +91,8 @@ def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_o
     from backends.clblast.library import require_library
     require_library()
     search = Search(device_index(rt.device), store_for(rt), limits_from_device(rt.device),
-                    net_problems(nets, batch, as_tuner), jobs, progress, net_calls(nets, batch, as_tuner))
+                    net_problems(nets, batch, as_tuner), jobs, progress, net_calls(nets, batch, as_tuner),
+                    net_layers(nets, batch, as_tuner))
     try:
         if not verify_only:
             search_end = time.monotonic() + budget_s * (1 - VERIFY_SHARE)
@@ -103,18 +111,20 @@ def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_o
 
 
 def depth_rows(search: Search) -> list[list]:
-    """Per problem, in the search's order: what it costs a pass with CLBlast's database, the verified choice;
+    """Per problem, in the search's order: what it costs a pass with CLBlast's database (all its calls, and
+    those of the cheapest composition of each layer: problems.cheapest_costs), the verified choice;
     per stage: tried against CLBlast's default count, the best time."""
     rows = []
     for rec in search.records.values():
         v = rec.verified
         win, db = (v.winner(), v.database()) if v else (None, None)
-        cost = search.cost(rec.problem)
+        cost, cheapest = search.cost(rec.problem), search.cheapest_cost(rec.problem)
         verified = "not yet" if win is None else (
             f"{win.label}: {win.ms:.4f} ms" + (f" (database {db.ms:.4f})" if db and db.ms and win is not db else ""))
         for n, stage in enumerate(rec.stages.values()):
             best = stage.best_ms()
-            head = [rec.problem.key, f"{cost:.4f}" if cost is not None else "-"] if n == 0 else ["", ""]
+            head = [rec.problem.key, f"{cost:.4f}" if cost is not None else "-",
+                    f"{cheapest:.4f}" if cheapest is not None else "-"] if n == 0 else ["", "", ""]
             rows.append(head + [stage.stage, f"{stage.done()}/{stage.default_count}",
                                 percent(stage.done(), max(stage.default_count, 1)),
                                 f"{best:.4f}" if best is not None else "-", verified if n == 0 else ""])
@@ -122,13 +132,16 @@ def depth_rows(search: Search) -> list[list]:
 
 
 def net_lines(store: Store, records: dict, nets, batch) -> list[str]:
-    """`records`: the nets' problems' (as the search loaded them).  Per net: its depth (with the share of CLBlast's time its complete problems make, once known), and the one
-    set per kernel chosen for all its calls, against the database, summed over its layers."""
+    """`records`: the nets' problems' (as the search loaded them).  Per net: its depth (with the share of
+    CLBlast's time its complete problems make, once known), and the one set per kernel chosen for all its
+    calls, against the database, summed over its layers."""
     out = []
     for net in nets:
         name = f"{net.name} batch {batch or net.default_batch}"
-        calls = clblast_problems.net_calls(net, batch or net.default_batch)
-        out.append(f"{name}: {Tuning(records, calls, apply=False).depth()}")
+        b = batch or net.default_batch
+        tuning = Tuning(records, clblast_problems.net_calls(net, b), apply=False,
+                        layers=clblast_problems.net_compositions(net, b))
+        out.append(f"{name}: {tuning.depth()}")
         choice = store.load_net(name)
         if choice is None:
             problems = clblast_problems.net_problems(net, batch or net.default_batch)
@@ -149,7 +162,7 @@ def show(rt, nets, batch: int | None, as_tuner: list[str] | None = None) -> str:
     """The depth of the tuning of the nets' problems on this device (0% where none was searched)."""
     store = store_for(rt)
     search = Search("", store, limits_from_device(rt.device), net_problems(nets, batch, as_tuner),
-                    calls=net_calls(nets, batch, as_tuner))
+                    calls=net_calls(nets, batch, as_tuner), layers=net_layers(nets, batch, as_tuner))
     records = list(search.records.values())
     done = sum(r.depth()[0] for r in records)
     total = sum(r.depth()[1] for r in records)
@@ -157,7 +170,8 @@ def show(rt, nets, batch: int | None, as_tuner: list[str] | None = None) -> str:
             f"{percent(done, max(total, 1))} of CLBlast's default search ({done:,} of {total:,} configurations), "
             f"complete on {sum(r.complete() for r in records)} of {len(records)} problems, "
             f"verified on {sum(1 for r in records if r.verified)}\n")
-    return head + tabulate(depth_rows(search), headers=["problem", "database ms per pass", "stage", "tried",
+    return head + tabulate(depth_rows(search), headers=["problem", "database ms per pass",
+                                                       "in the cheapest pass", "stage", "tried",
                                                        "of default", "best ms",
                                                        "verified choice (ms: median wall; Xgemm alone: least kernel event)"],
                            disable_numparse=True) + ("\n" + "\n".join(net_lines(store, search.records, nets, batch))

@@ -14,7 +14,7 @@ from backends.clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from backends.clblast.record import (Candidate, DeviceId, ProblemRecord, StageRecord, Store, Tried, Verified)
 from backends.clblast.space import STAGES, DeviceLimits, limits_from_device
 from backends.clblast.tuned import Depth, Tuning
-from nets import LENET, Conv, Dense, Net, Subsample
+from nets import LENET, MOBILENET_V2, Conv, Dense, Net, Subsample
 from conftest import backend_or_skip
 
 DEVICE = DeviceId("dev", "plat", "1.0", "libclblast.so.1.5.3")
@@ -120,7 +120,8 @@ def test_a_kind_of_call_is_tuned_for_the_whole_net_or_not_at_all():
     assert tuning.sets(a, "XgemmDirect") == [] and tuning.sets(b, "XgemmDirect") == []
     assert dict(tuning.sets(a, "Xgemm"))["Xgemm"] == {"MWG": 1} and tuning.sets(b, "Xgemm")
     # every problem's database time is known (verified): so is the share of the complete ones
-    assert str(tuning.depth()).endswith("complete on 0 of 3 problems (those of 0% of CLBlast's database time), "
+    assert str(tuning.depth()).endswith("complete on 0 of 3 problems (those of 0% of CLBlast's database time, "
+                                        "cheapest composition per layer), "
                                         "verified on 3")
     assert Tuning(None, {a: 1}).source == "CLBlast database default"
 
@@ -234,7 +235,8 @@ def test_a_verified_tuning_is_applied_in_the_tuned_modes_and_the_database_is_the
         assert entry["check"]["status"] == "PASS"
         source = entry["config"]["clblast_parameters"]
         assert source.startswith("tuned by `compare tune`" if entry["mode"] != "database" else "CLBlast database")
-        assert ("complete on 0 of 10 problems (those of 0% of CLBlast's database time), verified on 10"
+        assert ("complete on 0 of 10 problems (those of 0% of CLBlast's database time, cheapest composition per "
+                "layer), verified on 10"
                 in entry["config"]["clblast_tuning_depth"])
     clblast = next(e for e in json.loads(out.read_text())["backends"] if e["name"] == "clblast")
     if clblast["mode"] != "database":
@@ -333,7 +335,7 @@ def test_as_tuner_searches_the_kernel_alone_and_refuses_layers_without_a_gemm(tm
                                           "complete on 24 of 25 problems, verified on 25"),
     (Depth(25, 8, 7, 11334, 19239, 25, 0.834), "59% of CLBlast's default search (11,334 of 19,239 configurations), "
                                                "complete on 8 of 25 problems (those of 83% of CLBlast's database "
-                                               "time), verified on 7"),
+                                               "time, cheapest composition per layer), verified on 7"),
 ])
 def test_the_depth_says_how_many_problems_were_searched_at_all(depth, text):
     # a net whose problems were never searched must not read as "0% (0 of 0 configurations)"
@@ -447,7 +449,7 @@ def test_the_depth_says_which_share_of_clblasts_time_the_complete_problems_make(
     depth = Tuning(records, calls).depth()
     assert depth.share == pytest.approx(0.5)
     assert str(depth) == ("83% of CLBlast's default search (5 of 6 configurations), complete on 2 of 3 problems "
-                          "(those of 50% of CLBlast's database time), verified on 0")
+                          "(those of 50% of CLBlast's database time, cheapest composition per layer), verified on 0")
     records[b].database_ms = None                         # one time unknown: no share, the text as before
     assert Tuning(records, calls).depth().share is None
     assert str(Tuning(records, calls).depth()).endswith("complete on 2 of 3 problems, verified on 0")
@@ -460,14 +462,50 @@ def test_show_gives_each_net_the_share_of_clblasts_time_its_complete_problems_ma
     from compare.tune import net_lines
     store = Store(DEVICE, tmp_path)
     calls = problems.net_calls(LENET, 2)
-    heaviest = max(calls, key=lambda p: p.flops)
-    for p in calls:   # every problem timed at 1 ms a call; only the heaviest searched to the end
+    gemms = [p for p in calls if p.routine == problems.GEMM]
+    heaviest = max(gemms, key=lambda p: p.flops)
+    for p in calls:   # a GEMM call 1 ms, an xCONVGEMM 2 ms: the GEMMs are the cheapest composition of every layer
         stage = StageRecord("s", "Xgemm", "abc", 1)
-        if p == heaviest:
+        if p == heaviest:   # only the heaviest searched to the end
             stage.add(Tried(0, 1.0), {})
-        store.save(ProblemRecord(p, [], {"s": stage}, database_ms=1.0))
+        store.save(ProblemRecord(p, [], {"s": stage}, database_ms=1.0 if p in gemms else 2.0))
     lines = net_lines(store, {r.problem: r for r in store.all()}, [LENET], 2)
-    share = 100 * calls[heaviest] / sum(calls.values())
-    assert lines[0] == (f"lenet batch 2: 100% of CLBlast's default search on the 1 of 10 problems searched (1 of 1 "
-                        f"configurations), complete on 1 of 10 problems (those of {share:.0f}% of CLBlast's database "
-                        f"time), verified on 0")
+    assert len(gemms) == 6 and all(calls[p] == 1 for p in gemms)   # so the heaviest is 1/6 of the cheapest pass
+    assert lines[0] == ("lenet batch 2: 100% of CLBlast's default search on the 1 of 10 problems searched (1 of 1 "
+                        "configurations), complete on 1 of 10 problems (those of 17% of CLBlast's database "
+                        "time, cheapest composition per layer), verified on 0")
+
+
+def test_clblasts_pass_takes_the_cheapest_composition_of_each_layer():
+    gemm, conv = problems.gemm(1, 196, 9, 384), problems.convgemm(1, (1, 14, 14), 1, (3, 3), (1, 1), (1, 1))
+    fc_t, fc = problems.gemv(10, 20, True), problems.gemv(10, 20, False)
+    layers = [[{gemm: 1}, {conv: 384}], [{fc_t: 1}, {fc: 1}]]
+    times = {gemm: 0.04, conv: 0.03, fc_t: 0.02, fc: 0.01}
+    # the depthwise conv: one batched GEMM (0.04 ms) beats 384 xCONVGEMMs (11.5 ms); the dense layer: the plain GEMV
+    assert problems.cheapest_costs(layers, times.get) == pytest.approx({gemm: 0.04, conv: 0.0, fc_t: 0.0, fc: 0.01})
+    # a layer with a time not known is left out, the others stand
+    assert problems.cheapest_costs(layers, {gemm: 0.04, fc_t: 0.02, fc: 0.01}.get) == pytest.approx(
+        {fc_t: 0.0, fc: 0.01})
+    # a problem no layer poses is a layer of its own
+    lone = problems.gemm(8, 8, 8)
+    assert problems.covering(layers, {gemm: 1, lone: 3})[-1] == [{lone: 3}]
+    # MobileNet-v2's depthwise convs come as both compositions, the xCONVGEMM once per channel
+    ways = problems.net_compositions(MOBILENET_V2, 1)
+    depthwise = [w for w in ways if any(p.routine == problems.CONVGEMM and n > 1 for way in w for p, n in way.items())]
+    assert len(depthwise) == 17 and all(len(w) == 2 for w in depthwise)
+
+
+def test_the_search_takes_the_problems_of_clblasts_cheapest_pass_first_most_of_it_per_configuration(tmp_path):
+    from backends.clblast.search import Search
+    store = Store(DEVICE, tmp_path)
+    dw_gemm, dw_conv = problems.gemm(1, 196, 9, 384), problems.convgemm(1, (1, 14, 14), 1, (3, 3), (1, 1), (1, 1))
+    pw_gemm, pw_conv = problems.gemm(64, 196, 384), problems.convgemm(1, (384, 14, 14), 64, (1, 1), (0, 0), (1, 1))
+    for p, ms in ((dw_gemm, 0.04), (dw_conv, 0.03), (pw_gemm, 0.05), (pw_conv, 0.04)):
+        store.save(ProblemRecord(p, database_ms=ms))
+    layers = [[{dw_gemm: 1}, {dw_conv: 384}], [{pw_gemm: 1}, {pw_conv: 1}]]
+    calls = {dw_gemm: 1, dw_conv: 384, pw_gemm: 1, pw_conv: 1}
+    search = Search("", store, LIMITS, {p: ["t:x"] for p in calls}, calls=calls, layers=layers)
+    # the xCONVGEMM costs its pass 0.04 ms over 193 configurations, the batched GEMM 0.04 over 1,526; the
+    # per-channel xCONVGEMMs (11.5 ms, but of no cheapest composition) and the dearer 1x1 GEMM go after
+    assert _order(search) == [pw_conv, dw_gemm, dw_conv, pw_gemm]
+    assert search.cheapest_cost(dw_conv) == 0.0 and search.cost(dw_conv) == pytest.approx(11.52)

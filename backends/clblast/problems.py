@@ -147,24 +147,30 @@ def _features(shape) -> int:
     return d
 
 
-def layer_calls(net, batch: int, i: int) -> list[tuple[Problem, int]]:
-    """Every call the CLBlast backends may make for layer i (each composition), with how many times one
-    pass makes it: once (a grouped conv's GEMMs are one batched call), but a grouped conv's xCONVGEMM
-    once per image and group."""
+def layer_compositions(net, batch: int, i: int) -> list[dict[Problem, int]]:
+    """The ways the CLBlast backends may compose layer i, each as the calls one pass makes of its problems:
+    a conv's im2col GEMMs (a grouped conv's are one batched call) or its xCONVGEMM (once per image and
+    group when grouped); a batch-1 dense layer's GEMV with the weights either way round."""
     layer, src, dst = net.layers[i], net.in_shape(i), net.out_shape(i)
     if layer.kind == "conv":
         plan = ConvPlan.of(batch, src, dst, layer.kernel, layer.stride, layer.padding, layer.groups)
-        return [(plan_gemm(plan), 1), (plan_convgemm(plan), plan_convgemm_calls(plan))]
+        return [{plan_gemm(plan): 1}, {plan_convgemm(plan): plan_convgemm_calls(plan)}]
     if layer.kind == "global_avgpool":
-        return [(pooling_gemv(batch, src), 1)]
+        return [{pooling_gemv(batch, src): 1}]
     if layer.kind == "subsample":   # the study's sparse convolution, C channels in and out
-        return [(conv_gemm(batch, src, dst, layer.kernel), 1),
-                (convgemm(batch, src, src[0], layer.kernel, (0, 0), layer.stride), 1)]
+        return [{conv_gemm(batch, src, dst, layer.kernel): 1},
+                {convgemm(batch, src, src[0], layer.kernel, (0, 0), layer.stride): 1}]
     if layer.kind == "dense" and batch == 1:
-        return [(gemv(dst[0], _features(src), True), 1), (gemv(dst[0], _features(src), False), 1)]
+        return [{gemv(dst[0], _features(src), True): 1}, {gemv(dst[0], _features(src), False): 1}]
     if layer.kind == "dense":
-        return [(dense_gemm(batch, _features(src), dst[0]), 1)]
+        return [{dense_gemm(batch, _features(src), dst[0]): 1}]
     return []
+
+
+def layer_calls(net, batch: int, i: int) -> list[tuple[Problem, int]]:
+    """Every call the CLBlast backends may make for layer i (each composition), with how many times one
+    pass makes it."""
+    return [(p, n) for way in layer_compositions(net, batch, i) for p, n in way.items()]
 
 
 def layer_problems(net, batch: int, i: int) -> list[Problem]:
@@ -189,3 +195,38 @@ def net_calls(net, batch: int) -> dict[Problem, int]:
         for p, n in layer_calls(net, batch, i):
             calls[p] = calls.get(p, 0) + n
     return calls
+
+
+def net_compositions(net, batch: int) -> list[list[dict[Problem, int]]]:
+    """Per layer that makes CLBlast calls, its compositions (layer_compositions), in layer order."""
+    return [ways for i in range(len(net.layers)) if (ways := layer_compositions(net, batch, i))]
+
+
+def covering(layers: list[list[dict[Problem, int]]], calls: dict[Problem, int]) -> list[list[dict[Problem, int]]]:
+    """`layers`, and each problem of `calls` that no layer poses as a layer of its own (one composition)."""
+    posed = {p for ways in layers for way in ways for p in way}
+    return list(layers) + [[{p: n}] for p, n in calls.items() if p not in posed]
+
+
+def cheapest_costs(layers: list[list[dict[Problem, int]]], time_of) -> dict[Problem, float]:
+    """What each problem costs a pass of CLBlast at its best with its database (ms), taking in each layer the
+    composition whose calls cost least (time_of(problem) x calls; summed over the layers); a problem of no
+    layer's cheapest composition costs 0.  A layer with a problem time_of does not know is left out."""
+    costs: dict[Problem, float] = {}
+    for ways in layers:
+        priced = []
+        for way in ways:
+            times = {p: time_of(p) for p in way}
+            if any(t is None for t in times.values()):
+                break
+            priced.append((sum(times[p] * n for p, n in way.items()), way, times))
+        else:
+            if not priced:
+                continue
+            _, cheapest, times = min(priced, key=lambda x: x[0])
+            for way in ways:
+                for p in way:
+                    costs.setdefault(p, 0.0)
+            for p, n in cheapest.items():
+                costs[p] += times[p] * n
+    return costs

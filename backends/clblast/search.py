@@ -14,7 +14,13 @@ budget, an interrupt or a crash continues with the next configuration.
 Problems are searched costliest first: by what each costs one pass with
 CLBlast's database (one call's time, `measure_costs`, times the calls a
 pass makes), since FLOPs mislead (a depthwise conv is little in FLOPs but
-hundreds of xCONVGEMM calls); those not timed go after, by their FLOPs.
+hundreds of xCONVGEMM calls).  The problems of each layer's cheapest
+composition go first, as they are what CLBlast at its best pays (a
+depthwise conv's per-channel xCONVGEMMs cost the `clblast-convgemm` pass
+far more than its batched GEMM costs `clblast-best`'s), by cost per
+configuration of their search (an xCONVGEMM's 193 against a GEMM's 1,526),
+so that most of that pass is complete soonest; then the others; those not
+timed go last, by their FLOPs.
 Several children side by side (`jobs`: compiling dominates, and it is
 host work); a child's times are then noisier, which the verification,
 run alone, corrects.
@@ -34,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 
 from .overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
-from .problems import GEMV, XGEMM_ALONE, Problem
+from .problems import GEMV, XGEMM_ALONE, Problem, cheapest_costs, covering
 from .record import Candidate, NetChoice, ProblemRecord, StageRecord, Store, Tried, Verified
 from .search_child import LOST
 from .space import STAGES, DeviceLimits
@@ -77,11 +83,15 @@ class _Child:
 
 class Search:
     def __init__(self, device_index: str, store: Store, limits: DeviceLimits, problems: dict[Problem, list[str]],
-                 jobs: int = 1, progress=lambda s: None, calls: dict[Problem, int] | None = None):
+                 jobs: int = 1, progress=lambda s: None, calls: dict[Problem, int] | None = None,
+                 layers: list[list[dict[Problem, int]]] | None = None):
         """`problems`: each with the 'net:layer' names posing it; `calls`: how many calls of it a pass
-        makes (1 where not given), which weighs its time in the order of the search."""
+        makes (1 where not given), which weighs its time in the order of the search; `layers`: the nets'
+        layers as problems.net_compositions gives them, so that the problems of CLBlast's cheapest
+        composition of each layer go first (without: each problem a layer of its own)."""
         self.device_index, self.store, self.jobs, self.progress = device_index, store, max(1, jobs), progress
         self.calls = {p: (calls or {}).get(p, 1) for p in problems}
+        self.layers = covering(layers or [], self.calls)
         self.records: dict[Problem, ProblemRecord] = {}
         self.plans: list[_Plan] = []
         for problem in problems:
@@ -108,12 +118,24 @@ class Search:
         ms = self.records[problem].database_time()
         return None if ms is None else ms * self.calls[problem]
 
+    def cheapest_cost(self, problem: Problem) -> float | None:
+        """What the problem costs a pass of CLBlast at its best with its database (problems.cheapest_costs):
+        0 where another composition of its layers costs less; None where not known."""
+        return self._cheapest.get(problem)
+
     def _order(self) -> None:
-        """Records and plans by cost, the costliest first, then the problems not timed by FLOPs; a problem's
-        stages keep their order (the sort is stable)."""
+        """Records and plans by cost: first the problems of CLBlast's cheapest composition of each layer (what
+        CLBlast at its best pays), the costliest per configuration of their default search first; then the
+        other timed problems by their cost; then the problems not timed, by FLOPs.  A problem's stages keep
+        their order (the sort is stable)."""
+        self._cheapest = cheapest_costs(
+            self.layers, lambda p: self.records[p].database_time() if p in self.records else None)
+
         def rank(p: Problem) -> tuple:
-            cost = self.cost(p)
-            return (0, -cost) if cost is not None else (1, -p.flops)
+            cheapest, cost = self._cheapest.get(p), self.cost(p)
+            if cheapest:   # per configuration of its default search: the most of the pass made complete soonest
+                return (0, -cheapest / max(self.records[p].depth()[1], 1))
+            return (1, -cost) if cost is not None else (2, -p.flops)
         order = sorted(self.records, key=rank)
         place = {p: n for n, p in enumerate(order)}
         self.records = {p: self.records[p] for p in order}

@@ -21,7 +21,7 @@ from nets.errors import UserError
 
 from ..options import DATABASE, TUNED
 from . import overrides
-from .problems import GEMM, GEMV, Problem
+from .problems import GEMM, GEMV, Problem, cheapest_costs, covering
 from .record import DeviceId, NetChoice, ProblemRecord, Store
 
 DEFAULT = "CLBlast database default"
@@ -56,8 +56,8 @@ class Depth:
     tried: int             # configurations tried, over all
     default: int           # CLBlast's default count, over the problems searched
     searched: int | None = None   # problems with any search (None: all of them)
-    share: float | None = None    # of the net's time with CLBlast's database, the part in problems complete
-                                  # (None: not every problem's time is known)
+    share: float | None = None    # of the net's time with CLBlast's database in the cheapest composition of
+                                  # each layer, the part in problems complete (None: a time not known)
 
     def __str__(self) -> str:
         if not self.problems:
@@ -67,7 +67,8 @@ class Depth:
             return f"not tuned: none of its {self.problems} problems searched yet"
         where = "" if searched == self.problems else f" on the {searched} of {self.problems} problems searched"
         # FLOPs mislead: the share of CLBlast's time says how much of the net's figure the complete ones stand for
-        those = "" if self.share is None else f" (those of {percent(self.share, 1.0)} of CLBlast's database time)"
+        those = "" if self.share is None else (f" (those of {percent(self.share, 1.0)} of CLBlast's database time, "
+                                               f"cheapest composition per layer)")
         return (f"{percent(self.tried, max(self.default, 1))} of CLBlast's default search{where} "
                 f"({self.tried:,} of {self.default:,} configurations), "
                 f"complete on {self.complete} of {self.problems} problems{those}, verified on {self.verified}")
@@ -83,10 +84,13 @@ class Tuning:
     """The verified sets of one device's problems, as one backend of one net uses them."""
 
     def __init__(self, records: dict[Problem, ProblemRecord] | None, calls: dict[Problem, int] | None = None,
-                 apply: bool = True, net: NetChoice | None = None, per_problem: bool = True):
-        """`calls`: the net's problems, each with the calls one pass makes of it (problems.net_calls)."""
+                 apply: bool = True, net: NetChoice | None = None, per_problem: bool = True,
+                 layers: list[list[dict[Problem, int]]] | None = None):
+        """`calls`: the net's problems, each with the calls one pass makes of it (problems.net_calls);
+        `layers`: its layers' compositions (problems.net_compositions), for the share of the depth."""
         self.records = records or {}
         self.calls = dict(calls or {})
+        self.layers = covering(layers or [], self.calls)
         self.problems = list(self.calls)
         self.apply = apply              # False: CLBlast's database runs, the tuning is only reported
         self.net = net                  # the one set per kernel chosen for this net
@@ -94,12 +98,13 @@ class Tuning:
         self._group: dict[tuple, bool] = {}
 
     @classmethod
-    def for_net(cls, info: dict, calls: dict[Problem, int], use: str = TUNED, net_key: str | None = None) -> "Tuning":
-        """`calls`: as the constructor's; `use`: one of the modes; `net_key` ('vgg16 batch 1') names the net's
-        own choice."""
+    def for_net(cls, info: dict, calls: dict[Problem, int], use: str = TUNED, net_key: str | None = None,
+                layers: list[list[dict[Problem, int]]] | None = None) -> "Tuning":
+        """`calls`, `layers`: as the constructor's; `use`: one of the modes; `net_key` ('vgg16 batch 1') names
+        the net's own choice."""
         store = Store(DeviceId.of(info, clblast_version()))
         return cls({r.problem: r for r in store.all()}, calls, apply=use != DATABASE,
-                   net=store.load_net(net_key) if net_key else None, per_problem=use == PER_PROBLEM)
+                   net=store.load_net(net_key) if net_key else None, per_problem=use == PER_PROBLEM, layers=layers)
 
     def _tuned(self, problem: Problem, kernel: str | None):
         rec = self.records.get(problem)
@@ -150,15 +155,13 @@ class Tuning:
                      self.share())
 
     def share(self) -> float | None:
-        """Of the net's time with CLBlast's database (each problem's call times its calls), the part in the
-        problems searched to 100%; None unless every problem's time is known."""
-        costs = {}
-        for p, n in self.calls.items():
-            rec = self.records.get(p)
-            ms = rec.database_time() if rec is not None else None
-            if ms is None:
-                return None
-            costs[p] = ms * n
+        """Of the net's time with CLBlast's database in the cheapest composition of each layer (what CLBlast
+        at its best pays: problems.cheapest_costs), the part in the problems searched to 100%; None unless
+        every problem's time is known."""
+        times = {p: (r.database_time() if (r := self.records.get(p)) is not None else None) for p in self.calls}
+        if any(ms is None for ms in times.values()):
+            return None
+        costs = cheapest_costs(self.layers, times.get)
         total = sum(costs.values())
         return sum(c for p, c in costs.items() if self.records[p].complete()) / total if total > 0 else None
 
