@@ -85,14 +85,17 @@ def store_for(rt) -> Store:
 
 
 def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_only: bool = False,
-                 as_tuner: list[str] | None = None) -> tuple[Search, list]:
+                 as_tuner: list[str] | None = None, routines: list[str] | None = None) -> tuple[Search, list]:
     """Search, then verify each problem, then choose one set per kernel for each net (or only verify);
-    (the search, the problems verified this run).  `as_tuner`: see net_problems (no net-wide choice)."""
+    (the search, the problems verified this run).  `as_tuner`: see net_problems (no net-wide choice);
+    `routines`: search and verify only those routines' problems (the net-wide choice still weighs all)."""
     from backends.clblast.library import require_library
     require_library()
+    asked = net_problems(nets, batch, as_tuner)
+    if routines is not None:
+        asked = {p: layers for p, layers in asked.items() if p.routine in routines}
     search = Search(device_index(rt.device), store_for(rt), limits_from_device(rt.device),
-                    net_problems(nets, batch, as_tuner), jobs, progress, net_calls(nets, batch, as_tuner),
-                    net_layers(nets, batch, as_tuner))
+                    asked, jobs, progress, net_calls(nets, batch, as_tuner), net_layers(nets, batch, as_tuner))
     try:
         if not verify_only:
             search_end = time.monotonic() + budget_s * (1 - VERIFY_SHARE)
@@ -143,17 +146,21 @@ def net_lines(store: Store, records: dict, nets, batch) -> list[str]:
                         layers=clblast_problems.net_compositions(net, b))
         out.append(f"{name}: {tuning.depth()}")
         choice = store.load_net(name)
+        problems = clblast_problems.net_problems(net, b)
+        waiting = [p for p in problems if (r := records.get(p)) is None or r.verified is None]
+        routines = sorted({p.routine for p in waiting})
         if choice is None:
-            problems = clblast_problems.net_problems(net, batch or net.default_batch)
-            unverified = sum(1 for p in problems if (r := records.get(p)) is None or r.verified is None)
             out.append(f"{name}: no set per kernel chosen yet ("
-                       + (f"{unverified} of its {len(problems)} problems not verified yet)" if unverified else
+                       + (f"{len(waiting)} of its {len(problems)} problems not verified yet)" if waiting else
                           f"its problems are verified, but choosing across them did not finish: "
                           f"`compare tune --net {net.name} --verify-only --budget-s 600`)"))
             continue
         parts = [f"{family} {f['ms']:.4f} ms against the database's {f['database_ms']:.4f}"
                  + ("" if choice.sets(family) else " (database kept)")
                  for family, f in choice.families.items() if f.get("database_ms") is not None]
+        if routines:   # verify_net leaves them with the database until every problem of theirs is verified
+            parts.append(f"{', '.join(routines)} keep the database ({len(waiting)} of the net's problems not "
+                         f"verified yet)")
         out.append(f"{name}: one set per kernel for the whole net, summed over its layers: " + "; ".join(parts))
     return out
 

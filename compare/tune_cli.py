@@ -43,6 +43,7 @@ def cmd_tune(args) -> int:
             raise UserError(f"cannot tune tiles for {skipped[0].name}: {why}")
         print(f"tiles: {', '.join(n.name for n in skipped)} left out (vectorised-tiled cannot run "
               f"{'it' if len(skipped) == 1 else 'them'}); CLBlast's problems are tuned for every net")
+    routines = _routines(args.routines, loaded, batch, as_tuner)
     rt = get_runtime(args.device)
     if args.show:
         print(tune.show(rt, loaded, batch, as_tuner))
@@ -61,7 +62,7 @@ def cmd_tune(args) -> int:
     try:
         if "clblast" in scopes:
             search, verified = tune.tune_clblast(rt, loaded, batch, args.budget_s - tiles_s, jobs, progress.update,
-                                                 args.verify_only, as_tuner)
+                                                 args.verify_only, as_tuner, routines)
         if "tiles" in scopes and tiled:
             tiles, rows = tune.tune_tiles(rt, tiled, [batch or n.default_batch for n in tiled], tiles_s,
                                      progress.update)
@@ -81,6 +82,25 @@ def cmd_tune(args) -> int:
           f"(--clblast-params database ignores them); run it again to go deeper")
     unwritten(problems)
     return 0
+
+
+def _routines(text: str | None, nets, batch, as_tuner) -> list[str] | None:
+    """--routines checked: known names, and posed by the nets (None: every routine)."""
+    from backends.clblast import problems
+
+    from . import tune
+    if text is None:
+        return None
+    known = (problems.GEMM, problems.GEMV, problems.CONVGEMM)
+    asked = [r.strip() for r in text.split(",") if r.strip()]
+    if not asked or any(r not in known for r in asked):
+        raise UserError(f"--routines takes {', '.join(known)} (comma-separated), not {text!r}")
+    if as_tuner is not None:
+        raise UserError("--routines and --as-tuner exclude each other: --as-tuner searches the Xgemm kernel alone")
+    if not any(p.routine in asked for p in tune.net_problems(nets, batch)):
+        raise UserError(f"--routines {text}: no problem of {', '.join(n.name for n in nets)} calls "
+                        f"{' or '.join(asked)}; name a routine the nets call")
+    return asked
 
 
 def _default_jobs(rt) -> int:
@@ -114,6 +134,10 @@ def add_tune_parser(sub) -> None:
                    help="instead of the nets' problems, search these layers' im2col GEMMs (comma-separated names, or "
                         "'all') as CLBlast's xgemm tuner runs them: the Xgemm kernel alone, column major, sizes "
                         "rounded up to its tiles; to hold our search against the tuner's own figures")
+    p.add_argument("--routines", metavar="NAMES",
+                   help="search only the problems of these CLBlast routines (gemm, gemv, convgemm; comma-separated): "
+                        "a kind of call is tuned for a net only once all its problems are verified, so finishing "
+                        "one kind first puts it in force sooner")
     p.add_argument("--verify-only", action="store_true",
                    help="search nothing: spend the budget re-timing what was found against CLBlast's database")
     add_device_option(p)

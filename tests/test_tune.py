@@ -195,7 +195,9 @@ def test_tune_shows_its_depth_and_refuses_bad_options_in_one_line(tmp_path):
     for argv, message in [(["--budget-s", "0"], "--budget-s must be a positive number of seconds, not 0.0"),
                           (["--scope", "everything"], "--scope takes clblast, tiles (comma-separated)"),
                           (["--net", "nosuch", "--budget-s", "5"], "unknown net 'nosuch'"),
-                          (["--jobs", "0"], "--jobs")]:
+                          (["--jobs", "0"], "--jobs"),
+                          (["--routines", "blas"], "--routines takes gemm, gemv, convgemm (comma-separated)"),
+                          (["--routines", "gemv", "--as-tuner", "all"], "--routines and --as-tuner exclude each")]:
         proc = _compare("tune", *argv, env=env)
         assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
@@ -509,3 +511,29 @@ def test_the_search_takes_the_problems_of_clblasts_cheapest_pass_first_most_of_i
     # per-channel xCONVGEMMs (11.5 ms, but of no cheapest composition) and the dearer 1x1 GEMM go after
     assert _order(search) == [pw_conv, dw_gemm, dw_conv, pw_gemm]
     assert search.cheapest_cost(dw_conv) == 0.0 and search.cost(dw_conv) == pytest.approx(11.52)
+
+
+def test_a_routine_with_every_problem_verified_is_chosen_for_the_net_the_others_keep_the_database(
+        tmp_path, monkeypatch):
+    from backends.clblast import search as search_module
+    from backends.clblast.search import Search, verify_net
+    store = Store(DEVICE, tmp_path)
+    a, b, g = problems.gemm(4, 8, 16), problems.gemm(8, 8, 8), problems.gemv(10, 20, True)
+    store.save(verified_record(a, {"database": 0.3, "XgemmDirect": 0.2}))
+    store.save(verified_record(g, {"database": 0.3, "Xgemv": 0.1}))
+    weights = {a: 1, b: 1, g: 2}
+
+    def child(req, timeout):   # the cross child: each candidate on each problem, 0.1 ms less than the database
+        return [{"label": label, "problem": problems.Problem.from_json(p).key, "ms": 0.3 if label == "database" else 0.2}
+                for label in ["database"] + [c[0] for c in req["candidates"]] for p in req["problems"]], True
+    monkeypatch.setattr(search_module, "_answers", child)
+    search = Search("", store, LIMITS, {p: ["t:x"] for p in weights})
+    choice = verify_net(search, "t batch 1", weights, 30)
+    # b, a GEMM, is not verified: no GEMM family is chosen; the GEMV is, over its calls
+    assert set(choice.families) == {"Xgemv"} and choice.families["Xgemv"]["ms"] == pytest.approx(0.4)
+    assert choice.sets("Xgemv") and Tuning({}, weights, net=choice, per_problem=False).sets(a) == []
+    store.save(verified_record(b, {"database": 0.3, "Xgemm": 0.25}))   # now every GEMM is: chosen anew
+    again = verify_net(Search("", store, LIMITS, {p: ["t:x"] for p in weights}), "t batch 1", weights, 30)
+    assert {"XgemmDirect", "Xgemm", "Xgemv"} == set(again.families)
+    nothing = Store(DEVICE, tmp_path / "none")   # no routine with its problems all verified: no choice
+    assert verify_net(Search("", nothing, LIMITS, {p: ["t:x"] for p in weights}), "t batch 1", weights, 30) is None

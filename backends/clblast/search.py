@@ -355,20 +355,23 @@ CROSS_ROUNDS = 5
 def verify_net(search: "Search", net: str, weights: dict, seconds: float) -> NetChoice | None:
     """One set per kernel family for the whole net `net` ('vgg16 batch 1'): every problem's verified
     tuned sets timed on every problem of the family, alone; `weights`: problem -> its calls per pass.
-    None when a problem has no verification yet or the time ran out."""
+    A routine with a problem not verified yet keeps the database (an override cannot be undone for that
+    one call); None when no routine has all its problems verified, or the time ran out."""
     end = time.monotonic() + seconds
     store = search.store
     recs = {p: search.records.get(p) or store.load(p) for p in weights}
-    if any(r is None or r.verified is None for r in recs.values()):
+    verified = {p: r for p, r in recs.items() if r is not None and r.verified is not None}
+    waiting = {p.routine for p in weights if p not in verified}
+    if waiting >= {p.routine for p in weights}:
         return None
     old = store.load_net(net)
     keys = sorted(p.key for p in weights)
-    if old and old.problems == keys and all(r.verified.when <= old.when for r in recs.values()):
+    if old and old.problems == keys and all(r.verified.when <= old.when for r in verified.values()):
         return old   # nothing verified since it was chosen
     choice = NetChoice(net, keys, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     for routine, families in FAMILIES.items():
         problems = [p for p in weights if p.routine == routine]
-        for family in families if problems else ():
+        for family in families if problems and routine not in waiting else ():
             cands = _distinct([(f"{c.label}, of {p.key}", c.sets) for p in problems
                                for c in recs[p].verified.candidates if any(k == family for k, _ in c.sets)])
             if not cands:
