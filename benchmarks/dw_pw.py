@@ -1,13 +1,18 @@
 """The depthwise -> 1x1 fold (backends/handwritten/dw_pw.py) against the two
 kernels it replaces, on this device: the same net prepared with
-fold_depthwise "always" and "never", both checked against the float64 oracle, then
-timed in turn (one pass of each, alternating, so drift hits both alike).
+fold_depthwise "always" and "never" (or the two --forms named), both checked
+against the float64 oracle, then timed in turn (one pass of each,
+alternating, so drift hits both alike).
 
     .venv/bin/python benchmarks/dw_pw.py [--net mobilenet-v2] [--backend vectorised] [--batch 1] [--repeats 10]
+                                         [--forms always,measured]
 
 Printed: the forward pass's device time (the sum of every step's profiling
 event, each layer synced alone as in `compare run`) and its host wall time,
-medians with the runs' range; then, per depthwise layer that folds, the
+medians with the runs' range; the whole pass's compute time as `compare run`
+takes it (every layer enqueued, one sync), median, and the ratio of the
+second form's to the first's with its 95% interval; then, for "always"
+against "never", per depthwise layer that folds, the
 device time of the depthwise, its 1x1 and the 1x1's folded add (if any) in
 each form, median and fastest pass, and their ratios (two kernels / folded:
 above 1, the fold wins).  Where other work shares the device (a CPU), the
@@ -25,8 +30,10 @@ from tabulate import tabulate
 from backends.handwritten.tiled import TiledNet
 from backends.handwritten.vectorised import VectorisedNet
 from backends.opencl.runtime import get_runtime
+from backends.handwritten.dw_pw import FOLDS
 from compare import oracle
 from compare.checking import compare_arrays
+from compare.intervals import ratio_interval
 from nets import get_net
 from nets.weights import init_weights, make_input
 
@@ -48,12 +55,18 @@ def main(argv=None) -> int:
     p.add_argument("--backend", default="vectorised", choices=list(NETS))
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--forms", default="always,never", help=f"two of {', '.join(FOLDS)}, comma-separated")
     args = p.parse_args(argv)
+    chosen = args.forms.split(",")
+    if len(chosen) != 2 or len(set(chosen)) != 2 or any(c not in FOLDS for c in chosen):
+        p.error(f"--forms takes two of {', '.join(FOLDS)}, not {args.forms!r}")
     rt = get_runtime()
     net = get_net(args.net)
     weights, x = init_weights(net, 0), make_input(net, args.batch, 0)
     want = oracle.forward(net, weights, x)[-1]
-    forms = {"folded": "always", "two kernels": "never"}
+    pairs = chosen == ["always", "never"]   # the per-pair table compares exactly these
+    names = {"always": "folded", "never": "two kernels", "measured": "measured"}
+    forms = {names[c]: c for c in chosen}
     prepared = {name: NETS[args.backend](rt, net, weights, args.batch, fold_depthwise=on) for name, on in forms.items()}
     try:
         for name, pn in prepared.items():
@@ -61,14 +74,16 @@ def main(argv=None) -> int:
             print(f"{args.backend} {name}: {'PASS' if check.passed else 'FAIL'} rel L2 {check.rel_l2:.1e}")
             if not check.passed:
                 return 1
-        folded = prepared["folded"].config["depthwise_fused"]
-        print(f"{rt.info['name']}: {len(folded)} depthwise layers folded, "
-              f"{len(prepared['folded'].config.get('depthwise_not_fused', {}))} not")
+        for name, pn in prepared.items():
+            print(f"{rt.info['name']}, {name}: {len(pn.config['depthwise_fused'])} depthwise layers folded, "
+                  f"{len(pn.config.get('depthwise_not_fused', {}))} not")
         device = {name: [] for name in forms}
         wall = {name: [] for name in forms}
+        compute = {name: [] for name in forms}
         layers = {name: {} for name in forms}
         for _ in range(args.repeats):
             for name, pn in prepared.items():
+                compute[name].append(pn.timed_pass(x)[0]["compute"])
                 t0 = time.perf_counter()
                 timings = pn.run_timed()
                 wall[name].append((time.perf_counter() - t0) * 1e3)
@@ -76,9 +91,17 @@ def main(argv=None) -> int:
                 for t in timings:
                     layers[name].setdefault(t.name, []).append(t.kernel_ms or 0.0)
         rows = [[name, f"{statistics.median(device[name]):.3f}",
-                 f"{min(device[name]):.3f}-{max(device[name]):.3f}", f"{statistics.median(wall[name]):.2f}"]
+                 f"{min(device[name]):.3f}-{max(device[name]):.3f}", f"{statistics.median(wall[name]):.2f}",
+                 f"{statistics.median(compute[name]):.3f}"]
                 for name in forms]
-        print(tabulate(rows, ["form", "device ms (median)", "range", "wall ms (median)"]))
+        print(tabulate(rows, ["form", "device ms (median)", "range", "wall ms (median)", "pass compute ms (median)"]))
+        first, second = forms
+        lo, hi = ratio_interval(compute[second], compute[first])
+        print(f"pass compute, {second} / {first}: {statistics.median(compute[second]) / statistics.median(compute[first]):.2f}x "
+              f"[{lo:.2f}, {hi:.2f}] (above 1: {first} is faster)")
+        if not pairs:
+            return 0
+        folded = prepared["folded"].config["depthwise_fused"]
         adds = prepared["folded"].config["residual_adds_fused"]
         rows, total = [], {(name, stat): 0.0 for name in forms for stat in (statistics.median, min)}
         for dw, text in folded.items():

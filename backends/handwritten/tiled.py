@@ -77,7 +77,7 @@ class TiledConvOp(KernelOp):
 
 class TiledNet(VectorisedNet):
     def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None, tuned: TunedTiles | None = None,
-                 fold_depthwise: str = "always"):
+                 fold_depthwise: str = "measured"):
         # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py, compare tune sweep them);
         # `tuned`: the measured choices, used for the layers they name; `fold_depthwise`: as vectorised's
         self.tiles, self.ksplit = tiles, ksplit

@@ -110,7 +110,7 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
 
-    def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "always"):
+    def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured"):
         """`fold_depthwise` (dw_pw.FOLDS): whether a depthwise conv and the 1x1 conv that alone reads it
         run as one kernel: always, never, or where measured faster at prepare."""
         if fold_depthwise not in FOLDS:
@@ -320,8 +320,8 @@ class VectorisedBackend(HandwrittenBackend):
     summary = ("hand-written, study 7.2/7.4: NHWC float4 conv (4 channels/work-item), tuned work-groups, float4 GEMV; "
                "graphs: depthwise conv its own float4 kernel, grouped conv as zero blocks; folds what a library call "
                "cannot: each residual add and its activation into the conv before it, and each depthwise conv into "
-               "the 1x1 conv after it (one kernel, the depthwise output kept in local memory, not global), "
-               "else their own kernels")
+               "the 1x1 conv after it (one kernel, the depthwise output kept in local memory, not global) where "
+               "that measured faster at prepare, else their own kernels")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
     supported_features = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD,
