@@ -96,9 +96,11 @@ def main(argv=None) -> int:
                 for name in forms]
         print(tabulate(rows, ["form", "device ms (median)", "range", "wall ms (median)", "pass compute ms (median)"]))
         first, second = forms
-        lo, hi = ratio_interval(compute[second], compute[first])
-        print(f"pass compute, {second} / {first}: {statistics.median(compute[second]) / statistics.median(compute[first]):.2f}x "
-              f"[{lo:.2f}, {hi:.2f}] (above 1: {first} is faster)")
+        interval = ratio_interval(compute[second], compute[first])   # None under 2 repeats
+        ratio = statistics.median(compute[second]) / statistics.median(compute[first])
+        print(f"pass compute, {second} / {first}: {ratio:.2f}x "
+              + (f"[{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "(no interval: 2 repeats at least)")
+              + f" (above 1: {first} is faster)")
         if not pairs:
             return 0
         folded = prepared["folded"].config["depthwise_fused"]

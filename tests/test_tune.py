@@ -524,7 +524,8 @@ def test_a_routine_with_every_problem_verified_is_chosen_for_the_net_the_others_
     weights = {a: 1, b: 1, g: 2}
 
     def child(req, timeout):   # the cross child: each candidate on each problem, 0.1 ms less than the database
-        return [{"label": label, "problem": problems.Problem.from_json(p).key, "ms": 0.3 if label == "database" else 0.2}
+        return [{"label": label, "problem": problems.Problem.from_json(p).key,
+                 "ms": 0.3 if label == "database" else 0.2}
                 for label in ["database"] + [c[0] for c in req["candidates"]] for p in req["problems"]], True
     monkeypatch.setattr(search_module, "_answers", child)
     search = Search("", store, LIMITS, {p: ["t:x"] for p in weights})
