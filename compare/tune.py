@@ -140,8 +140,8 @@ def net_lines(store: Store, records: dict, nets, batch) -> list[str]:
     calls, against the database, summed over its layers."""
     out = []
     for net in nets:
-        name = f"{net.name} batch {batch or net.default_batch}"
         b = batch or net.default_batch
+        name = f"{net.name} batch {b}"
         tuning = Tuning(records, clblast_problems.net_calls(net, b), apply=False,
                         layers=clblast_problems.net_compositions(net, b))
         out.append(f"{name}: {tuning.depth()}")
