@@ -186,6 +186,45 @@ def test_two_budget_limited_runs_on_this_device_the_second_continuing_the_first(
     assert verify_net(second, "t batch 1", {p: 2}, 90) is not None   # unchanged verification: kept as it is
 
 
+def test_a_child_times_each_configuration_on_every_problem_of_its_stage_that_lacks_it(tmp_path):
+    """Compiling dominates: one child takes a configuration to all the problems still lacking it."""
+    from backends.clblast.search import CHUNK, Search, _Child
+    store = Store(DEVICE, tmp_path)
+    big, small, g = problems.gemm(64, 64, 64), problems.gemm(8, 8, 8, 4), problems.gemv(4, 8, True)
+    search = Search("", store, LIMITS, {p: ["t:x"] for p in (big, small, g)})
+    lead = search.plans[0]
+    assert lead.problem == big
+    twin = next(p for p in search.plans if p.problem == small and p.stage.name == lead.stage.name)
+    for i in range(10):   # the small GEMM has the first ten already
+        twin.record.add(Tried(i, 1.0), lead.order[i])
+    plans, want = search._next_chunk()
+    assert [p.problem for p in plans] == [big, small]     # the GEMV's stages are others
+    assert [i for i, _ in want] == list(range(min(CHUNK, lead.record.default_count)))
+    assert all(where == ([0] if i < 10 else [0, 1]) for i, where in want)
+    search.children.append(_Child(plans, want, proc=None))  # in a child's hands: the next chunk takes others
+    held = {(p.stage.name, i) for i, _ in want for p in plans}
+    plans, want = search._next_chunk()
+    assert [p.problem for p in plans] == [big, small]
+    assert not held & {(p.stage.name, i) for i, _ in want for p in plans}
+
+
+def test_one_child_searches_two_problems_of_a_stage_on_this_device(tmp_path):
+    """Both records get the configurations tried; a second problem adds no compile of its own."""
+    backend_or_skip("clblast")
+    from backends.clblast.search import Search
+    from backends.opencl.runtime import device_index, get_runtime
+    rt = get_runtime()
+    store = Store(DeviceId.of(rt.info, "test"), tmp_path)
+    a, b = problems.gemm(4, 8, 16), problems.gemm(8, 4, 16)
+    search = Search(device_index(rt.device), store, limits_from_device(rt.device), {a: ["t:x"], b: ["t:y"]})
+    search.search(20)
+    if search.tried_now == 0:   # a loaded machine can spend the time starting the child
+        search.search(45)
+    tried = [{(s.stage, i) for s in store.load(p).stages.values() for i in s.tried} for p in (a, b)]
+    assert tried[0] and tried[1]
+    assert len(tried[0] ^ tried[1]) <= 2   # only the configuration in hand when each run stopped may differ
+
+
 def test_tune_shows_its_depth_and_refuses_bad_options_in_one_line(tmp_path):
     env = dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path))
     shown = _compare("tune", "--net", "lenet", "--show", env=env)

@@ -21,9 +21,12 @@ far more than its batched GEMM costs `clblast-best`'s), by cost per
 configuration of their search (an xCONVGEMM's 193 against a GEMM's 1,526),
 so that most of that pass is complete soonest; then the others; those not
 timed go last, by their FLOPs.
-Several children side by side (`jobs`: compiling dominates, and it is
-host work); a child's times are then noisier, which the verification,
-run alone, corrects.
+Compiling dominates (seconds a configuration, against milliseconds to
+check and time it), so a child times each configuration on every problem
+of its stage that lacks it: the routine's program, built once, serves
+them all, where one child per problem built it once per problem.  Several
+children side by side (`jobs`: compiling is host work); a child's times
+are then noisier, which the verification, run alone, corrects.
 """
 from __future__ import annotations
 
@@ -72,11 +75,14 @@ class _Plan:
 
 @dataclass
 class _Child:
-    plan: _Plan
-    indices: list[int]
+    """One child's work: configurations of one stage, each on the problems of `plans` that lack it (the
+    first plan leads: it needs them all)."""
+
+    plans: list[_Plan]
+    want: list[tuple[int, list[int]]]   # (configuration index, positions in `plans` to time it on)
     proc: subprocess.Popen
     last: float = field(default_factory=time.monotonic)
-    answered: set = field(default_factory=set)
+    answered: set = field(default_factory=set)   # (index, position)
     ready: bool = False      # it built the problem: a death after this is a configuration's doing
     stopped: bool = False    # stopped by us at the budget's end
 
@@ -166,20 +172,34 @@ class Search:
         self._order()
 
     # -- the search
-    def _next_chunk(self) -> tuple[_Plan, list[int]] | None:
+    def _busy(self, plan: _Plan) -> set[int]:
+        return {i for c in self.children for i, where in c.want for n in where if c.plans[n] is plan}
+
+    def _next_chunk(self) -> tuple[list[_Plan], list[tuple[int, list[int]]]] | None:
+        """The next configurations of the first plan with some left, and the other problems of its stage
+        that lack them too: one compile of the routine's program serves every problem."""
         for plan in self.plans:
-            busy = {i for c in self.children if c.plan is plan for i in c.indices}
-            indices = plan.record.next_indices(CHUNK, skip=busy)
-            if indices:
-                return plan, indices
+            indices = plan.record.next_indices(CHUNK, skip=self._busy(plan))
+            if not indices:
+                continue
+            mates = [p for p in self.plans if p is not plan and p.stage.name == plan.stage.name
+                     and p.record.order == plan.record.order]
+            busy = {id(p): self._busy(p) for p in mates}
+            lacking = {id(p): [i for i in indices if i not in p.record.tried and i not in busy[id(p)]]
+                       for p in mates}
+            group = [plan] + [p for p in mates if lacking[id(p)]]
+            want = [(i, [0] + [n for n, p in enumerate(group[1:], 1) if i in lacking[id(p)]]) for i in indices]
+            return group, want
         return None
 
-    def _start(self, plan: _Plan, indices: list[int]) -> None:
-        kernel = plan.stage.kernel
-        req = {"task": "search", "device": self.device_index, "problem": plan.problem.to_json(), "kernel": kernel,
-               "route": ROUTE.get(kernel), "configs": [[i, plan.order[i]] for i in indices], "repeats": 3}
+    def _start(self, plans: list[_Plan], want: list[tuple[int, list[int]]]) -> None:
+        lead = plans[0]
+        kernel = lead.stage.kernel
+        req = {"task": "search", "device": self.device_index, "problems": [p.problem.to_json() for p in plans],
+               "kernel": kernel, "route": ROUTE.get(kernel),
+               "configs": [[i, lead.order[i], where] for i, where in want], "repeats": 3}
         proc = _spawn(req)
-        child = _Child(plan, indices, proc)
+        child = _Child(plans, want, proc)
         threading.Thread(target=_read, args=(proc, child, self.lines), daemon=True).start()
         self.children.append(child)
 
@@ -189,14 +209,14 @@ class Search:
             if got.get("ready"):
                 child.ready = True
                 return
-            index = int(got["index"])
+            index, at = int(got["index"]), int(got["problem"])
         except (ValueError, KeyError, TypeError, AttributeError):
             return   # a library's stray output on stdout
-        if index not in child.indices or index in child.answered:
+        if (index, at) in child.answered or not any(i == index and at in where for i, where in child.want):
             return
-        child.answered.add(index)
+        child.answered.add((index, at))
         child.last = time.monotonic()
-        plan = child.plan
+        plan = child.plans[at]
         plan.record.add(Tried(index, got.get("ms"), got.get("error")), plan.order[index])
         self.dirty.add(plan.problem)
         self.tried_now += 1
@@ -209,11 +229,13 @@ class Search:
         if not child.ready and not child.stopped:
             raise SearchFailed(f"the search's child process failed before its first configuration "
                                f"(exit {code}): {_last_words(child.proc)}")
-        missing = [i for i in child.indices if i not in child.answered]
+        missing = [(i, at) for i, where in child.want for at in where if (i, at) not in child.answered]
         if code not in (0, LOST) and missing and not child.stopped:
             why = f"the child process died on it (exit {code})" if code != -9 else "no answer in time (stopped)"
-            child.plan.record.add(Tried(missing[0], None, why), child.plan.order[missing[0]])
-            self.dirty.add(child.plan.problem)
+            index, at = missing[0]
+            plan = child.plans[at]
+            plan.record.add(Tried(index, None, why), plan.order[index])
+            self.dirty.add(plan.problem)
 
     def _save(self) -> None:
         for problem in self.dirty:
@@ -269,7 +291,9 @@ class Search:
     def _status(self, end: float) -> str:
         done = sum(p.record.done() for p in self.plans)
         total = sum(p.record.default_count for p in self.plans)
-        working = ", ".join(sorted({f"{c.plan.problem.key} {c.plan.stage.name}" for c in self.children}))[:90]
+        working = ", ".join(sorted({f"{c.plans[0].problem.key} {c.plans[0].stage.name}" +
+                                    (f" (+{len(c.plans) - 1})" if len(c.plans) > 1 else "")
+                                    for c in self.children}))[:90]
         return (f"search {done}/{total} configurations ({100 * done / max(total, 1):.0f}%), "
                 f"{max(end - time.monotonic(), 0):.0f} s left: {working}")
 

@@ -5,9 +5,11 @@ hold for the whole process and cannot be undone.  It reads one request
 child stopped at the budget's end or killed by a bad configuration loses
 only the configuration in hand.
 
-  search:  {"task": "search", "device": "P:D", "problem": ..., "kernel": "Xgemm",
-            "route": {...} | null, "configs": [[index, parameters], ...], "repeats": 3}
-           -> {"index": i, "ms": device span (min of repeats) | null, "error": null | why}
+  search:  {"task": "search", "device": "P:D", "problems": [...], "kernel": "Xgemm",
+            "route": {...} | null, "configs": [[index, parameters, [positions in problems]], ...],
+            "repeats": 3}
+           -> {"index": i, "problem": position, "ms": device span (min of repeats) | null,
+               "error": null | why}; each configuration put in force once for all its problems
   verify:  {"task": "verify", "device": "P:D", "problem": ..., "candidates": [[label, sets], ...],
             "rounds": 15, "cap_s": 20}
            -> {"label": ..., "ms": median wall ms (the kernel alone: least event ms) | null, "error": ...}
@@ -46,21 +48,28 @@ def _put(device, sets) -> None:
         overrides.ensure(device, kernel, params)
 
 
-def search(req: dict, call, device) -> None:
+def search(req: dict, calls: list, device) -> None:
     route = [("GemmRoutine", req["route"])] if req.get("route") else []
-    for index, params in req["configs"]:
+    for index, params, where in req["configs"]:
         try:
             _put(device, [(req["kernel"], params)] + route)
-            wrong = call.check()   # the first call compiles
-            if wrong:
-                _say(index=index, ms=None, error=wrong)
-                continue
-            ms = min(call.span_ms() for _ in range(int(req.get("repeats", 3))))
-            _say(index=index, ms=round(ms, 5), error=None)
-        except Exception as exc:  # noqa: BLE001 - a configuration the device refuses is a result, not a crash
-            _say(index=index, ms=None, error=_short(exc))
-            if not _healthy(call):
-                sys.exit(LOST)   # a kernel that faulted can take the context with it: the rest in a fresh child
+        except Exception as exc:  # noqa: BLE001 - parameters CLBlast refuses are a result, not a crash
+            for at in where:
+                _say(index=index, problem=at, ms=None, error=_short(exc))
+            continue
+        for at in where:   # the first call compiles; the others find the program built
+            call = calls[at]
+            try:
+                wrong = call.check()
+                if wrong:
+                    _say(index=index, problem=at, ms=None, error=wrong)
+                    continue
+                ms = min(call.span_ms() for _ in range(int(req.get("repeats", 3))))
+                _say(index=index, problem=at, ms=round(ms, 5), error=None)
+            except Exception as exc:  # noqa: BLE001 - a configuration the device refuses is a result, not a crash
+                _say(index=index, problem=at, ms=None, error=_short(exc))
+                if not _healthy(call):
+                    sys.exit(LOST)   # a kernel that faulted can take the context with it: the rest in a fresh child
 
 
 LOST = 3   # exit code: the context is unusable after a configuration's error
@@ -152,14 +161,18 @@ def main() -> int:
     if req["task"] == "cross":
         cross(req, rt)
         return 0
-    call = Call(rt, Problem.from_json(req["problem"]))
     if req["task"] == "search":
-        # the call itself must work with CLBlast's own parameters, else no configuration is to blame
-        wrong = call.check()
-        if wrong:
-            raise RuntimeError(f"with CLBlast's database parameters: {wrong}")
+        calls = [Call(rt, Problem.from_json(p)) for p in req["problems"]]
+        for call in calls:   # each call must work with CLBlast's own parameters, else no configuration is to blame
+            wrong = call.check()
+            if wrong:
+                raise RuntimeError(f"{call.problem.key} with CLBlast's database parameters: {wrong}")
+        _say(ready=True)
+        search(req, calls, rt.device)
+        return 0
+    call = Call(rt, Problem.from_json(req["problem"]))
     _say(ready=True)
-    (search if req["task"] == "search" else verify)(req, call, rt.device)
+    verify(req, call, rt.device)
     return 0
 
 
