@@ -96,13 +96,13 @@ def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_o
         asked = {p: layers for p, layers in asked.items() if p.routine in routines}
     search = Search(device_index(rt.device), store_for(rt), limits_from_device(rt.device),
                     asked, jobs, progress, net_calls(nets, batch, as_tuner), net_layers(nets, batch, as_tuner))
+    end = time.monotonic() + budget_s
     try:
         if not verify_only:
             search_end = time.monotonic() + budget_s * (1 - VERIFY_SHARE)
             search.measure_costs(min(budget_s * (1 - VERIFY_SHARE) * COSTS_SHARE, COSTS_CAP_S))
             search.search(max(search_end - time.monotonic(), 0.0))
-        verify_s = budget_s if verify_only else budget_s * VERIFY_SHARE
-        end = time.monotonic() + verify_s
+        verify_s = max(end - time.monotonic(), 0.0)   # a search that finished early leaves its time to this
         verified = search.verify(verify_s * 0.7)
         for net in nets if as_tuner is None else ():
             b = batch or net.default_batch
