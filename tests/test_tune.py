@@ -577,3 +577,33 @@ def test_a_routine_with_every_problem_verified_is_chosen_for_the_net_the_others_
     assert {"XgemmDirect", "Xgemm", "Xgemv"} == set(again.families)
     nothing = Store(DEVICE, tmp_path / "none")   # no routine with its problems all verified: no choice
     assert verify_net(Search("", nothing, LIMITS, {p: ["t:x"] for p in weights}), "t batch 1", weights, 30) is None
+
+
+def test_a_routine_none_of_whose_problems_was_verified_again_keeps_its_net_choice_untimed(tmp_path, monkeypatch):
+    from backends.clblast import search as search_module
+    from backends.clblast.search import Search, verify_net
+    store = Store(DEVICE, tmp_path)
+    a, g = problems.gemm(4, 8, 16), problems.gemv(10, 20, True)
+    weights = {a: 1, g: 2}
+
+    def save(p, times, when):
+        rec = verified_record(p, times)
+        rec.verified.when = when
+        store.save(rec)
+    save(a, {"database": 0.3, "XgemmDirect": 0.2}, "2026-01-01T00:00:00+00:00")
+    save(g, {"database": 0.3, "Xgemv": 0.1}, "2026-01-01T00:00:00+00:00")
+    timed = []
+
+    def child(req, timeout):
+        timed.append({problems.Problem.from_json(p).routine for p in req["problems"]})
+        return [{"label": label, "problem": problems.Problem.from_json(p).key,
+                 "ms": 0.3 if label == "database" else 0.2}
+                for label in ["database"] + [c[0] for c in req["candidates"]] for p in req["problems"]], True
+    monkeypatch.setattr(search_module, "_answers", child)
+    first = verify_net(Search("", store, LIMITS, {p: ["t:x"] for p in weights}), "t batch 1", weights, 30)
+    assert {"XgemmDirect", "Xgemv"} == set(first.families) and len(timed) == 2
+    timed.clear()
+    save(a, {"database": 0.3, "XgemmDirect": 0.15}, "2099-01-01T00:00:00+00:00")   # the GEMM verified anew
+    again = verify_net(Search("", store, LIMITS, {p: ["t:x"] for p in weights}), "t batch 1", weights, 30)
+    assert timed == [{problems.GEMM}]                          # only the GEMM's sets timed again
+    assert again.families["Xgemv"] == first.families["Xgemv"]

@@ -395,6 +395,9 @@ def verify_net(search: "Search", net: str, weights: dict, seconds: float) -> Net
     choice = NetChoice(net, keys, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     for routine, families in FAMILIES.items():
         problems = [p for p in weights if p.routine == routine]
+        if problems and routine not in waiting and _still(old, keys, families, [verified[p] for p in problems]):
+            choice.families.update({f: old.families[f] for f in families if f in old.families})
+            continue   # none of its problems verified anew: its sets stand, and their timing is not redone
         for family in families if problems and routine not in waiting else ():
             cands = _distinct([(f"{c.label}, of {p.key}", c.sets) for p in problems
                                for c in recs[p].verified.candidates if any(k == family for k, _ in c.sets)])
@@ -422,6 +425,12 @@ def verify_net(search: "Search", net: str, weights: dict, seconds: float) -> Net
                                        "ms": round(tuned[best], 5), "database_ms": sums.get("database")}
     store.save_net(choice)
     return choice
+
+
+def _still(old: NetChoice | None, keys: list[str], families, records: list[ProblemRecord]) -> bool:
+    """Whether `old` chose sets for `families` over the same problems, none of `records` verified since."""
+    return (old is not None and old.problems == keys and any(f in old.families for f in families)
+            and all(r.verified.when <= old.when for r in records))
 
 
 def _cross_child(req: dict, timeout: float) -> dict | None:
