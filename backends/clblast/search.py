@@ -86,6 +86,12 @@ class _Child:
     ready: bool = False      # it built the problem: a death after this is a configuration's doing
     stopped: bool = False    # stopped by us at the budget's end
 
+    def __post_init__(self):
+        self.held: dict[int, set[int]] = {}   # id of a plan -> the indices this child has of it
+        for i, where in self.want:
+            for n in where:
+                self.held.setdefault(id(self.plans[n]), set()).add(i)
+
 
 class Search:
     def __init__(self, device_index: str, store: Store, limits: DeviceLimits, problems: dict[Problem, list[str]],
@@ -173,7 +179,7 @@ class Search:
 
     # -- the search
     def _busy(self, plan: _Plan) -> set[int]:
-        return {i for c in self.children for i, where in c.want for n in where if c.plans[n] is plan}
+        return set().union(*(c.held.get(id(plan), ()) for c in self.children))
 
     def _next_chunk(self) -> tuple[list[_Plan], list[tuple[int, list[int]]]] | None:
         """The next configurations of the first plan with some left, and the other problems of its stage
