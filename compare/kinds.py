@@ -48,14 +48,18 @@ class KindCell:
     # where these layers' work was done instead: "before" (adds fused into the conv before them),
     # "after" (depthwise convs fused into the 1x1 after them); "" where they were timed
     folded: str = ""
+    # where only some were folded: how many were timed; the time and ratio are over those alone,
+    # against CLBlast at its best on the same layers
+    timed: int | None = None
 
 
-def _folded(b: BackendResult, res: RunResult, layers: list[int]) -> str:
-    """Where the backend folded every one of these layers into another's kernel ("before" or
-    "after" them: analysis.folded), or "" where it did not fold them all."""
+def _folded(b: BackendResult, res: RunResult, layers: list[int]) -> tuple[str, list[int]]:
+    """Where the backend folded these layers into another's kernel ("before" or "after" them:
+    analysis.folded; "" where it folded none, or on both sides), and the layers it timed itself."""
     fused = an.folded(b)
-    sides = {fused[res.net.layers[i].name][0] if res.net.layers[i].name in fused else "" for i in layers}
-    return sides.pop() if len(sides) == 1 else ""
+    sides = {fused[res.net.layers[i].name][0] for i in layers if res.net.layers[i].name in fused}
+    own = [i for i in layers if res.net.layers[i].name not in fused]
+    return (sides.pop() if len(sides) == 1 else ""), own
 
 
 @dataclass
@@ -86,11 +90,18 @@ def kind_table(res: RunResult) -> KindTable | None:
         refs.append(min(ran, key=lambda n: median[(n, cat)]) if ran else None)
 
     def cell(b: BackendResult, cat: str, ref: str | None) -> KindCell:
-        where = _folded(b, res, found[cat])
-        if where:
+        where, own = _folded(b, res, found[cat])
+        if not own:
             return KindCell(None, None, None, where)
-        return KindCell(median[(b.name, cat)], an.ratio(median[(ref, cat)], median[(b.name, cat)]) if ref else None,
-                        ratio_interval(values[(ref, cat)], values[(b.name, cat)]) if ref and ref != b.name else None)
+        mine, theirs, timed_ = values[(b.name, cat)], values.get((ref, cat)), None
+        if len(own) < len(found[cat]):   # the folded ones cost ~0 here: held against CLBlast on the rest alone
+            mine, timed_ = group_values(b, own), len(own)
+            theirs = group_values(res.backend(ref), own) if ref else None
+        ms = float(np.median(mine)) if mine else None
+        their_ms = float(np.median(theirs)) if theirs else None
+        return KindCell(ms, an.ratio(their_ms, ms) if ref else None,
+                        ratio_interval(theirs, mine) if ref and ref != b.name and theirs and mine else None,
+                        where if timed_ else "", timed_)
     cells = [[cell(b, cat, ref) for cat, ref in zip(found, refs)] for b in timed]
     return KindTable(list(found), [len(v) for v in found.values()],
                      [sum(res.net.layers[i].flops for i in v) / 1e6 for v in found.values()],
@@ -102,18 +113,24 @@ def verdicts(t: KindTable) -> list[str]:
     or by how much CLBlast at its best beats the next where it is the fastest."""
     out = []
     for k, cat in enumerate(t.categories):
-        ran = [i for i, row in enumerate(t.cells) if row[k].ms is not None]
+        ran = [i for i, row in enumerate(t.cells) if row[k].ms is not None and row[k].timed is None]
+        part = [i for i, row in enumerate(t.cells) if row[k].timed is not None and row[k].speedup is not None]
         folded = {}
         for i, row in enumerate(t.cells):
-            if row[k].folded:
+            if row[k].folded and row[k].timed is None:
                 folded.setdefault(row[k].folded, []).append(t.backends[i])
-        if t.references[k] is None or len(ran) < 2:
+        if t.references[k] is None or (len(ran) < 2 and not part):
             continue
-        also = "".join(f" ({', '.join(who)} folded these into the layers {where} them: their time is counted there)"
-                       for where, who in folded.items())
         ref = t.names.index(t.references[k])
         label = f"CLBlast at its best ({t.backends[ref]})"
+        also = "".join(f" ({', '.join(who)} folded these into the layers {where} them: their time is counted there)"
+                       for where, who in folded.items())
+        parts = [_part(t.backends[i], t.cells[i][k], t.layer_counts[k], label) for i in part]
+        also += "".join(f" ({p})" for p in parts)
         head = f"{cat} ({t.layer_counts[k]} layer{'s' if t.layer_counts[k] > 1 else ''})"
+        if len(ran) < 2:   # no one else timed them all: only what the folding backends did on the rest
+            out.append(f"{head}: " + "; ".join(parts) + ".")
+            continue
         fastest = min(ran, key=lambda i: t.cells[i][k].ms)
         if fastest == ref:
             nxt = min((i for i in ran if i != ref), key=lambda i: t.cells[i][k].ms)
@@ -130,3 +147,11 @@ def verdicts(t: KindTable) -> list[str]:
                        + f" the speed of {label}" + ("" if clear(c.interval) else " (no clear difference)")
                        + also + ".")
     return out
+
+
+def _part(backend: str, c: KindCell, count: int, label: str) -> str:
+    """The clause for a backend that folded some of a kind's layers: how it did on the others."""
+    iv = f" [{c.interval[0]:.2f}, {c.interval[1]:.2f}]" if c.interval else ""
+    return (f"{backend} folded {count - c.timed} of these into the layers {c.folded or 'beside'} them; on the "
+            f"other {c.timed} it is at {c.speedup:.2f}x{iv} the speed of {label} on the same layers"
+            + ("" if clear(c.interval) else ", no clear difference"))

@@ -54,8 +54,11 @@ def kind_table(t: kinds.KindTable) -> Table:
     its speedup over CLBlast at its best there, with the 95% interval."""
     headers = ["backend"] + [f"{cat} ({n} layer{'s' if n > 1 else ''}, {mf:.0f} MFLOP)"
                              for cat, n, mf in zip(t.categories, t.layer_counts, t.mflops)]
-    rows = [[label] + [f"folded into the layers {c.folded}" if c.folded else DASH if c.ms is None else
+    rows = [[label] + [f"folded into the layers {c.folded}" if c.folded and c.timed is None else
+                       DASH if c.ms is None else
                        f"{fmt_ms(c.ms)} ms" + ("" if c.interval is None else f", {fmt_speedup(c.speedup, c.interval)}")
+                       + (f" on the {c.timed} not folded into the layers {c.folded or 'beside'} them"
+                          if c.timed is not None else "")
                        for c in row]
             for label, row in zip(t.backends, t.cells)]
     rows.append(["CLBlast at its best here"] + [ref or DASH for ref in t.references])

@@ -113,3 +113,24 @@ def test_a_folded_layer_has_no_speedup_rate_or_share_of_peak_of_its_own():
     table = tables.layer_table(res, res.backend("vectorised"))
     line = next(row for row in table.splitlines() if row.startswith("d "))
     assert "folded into e's kernel" in line and "2000" not in line
+
+
+def test_a_kind_folded_only_in_part_is_held_against_clblast_on_the_layers_timed():
+    """With the fold chosen by measuring, some depthwise convs stay on their own: the backend's time there
+    covers those alone, so CLBlast at its best is timed on the same layers, not on all of the kind."""
+    res = _file({"clblast": [_jitter(4.0), _jitter(1.0), _jitter(3.0), _jitter(3.0)],
+                 "vectorised": [_jitter(1.0), _jitter(0.5), _jitter(0.001), _jitter(1.5)]})
+    res.net.layers[1].category = res.net.layers[2].category = "depthwise 3x3"   # b, c and d: three depthwise
+    res.backend("vectorised").config["depthwise_fused"] = {"c": "into e's kernel"}
+    t = kinds.kind_table(res)
+    k = t.categories.index("depthwise 3x3")
+    cell = t.cells[t.names.index("vectorised")][k]
+    assert cell.timed == 2 and cell.folded == "after"
+    assert cell.ms == 2.0 and round(cell.speedup, 3) == 2.0     # b and d: 4.0 ms of clblast's, not 7.0
+    headers, rows = report_tables.kind_table(t)
+    assert rows[t.names.index("vectorised")][k + 1].endswith("on the 2 not folded into the layers after them")
+    said = [line for line in kinds.verdicts(t) if line.startswith("depthwise")]
+    lo, hi = cell.interval
+    assert lo > 1.0 and said == [
+        f"depthwise 3x3 (3 layers): vectorised folded 1 of these into the layers after them; on the other 2 it is "
+        f"at 2.00x [{lo:.2f}, {hi:.2f}] the speed of CLBlast at its best (clblast) on the same layers."]
