@@ -218,7 +218,8 @@ class Search:
             index, at = int(got["index"]), int(got["problem"])
         except (ValueError, KeyError, TypeError, AttributeError):
             return   # a library's stray output on stdout
-        if (index, at) in child.answered or not any(i == index and at in where for i, where in child.want):
+        if (index, at) in child.answered or not 0 <= at < len(child.plans) \
+                or index not in child.held.get(id(child.plans[at]), ()):
             return
         child.answered.add((index, at))
         child.last = time.monotonic()
