@@ -101,7 +101,7 @@ def kind_table(res: RunResult) -> KindTable | None:
         their_ms = float(np.median(theirs)) if theirs else None
         return KindCell(ms, an.ratio(their_ms, ms) if ref else None,
                         ratio_interval(theirs, mine) if ref and ref != b.name and theirs and mine else None,
-                        where if timed_ else "", timed_)
+                        where, timed_)
     cells = [[cell(b, cat, ref) for cat, ref in zip(found, refs)] for b in timed]
     return KindTable(list(found), [len(v) for v in found.values()],
                      [sum(res.net.layers[i].flops for i in v) / 1e6 for v in found.values()],
