@@ -1,19 +1,32 @@
-"""One status line on stderr during long runs; silent when stderr is not a terminal."""
+"""One status line on stderr during long runs.  On a terminal it is redrawn in place; off one (a log
+file, a background job) it is written as a plain line at most once a minute, so that a short command
+stays quiet and an hours-long `compare tune` still shows where it is."""
 from __future__ import annotations
 
 import sys
+import time
+
+LOG_EVERY_S = 60.0
 
 
 class Progress:
-    def __init__(self, stream=None, enabled: bool | None = None):
+    def __init__(self, stream=None, enabled: bool | None = None, every_s: float = LOG_EVERY_S,
+                 clock=time.monotonic):
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self._width = 0
+        self._every_s, self._clock = every_s, clock
+        self._last = clock()   # off a terminal the first line waits a whole period too
 
     def update(self, text: str) -> None:
-        if not self.enabled:
-            return
         text = text[:150]
+        if not self.enabled:
+            now = self._clock()
+            if now - self._last >= self._every_s:
+                self._last = now
+                self.stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+                self.stream.flush()
+            return
         self.stream.write("\r" + text.ljust(self._width))
         self.stream.flush()
         self._width = len(text)

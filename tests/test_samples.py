@@ -37,12 +37,25 @@ class _Stream:
         pass
 
 
-def test_progress_is_quiet_off_a_terminal():
+def test_progress_is_quiet_off_a_terminal_in_a_short_command():
     stream = _Stream(tty=False)
     p = Progress(stream)
     p.update("layer conv1_1, repeat 1/10")
     p.done()
     assert stream.text == ""
+
+
+def test_progress_off_a_terminal_writes_a_line_a_period_in_a_long_command():
+    now = [0.0]
+    stream = _Stream(tty=False)
+    p = Progress(stream, every_s=60, clock=lambda: now[0])
+    for t, text in [(10, "a"), (61, "b"), (90, "c"), (121, "d"), (125, "e")]:
+        now[0] = t
+        p.update(text)
+    p.done()
+    lines = stream.text.splitlines()
+    assert [line.split(" ", 1)[1] for line in lines] == ["b", "d"]   # one a minute, each whole, no \r
+    assert "\r" not in stream.text and all(len(line.split(" ", 1)[0]) == 8 for line in lines)
 
 
 def test_progress_overwrites_one_line_on_a_terminal():
