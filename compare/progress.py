@@ -10,17 +10,17 @@ LOG_EVERY_S = 60.0
 
 
 class Progress:
-    def __init__(self, stream=None, enabled: bool | None = None, every_s: float = LOG_EVERY_S,
+    def __init__(self, stream=None, in_place: bool | None = None, every_s: float = LOG_EVERY_S,
                  clock=time.monotonic):
         self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.in_place = self.stream.isatty() if in_place is None else in_place   # a terminal: redraw one line
         self._width = 0
         self._every_s, self._clock = every_s, clock
         self._last = clock()   # off a terminal the first line waits a whole period too
 
     def update(self, text: str) -> None:
         text = text[:150]
-        if not self.enabled:
+        if not self.in_place:
             now = self._clock()
             if now - self._last >= self._every_s:
                 self._last = now
@@ -32,7 +32,7 @@ class Progress:
         self._width = len(text)
 
     def done(self) -> None:
-        if self.enabled and self._width:
+        if self.in_place and self._width:
             self.stream.write("\r" + " " * self._width + "\r")
             self.stream.flush()
             self._width = 0
