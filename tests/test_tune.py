@@ -208,6 +208,38 @@ def test_a_child_times_each_configuration_on_every_problem_of_its_stage_that_lac
     assert not held & {(p.stage.name, i) for i, _ in want for p in plans}
 
 
+def test_a_configuration_that_kills_its_child_is_recorded_and_counted_and_the_rest_go_on(tmp_path, monkeypatch):
+    """A child answers its first configuration and then dies (as PoCL's heap does on some GEMMK=1 kernels):
+    that second one is kept as failed and counts as tried, the third is tried by a later child."""
+    import subprocess
+    import sys
+    from backends.clblast import search as search_module
+    from backends.clblast.search import Search
+    fake = ("import json, os, sys\n"
+            "req = json.loads(sys.stdin.read())\n"
+            "print(json.dumps({'ready': True}), flush=True)\n"
+            "index, _, where = req['configs'][0]\n"
+            "print(json.dumps({'index': index, 'problem': where[0], 'ms': 1.0, 'error': None}), flush=True)\n"
+            "os.abort()\n")
+
+    def spawn(req):
+        proc = subprocess.Popen([sys.executable, "-c", fake], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        proc.stdin.write(json.dumps(req))
+        proc.stdin.close()
+        return proc
+    monkeypatch.setattr(search_module, "_spawn", spawn)
+    store = Store(DEVICE, tmp_path)
+    p = problems.gemm(4, 8, 16)
+    search = Search("", store, LIMITS, {p: ["t:x"]})
+    first = search.plans[0].stage.name
+    search.search(6)
+    tried = store.load(p).stages[first].tried
+    assert tried[0].ms == 1.0 and tried[1].ms is None and "died on it" in tried[1].error
+    assert tried[2].ms == 1.0   # the next child starts after the one that killed its predecessor
+    assert search.tried_now == store.load(p).depth()[0]
+
+
 def test_one_child_searches_two_problems_of_a_stage_on_this_device(tmp_path):
     """Both records get the configurations tried; a second problem adds no compile of its own."""
     backend_or_skip("clblast")

@@ -243,6 +243,7 @@ class Search:
             plan = child.plans[at]
             plan.record.add(Tried(index, None, why), plan.order[index])
             self.dirty.add(plan.problem)
+            self.tried_now += 1   # a configuration that crashes its child is tried: it counts in the depth
 
     def _save(self) -> None:
         for problem in self.dirty:
