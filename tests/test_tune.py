@@ -252,7 +252,10 @@ def test_one_child_searches_two_problems_of_a_stage_on_this_device(tmp_path):
     search.search(20)
     if search.tried_now == 0:   # a loaded machine can spend the time starting the child
         search.search(45)
-    tried = [{(s.stage, i) for s in store.load(p).stages.values() for i in s.tried} for p in (a, b)]
+    # a configuration that kills the child (some GEMMK=1 kernels on PoCL) is kept for the problem in hand
+    # only; the other problem gets it when its own turn comes
+    tried = [{(s.stage, i) for s in store.load(p).stages.values() for i, t in s.tried.items()
+              if "died on it" not in (t.error or "")} for p in (a, b)]
     assert tried[0] and tried[1]
     assert len(tried[0] ^ tried[1]) <= 2   # only the configuration in hand when each run stopped may differ
 
