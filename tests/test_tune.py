@@ -208,19 +208,24 @@ def test_a_child_times_each_configuration_on_every_problem_of_its_stage_that_lac
     assert not held & {(p.stage.name, i) for i, _ in want for p in plans}
 
 
-def test_a_configuration_that_kills_its_child_is_recorded_and_counted_and_the_rest_go_on(tmp_path, monkeypatch):
-    """A child answers its first configuration and then dies (as PoCL's heap does on some GEMMK=1 kernels):
-    that second one is kept as failed and counts as tried, the third is tried by a later child."""
+@pytest.mark.parametrize("end, why", [("os.abort()", "the child process died on it (exit -6)"),
+                                       ("time.sleep(600)", "hung: silent and no processor time for 1 s")])
+def test_a_configuration_that_kills_or_hangs_its_child_is_recorded_and_counted_and_the_rest_go_on(
+        tmp_path, monkeypatch, end, why):
+    """A child answers its first configuration and then dies or sleeps for good (as PoCL's heap does on some
+    GEMMK=1 kernels: an abort, or a deadlock in malloc): that second one is kept as failed and counts as
+    tried, the third is tried by a later child."""
     import subprocess
     import sys
     from backends.clblast import search as search_module
+    from backends.clblast import watch
     from backends.clblast.search import Search
-    fake = ("import json, os, sys\n"
+    fake = ("import json, os, sys, time\n"
             "req = json.loads(sys.stdin.read())\n"
             "print(json.dumps({'ready': True}), flush=True)\n"
             "index, _, where = req['configs'][0]\n"
             "print(json.dumps({'index': index, 'problem': where[0], 'ms': 1.0, 'error': None}), flush=True)\n"
-            "os.abort()\n")
+            f"{end}\n")
 
     def spawn(req):
         proc = subprocess.Popen([sys.executable, "-c", fake], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -229,15 +234,38 @@ def test_a_configuration_that_kills_its_child_is_recorded_and_counted_and_the_re
         proc.stdin.close()
         return proc
     monkeypatch.setattr(search_module, "_spawn", spawn)
+    monkeypatch.setattr(watch, "IDLE_S", 1.0)
     store = Store(DEVICE, tmp_path)
     p = problems.gemm(4, 8, 16)
     search = Search("", store, LIMITS, {p: ["t:x"]})
     first = search.plans[0].stage.name
-    search.search(6)
+    search.search(8)
     tried = store.load(p).stages[first].tried
-    assert tried[0].ms == 1.0 and tried[1].ms is None and "died on it" in tried[1].error
-    assert tried[2].ms == 1.0   # the next child starts after the one that killed its predecessor
+    assert tried[0].ms == 1.0 and tried[1].ms is None and tried[1].error.startswith(why)
+    assert tried[2].ms == 1.0   # the next child starts after the one that failed
     assert search.tried_now == store.load(p).depth()[0]
+
+
+def test_a_process_busy_on_the_processor_is_not_idle_and_a_sleeping_one_is():
+    import subprocess
+    import sys
+    import time
+    from backends.clblast.watch import Watch, cpu_seconds
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    asleep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        time.sleep(0.5)   # the sleeper's start-up is over
+        start = time.monotonic()
+        watches = [Watch(busy.pid, start), Watch(asleep.pid, start)]
+        time.sleep(1.5)
+        now = time.monotonic()
+        assert watches[0].idle_for(now) < 1.0 and watches[1].idle_for(now) >= 1.5
+    finally:
+        busy.kill()
+        asleep.kill()
+        busy.wait()
+        asleep.wait()
+    assert cpu_seconds(busy.pid) is None   # gone: not readable
 
 
 def test_one_child_searches_two_problems_of_a_stage_on_this_device(tmp_path):

@@ -47,9 +47,11 @@ from .problems import GEMV, XGEMM_ALONE, Problem, cheapest_costs, covering
 from .record import Candidate, NetChoice, ProblemRecord, StageRecord, Store, Tried, Verified
 from .search_child import LOST
 from .space import STAGES, DeviceLimits
+from . import watch
 
 CHUNK = 64              # configurations per child at most: a fresh process bounds what CLBlast caches
 QUIET_S = 180.0         # a child silent this long (one configuration) is stopped: a hung build or kernel
+#                         (sooner where it is also idle: watch.IDLE_S)
 VERIFY_SHARE = 0.2      # of the budget, kept for the verification
 COSTS_SHARE = 0.1       # of the search's budget at most, to time each problem with CLBlast's database ...
 COSTS_CAP_S = 60.0      # ... and at most this long
@@ -85,8 +87,10 @@ class _Child:
     answered: set = field(default_factory=set)   # (index, position)
     ready: bool = False      # it built the problem: a death after this is a configuration's doing
     stopped: bool = False    # stopped by us at the budget's end
+    why: str | None = None   # why we killed it before the budget's end
 
     def __post_init__(self):
+        self.watch = watch.Watch(self.proc.pid, self.last) if self.proc is not None else None
         self.held: dict[int, set[int]] = {}   # id of a plan -> the indices this child has of it
         for i, where in self.want:
             for n in where:
@@ -238,12 +242,24 @@ class Search:
                                f"(exit {code}): {_last_words(child.proc)}")
         missing = [(i, at) for i, where in child.want for at in where if (i, at) not in child.answered]
         if code not in (0, LOST) and missing and not child.stopped:
-            why = f"the child process died on it (exit {code})" if code != -9 else "no answer in time (stopped)"
+            why = child.why or f"the child process died on it (exit {code})"
             index, at = missing[0]
             plan = child.plans[at]
             plan.record.add(Tried(index, None, why), plan.order[index])
             self.dirty.add(plan.problem)
             self.tried_now += 1   # a configuration that crashes its child is tried: it counts in the depth
+
+    def _stop_if_hung(self, child: _Child) -> None:
+        if child.why is not None:
+            return
+        now = time.monotonic()
+        silent, idle = now - child.last, child.watch.idle_for(now)
+        if silent > QUIET_S:
+            child.why = f"no answer in {QUIET_S:.0f} s (stopped)"
+        elif idle is not None and min(silent, idle) > watch.IDLE_S:
+            child.why = f"hung: silent and no processor time for {watch.IDLE_S:.0f} s (stopped)"
+        if child.why is not None:
+            child.proc.kill()
 
     def _save(self) -> None:
         for problem in self.dirty:
@@ -275,8 +291,7 @@ class Search:
                 elif child is not None:
                     self._record(child, line)
                 for c in list(self.children):
-                    if time.monotonic() - c.last > QUIET_S:
-                        c.proc.kill()
+                    self._stop_if_hung(c)
                 if time.monotonic() - saved > 5:
                     self._save()
                     saved = time.monotonic()

@@ -1,0 +1,36 @@
+"""Whether a search child is hung rather than busy.  On PoCL a kernel that
+writes out of bounds writes into the host's heap: the child then aborts,
+or deadlocks inside malloc and sleeps for good.  A child busy compiling or
+timing uses the processor; one that stays silent and idle this long is
+stopped, instead of waiting out search.QUIET_S."""
+from __future__ import annotations
+
+import os
+
+IDLE_S = 30.0   # silent and no processor time used this long: hung
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system processor time of process `pid`, or None where it cannot be read (not Linux, gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()   # the name in parentheses may hold spaces
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class Watch:
+    """When the processor time of one process last grew."""
+
+    def __init__(self, pid: int, now: float):
+        self.pid, self.cpu, self.since = pid, cpu_seconds(pid) or 0.0, now
+
+    def idle_for(self, now: float) -> float | None:
+        """Seconds since its processor time last grew; None where it cannot be read."""
+        cpu = cpu_seconds(self.pid)
+        if cpu is None:
+            return None
+        if cpu > self.cpu:
+            self.cpu, self.since = cpu, now
+        return now - self.since
