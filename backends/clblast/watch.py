@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 IDLE_S = 30.0   # silent and no processor time used this long: hung
+READ_EVERY_S = 1.0   # the search asks after every line a child writes: /proc is read at most this often
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -24,13 +25,15 @@ class Watch:
     """When the processor time of one process last grew."""
 
     def __init__(self, pid: int, now: float):
-        self.pid, self.cpu, self.since = pid, cpu_seconds(pid) or 0.0, now
+        self.pid, self.cpu, self.since, self.read_at = pid, cpu_seconds(pid) or 0.0, now, now
 
     def idle_for(self, now: float) -> float | None:
-        """Seconds since its processor time last grew; None where it cannot be read."""
-        cpu = cpu_seconds(self.pid)
-        if cpu is None:
-            return None
-        if cpu > self.cpu:
-            self.cpu, self.since = cpu, now
+        """Seconds since its processor time last grew (as of the last read); None where it cannot be read."""
+        if now - self.read_at >= READ_EVERY_S:
+            self.read_at = now
+            cpu = cpu_seconds(self.pid)
+            if cpu is None:
+                return None
+            if cpu > self.cpu:
+                self.cpu, self.since = cpu, now
         return now - self.since
