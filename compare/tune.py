@@ -16,7 +16,7 @@ import time
 from tabulate import tabulate
 
 from backends.clblast import problems as clblast_problems
-from backends.clblast.record import DeviceId, Store
+from backends.clblast.record import DeviceId, Store, net_key
 from backends.clblast.search import COSTS_CAP_S, COSTS_SHARE, VERIFY_SHARE, Search, SearchFailed, verify_net
 from backends.clblast.space import limits_from_device
 from backends.clblast.tuned import Tuning, clblast_version, percent
@@ -107,7 +107,7 @@ def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_o
         for net in nets if as_tuner is None else ():
             b = batch or net.default_batch
             # weighed by the calls a pass makes: what the net pays
-            verify_net(search, f"{net.name} batch {b}", clblast_problems.net_calls(net, b), end - time.monotonic())
+            verify_net(search, net_key(net.name, b), clblast_problems.net_calls(net, b), end - time.monotonic())
     except SearchFailed as exc:
         raise UserError(str(exc)) from None
     return search, verified
@@ -141,7 +141,7 @@ def net_lines(store: Store, records: dict, nets, batch) -> list[str]:
     out = []
     for net in nets:
         b = batch or net.default_batch
-        name = f"{net.name} batch {b}"
+        name = net_key(net.name, b)
         tuning = Tuning(records, clblast_problems.net_calls(net, b), apply=False,
                         layers=clblast_problems.net_compositions(net, b))
         out.append(f"{name}: {tuning.depth()}")

@@ -345,6 +345,19 @@ def test_a_verified_tuning_is_applied_in_the_tuned_modes_and_the_database_is_the
     clblast = next(e for e in json.loads(out.read_text())["backends"] if e["name"] == "clblast")
     if clblast["mode"] != "database":
         assert clblast["config"]["clblast_parameters_in_force"]["XgemmDirect"] == first["XgemmDirect"]
+    # batch 3, never searched: the tuned mode runs batch 2's choice (as CLBlast runs a device's tuning at
+    # every size), timed against the database; no problem of it has a set of its own
+    three = tmp_path / "r3.json"
+    run = _compare("run", "--net", "lenet", "--batch", "3", "--backends", "clblast", "--repeats", "2",
+                   "--warmup", "1", "--out", str(three), env=env)
+    assert run.returncode == 0, run.stderr
+    entry = json.loads(three.read_text())["backends"][0]
+    modes = {m["name"]: m for m in entry["modes"]}
+    assert modes["tuned"]["status"] == "OK" and modes["database"]["status"] == "OK", modes
+    assert modes["tuned-per-problem"]["status"] == "UNSUPPORTED", modes
+    assert entry["check"]["status"] == "PASS"
+    if entry["mode"] == "tuned":
+        assert entry["config"]["clblast_parameters"].startswith("tuned by `compare tune` at lenet batch 2:")
 
 
 def test_tiles_are_measured_and_then_used(tmp_path):
@@ -670,3 +683,28 @@ def test_a_routine_none_of_whose_problems_was_verified_again_keeps_its_net_choic
     again = verify_net(Search("", store, LIMITS, {p: ["t:x"] for p in weights}), "t batch 1", weights, 30)
     assert timed == [{problems.GEMM}]                          # only the GEMM's sets timed again
     assert again.families["Xgemv"] == first.families["Xgemv"]
+
+
+def test_a_batch_without_a_choice_of_its_own_runs_the_nearest_batchs_and_says_so(tmp_path):
+    """CLBlast runs a device's tuned parameters at every size: a sweep's batch 2 gets the choice made at
+    batch 1 (nearest by ratio, the smaller on a tie), never another net's, and the source names it."""
+    from backends.clblast.record import NetChoice
+    store = Store(DEVICE, tmp_path)
+    a = problems.gemm(4, 8, 16)
+    sets = [["XgemmDirect", {"WGD": 1}], ["GemmRoutine", dict(ALWAYS_DIRECT)]]
+    for key in ("t batch 1", "t batch 4", "tt batch 2"):
+        store.save_net(NetChoice(key, [a.key], "now", {"XgemmDirect": {"label": key, "sets": sets, "ms": 1.0,
+                                                                        "database_ms": 2.0}}))
+    assert store.load_net_nearest("t", 4).net == "t batch 4"          # its own
+    assert store.load_net_nearest("t", 2).net == "t batch 1"          # 2x from both: the smaller
+    assert store.load_net_nearest("t", 3).net == "t batch 4"
+    assert store.load_net_nearest("t", 100).net == "t batch 4"
+    assert store.load_net_nearest("u", 1) is None
+    b = problems.gemm(4, 16, 16)                                       # batch 2's problem: never searched
+    borrowed = Tuning({}, {b: 1}, net=store.load_net_nearest("t", 2), per_problem=False, own_key="t batch 2")
+    assert borrowed.borrowed and borrowed.sets(b) == [(k, dict(p)) for k, p in sets]
+    assert borrowed.source.startswith("tuned by `compare tune` at t batch 1: one set per kernel chosen for that "
+                                      "net, in force for 1 of 1 problems")
+    assert "this batch's own problems: not tuned" in borrowed.source
+    each = Tuning({}, {b: 1}, net=store.load_net_nearest("t", 2), own_key="t batch 2")   # per problem: none
+    assert not each.borrowed and each.changes_nothing()

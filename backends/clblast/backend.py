@@ -174,7 +174,7 @@ class ClblastInProcess(OpenCLBackend):
     def tuning(self, net, batch, mode) -> Tuning:
         """The parameters of `mode`; without one (no verified tuning, or --clblast-params database) the option's."""
         use = mode if mode is not None and self.options.clblast_params == TUNED else self.options.clblast_params
-        tuning = Tuning.for_net(self.runtime.info, problems.net_calls(net, batch), use, f"{net.name} batch {batch}",
+        tuning = Tuning.for_net(self.runtime.info, problems.net_calls(net, batch), use, (net.name, batch),
                                 problems.net_compositions(net, batch))
         if mode is not None and use != DATABASE and tuning.changes_nothing():
             # timing the database twice under two names would only report noise as a difference

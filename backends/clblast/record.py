@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,16 @@ from .problems import Problem
 SCHEMA = "clblast-compare/clblast-tuning"
 VERSION = 1
 FOLDER = "clblast-tuning"
+
+
+def net_key(name: str, batch: int) -> str:
+    """What a net's choice is filed under: 'vgg16 batch 1'."""
+    return f"{name} batch {batch}"
+
+
+def _batch_of(key: str, name: str) -> int | None:
+    m = re.fullmatch(re.escape(name) + r" batch (\d+)", key)
+    return int(m.group(1)) if m else None
 
 
 @dataclass(frozen=True)
@@ -262,6 +273,22 @@ class Store:
     def load_net(self, net: str) -> NetChoice | None:
         choice = _read(self._net_path(net), NetChoice.from_json)
         return choice if choice is not None and choice.net == net else None
+
+    def load_net_nearest(self, name: str, batch: int) -> NetChoice | None:
+        """The choice for net `name` at `batch`; where there is none, the one chosen at the batch nearest
+        to it by ratio (the smaller on a tie): CLBlast itself runs a device's tuned parameters at every
+        size, and the backends time them against the database there, so a sweep's larger batches are
+        not left with the database only because the search ran at batch 1."""
+        own = self.load_net(net_key(name, batch))
+        if own is not None:
+            return own
+        others = []
+        for path in sorted(self.folder.glob("net-*.json")) if self.folder.is_dir() else []:
+            choice = _read(path, NetChoice.from_json)
+            b = _batch_of(choice.net, name) if choice is not None else None
+            if b is not None and b > 0:
+                others.append((abs(math.log(b / batch)), b, choice))
+        return min(others, key=lambda t: t[:2])[2] if others else None
 
     def save_net(self, choice: NetChoice) -> Path:
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,8 @@ back, so a kind of call (GEMM direct, GEMM indirect, GEMV, xCONVGEMM) is
 tuned for a whole net or not at all: where one of the net's problems has
 no verified set yet, every call of that kind keeps the database's.  The
 `database` mode runs with no override at all; the runner keeps the faster
-mode, so tuning never makes a CLBlast backend slower.
+mode, so tuning never makes a CLBlast backend slower.  A batch with no
+choice of its own runs the one chosen for the nearest batch (record.py).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from nets.errors import UserError
 from ..options import DATABASE, TUNED
 from . import overrides
 from .problems import GEMM, GEMV, Problem, cheapest_costs, covering
-from .record import DeviceId, NetChoice, ProblemRecord, Store
+from .record import DeviceId, NetChoice, ProblemRecord, Store, net_key
 
 DEFAULT = "CLBlast database default"
 # the modes of a CLBlast backend with a tuning: one set per kernel for the whole net (no override
@@ -85,9 +86,10 @@ class Tuning:
 
     def __init__(self, records: dict[Problem, ProblemRecord] | None, calls: dict[Problem, int] | None = None,
                  apply: bool = True, net: NetChoice | None = None, per_problem: bool = True,
-                 layers: list[list[dict[Problem, int]]] | None = None):
+                 layers: list[list[dict[Problem, int]]] | None = None, own_key: str | None = None):
         """`calls`: the net's problems, each with the calls one pass makes of it (problems.net_calls);
-        `layers`: its layers' compositions (problems.net_compositions), for the share of the depth."""
+        `layers`: its layers' compositions (problems.net_compositions), for the share of the depth;
+        `own_key`: the net and batch run ('vgg16 batch 2'), where `net` may have been chosen at another."""
         self.records = records or {}
         self.calls = dict(calls or {})
         self.layers = covering(layers or [], self.calls)
@@ -95,16 +97,18 @@ class Tuning:
         self.apply = apply              # False: CLBlast's database runs, the tuning is only reported
         self.net = net                  # the one set per kernel chosen for this net
         self.per_problem = per_problem  # each problem's own set rather than the net's
+        self.own_key = own_key
         self._group: dict[tuple, bool] = {}
 
     @classmethod
-    def for_net(cls, info: dict, calls: dict[Problem, int], use: str = TUNED, net_key: str | None = None,
+    def for_net(cls, info: dict, calls: dict[Problem, int], use: str = TUNED, net: tuple[str, int] | None = None,
                 layers: list[list[dict[Problem, int]]] | None = None) -> "Tuning":
-        """`calls`, `layers`: as the constructor's; `use`: one of the modes; `net_key` ('vgg16 batch 1') names
-        the net's own choice."""
+        """`calls`, `layers`: as the constructor's; `use`: one of the modes; `net`: the net's name and batch,
+        whose choice it runs (or, where that batch has none, the one of the nearest batch with one)."""
         store = Store(DeviceId.of(info, clblast_version()))
         return cls({r.problem: r for r in store.all()}, calls, apply=use != DATABASE,
-                   net=store.load_net(net_key) if net_key else None, per_problem=use == PER_PROBLEM, layers=layers)
+                   net=store.load_net_nearest(*net) if net else None, per_problem=use == PER_PROBLEM,
+                   layers=layers, own_key=net_key(*net) if net else None)
 
     def _tuned(self, problem: Problem, kernel: str | None):
         rec = self.records.get(problem)
@@ -196,9 +200,19 @@ class Tuning:
         used = sum(1 for p in self.problems if self.sets(p))
         if not used:   # no kind of call has a verified set on every problem of the net yet
             return f"{DEFAULT} (the tuning, {self.depth()}, gives this net no set that beats it yet)"
+        if self.borrowed:
+            return (f"tuned by `compare tune` at {self.net.net}: one set per kernel chosen for that net, in force "
+                    f"for {used} of {len(self.problems)} problems, CLBlast's database for the rest; this "
+                    f"batch's own problems: {self.depth()}")
         how = "each problem's own set" if self.per_problem else "one set per kernel for the whole net"
         return (f"tuned by `compare tune` ({self.depth()}); {how}, in force for {used} of "
                 f"{len(self.problems)} problems, CLBlast's database for the rest")
+
+    @property
+    def borrowed(self) -> bool:
+        """Whether the net's sets in force were chosen at another batch than the one run."""
+        return (not self.per_problem and self.net is not None and self.own_key is not None
+                and self.net.net != self.own_key)
 
 
 class Applied:
