@@ -17,10 +17,12 @@ CLBLAST_FAMILY = ("clblast", "clblast-convgemm", "clblast-best")
 def tuning_behind(b: BackendResult) -> str:
     """How CLBlast's parameters were set in `b`'s run, as its results say."""
     depth = b.config.get("clblast_tuning_depth")
+    at = b.config.get("clblast_tuned_at")   # this batch has no choice of its own: another batch's ran
+    tuned = f"the sets chosen at {at}; this batch's own problems: {depth}" if at else f"tuned to {depth}"
     if str(b.config.get("clblast_parameters", "")).startswith("tuned") and depth:
-        return f"CLBlast tuned to {depth}"
+        return f"CLBlast with {tuned}" if at else f"CLBlast {tuned}"
     if b.mode == DATABASE and depth:
-        return f"CLBlast's database parameters, faster here than its tuned ones (tuned to {depth})"
+        return f"CLBlast's database parameters, faster here than its tuned ones ({tuned})"
     if depth:
         return f"CLBlast's database parameters; a tuning to {depth} was not used"
     return "CLBlast's database parameters (no verified tuning for this device)"

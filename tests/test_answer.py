@@ -78,3 +78,18 @@ def test_the_tuning_progress_table_and_the_report_opening_with_the_answer(tmp_pa
     render_report([load_results(path)], [str(path)], str(tmp_path / "out"))
     md = (tmp_path / "out" / "report.md").read_text()
     assert md.index("## The answer") < md.index("## Headline") and "`vectorised` is the fastest backend" in md
+
+
+def test_sets_chosen_at_another_batch_are_named_as_such():
+    def borrowed(d, mode):
+        d["backends"][1]["mode"] = mode
+        d["backends"][1]["config"] = {
+            "clblast_parameters": "tuned by `compare tune` at tiny batch 1: ..." if mode == "tuned" else
+            "CLBlast database default", "clblast_tuned_at": "tiny batch 1",
+            "clblast_tuning_depth": "not tuned: none of its 3 problems searched yet"}
+    tuned = answer.sentence(_results(lambda d: borrowed(d, "tuned")))
+    assert ("CLBlast with the sets chosen at tiny batch 1; this batch's own problems: not tuned: none of its 3 "
+            "problems searched yet") in tuned
+    database = answer.sentence(_results(lambda d: borrowed(d, "database")))
+    assert "CLBlast's database parameters, faster here than its tuned ones (the sets chosen at tiny batch 1;" \
+        in database

@@ -355,7 +355,7 @@ def test_a_verified_tuning_is_applied_in_the_tuned_modes_and_the_database_is_the
     modes = {m["name"]: m for m in entry["modes"]}
     assert modes["tuned"]["status"] == "OK" and modes["database"]["status"] == "OK", modes
     assert modes["tuned-per-problem"]["status"] == "UNSUPPORTED", modes
-    assert entry["check"]["status"] == "PASS"
+    assert entry["check"]["status"] == "PASS" and entry["config"]["clblast_tuned_at"] == "lenet batch 2"
     if entry["mode"] == "tuned":
         assert entry["config"]["clblast_parameters"].startswith("tuned by `compare tune` at lenet batch 2:")
 

@@ -153,6 +153,8 @@ class ClblastNet(OpenCLNet):
             "layers": recipes,
             "clblast_parameters": self.tuning.source,
             "clblast_tuning_depth": str(self.tuning.depth()) if self.tuning.records else None,
+            # the net and batch whose chosen sets the tuned mode ran, where this batch has none of its own
+            "clblast_tuned_at": self.tuning.net.net if self.tuning.borrowed else None,
             "clblast_tuning_progress": self.tuning.progress() if self.tuning.records else None,
             "step_timing": "CLBlast routines: markers around the call on the in-order profiling queue; "
                            "own kernels: their own profiling events",
