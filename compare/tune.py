@@ -104,6 +104,7 @@ def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_o
             search.search(max(search_end - time.monotonic(), 0.0))
         verify_s = max(end - time.monotonic(), 0.0)   # a search that finished early leaves its time to this
         verified = search.verify(verify_s * 0.7)
+        search.check_fresh(max(end - time.monotonic(), 0.0) * 0.5)
         for net in nets if as_tuner is None else ():
             b = batch or net.default_batch
             # weighed by the calls a pass makes: what the net pays

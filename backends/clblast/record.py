@@ -140,13 +140,15 @@ class Candidate:
     sets: list[tuple[str, dict]]
     ms: float | None
     error: str | None = None
+    fresh: bool = False     # also right with its sets in force before any call (search.Search.check_fresh)
 
     def to_json(self) -> dict:
-        return {"label": self.label, "sets": [[k, p] for k, p in self.sets], "ms": self.ms, "error": self.error}
+        return {"label": self.label, "sets": [[k, p] for k, p in self.sets], "ms": self.ms, "error": self.error,
+                "fresh": self.fresh}
 
     @classmethod
     def from_json(cls, d: dict) -> "Candidate":
-        return cls(d["label"], [(k, dict(p)) for k, p in d["sets"]], d["ms"], d.get("error"))
+        return cls(d["label"], [(k, dict(p)) for k, p in d["sets"]], d["ms"], d.get("error"), d.get("fresh", False))
 
 
 @dataclass
@@ -162,6 +164,14 @@ class Verified:
     def best_tuned(self) -> Candidate | None:
         timed = [c for c in self.candidates if c.sets and c.ms is not None]
         return min(timed, key=lambda c: c.ms) if timed else None
+
+    def fastest_per_kernel(self) -> list[Candidate]:
+        """The fastest timed tuned candidate of each kernel (a GEMV candidate sets three: its first names it)."""
+        best: dict[str, Candidate] = {}
+        for c in self.candidates:
+            if c.sets and c.ms is not None and (c.sets[0][0] not in best or c.ms < best[c.sets[0][0]].ms):
+                best[c.sets[0][0]] = c
+        return list(best.values())
 
     def winner(self) -> Candidate | None:
         timed = [c for c in self.candidates if c.ms is not None]

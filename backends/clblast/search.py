@@ -6,7 +6,10 @@ process (search_child.py) with the parameters put in force by
 OverrideParameters and its output checked; then the best few of each
 kernel, and CLBlast's database parameters, re-timed alone through the
 routine (the verification), so a tuned choice is never slower than the
-database.
+database; and the fastest set of each kernel checked once more with its
+overrides in force before any call, as a backend's child runs it
+(`check_fresh`: in the verification's child the database ran first, and
+on PoCL sets were seen right there and wrong where they ran first).
 
 Resumable: every configuration's result is kept (record.py) as it comes,
 by its place in the stage's fixed search order, so a run stopped by its
@@ -372,6 +375,42 @@ class Search:
             done.append(problem)
         return done
 
+    def check_fresh(self, seconds: float) -> list[Problem]:
+        """Each verified problem's fastest tuned set of each kernel checked once more, in a child where it
+        is in force before any call, as a backend runs it (the verification's child ran CLBlast's database
+        first); a set wrong there loses its time and the next of its kernel is checked.  One child per set,
+        on every problem it is to be checked on.  Files verified before this check existed get it here.
+        The problems whose sets were checked, until `seconds`."""
+        end, done = time.monotonic() + seconds, []
+        while True:
+            todo: dict[str, tuple[list, list[tuple[Problem, Candidate]]]] = {}
+            for problem, rec in self.records.items():
+                for c in rec.verified.fastest_per_kernel() if rec.verified is not None else ():
+                    if not c.fresh:
+                        todo.setdefault(json.dumps(c.sets, sort_keys=True), (c.sets, []))[1].append((problem, c))
+            if not todo:
+                return done
+            for sets, pairs in todo.values():
+                self.progress(f"check {pairs[0][1].label}: on {len(pairs)} problem(s), in force from the start")
+                got = _fresh_child(self.device_index, sets, [p for p, _ in pairs], end - time.monotonic())
+                if got is None:   # out of time: checked next time
+                    return done
+                died = [p for p, _ in pairs if got[p.key] == DIED]
+                for problem, c in pairs:
+                    if got[problem.key] != DIED or problem == died[0]:   # the others: in a child of their own next
+                        mark_fresh(c, got[problem.key])
+                        self.store.save(self.records[problem])
+                        if problem not in done:
+                            done.append(problem)
+
+
+def mark_fresh(c: Candidate, wrong: str | None) -> None:
+    """`c` as its check with its sets in force from the start came out: right, or no longer a choice."""
+    if wrong:
+        c.ms, c.error = None, f"wrong with its sets in force before any call: {wrong}"
+    else:
+        c.fresh = True
+
 
 def verify_how(problem: Problem) -> str:
     """What the verification of `problem` times and how (a verification made otherwise is made again)."""
@@ -413,14 +452,23 @@ def verify_net(search: "Search", net: str, weights: dict, seconds: float) -> Net
         return None
     old = store.load_net(net)
     keys = sorted(p.key for p in weights)
-    if old and old.problems == keys and all(r.verified.when <= old.when for r in verified.values()):
-        return old   # nothing verified since it was chosen
+    if (old and old.problems == keys and all(r.verified.when <= old.when for r in verified.values())
+            and all(old.families[f].get("fresh") for f in old.families if old.sets(f))):
+        return old   # nothing verified since it was chosen, and every set in force checked from the start
     choice = NetChoice(net, keys, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     for routine, families in FAMILIES.items():
         problems = [p for p in weights if p.routine == routine]
         if problems and routine not in waiting and _still(old, keys, families, [verified[p] for p in problems]):
-            choice.families.update({f: old.families[f] for f in families if f in old.families})
-            continue   # none of its problems verified anew: its sets stand, and their timing is not redone
+            kept = {f: old.families[f] for f in families if f in old.families}
+            unchecked = [f for f in kept if old.sets(f) and not kept[f].get("fresh")]
+            checked = [_right_fresh(search, net, old.sets(f), problems, end) for f in unchecked]
+            if None in checked:
+                return None   # out of time
+            if all(checked):
+                for f in unchecked:
+                    kept[f]["fresh"] = True
+                choice.families.update(kept)
+                continue   # none of its problems verified anew: its sets stand, and their timing is not redone
         for family in families if problems and routine not in waiting else ():
             cands = _distinct([(f"{c.label}, of {p.key}", c.sets) for p in problems
                                for c in recs[p].verified.candidates if any(k == family for k, _ in c.sets)])
@@ -441,13 +489,38 @@ def verify_net(search: "Search", net: str, weights: dict, seconds: float) -> Net
                 if all(ms is not None for ms in each):
                     sums[label] = sum(weights[p] * ms for p, ms in zip(problems, each))
             tuned = {label: ms for label, ms in sums.items() if label != "database"}
-            if not tuned:
+            best, right = None, False
+            for label in sorted(tuned, key=tuned.get):   # the fastest right with its sets in force from the start
+                if sums.get("database") is not None and tuned[label] >= sums["database"]:
+                    best = label   # the database's is kept: this set is never in force, so not checked
+                    break
+                right = _right_fresh(search, net, dict(cands)[label], problems, end)
+                if right is None:
+                    return None
+                if right:
+                    best = label
+                    break
+            if best is None:
                 continue
-            best = min(tuned, key=tuned.get)
             choice.families[family] = {"label": best, "sets": [[k, v] for k, v in dict(cands)[best]],
-                                       "ms": round(tuned[best], 5), "database_ms": sums.get("database")}
+                                       "ms": round(tuned[best], 5), "database_ms": sums.get("database"),
+                                       "fresh": right}
     store.save_net(choice)
     return choice
+
+
+def _right_fresh(search: "Search", net: str, sets, problems: list[Problem], end: float) -> bool | None:
+    """Whether `sets` are right on every problem in force before any call (Search.check_fresh); None when
+    the time ran out."""
+    got = _fresh_child(search.device_index, sets, problems, end - time.monotonic())
+    if got is None:
+        search.progress(f"verify {net}: the time ran out checking a set on its problems; nothing chosen")
+        return None
+    wrong = [(key, why) for key, why in got.items() if why]
+    if wrong:
+        search.progress(f"verify {net}: a set is wrong on {wrong[0][0]} in force from the start ({wrong[0][1]}); "
+                        f"the next")
+    return not wrong
 
 
 def _still(old: NetChoice | None, keys: list[str], families, records: list[ProblemRecord]) -> bool:
@@ -507,6 +580,20 @@ def _stop(proc) -> None:
     proc.wait()
 
 
+DIED = "its process died before answering"
+
+
+def _fresh_child(device_index: str, sets, problems: list[Problem], timeout: float) -> dict[str, str | None] | None:
+    """Problem key -> what was wrong (None: right) with `sets` in force from the start; a problem its child
+    died before answering is wrong; None when the time ran out first."""
+    req = {"task": "fresh", "device": device_index, "sets": sets, "problems": [p.to_json() for p in problems]}
+    answers, finished = _answers(req, max(timeout, 0.0))
+    got = {d["problem"]: d.get("error") for d in answers if "problem" in d}
+    if len(got) < len(problems) and not finished:
+        return None
+    return {p.key: got.get(p.key, DIED) for p in problems}
+
+
 def _verify_child(req: dict, timeout: float) -> dict | None:
     """label -> (ms, error), or None when the child failed as a whole."""
     answers, _ = _answers(req, timeout)
@@ -515,17 +602,24 @@ def _verify_child(req: dict, timeout: float) -> dict | None:
 
 
 def _answers(req: dict, timeout: float) -> tuple[list[dict], bool]:
-    """The JSON lines a child answers `req` with, and whether it finished within `timeout`."""
+    """The JSON lines a child answers `req` with, and whether it ended within `timeout`: it exited, or it
+    hung (silent and idle for watch.IDLE_S: stopped, the answers it owed missing)."""
     proc = _spawn(req)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_read, args=(proc, None, lines), daemon=True).start()
     end, answers = time.monotonic() + timeout, []
+    seen, last = watch.Watch(proc.pid, time.monotonic()), time.monotonic()
     try:
         while time.monotonic() < end:
             try:
                 _, line = lines.get(timeout=min(1.0, max(end - time.monotonic(), 0.01)))
             except queue.Empty:
+                now = time.monotonic()
+                idle = seen.idle_for(now)
+                if idle is not None and min(now - last, idle) > watch.IDLE_S:
+                    return answers, True
                 continue
+            last = time.monotonic()
             if line is None:
                 return answers, True
             try:

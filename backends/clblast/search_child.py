@@ -16,6 +16,9 @@ only the configuration in hand.
   cross:   {"task": "cross", "device": "P:D", "problems": [...], "candidates": [[label, sets], ...],
             "rounds": 5, "cap_s": 1}
            -> {"label": ..., "problem": key, "ms": median wall ms | null, "error": ...}, the database first
+  fresh:   {"task": "fresh", "device": "P:D", "sets": [[kernel, parameters], ...], "problems": [...]}
+           -> {"problem": key, "error": null | what was wrong}: the sets in force before any call, as a
+           backend's child runs them (in the others CLBlast's database ran first)
   The verification times the first candidate (CLBlast's database: no
   overrides) before any override is made; the others then in rounds, one
   call each per round, so drift hits them alike.  The Xgemm kernel alone
@@ -142,6 +145,23 @@ def cross(req: dict, rt) -> None:
                     sys.exit(LOST)
 
 
+def fresh(req: dict, rt) -> None:
+    """Each problem checked with `sets` in force before the routine's first call, as in a backend's
+    child.  Seen on PoCL: an xgemm V=12 set right on MobileNet-v2's batched depthwise GEMM after
+    CLBlast's database had run in the same process, and wrong (elements never written) where it ran
+    first."""
+    from .measure import Call
+    from .problems import Problem
+    calls = [Call(rt, Problem.from_json(p)) for p in req["problems"]]   # buffers only: no CLBlast call yet
+    _put(rt.device, req["sets"])
+    for call in calls:
+        try:
+            wrong = call.check()
+        except Exception as exc:  # noqa: BLE001 - a set CLBlast cannot run is a result
+            wrong = _short(exc)
+        _say(problem=call.problem.key, error=wrong)
+
+
 def _rounds(call, rounds: int, cap_s: float, tick=None) -> list[float]:
     tick = tick or call.wall_ms
     tick()
@@ -160,6 +180,9 @@ def main() -> int:
     rt = get_runtime(req["device"])
     if req["task"] == "cross":
         cross(req, rt)
+        return 0
+    if req["task"] == "fresh":
+        fresh(req, rt)
         return 0
     if req["task"] == "search":
         calls = [Call(rt, Problem.from_json(p)) for p in req["problems"]]

@@ -1,0 +1,153 @@
+"""The check of a tuned set with its overrides in force before any call, as
+a backend's child runs it: a set wrong there is no choice, per problem or
+for a net; and the child that checks, on this device."""
+import pytest
+
+from backends.clblast import problems
+from backends.clblast import search as search_module
+from backends.clblast.record import NetChoice, Store
+from backends.clblast.search import Search, verify_net
+from backends.clblast.tuned import Tuning
+from test_tune import DEVICE, LIMITS, verified_record
+
+
+def _child(wrong: set, timed: list | None = None):
+    """A fake child: 'fresh' says each problem right unless its set's kernel is in `wrong`; 'cross' times
+    every candidate 0.1 ms under the database (the XgemmDirect one fastest); `timed` gets the tasks."""
+    def answer(req, timeout):
+        if timed is not None:
+            timed.append(req["task"])
+        if req["task"] == "fresh":
+            kernel = req["sets"][0][0]
+            return [{"problem": problems.Problem.from_json(p).key,
+                     "error": "wrong result: NaN or inf in the output" if kernel in wrong else None}
+                    for p in req["problems"]], True
+        return [{"label": label, "problem": problems.Problem.from_json(p).key,
+                 "ms": 0.3 if label == "database" else 0.1 if "XgemmDirect" in label else 0.2}
+                for label in ["database"] + [c[0] for c in req["candidates"]] for p in req["problems"]], True
+    return answer
+
+
+def test_a_set_wrong_in_force_from_the_start_is_no_longer_a_problems_choice(tmp_path, monkeypatch):
+    store = Store(DEVICE, tmp_path)
+    a = problems.gemm(4, 8, 16)
+    store.save(verified_record(a, {"database": 0.3, "XgemmDirect": 0.2, "Xgemm": 0.25}))
+    monkeypatch.setattr(search_module, "_answers", _child(wrong={"XgemmDirect"}))
+    search = Search("", store, LIMITS, {a: ["t:x"]})
+    assert search.check_fresh(30) == [a]
+    cands = {c.label: c for c in store.load(a).verified.candidates}
+    assert cands["XgemmDirect"].ms is None and "in force before any call" in cands["XgemmDirect"].error
+    assert cands["Xgemm"].fresh and cands["Xgemm"].ms == 0.25 and not cands["database"].fresh
+    # the run now takes the other kernel's set, and a second check finds nothing left to do
+    assert Tuning(search.records, {a: 1}).sets(a) == cands["Xgemm"].sets
+    assert search.check_fresh(30) == []
+
+
+def test_a_child_out_of_time_leaves_the_set_unchecked(tmp_path, monkeypatch):
+    store = Store(DEVICE, tmp_path)
+    a = problems.gemm(4, 8, 16)
+    store.save(verified_record(a, {"database": 0.3, "Xgemm": 0.25}))
+    monkeypatch.setattr(search_module, "_answers", lambda req, timeout: ([], False))
+    assert Search("", store, LIMITS, {a: ["t:x"]}).check_fresh(30) == []
+    assert {c.label: (c.ms, c.fresh) for c in store.load(a).verified.candidates}["Xgemm"] == (0.25, False)
+
+
+def test_a_child_that_dies_blames_the_set_for_the_problems_it_did_not_answer(monkeypatch):
+    a, b = problems.gemm(4, 8, 16), problems.gemm(8, 8, 8)
+    monkeypatch.setattr(search_module, "_answers", lambda req, timeout: ([{"problem": a.key, "error": None}], True))
+    assert search_module._fresh_child("", [], [a, b], 30) == {a.key: None, b.key: search_module.DIED}
+
+
+def test_the_nets_choice_skips_a_set_wrong_in_force_from_the_start(tmp_path, monkeypatch):
+    store = Store(DEVICE, tmp_path)
+    a, b = problems.gemm(4, 8, 16), problems.gemm(8, 8, 8)
+    for p in (a, b):
+        store.save(verified_record(p, {"database": 0.3, "XgemmDirect": 0.2, "Xgemm": 0.25}))
+    weights = {a: 1, b: 1}
+    monkeypatch.setattr(search_module, "_answers", _child(wrong={"XgemmDirect"}))
+    choice = verify_net(Search("", store, LIMITS, {p: ["t:x"] for p in weights}), "t batch 1", weights, 60)
+    # XgemmDirect's set, the fastest in sum, is wrong in force from the start: its family has no set; Xgemm's is
+    assert "XgemmDirect" not in choice.families and choice.families["Xgemm"]["fresh"]
+    assert choice.sets("Xgemm") and Tuning({}, weights, net=choice, per_problem=False).sets(a) == choice.sets("Xgemm")
+
+
+def test_a_nets_choice_made_before_the_check_is_checked_without_timing_it_again(tmp_path, monkeypatch):
+    store = Store(DEVICE, tmp_path)
+    a = problems.gemm(4, 8, 16)
+    rec = verified_record(a, {"database": 0.3, "Xgemm": 0.25})
+    rec.verified.when = "2026-01-01T00:00:00+00:00"
+    store.save(rec)
+    old = NetChoice("t batch 1", [a.key], "2026-02-01T00:00:00+00:00", {"Xgemm": {
+        "label": "Xgemm", "sets": [list(s) for s in rec.verified.candidates[1].sets], "ms": 0.25,
+        "database_ms": 0.3}})
+    store.save_net(old)
+    timed = []
+    monkeypatch.setattr(search_module, "_answers", _child(wrong=set(), timed=timed))
+    again = verify_net(Search("", store, LIMITS, {a: ["t:x"]}), "t batch 1", {a: 1}, 60)
+    assert timed == ["fresh"] and again.families["Xgemm"]["fresh"] and again.families["Xgemm"]["ms"] == 0.25
+    timed.clear()
+    monkeypatch.setattr(search_module, "_answers", _child(wrong={"Xgemm"}, timed=timed))
+    store.save_net(old)
+    assert verify_net(Search("", store, LIMITS, {a: ["t:x"]}), "t batch 1", {a: 1}, 60).families == {}
+    assert timed == ["fresh", "cross", "fresh"]   # wrong: timed anew, and no set of it is right
+
+
+def test_the_fresh_child_on_this_device_finds_the_database_right(tmp_path):
+    from conftest import backend_or_skip
+    backend_or_skip("clblast")
+    from backends.opencl.runtime import device_index, get_runtime
+    rt = get_runtime()
+    a, g = problems.gemm(4, 8, 16, 2), problems.gemv(10, 20, True)
+    assert search_module._fresh_child(device_index(rt.device), [], [a, g], 300) == {a.key: None, g.key: None}
+
+
+@pytest.mark.parametrize("wrong", [None, "wrong result: relative L2 error 1.00e+00"])
+def test_marking_a_checked_candidate(wrong):
+    c = verified_record(problems.gemm(4, 8, 16), {"database": 0.3, "Xgemm": 0.25}).verified.candidates[1]
+    search_module.mark_fresh(c, wrong)
+    assert (c.fresh, c.ms) == ((True, 0.25) if wrong is None else (False, None))
+
+
+def test_one_child_checks_a_set_on_all_its_problems_and_a_death_blames_only_the_problem_in_hand(
+        tmp_path, monkeypatch):
+    store = Store(DEVICE, tmp_path)
+    a, b = problems.gemm(4, 8, 16), problems.gemm(8, 8, 8)
+    for p in (a, b):
+        store.save(verified_record(p, {"database": 0.3, "Xgemm": 0.25}))   # the same set on both
+    asked = []
+
+    def child(req, timeout):   # the first child dies at once; the next answers
+        asked.append([problems.Problem.from_json(p).key for p in req["problems"]])
+        return ([] if len(asked) == 1 else [{"problem": k, "error": None} for k in asked[-1]]), True
+    monkeypatch.setattr(search_module, "_answers", child)
+    Search("", store, LIMITS, {p: ["t:x"] for p in (a, b)}).check_fresh(30)
+    assert asked == [[a.key, b.key], [b.key]]
+    first, second = (store.load(p).verified.candidates[1] for p in (a, b))
+    assert first.ms is None and search_module.DIED in first.error and second.fresh
+
+
+def test_a_check_whose_child_hangs_blames_the_set_on_the_problem_in_hand(tmp_path, monkeypatch):
+    """The child answers the first problem, then sleeps for good (PoCL's heap, spoilt, can deadlock
+    malloc): stopped once silent and idle, the second problem's check is wrong, not waited out."""
+    import json
+    import subprocess
+    import sys
+    import time
+    from backends.clblast import watch
+    fake = ("import json, sys, time\n"
+            "req = json.loads(sys.stdin.read())\n"
+            "print(json.dumps({'problem': '" + problems.gemm(4, 8, 16).key + "', 'error': None}), flush=True)\n"
+            "time.sleep(600)\n")
+
+    def spawn(req):
+        proc = subprocess.Popen([sys.executable, "-c", fake], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        proc.stdin.write(json.dumps(req))
+        proc.stdin.close()
+        return proc
+    monkeypatch.setattr(search_module, "_spawn", spawn)
+    monkeypatch.setattr(watch, "IDLE_S", 1.0)
+    a, b = problems.gemm(4, 8, 16), problems.gemm(8, 8, 8)
+    start = time.monotonic()
+    assert search_module._fresh_child("", [], [a, b], 120) == {a.key: None, b.key: search_module.DIED}
+    assert time.monotonic() - start < 30
