@@ -114,6 +114,14 @@ def tune_clblast(rt, nets, batch, budget_s: float, jobs: int, progress, verify_o
     return search, verified
 
 
+def fresh_line(checked: list[tuple[str, str, str | None]]) -> str:
+    """What Search.check_fresh and the nets' choices found, in one line: sets checked in force before any
+    call, and those wrong there (no longer a choice)."""
+    wrong = [f"{label} on {key} ({why})" for key, label, why in checked if why]
+    return (f"checked in force before any call, as a backend runs them: {len(checked)} set-problem pairs, "
+            f"{len(wrong)} wrong" + (": " + "; ".join(wrong) if wrong else ""))
+
+
 def depth_rows(search: Search) -> list[list]:
     """Per problem, in the search's order: what it costs a pass with CLBlast's database (all its calls, and
     those of the cheapest composition of each layer: problems.cheapest_costs), the verified choice;

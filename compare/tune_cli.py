@@ -71,6 +71,8 @@ def cmd_tune(args) -> int:
     if search is not None:
         print(f"CLBlast: {search.tried_now} configurations tried this run, {len(verified)} problems verified; "
               f"written to {search.store.folder}")
+        if search.checked:
+            print(tune.fresh_line(search.checked))
         print(tune.show(rt, loaded, batch, as_tuner))
     if tiles is not None:
         print(tune_tiles_table(rows))

@@ -151,3 +151,16 @@ def test_a_check_whose_child_hangs_blames_the_set_on_the_problem_in_hand(tmp_pat
     start = time.monotonic()
     assert search_module._fresh_child("", [], [a, b], 120) == {a.key: None, b.key: search_module.DIED}
     assert time.monotonic() - start < 30
+
+
+def test_what_was_checked_is_said_in_one_line(tmp_path, monkeypatch):
+    from compare.tune import fresh_line
+    store = Store(DEVICE, tmp_path)
+    a = problems.gemm(4, 8, 16)
+    store.save(verified_record(a, {"database": 0.3, "XgemmDirect": 0.2, "Xgemm": 0.25}))
+    monkeypatch.setattr(search_module, "_answers", _child(wrong={"XgemmDirect"}))
+    search = Search("", store, LIMITS, {a: ["t:x"]})
+    search.check_fresh(30)
+    assert fresh_line(search.checked) == (
+        "checked in force before any call, as a backend runs them: 2 set-problem pairs, 1 wrong: XgemmDirect on "
+        "gemm 4x8x16 (wrong result: NaN or inf in the output)")

@@ -130,6 +130,7 @@ class Search:
         self.lines: queue.Queue = queue.Queue()
         self.dirty: set[Problem] = set()
         self.tried_now = 0
+        self.checked: list[tuple[str, str, str | None]] = []   # check_fresh's: problem, set, what was wrong
 
     # -- the order: costliest first
     def cost(self, problem: Problem) -> float | None:
@@ -399,6 +400,7 @@ class Search:
                 for problem, c in pairs:
                     if got[problem.key] != DIED or problem == died[0]:   # the others: in a child of their own next
                         mark_fresh(c, got[problem.key])
+                        self.checked.append((problem.key, c.label, got[problem.key]))
                         self.store.save(self.records[problem])
                         if problem not in done:
                             done.append(problem)
@@ -461,7 +463,7 @@ def verify_net(search: "Search", net: str, weights: dict, seconds: float) -> Net
         if problems and routine not in waiting and _still(old, keys, families, [verified[p] for p in problems]):
             kept = {f: old.families[f] for f in families if f in old.families}
             unchecked = [f for f in kept if old.sets(f) and not kept[f].get("fresh")]
-            checked = [_right_fresh(search, net, old.sets(f), problems, end) for f in unchecked]
+            checked = [_right_fresh(search, net, kept[f]["label"], old.sets(f), problems, end) for f in unchecked]
             if None in checked:
                 return None   # out of time
             if all(checked):
@@ -494,7 +496,7 @@ def verify_net(search: "Search", net: str, weights: dict, seconds: float) -> Net
                 if sums.get("database") is not None and tuned[label] >= sums["database"]:
                     best = label   # the database's is kept: this set is never in force, so not checked
                     break
-                right = _right_fresh(search, net, dict(cands)[label], problems, end)
+                right = _right_fresh(search, net, label, dict(cands)[label], problems, end)
                 if right is None:
                     return None
                 if right:
@@ -509,13 +511,14 @@ def verify_net(search: "Search", net: str, weights: dict, seconds: float) -> Net
     return choice
 
 
-def _right_fresh(search: "Search", net: str, sets, problems: list[Problem], end: float) -> bool | None:
+def _right_fresh(search: "Search", net: str, label: str, sets, problems: list[Problem], end: float) -> bool | None:
     """Whether `sets` are right on every problem in force before any call (Search.check_fresh); None when
     the time ran out."""
     got = _fresh_child(search.device_index, sets, problems, end - time.monotonic())
     if got is None:
         search.progress(f"verify {net}: the time ran out checking a set on its problems; nothing chosen")
         return None
+    search.checked += [(key, f"{net}'s {label}", why) for key, why in got.items()]
     wrong = [(key, why) for key, why in got.items() if why]
     if wrong:
         search.progress(f"verify {net}: a set is wrong on {wrong[0][0]} in force from the start ({wrong[0][1]}); "
