@@ -22,7 +22,14 @@ def tuning_behind(b: BackendResult) -> str:
     if str(b.config.get("clblast_parameters", "")).startswith("tuned") and depth:
         return f"CLBlast with {tuned}" if at else f"CLBlast {tuned}"
     if b.mode == DATABASE and depth:
-        return f"CLBlast's database parameters, faster here than its tuned ones ({tuned})"
+        # a tuned mode that failed (a wrong output, a crash) was not slower: it was refused
+        failed = [m.name for m in b.modes if m.name != DATABASE and m.status == "FAILED"]
+        ran = [m.name for m in b.modes if m.name != DATABASE and m.status == "OK"]
+        why = "faster here than its tuned ones" if ran or not failed else ""
+        if failed:
+            why += ("; " if why else "") + (f"its {' and '.join(failed)} mode{'s' if len(failed) > 1 else ''} "
+                                            f"failed the run's checks")
+        return f"CLBlast's database parameters, {why} ({tuned})"
     if depth:
         return f"CLBlast's database parameters; a tuning to {depth} was not used"
     return "CLBlast's database parameters (no verified tuning for this device)"

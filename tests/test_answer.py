@@ -93,3 +93,16 @@ def test_sets_chosen_at_another_batch_are_named_as_such():
     database = answer.sentence(_results(lambda d: borrowed(d, "database")))
     assert "CLBlast's database parameters, faster here than its tuned ones (the sets chosen at tiny batch 1;" \
         in database
+
+
+def test_a_tuned_mode_that_failed_is_not_called_slower():
+    def failed(d):
+        d["backends"][1]["mode"] = "database"
+        d["backends"][1]["config"] = {"clblast_parameters": "CLBlast database default",
+                                      "clblast_tuning_depth": "100% of CLBlast's default search"}
+        d["backends"][1]["modes"] = [
+            {"name": "tuned", "status": "FAILED", "reason": "RuntimeError: produced NaN/Inf in its output"},
+            {"name": "database", "status": "OK", "compute": d["backends"][1]["timing"]["end_to_end"]["compute"]}]
+    said = answer.sentence(_results(failed))
+    assert "CLBlast's database parameters, its tuned mode failed the run's checks (tuned to 100%" in said
+    assert "faster here" not in said
