@@ -24,12 +24,10 @@ def tuning_behind(b: BackendResult) -> str:
     if b.mode == DATABASE and depth:
         # a tuned mode that failed (a wrong output, a crash) was not slower: it was refused
         failed = [m.name for m in b.modes if m.name != DATABASE and m.status == "FAILED"]
-        ran = [m.name for m in b.modes if m.name != DATABASE and m.status == "OK"]
-        why = "faster here than its tuned ones" if ran or not failed else ""
-        if failed:
-            why += ("; " if why else "") + (f"its {' and '.join(failed)} mode{'s' if len(failed) > 1 else ''} "
-                                            f"failed the run's checks")
-        return f"CLBlast's database parameters, {why} ({tuned})"
+        ran = any(m.name != DATABASE and m.status == "OK" for m in b.modes)
+        why = (["faster here than its tuned ones"] if ran or not failed else []) + (
+            [f"its {' and '.join(failed)} mode{'s' if len(failed) > 1 else ''} failed the run's checks"] if failed else [])
+        return f"CLBlast's database parameters, {'; '.join(why)} ({tuned})"
     if depth:
         return f"CLBlast's database parameters; a tuning to {depth} was not used"
     return "CLBlast's database parameters (no verified tuning for this device)"

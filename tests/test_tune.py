@@ -208,6 +208,23 @@ def test_a_child_times_each_configuration_on_every_problem_of_its_stage_that_lac
     assert not held & {(p.stage.name, i) for i, _ in want for p in plans}
 
 
+def fake_children(monkeypatch, body: str) -> None:
+    """The search's children replaced by a Python script: `body` runs after the request is read into `req`
+    (json, os, sys and time imported); a child stopped as hung is so after 1 s."""
+    from backends.clblast import search as search_module
+    from backends.clblast import watch
+    script = "import json, os, sys, time\nreq = json.loads(sys.stdin.read())\n" + body + "\n"
+
+    def spawn(req):
+        proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        proc.stdin.write(json.dumps(req))
+        proc.stdin.close()
+        return proc
+    monkeypatch.setattr(search_module, "_spawn", spawn)
+    monkeypatch.setattr(watch, "IDLE_S", 1.0)
+
+
 @pytest.mark.parametrize("end, why", [("os.abort()", "the child process died on it (exit -6)"),
                                        ("time.sleep(600)", "hung: silent and no processor time for 1 s")])
 def test_a_configuration_that_kills_or_hangs_its_child_is_recorded_and_counted_and_the_rest_go_on(
@@ -215,26 +232,11 @@ def test_a_configuration_that_kills_or_hangs_its_child_is_recorded_and_counted_a
     """A child answers its first configuration and then dies or sleeps for good (as PoCL's heap does on some
     GEMMK=1 kernels: an abort, or a deadlock in malloc): that second one is kept as failed and counts as
     tried, the third is tried by a later child."""
-    import subprocess
-    import sys
-    from backends.clblast import search as search_module
-    from backends.clblast import watch
     from backends.clblast.search import Search
-    fake = ("import json, os, sys, time\n"
-            "req = json.loads(sys.stdin.read())\n"
-            "print(json.dumps({'ready': True}), flush=True)\n"
-            "index, _, where = req['configs'][0]\n"
-            "print(json.dumps({'index': index, 'problem': where[0], 'ms': 1.0, 'error': None}), flush=True)\n"
-            f"{end}\n")
-
-    def spawn(req):
-        proc = subprocess.Popen([sys.executable, "-c", fake], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
-        proc.stdin.write(json.dumps(req))
-        proc.stdin.close()
-        return proc
-    monkeypatch.setattr(search_module, "_spawn", spawn)
-    monkeypatch.setattr(watch, "IDLE_S", 1.0)
+    fake_children(monkeypatch, "print(json.dumps({'ready': True}), flush=True)\n"
+                               "index, _, where = req['configs'][0]\n"
+                               "print(json.dumps({'index': index, 'problem': where[0], 'ms': 1.0, 'error': None}), "
+                               "flush=True)\n" + end)
     store = Store(DEVICE, tmp_path)
     p = problems.gemm(4, 8, 16)
     search = Search("", store, LIMITS, {p: ["t:x"]})

@@ -8,7 +8,7 @@ from backends.clblast import search as search_module
 from backends.clblast.record import NetChoice, Store
 from backends.clblast.search import Search, verify_net
 from backends.clblast.tuned import Tuning
-from test_tune import DEVICE, LIMITS, verified_record
+from test_tune import DEVICE, LIMITS, fake_children, verified_record
 
 
 def _child(wrong: set, timed: list | None = None):
@@ -28,12 +28,18 @@ def _child(wrong: set, timed: list | None = None):
     return answer
 
 
-def test_a_set_wrong_in_force_from_the_start_is_no_longer_a_problems_choice(tmp_path, monkeypatch):
+def _xgemm_direct_wrong(tmp_path, monkeypatch):
+    """A problem verified with a set of each GEMM kernel, the XgemmDirect one wrong in force from the start;
+    (its store, a search over it, the problem)."""
     store = Store(DEVICE, tmp_path)
     a = problems.gemm(4, 8, 16)
     store.save(verified_record(a, {"database": 0.3, "XgemmDirect": 0.2, "Xgemm": 0.25}))
     monkeypatch.setattr(search_module, "_answers", _child(wrong={"XgemmDirect"}))
-    search = Search("", store, LIMITS, {a: ["t:x"]})
+    return store, Search("", store, LIMITS, {a: ["t:x"]}), a
+
+
+def test_a_set_wrong_in_force_from_the_start_is_no_longer_a_problems_choice(tmp_path, monkeypatch):
+    store, search, a = _xgemm_direct_wrong(tmp_path, monkeypatch)
     assert search.check_fresh(30) == [a]
     cands = {c.label: c for c in store.load(a).verified.candidates}
     assert cands["XgemmDirect"].ms is None and "in force before any call" in cands["XgemmDirect"].error
@@ -129,24 +135,9 @@ def test_one_child_checks_a_set_on_all_its_problems_and_a_death_blames_only_the_
 def test_a_check_whose_child_hangs_blames_the_set_on_the_problem_in_hand(tmp_path, monkeypatch):
     """The child answers the first problem, then sleeps for good (PoCL's heap, spoilt, can deadlock
     malloc): stopped once silent and idle, the second problem's check is wrong, not waited out."""
-    import json
-    import subprocess
-    import sys
     import time
-    from backends.clblast import watch
-    fake = ("import json, sys, time\n"
-            "req = json.loads(sys.stdin.read())\n"
-            "print(json.dumps({'problem': '" + problems.gemm(4, 8, 16).key + "', 'error': None}), flush=True)\n"
-            "time.sleep(600)\n")
-
-    def spawn(req):
-        proc = subprocess.Popen([sys.executable, "-c", fake], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
-        proc.stdin.write(json.dumps(req))
-        proc.stdin.close()
-        return proc
-    monkeypatch.setattr(search_module, "_spawn", spawn)
-    monkeypatch.setattr(watch, "IDLE_S", 1.0)
+    fake_children(monkeypatch, "print(json.dumps({'problem': '" + problems.gemm(4, 8, 16).key + "', 'error': None}), "
+                               "flush=True)\ntime.sleep(600)")
     a, b = problems.gemm(4, 8, 16), problems.gemm(8, 8, 8)
     start = time.monotonic()
     assert search_module._fresh_child("", [], [a, b], 120) == {a.key: None, b.key: search_module.DIED}
@@ -155,11 +146,7 @@ def test_a_check_whose_child_hangs_blames_the_set_on_the_problem_in_hand(tmp_pat
 
 def test_what_was_checked_is_said_in_one_line(tmp_path, monkeypatch):
     from compare.tune import fresh_line
-    store = Store(DEVICE, tmp_path)
-    a = problems.gemm(4, 8, 16)
-    store.save(verified_record(a, {"database": 0.3, "XgemmDirect": 0.2, "Xgemm": 0.25}))
-    monkeypatch.setattr(search_module, "_answers", _child(wrong={"XgemmDirect"}))
-    search = Search("", store, LIMITS, {a: ["t:x"]})
+    _, search, _ = _xgemm_direct_wrong(tmp_path, monkeypatch)
     search.check_fresh(30)
     assert fresh_line(search.checked) == (
         "checked in force before any call, as a backend runs them: 2 set-problem pairs, 1 wrong: XgemmDirect on "

@@ -257,10 +257,9 @@ class Search:
         if child.why is not None:
             return
         now = time.monotonic()
-        silent, idle = now - child.last, child.watch.idle_for(now)
-        if silent > QUIET_S:
+        if now - child.last > QUIET_S:
             child.why = f"no answer in {QUIET_S:.0f} s (stopped)"
-        elif idle is not None and min(silent, idle) > watch.IDLE_S:
+        elif child.watch.hung(now, child.last):
             child.why = f"hung: silent and no processor time for {watch.IDLE_S:.0f} s (stopped)"
         if child.why is not None:
             child.proc.kill()
@@ -617,9 +616,7 @@ def _answers(req: dict, timeout: float) -> tuple[list[dict], bool]:
             try:
                 _, line = lines.get(timeout=min(1.0, max(end - time.monotonic(), 0.01)))
             except queue.Empty:
-                now = time.monotonic()
-                idle = seen.idle_for(now)
-                if idle is not None and min(now - last, idle) > watch.IDLE_S:
+                if seen.hung(time.monotonic(), last):
                     return answers, True
                 continue
             last = time.monotonic()

@@ -37,3 +37,8 @@ class Watch:
             if cpu > self.cpu:
                 self.cpu, self.since = cpu, now
         return now - self.since
+
+    def hung(self, now: float, last_said: float) -> bool:
+        """Silent since `last_said` and without processor time, both for longer than IDLE_S."""
+        idle = self.idle_for(now)
+        return idle is not None and min(now - last_said, idle) > IDLE_S
