@@ -18,6 +18,7 @@ import functools
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 
@@ -25,6 +26,17 @@ from nets import STUDY_KINDS, Net
 from nets.errors import Unsupported, UserError
 
 from .options import RunOptions
+
+
+class Family(StrEnum):
+    """What side of the study's question a backend is on: the answer holds the
+    best hand-written backend against CLBlast at its best, then the peers."""
+
+    REFERENCE = "reference"        # numpy: the CPU reference
+    CLBLAST = "clblast"            # compositions of CLBlast's routines
+    HAND_WRITTEN = "hand-written"  # our OpenCL kernels
+    COMPILER = "compiler"          # a search compiler that emits OpenCL for the same device (tinygrad)
+    PEER = "peer"                  # a framework a user would pick instead (PyTorch, TensorFlow)
 
 
 @dataclass
@@ -118,7 +130,8 @@ class PreparedNet(ABC):
         if tuple(x.shape) != want:
             raise UserError(f"input has shape {tuple(x.shape)}; {self.net.name} layer "
                             f"{self.net.layers[index].name} at batch {self.batch} takes {want}")
-        return np.ascontiguousarray(x)
+        x = np.ascontiguousarray(x)
+        return x if x.flags.writeable else x.copy()   # a read-only array (a memory map, a file's view) as a plain one
 
 
 class Backend(ABC):
@@ -132,6 +145,7 @@ class Backend(ABC):
 
     name: str = ""
     summary: str = ""        # one line for `compare backends` and the reports
+    family: str = ""         # a Family; a backend in none (a test double) is on no side of the answer
     uses_opencl: bool = False   # True: constructed with the OpenCL runtime it runs on (see `create`)
     deterministic = True     # the same input gives bit-identical outputs on every pass
     # What the family runs (nets/spec.py): the study's layer kinds in a chain, unless it says

@@ -2,12 +2,14 @@
 speedups with their geometric means, and utilisation.  The terminal
 tables, the Markdown/HTML report and the plots all read them from here.
 
-A speedup of backend B over reference R is R's time / B's time: above 1x, B
-is faster; beside it, the 95% bootstrap interval of that ratio from the raw
-samples (compare/intervals.py), and a winner only where it excludes 1x.  The
-references are a setting (`compare report --baseline`); `best-clblast` is
-whichever CLBlast backend was fastest end to end in that file (CLBlast at
-its best), so the headline ratio is never taken against a weak CLBlast.
+A speedup (compare/speedup.py: the ratio, its 95% bootstrap interval and
+its verdict) is taken only between backends whose output passed the check
+against the float64 oracle (`trusted`): a backend that failed it, or ran
+unchecked (--mode performance), shows its time and status and no ratio.
+The references are a setting (`compare report --baseline`); `best-clblast`
+is whichever CLBlast backend that passed was fastest end to end in that
+file (CLBlast at its best), so the headline ratio is never taken against a
+weak CLBlast.
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from dataclasses import dataclass
 
 from nets.errors import UserError
 
-from .intervals import ratio_interval
+from .modes import checks
 from .results import BackendResult, RunResult
+from .speedup import Speedup, of_samples
 
 BEST_CLBLAST = "best-clblast"
 DEFAULT_BASELINES = (BEST_CLBLAST, "clblast", "numpy")
@@ -68,8 +71,30 @@ def geomean(values) -> float | None:
 
 
 def timed(res: RunResult) -> list[BackendResult]:
-    """Backends with timings, in the file's order."""
+    """Backends with timings, in the file's order (whether or not their output passed)."""
     return [b for b in res.backends if b.ok and b.timing]
+
+
+def trusted(res: RunResult) -> list[BackendResult]:
+    """Timed backends whose output passed the check against the oracle: the only ones a ratio may use."""
+    return [b for b in timed(res) if b.passed]
+
+
+def untrusted_why(res: RunResult, b: BackendResult) -> str | None:
+    """Why a timed backend is in no ratio (its check failed, or the run checked nothing), or None."""
+    if not b.ok or not b.timing or b.passed:
+        return None
+    if not checks(res.mode) or b.check is None:
+        return "unchecked"
+    return "check FAIL"
+
+
+def unchecked_note(res: RunResult) -> str | None:
+    """What every table made from a file without checks says."""
+    if checks(res.mode):
+        return None
+    return (f"This run ({res.command or '--mode performance'}) did not check outputs against the float64 oracle: "
+            f"its times are shown, and no ratio is taken from them.")
 
 
 def on_device(res: RunResult, b: BackendResult) -> bool:
@@ -93,11 +118,18 @@ def parse_baselines(text: str) -> list[str]:
 
 
 def reference(res: RunResult, token: str) -> BackendResult | None:
-    """The backend a baseline token stands for in `res`, when it has timings."""
+    """The backend a baseline token stands for in `res`, when it was timed and passed the check."""
     if token == BEST_CLBLAST:
-        return min((b for b in timed(res) if b.name.startswith("clblast")), key=compute_ms, default=None)
+        return min((b for b in trusted(res) if b.family == "clblast"), key=compute_ms, default=None)
     b = res.backend(token)
-    return b if compute_ms(b) is not None else None
+    return b if b is not None and b in trusted(res) else None
+
+
+def speedup(ref: BackendResult | None, b: BackendResult | None) -> Speedup | None:
+    """b's end-to-end speedup over ref (compute, no per-layer syncs), when both were timed and passed."""
+    if ref is None or b is None or not ref.passed or not b.passed or not ref.timing or not b.timing:
+        return None
+    return of_samples(ref.timing.end_to_end.compute, b.timing.end_to_end.compute)
 
 
 def reference_label(res: RunResult, token: str) -> str:
@@ -118,57 +150,42 @@ def baselines(res: RunResult, names=DEFAULT_BASELINES) -> list[str]:
     return out
 
 
-Interval = tuple[float, float] | None
-
-
 @dataclass
 class Speedups:
-    """Every other timed backend's speedup over the reference a token stands for."""
+    """Every other trusted backend's speedup over the reference a token stands for."""
 
     token: str
     reference: str                            # the backend it stood for
     label: str
     backends: list[str]
-    layers: list[list[float | None]]          # [layer][backend]
-    layer_intervals: list[list[Interval]]
+    layers: list[list[Speedup | None]]        # [layer][backend]
     sum_of_layers: list[float | None]
-    end_to_end: list[float | None]            # compute, no per-layer syncs
-    end_to_end_intervals: list[Interval]
-    with_transfers: list[float | None]        # upload + compute + download
-    with_transfers_intervals: list[Interval]
+    end_to_end: list[Speedup | None]          # compute, no per-layer syncs
+    with_transfers: list[Speedup | None]      # upload + compute + download
     geomean: list[float | None]               # of the per-layer speedups
-
-
-def _values(samples) -> list[float]:
-    return samples.values if samples is not None else []
 
 
 def speedups(res: RunResult, token: str) -> Speedups | None:
     base = reference(res, token)
     if base is None:
         return None
-    others = [b for b in timed(res) if b.name != base.name]
+    others = [b for b in trusted(res) if b.name != base.name]
     if not others:
         return None
     n = len(res.net.layers)
     # a layer that either side folded into another has no speedup of its own (nor a place in the geomean)
     skip = [set(folded(base)) | set(folded(b)) for b in others]
     names = [layer.name for layer in res.net.layers]
-    per_layer = [[None if names[i] in skip[k] else ratio(layer_ms(base, i), layer_ms(b, i))
+    per_layer = [[None if names[i] in skip[k] else of_samples(base.timing.layers[i].wall, b.timing.layers[i].wall)
                   for k, b in enumerate(others)] for i in range(n)]
-    layer_ci = [[None if names[i] in skip[k] else
-                 ratio_interval(_values(base.timing.layers[i].wall), _values(b.timing.layers[i].wall))
-                 for k, b in enumerate(others)] for i in range(n)]
-    e2e, e2e_b = base.timing.end_to_end, [b.timing.end_to_end for b in others]
+    e2e = base.timing.end_to_end
     return Speedups(
         token=token, reference=base.name, label=reference_label(res, token), backends=[b.label for b in others],
-        layers=per_layer, layer_intervals=layer_ci,
+        layers=per_layer,
         sum_of_layers=[ratio(layers_ms(base), layers_ms(b)) for b in others],
-        end_to_end=[ratio(compute_ms(base), compute_ms(b)) for b in others],
-        end_to_end_intervals=[ratio_interval(_values(e2e.compute), _values(t.compute)) for t in e2e_b],
-        with_transfers=[ratio(e2e.total.median, t.total.median) for t in e2e_b],
-        with_transfers_intervals=[ratio_interval(_values(e2e.total), _values(t.total)) for t in e2e_b],
-        geomean=[geomean([row[k] for row in per_layer]) for k in range(len(others))])
+        end_to_end=[speedup(base, b) for b in others],
+        with_transfers=[of_samples(e2e.total, b.timing.end_to_end.total) for b in others],
+        geomean=[geomean([row[k].value if row[k] else None for row in per_layer]) for k in range(len(others))])
 
 
 @dataclass
@@ -188,7 +205,7 @@ def percent_of_peak(flops: int, ms: float | None, peak: float) -> float | None:
 
 def utilisation(res: RunResult) -> Utilisation | None:
     peak = res.peak.gflops if res.peak else None
-    on = [b for b in timed(res) if on_device(res, b)]
+    on = [b for b in trusted(res) if on_device(res, b)]
     if not peak or not on:
         return None
     return Utilisation(

@@ -1,17 +1,20 @@
 """The study's question answered in words, per device and net, from a
-results file: which backend is fastest, by how much against CLBlast at its
-best (with the interval, and a winner only where it excludes 1x), and how
-deep the tuning behind CLBlast's figure went.  The report opens with it."""
+results file.  First the question itself: the best hand-written backend
+against CLBlast at its best (the ratio with its interval, CLBlast's mode
+and how deep its tuning went); then the search compiler on the same device,
+and the fastest peer, each against both.  Only backends whose output passed
+the check against the float64 oracle are in a ratio; those that failed or
+ran unchecked are named as such and nowhere else.  `compare run` ends with
+these lines, and the report opens with them."""
 from __future__ import annotations
 
 from backends.options import DATABASE
 
 from . import analysis as an
-from .intervals import ratio_interval
 from .modes import times
 from .results import BackendResult, RunResult
 
-CLBLAST_FAMILY = ("clblast", "clblast-convgemm", "clblast-best")
+HAND_WRITTEN, CLBLAST, COMPILER, PEER = "hand-written", "clblast", "compiler", "peer"
 
 
 def tuning_behind(b: BackendResult) -> str:
@@ -33,44 +36,68 @@ def tuning_behind(b: BackendResult) -> str:
     return "CLBlast's database parameters (no verified tuning for this device)"
 
 
-def _ratio(ref: BackendResult, b: BackendResult):
-    r = an.ratio(an.compute_ms(ref), an.compute_ms(b))
-    ci = ratio_interval(ref.timing.end_to_end.compute.values, b.timing.end_to_end.compute.values)
-    return r, ci
+def search_behind(b: BackendResult) -> str | None:
+    """How deep a search compiler's schedule search went, as its results say."""
+    return b.config.get("search_depth") or b.config.get("tinygrad_search")
 
 
-def _words(r: float, ci) -> str:
-    if ci is None:
-        return f"{r:.2f}x (no interval: too few samples)"
-    low, high = ci
-    if low <= 1.0 <= high:
-        return f"{r:.2f}x [{low:.2f}, {high:.2f}], no clear difference"
-    return f"{r:.2f}x [{low:.2f}, {high:.2f}]"
+def _fastest(res: RunResult, family: str) -> BackendResult | None:
+    return min((b for b in an.trusted(res) if b.family == family), key=an.compute_ms, default=None)
+
+
+def _named(b: BackendResult, extra: str | None = None) -> str:
+    return f"(`{b.label}`, {an.compute_ms(b):.3f} ms" + (f", {extra}" if extra else "") + ")"
+
+
+def _missing(res: RunResult, family: str, what: str) -> str:
+    """Why no backend of `family` is in the comparison."""
+    timed = [b for b in an.timed(res) if b.family == family]
+    failed = [b for b in res.backends if b.family == family and b.status == "FAILED"]
+    if timed or failed:
+        whys = [f"`{b.label}` ({an.untrusted_why(res, b)})" for b in timed] + [f"`{b.name}` (FAILED)" for b in failed]
+        return f"no {what} backend passed the check against the oracle: " + ", ".join(whys)
+    return f"no {what} backend was timed"
+
+
+def lines(res: RunResult) -> list[str]:
+    """The answer for one results file, in sentences; [] for a file that timed nothing."""
+    if not times(res.mode) or not an.timed(res):
+        return []
+    where = f"On {res.device.name}, {res.net.name} batch {res.net.batch}"
+    if an.unchecked_note(res):
+        return [f"{where}: no ratio, as this run did not check outputs against the float64 oracle "
+                f"(--mode performance); run with `--mode both` for an answer."]
+    hand, clb = _fastest(res, HAND_WRITTEN), an.reference(res, an.BEST_CLBLAST)
+    hand_text = f"the best hand-written backend {_named(hand)}" if hand else None
+    clb_text = f"CLBlast at its best {_named(clb, tuning_behind(clb))}" if clb else None
+    if hand and clb:
+        out = [f"{where}: {an.speedup(clb, hand).sentence(hand_text, clb_text)}."]
+    else:
+        out = [f"{where}: no answer to the study's question: "
+               + "; ".join(_missing(res, fam, what) for fam, what, b in
+                           ((HAND_WRITTEN, "hand-written", hand), (CLBLAST, "CLBlast", clb)) if b is None) + "."]
+    for family, title in ((COMPILER, "The search compiler on the same device"), (PEER, "The fastest peer")):
+        rival = _fastest(res, family)
+        if rival is None:
+            continue
+        extra = search_behind(rival) if family == COMPILER else None
+        parts = [an.speedup(ref, rival).sentence("it", f"the {what} (`{ref.label}`)")
+                 for ref, what in ((hand, "best hand-written backend"), (clb, "CLBlast at its best")) if ref]
+        out.append(f"{title} {_named(rival, extra)}: " + ("; ".join(parts) if parts else "nothing to hold it against")
+                   + ".")
+    left = [f"`{b.label}` ({an.untrusted_why(res, b)})" for b in an.timed(res) if an.untrusted_why(res, b)]
+    left += [f"`{b.name}` (FAILED: {(b.reason or '').splitlines()[0][:120]})" for b in res.backends
+             if b.status == "FAILED"]
+    if left:
+        out.append("In no ratio: " + ", ".join(left) + ".")
+    return out
 
 
 def sentence(res: RunResult) -> str | None:
-    """One sentence for one results file, or None where it holds no timed CLBlast backend."""
-    ref = an.reference(res, an.BEST_CLBLAST)
-    timed = [b for b in res.backends if an.compute_ms(b) is not None]
-    if ref is None or not timed or not times(res.mode):
-        return None
-    where = f"On {res.device.name}, {res.net.name} batch {res.net.batch}"
-    fastest = min(timed, key=an.compute_ms)
-    behind = tuning_behind(ref)
-    if fastest.name in CLBLAST_FAMILY:
-        others = [b for b in timed if b.name not in CLBLAST_FAMILY]
-        text = (f"{where}: CLBlast at its best (`{ref.label}`, {an.compute_ms(ref):.3f} ms, {behind}) is the "
-                f"fastest backend")
-        if others:
-            rival = min(others, key=an.compute_ms)
-            r, ci = _ratio(rival, ref)
-            text += f"; the next, `{rival.label}`, takes {_words(r, ci)} its time"
-        return text + "."
-    r, ci = _ratio(ref, fastest)
-    verdict = "faster than" if ci is not None and ci[0] > 1.0 else "against"
-    return (f"{where}: `{fastest.label}` is the fastest backend ({an.compute_ms(fastest):.3f} ms), "
-            f"{_words(r, ci)} {verdict} CLBlast at its best (`{ref.label}`, {an.compute_ms(ref):.3f} ms, {behind}).")
+    """The first line of the answer (the study's question), or None for a file that timed nothing."""
+    said = lines(res)
+    return said[0] if said else None
 
 
 def sentences(results: list[RunResult]) -> list[str]:
-    return [s for s in (sentence(r) for r in results) if s]
+    return [line for r in results for line in lines(r)]

@@ -25,9 +25,9 @@ from backends.options import CLBLAST_PARAMS, RunOptions
 from nets.errors import CheckFailed, UserError
 from nets.weights import init_weights, load_weights, make_input, save_weights, weights_digest
 
-from . import __version__
+from . import __version__, answer
 from .analysis import DEFAULT_BASELINES, parse_baselines
-from .cli_common import add_device_option, positive, unwritten
+from .cli_common import add_device_option, positive, seed_arg, unwritten
 from .files import RESULTS_ROOM, check_writable
 from .hostmem import HostNeed, check_fits, host_need
 from .keep import Keeper, keep_file, text_writer
@@ -58,8 +58,15 @@ def _peak(value: float | None) -> float | None:
 
 def _load_input(path: str, net, batch: int | None) -> np.ndarray:
     p = Path(path)
+    if p.is_dir():
+        raise UserError(f"--input {p} is a folder; give a .npy file of shape (N, C, H, W)")
     if not p.is_file():
         raise UserError(f"input file {p} not found")
+    with open(p, "rb") as f:
+        magic = f.read(6)
+    if magic != b"\x93NUMPY":   # an image, a .npz, a pickle: say what it should be, not what numpy objects to
+        raise UserError(f"input file {p} is not a .npy array (it does not start with numpy's .npy header); "
+                        f"save the input with numpy.save as float32 of shape (N, C, H, W)")
     try:
         x = np.load(p, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
@@ -219,6 +226,9 @@ def cmd_run(args) -> int:
         print(f"\nresults written to {out}")
     _print_failures(results)
     unwritten(problems + [kept.problem])
+    said = answer.lines(results)
+    if said:   # the conclusion last, where a reader of the terminal looks
+        print("\nThe answer:\n" + "\n".join(said))
     return exit_code(results)
 
 
@@ -380,6 +390,12 @@ def cmd_report(args) -> int:
     from .sweep import is_sweep, load_sweep
     check_writable(args.out, "--out", folder=True, room=REPORT_ROOM)
     results, paths, sweeps = [], [], []
+    seen: dict[Path, str] = {}
+    for p in args.files:   # one file given twice would be counted twice
+        key = Path(p).resolve()
+        if key in seen:
+            raise UserError(f"{p} is given twice (also as {seen[key]}): give each results file or sweep once")
+        seen[key] = p
     for p in args.files:
         if is_sweep(p):
             sweeps.append(load_sweep(p))
@@ -404,7 +420,7 @@ def _add_net_options(p) -> None:
     p.add_argument("--net", required=True, help="a built-in net (`compare nets` lists them), or a model file: "
                    "Keras (.keras, .h5) or ONNX (.onnx)")
     p.add_argument("--backends", default="all", help="'all' or a comma-separated list (see `compare backends`)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated weights and input (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the generated weights and input (default 0)")
     p.add_argument("--weights", help="a .npz weights file (see `compare weights`) instead of seeded weights")
     add_device_option(p)
     p.add_argument("--timeout-s", type=float, default=600.0,
@@ -490,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("weights", help="write a net's seeded weights as a .npz file")
     p.add_argument("--net", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.set_defaults(func=cmd_weights)
 
     p = sub.add_parser("devices", help="list the OpenCL platforms and devices")

@@ -13,6 +13,19 @@ def positive(name: str, value: int) -> int:
     return value
 
 
+def seed_arg(text: str) -> int:
+    """--seed's type: a whole number, 0 or more, as numpy's seeded generators take (argparse says a refusal in
+    one line)."""
+    import argparse
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, not {value}")
+    return value
+
+
 def unwritten(problems: list[str]) -> None:
     """A UserError (exit 2) when a file could not be written where asked, raised
     after everything else was said, so its line, naming where the files are, comes last."""

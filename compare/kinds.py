@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import analysis as an
-from .intervals import clear, ratio_interval
 from .results import BackendResult, LayerInfo, RunResult
+from .speedup import Speedup
 
 # what a layer of a file written before categories were recorded is taken as
 _BY_KIND = {"maxpool": "pooling", "subsample": "pooling", "global_avgpool": "pooling"}
@@ -43,8 +43,7 @@ def group_values(b: BackendResult, layers: list[int]) -> list[float]:
 @dataclass
 class KindCell:
     ms: float | None
-    speedup: float | None                      # CLBlast at its best's time here / this backend's
-    interval: tuple[float, float] | None       # None for CLBlast at its best itself
+    speedup: Speedup | None                    # CLBlast at its best's time here over this backend's; None for itself
     # where these layers' work was done instead: "before" (adds fused into the conv before them),
     # "after" (depthwise convs fused into the 1x1 after them); "" where they were timed
     folded: str = ""
@@ -74,11 +73,11 @@ class KindTable:
 
 
 def kind_table(res: RunResult) -> KindTable | None:
-    """None without a timed CLBlast backend.  CLBlast at its best is taken per
+    """None without a timed CLBlast backend that passed.  CLBlast at its best is taken per
     kind of layer: the CLBlast backend fastest on those layers, so each kind
-    meets CLBlast's best composition for it."""
-    timed = an.timed(res)
-    clblast = [b for b in timed if b.name.startswith("clblast")]
+    meets CLBlast's best composition for it.  Only backends whose output passed are in it."""
+    timed = an.trusted(res)
+    clblast = [b for b in timed if b.family == "clblast"]
     if not clblast:
         return None
     found = groups(res)
@@ -92,16 +91,14 @@ def kind_table(res: RunResult) -> KindTable | None:
     def cell(b: BackendResult, cat: str, ref: str | None) -> KindCell:
         where, own = _folded(b, res, found[cat])
         if not own:
-            return KindCell(None, None, None, where)
+            return KindCell(None, None, where)
         mine, theirs, timed_ = values[(b.name, cat)], values.get((ref, cat)), None
         if len(own) < len(found[cat]):   # the folded ones cost ~0 here: held against CLBlast on the rest alone
             mine, timed_ = group_values(b, own), len(own)
             theirs = group_values(res.backend(ref), own) if ref else None
         ms = float(np.median(mine)) if mine else None
-        their_ms = float(np.median(theirs)) if theirs else None
-        return KindCell(ms, an.ratio(their_ms, ms) if ref else None,
-                        ratio_interval(theirs, mine) if ref and ref != b.name and theirs and mine else None,
-                        where, timed_)
+        versus = Speedup.of(theirs, mine) if ref and ref != b.name and theirs and mine else None
+        return KindCell(ms, versus, where, timed_)
     cells = [[cell(b, cat, ref) for cat, ref in zip(found, refs)] for b in timed]
     return KindTable(list(found), [len(v) for v in found.values()],
                      [sum(res.net.layers[i].flops for i in v) / 1e6 for v in found.values()],
@@ -134,24 +131,19 @@ def verdicts(t: KindTable) -> list[str]:
         fastest = min(ran, key=lambda i: t.cells[i][k].ms)
         if fastest == ref:
             nxt = min((i for i in ran if i != ref), key=lambda i: t.cells[i][k].ms)
-            c = t.cells[nxt][k]
-            lo, hi = (1 / c.interval[1], 1 / c.interval[0]) if c.interval else (None, None)
-            out.append(f"{head}: **CLBlast wins**: {label} is {1 / c.speedup:.2f}x"
-                       + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else "")
-                       + f" faster than the next, {t.backends[nxt]}"
-                       + ("" if clear(c.interval) else " (no clear difference)") + also + ".")
+            s = t.cells[nxt][k].speedup
+            out.append(f"{head}: **CLBlast wins**: {label} is {s.inverse().bounds()} faster than the next, "
+                       f"{t.backends[nxt]}" + ("" if s.clear else f" ({s.verdict})") + also + ".")
         else:
-            c = t.cells[fastest][k]
-            out.append(f"{head}: {t.backends[fastest]} is fastest, at {c.speedup:.2f}x"
-                       + (f" [{c.interval[0]:.2f}, {c.interval[1]:.2f}]" if c.interval else "")
-                       + f" the speed of {label}" + ("" if clear(c.interval) else " (no clear difference)")
-                       + also + ".")
+            s = t.cells[fastest][k].speedup
+            out.append(f"{head}: {t.backends[fastest]} is fastest, at {s.bounds()} the speed of {label}"
+                       + ("" if s.clear else f" ({s.verdict})") + also + ".")
     return out
 
 
 def _part(backend: str, c: KindCell, count: int, label: str) -> str:
     """The clause for a backend that folded some of a kind's layers: how it did on the others."""
-    iv = f" [{c.interval[0]:.2f}, {c.interval[1]:.2f}]" if c.interval else ""
+    s = c.speedup
     return (f"{backend} folded {count - c.timed} of these into the layers {c.folded or 'beside'} them; on the "
-            f"other {c.timed} it is at {c.speedup:.2f}x{iv} the speed of {label} on the same layers"
-            + ("" if clear(c.interval) else ", no clear difference"))
+            f"other {c.timed} it is at {s.bounds()} the speed of {label} on the same layers"
+            + ("" if s.clear else f", {s.verdict}"))

@@ -9,6 +9,7 @@ normalisation in a model is folded into the convolution before it
 (nets/batchnorm.py) as the model is loaded."""
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -17,6 +18,7 @@ import nets
 from backends.isolated import call_isolated
 from nets import Net
 from nets.batchnorm import fold_batchnorm
+from nets.errors import UserError
 
 KERAS_SUFFIXES = (".keras", ".h5")
 ONNX_SUFFIXES = (".onnx",)
@@ -31,6 +33,9 @@ class LoadedNet(NamedTuple):
 def load_net(name: str) -> LoadedNet:
     """The net `name` names: a built-in net, or the model in a file."""
     lower = name.lower()
+    if os.path.isdir(name):
+        raise UserError(f"--net {name} is a folder; give a model file (.keras, .h5 or .onnx) or a built-in net "
+                        f"({', '.join(nets.NETS)})")
     if lower.endswith(KERAS_SUFFIXES):
         net, weights = call_isolated("Keras model import", "nets.keras_import", "load_keras", name)
     elif lower.endswith(ONNX_SUFFIXES):

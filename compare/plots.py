@@ -37,7 +37,7 @@ def _title(res, what: str) -> str:
 
 
 def layer_times(res, path) -> bool:
-    timed = an.timed(res)
+    timed = an.trusted(res)   # a plot shows no output that failed its check, or was not checked
     if not timed:
         return False
     labels = [layer.name for layer in res.net.layers]
@@ -51,13 +51,14 @@ def layer_times(res, path) -> bool:
 
 
 def speedups(res, path, baselines=an.DEFAULT_BASELINES) -> bool:
+    """Only backends whose output passed the check: nothing else has a ratio."""
     tokens = an.baselines(res, baselines)
-    timed = an.timed(res)
-    if not tokens or not timed:
+    trusted = an.trusted(res)
+    if not tokens or not trusted:
         return False
-    labels = [b.label for b in timed]
-    series = {f"vs {an.reference_label(res, t)}": [an.ratio(an.compute_ms(an.reference(res, t)), an.compute_ms(b))
-                                                 for b in timed] for t in tokens}
+    labels = [b.label for b in trusted]
+    series = {f"vs {an.reference_label(res, t)}": [s.value if (s := an.speedup(an.reference(res, t), b)) else None
+                                                 for b in trusted] for t in tokens}
     fig, ax = plt.subplots(figsize=(max(5, 0.8 * len(labels) + 2), 3.5))
     _grouped_bars(ax, labels, series, log=True)
     ax.axhline(1.0, color="k", lw=0.8)
@@ -121,10 +122,10 @@ def per_image(series: dict[str, list[tuple[int, float]]], path, title: str) -> b
     return True
 
 
-def speedup_vs_batch(batches: list[int], speedups: list[float | None], intervals: list, path, title: str) -> bool:
-    """The best hand-written backend's speedup over CLBlast at its best against
+def speedup_vs_batch(batches: list[int], speedups: list, path, title: str) -> bool:
+    """The best hand-written backend's speedup (compare/speedup.py) over CLBlast at its best against
     batch, with its 95% interval as error bars; 1x drawn."""
-    points = [(b, s, ci) for b, s, ci in zip(batches, speedups, intervals) if s]
+    points = [(b, s.value, s.interval) for b, s in zip(batches, speedups) if s]
     if not points:
         return False
     fig, ax = plt.subplots(figsize=(6.5, 4))

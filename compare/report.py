@@ -140,8 +140,7 @@ def _sweep_section(doc: Document, loaded: LoadedSweep, out_dir: Path, stem: str)
                                               "95% bootstrap interval. A winner is named only where it excludes 1x.")
     doc.para(f"Where CLBlast catches up: {sr.crossover(comps)}")
     name = f"{stem}-speedup.png"
-    if plots.speedup_vs_batch([c.batch for c in comps], [c.speedup for c in comps], [c.interval for c in comps],
-                              out_dir / name, f"{sweep.net}: the best hand-written backend over CLBlast at its "
+    if plots.speedup_vs_batch([c.batch for c in comps], [c.speedup for c in comps], out_dir / name, f"{sweep.net}: the best hand-written backend over CLBlast at its "
                                               f"best\n{sweep.device}"):
         doc.image(name, f"{sweep.net} speedup against batch")
         written.append(name)

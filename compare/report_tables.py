@@ -6,20 +6,25 @@ from __future__ import annotations
 
 from . import analysis as an
 from . import kinds, roofline
-from .intervals import ratio_interval
 from .modes import times
 from .published import FIGURES, SOURCE
 from .results import BackendResult, RunResult
-from .tables import DASH, HOW, fmt_err, fmt_ms, fmt_pct, fmt_ratio, fmt_speedup, reason_line, worst_layer
+from .tables import DASH, HOW, fmt_err, fmt_ms, fmt_pct, fmt_ratio, fmt_speedup, reason_line, speedup_cell, worst_layer
 
 Table = tuple[list[str], list[list[str]]]
+
+
+def label_with_trust(res: RunResult, b: BackendResult) -> str:
+    """A backend's label, with why it is in no ratio where it is not (check FAIL, unchecked)."""
+    why = an.untrusted_why(res, b)
+    return f"{b.label} ({why})" if why else b.label
 
 
 def times_table(res: RunResult, published: bool = False) -> Table:
     """Per-layer median wall time of every backend (ms), like table 7.4."""
     timed = an.timed(res)
     pub = FIGURES.get(res.net.name, {}) if published else {}
-    headers = ["layer", "MFLOP"] + [b.label for b in timed] + [f"{name} ({SOURCE})" for name in pub]
+    headers = ["layer", "MFLOP"] + [label_with_trust(res, b) for b in timed] + [f"{name} ({SOURCE})" for name in pub]
     rows = []
     for i, layer in enumerate(res.net.layers):
         rows.append([layer.name, f"{layer.flops / 1e6:.1f}"] + [fmt_ms(an.layer_ms(b, i)) for b in timed]
@@ -32,19 +37,18 @@ def times_table(res: RunResult, published: bool = False) -> Table:
 
 def speedup_table(res: RunResult, token: str) -> Table | None:
     """Each backend's speedup over the reference `token` stands for, per layer
-    (its time / the backend's) and end to end, with 95% intervals."""
+    (its time / the backend's) and end to end, with 95% intervals; only backends whose output passed."""
     s = an.speedups(res, token)
     if s is None:
         return None
     base = an.reference(res, token)
-    folds = [{**an.folded(base), **an.folded(b)} for b in an.timed(res) if b.name != base.name]
+    folds = [{**an.folded(base), **an.folded(b)} for b in an.trusted(res) if b.name != base.name]
     rows = [[layer.name] + [f"folded into the layer {folds[k][layer.name][0]}" if layer.name in folds[k]
-                            else fmt_speedup(r, ci) for k, (r, ci) in enumerate(zip(s.layers[i], s.layer_intervals[i]))]
+                            else fmt_speedup(r) for k, r in enumerate(s.layers[i])]
             for i, layer in enumerate(res.net.layers)]
     rows.append(["sum of layers"] + [fmt_ratio(r) for r in s.sum_of_layers])
-    rows.append(["end to end (compute)"] + [fmt_speedup(r, ci) for r, ci in zip(s.end_to_end, s.end_to_end_intervals)])
-    rows.append(["end to end (with transfers)"]
-                + [fmt_speedup(r, ci) for r, ci in zip(s.with_transfers, s.with_transfers_intervals)])
+    rows.append(["end to end (compute)"] + [fmt_speedup(r) for r in s.end_to_end])
+    rows.append(["end to end (with transfers)"] + [fmt_speedup(r) for r in s.with_transfers])
     rows.append(["geometric mean of layers"] + [fmt_ratio(r) for r in s.geomean])
     return ["layer"] + s.backends, rows
 
@@ -56,7 +60,7 @@ def kind_table(t: kinds.KindTable) -> Table:
                              for cat, n, mf in zip(t.categories, t.layer_counts, t.mflops)]
     rows = [[label] + [f"folded into the layers {c.folded}" if c.folded and c.timed is None else
                        DASH if c.ms is None else
-                       f"{fmt_ms(c.ms)} ms" + ("" if c.interval is None else f", {fmt_speedup(c.speedup, c.interval)}")
+                       f"{fmt_ms(c.ms)} ms" + ("" if c.speedup is None else f", {fmt_speedup(c.speedup)}")
                        + (f" on the {c.timed} not folded into the layers {c.folded or 'beside'} them"
                           if c.timed is not None else "")
                        for c in row]
@@ -230,13 +234,17 @@ def cross_device_table(group: list[RunResult], token: str = an.DEFAULT_BASELINES
     for name in names:
         row = [name]
         for r in group:
-            ms = an.compute_ms(r.backend(name))
+            b = r.backend(name)
+            ms = an.compute_ms(b)
             ref = an.reference(r, token)
-            speed = an.ratio(an.compute_ms(ref), ms) if ref is not None and name != ref.name else None
-            row.append(DASH if ms is None else (f"{fmt_ms(ms)} ({fmt_ratio(speed)})" if speed else fmt_ms(ms)))
+            if ms is None:
+                row.append(DASH)
+            elif an.untrusted_why(r, b) or ref is None or name == ref.name:
+                row.append(f"{fmt_ms(ms)}" + (f" ({an.untrusted_why(r, b)})" if an.untrusted_why(r, b) else ""))
+            else:
+                row.append(f"{fmt_ms(ms)} ({fmt_speedup(an.speedup(ref, b))})")
         rows.append(row)
     return ["backend"] + [device_label(r) for r in group], rows
-
 
 
 def roofline_table(lines: list[roofline.Roofline]) -> Table | None:
@@ -258,15 +266,20 @@ def headline_table(results: list[RunResult]) -> Table | None:
     """The report's first table (and headline.md, for a README): per results
     file, each backend's end-to-end compute time and its speedup over CLBlast
     at its best in that file, with the 95% interval; a winner only where it
-    excludes 1x, and the status where a backend did not run."""
-    runs = [r for r in results if times(r.mode) and an.reference(r, an.BEST_CLBLAST) is not None]
+    excludes 1x; the status where a backend did not run, and no ratio where its
+    output failed the check or was not checked."""
+    runs = [r for r in results if times(r.mode) and an.timed(r)]
     if not runs:
         return None
     names = list(dict.fromkeys(b.name for r in runs for b in r.backends))
+    several = len({r.device.name for r in runs}) > 1
     headers = ["backend"]
     for r in runs:
         ref = an.reference(r, an.BEST_CLBLAST)
-        headers += [f"{r.net.name} batch {r.net.batch} ms", f"vs CLBlast at its best ({ref.label})"]
+        where = f"{r.net.name} batch {r.net.batch}" + (f" on {r.device.name}" if several else "")
+        against = (f"vs CLBlast at its best ({ref.label})" if ref is not None else
+                   "vs CLBlast at its best (none passed)" if an.trusted(r) else "vs CLBlast (unchecked run: no ratio)")
+        headers += [f"{where} ms", against + (f" on {r.device.name}" if several else "")]
     rows = []
     for name in names:
         labels = [r.backend(name).label for r in runs if r.backend(name) is not None]
@@ -279,10 +292,7 @@ def headline_table(results: list[RunResult]) -> Table | None:
                 row += [b.status if b is not None else DASH, DASH]
                 continue
             shown = fmt_ms(ms) if same else f"{fmt_ms(ms)} {b.label[len(name):].strip()}".strip()
-            if b.name == ref.name:
-                row += [shown, "1.00x (reference)"]
-                continue
-            ci = ratio_interval(ref.timing.end_to_end.compute.values, b.timing.end_to_end.compute.values)
-            row += [shown, fmt_speedup(an.ratio(an.compute_ms(ref), ms), ci)]
+            row += [shown, speedup_cell(r, b, ref, an.speedup(ref, b)) if ref is not None or an.untrusted_why(r, b)
+                    else DASH]
         rows.append(row)
     return headers, rows

@@ -24,9 +24,10 @@ from backends.atomic import write_text_atomic
 from nets.errors import UserError
 
 SCHEMA = "clblast-compare/results"
-VERSION = 2
+VERSION = 3
 STATUSES = ("OK", "FAILED", "UNAVAILABLE", "UNSUPPORTED")
 CHECK_STATUSES = ("PASS", "FAIL")
+FAMILIES = ("reference", "clblast", "hand-written", "compiler", "peer", "")   # backends/base.py Family; "": none
 
 
 class Malformed(ValueError):
@@ -156,6 +157,7 @@ class BackendResult:
     name: str
     status: str
     summary: str = ""
+    family: str = ""                  # its side of the study's question (backends/base.py Family)
     uses_opencl: bool | None = None
     reason: str | None = None         # why it is not OK
     error_kind: str | None = None     # FAILED: 'user' (refused: exit 2) or 'internal' (crashed: exit 1)
@@ -174,10 +176,17 @@ class BackendResult:
     def validate(self, where: str) -> None:
         if self.status not in STATUSES:
             raise Malformed(f"{where}.status", f"must be one of {', '.join(STATUSES)}, not {self.status!r}")
+        if self.family not in FAMILIES:
+            raise Malformed(f"{where}.family", f"must be one of {', '.join(map(repr, FAMILIES))}, not {self.family!r}")
 
     @property
     def ok(self) -> bool:
         return self.status == "OK"
+
+    @property
+    def passed(self) -> bool:
+        """Ran, and its output passed the check against the oracle: the only kind of result a ratio may use."""
+        return self.ok and self.check is not None and self.check.status == "PASS"
 
     @property
     def label(self) -> str:
@@ -415,11 +424,26 @@ def _migrate_v1(data: dict) -> dict:
     for b in data.get("backends") or []:
         if isinstance(b, dict):
             walk(b.get("timing"))
-    data["schema_version"] = VERSION
+    data["schema_version"] = 2
     return data
 
 
-MIGRATIONS = {1: _migrate_v1}
+# the backends there were when version 2 was current, and their side of the question
+_FAMILIES_V2 = {"numpy": "reference", "clblast": "clblast", "clblast-convgemm": "clblast", "clblast-best": "clblast",
+                "baseline": "hand-written", "vectorised": "hand-written", "vectorised-tiled": "hand-written",
+                "fused": "hand-written", "morton": "hand-written", "tensorflow": "peer", "torch": "peer"}
+
+
+def _migrate_v2(data: dict) -> dict:
+    """Version 2 did not record a backend's family: the backends of that time are known by name."""
+    for b in data.get("backends") or []:
+        if isinstance(b, dict) and "family" not in b:
+            b["family"] = _FAMILIES_V2.get(b.get("name"), "")
+    data["schema_version"] = 3
+    return data
+
+
+MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2}
 
 
 def parse_versioned(text: str, source: str, what: str, schema: str, version: int, cls,
@@ -435,9 +459,10 @@ def parse_versioned(text: str, source: str, what: str, schema: str, version: int
     if not isinstance(data, dict) or data.get("schema") != schema:
         raise UserError(f"{source} is not a clblast-compare {what} file (no '\"schema\": \"{schema}\"')")
     found = data.get("schema_version")
-    if found in migrations:
+    while found in migrations and found != version:   # each step migrates one version up
         data = migrations[found](data)
-    elif found != version:
+        found = data.get("schema_version")
+    if found != version:
         newer = _is_number(found) and found > version
         known = f"versions {min(migrations)} to {version}" if migrations else f"version {version}"
         raise UserError(f"{source} has {what} schema version {found}; this compare reads {known}: "

@@ -76,8 +76,8 @@ def missing(res: RunResult) -> str | None:
     if not res.peak.bandwidth_gbs:
         return (f"its peak ({res.peak.source}) has no memory bandwidth; `compare peak` measures both, "
                 f"--peak-gflops gives only the compute peak")
-    if not any(an.on_device(res, b) for b in an.timed(res)):
-        return "no backend that runs on the device was timed"
+    if not any(an.on_device(res, b) for b in an.trusted(res)):
+        return "no backend that runs on the device was timed with an output that passed the check"
     return None
 
 
@@ -87,7 +87,7 @@ def of(res: RunResult) -> Roofline | None:
     if missing(res):
         return None
     peak, bw, batch = res.peak.gflops, res.peak.bandwidth_gbs, res.net.batch
-    on = [b for b in an.timed(res) if an.on_device(res, b)]
+    on = [b for b in an.trusted(res) if an.on_device(res, b)]
     layers, unshaped = [], []
     for i, layer in enumerate(res.net.layers):
         ai = intensity(layer, batch)

@@ -26,12 +26,12 @@ from nets import Net
 from nets.errors import Unsupported, UserError, raise_if_interrupted
 
 from . import __version__, gpustate, oracle
-from .checking import check_prepared, compare_arrays
+from .checking import TOLERANCE, check_prepared, compare_arrays
 from .hostinfo import host_info
 from .modes import MODES, checks, times
 from .peak import peak_for_run
-from .results import (BackendResult, Device, Host, LayerInfo, ModeResult, NetInfo, Peak, RunResult, Samples, Settings,
-                      Source, Tool)
+from .results import (BackendResult, Check, Device, Host, LayerInfo, ModeResult, NetInfo, Peak, RunResult, Samples,
+                      Settings, Source, Tool)
 from .timing import Trial, within
 
 @dataclass
@@ -111,13 +111,21 @@ def _failure(exc: Exception, debug: bool) -> str:
     return reason
 
 
-def _fastest(modes: list[ModeResult]) -> str | None:
-    """The OK mode with the lowest median compute time (the first OK one when none was timed)."""
+def _by_speed(modes: list[ModeResult]) -> list[str]:
+    """The OK modes, fastest first by median compute time (in their own order where they were not timed).
+    Only a mode whose output passed the oracle's check is OK (Session._measure_modes)."""
     ok = [m for m in modes if m.status == "OK"]
-    timed = [m for m in ok if m.compute is not None]
-    if timed:
-        return min(timed, key=lambda m: m.compute.median).name
-    return ok[0].name if ok else None
+    return [m.name for m in sorted(ok, key=lambda m: m.compute.median if m.compute is not None else 0.0)]
+
+
+def _off_the_oracle(comparison) -> str | None:
+    """Why an output fails the check a backend's does (compare/checking.py), or None when it passes."""
+    if comparison.passed:
+        return None
+    if comparison.rel_l2 is None:
+        return f"its output fails the check against the float64 oracle ({comparison.note})"
+    return (f"its output is off the float64 oracle: relative L2 {comparison.rel_l2:.2e}, above the tolerance "
+            f"{TOLERANCE['float32']:g}" + (f" ({comparison.note})" if comparison.note else ""))
 
 
 def _fail(entry: BackendResult, exc: BaseException, debug: bool) -> BackendResult:
@@ -211,8 +219,13 @@ class Session:
                     ready = self._ready(backend, mode, f"{backend.name} ({mode})")
                     readies.append(ready)
                     results[mode] = ModeResult(mode, "OK")
-                    if self.ref is not None:
-                        results[mode].rel_l2 = compare_arrays(ready.output, self.ref[-1]).rel_l2
+                    if self.ref is not None:   # a mode is a candidate only if its output passes the check
+                        comparison = compare_arrays(ready.output, self.ref[-1])
+                        results[mode].rel_l2 = comparison.rel_l2
+                        wrong = _off_the_oracle(comparison)
+                        if wrong:
+                            results[mode] = ModeResult(mode, "FAILED", reason=wrong, rel_l2=comparison.rel_l2)
+                            continue
                     if self.plan.times:
                         trials[mode] = self._trial(ready, backend)
                 except Unsupported as exc:
@@ -241,18 +254,31 @@ class Session:
             for ready in readies:
                 ready.prepared.close()
 
-    def _choose_mode(self, backend, entry: BackendResult) -> None:
-        """A backend with several modes: each measured, the fastest into entry.mode."""
+    def _candidates(self, backend, entry: BackendResult) -> list[str | None]:
+        """The modes to use, best first: a backend with several has each measured (entry.modes) and
+        gets those whose output passed the oracle's check, fastest first; one without modes, [None]."""
         modes = backend.modes()
         if not modes:
-            return
+            return [None]
         entry.modes = self._measure_modes(backend, modes)
-        entry.mode = _fastest(entry.modes)
-        if entry.mode is None:
+        order = _by_speed(entry.modes)
+        if not order:
             why = "; ".join(f"{m.name}: {(m.reason or '').splitlines()[0]}" for m in entry.modes)
             if all(m.status == "UNSUPPORTED" for m in entry.modes):
                 raise Unsupported(f"no mode can run here ({why})")
-            raise RuntimeError(f"no mode ran ({why})")
+            raise RuntimeError(f"no mode passed ({why})")
+        return order
+
+    @staticmethod
+    def _refuse_mode(entry: BackendResult, check: Check) -> None:
+        """The mode in use failed the full check (a layer alone, say): it is no candidate after all,
+        and its time, taken with a wrong output, is dropped."""
+        failing = next((c for c in check.layers if not c.passed), check.end_to_end)
+        where = f"layer {failing.name}" if failing.name else "end to end"
+        what = f"relative L2 {failing.rel_l2:.2e}" if failing.rel_l2 is not None else failing.note
+        mode = next(m for m in entry.modes if m.name == entry.mode)
+        mode.status, mode.compute = "FAILED", None
+        mode.reason = f"failed the check against the float64 oracle ({where}: {what})"
 
     def open(self, name: str) -> tuple[BackendResult, _Open | None]:
         """One backend up to its timed passes: available? its modes measured and
@@ -263,7 +289,7 @@ class Session:
         if reason:   # checked first: an unavailable backend's module may not even import
             return BackendResult(name, "UNAVAILABLE", reason=reason), None
         cls = backends.backend_class(name)
-        entry = BackendResult(name, "OK", summary=cls.summary, uses_opencl=cls.uses_opencl)
+        entry = BackendResult(name, "OK", summary=cls.summary, family=str(cls.family), uses_opencl=cls.uses_opencl)
         if cls.uses_opencl and self.cl_missing:
             entry.status, entry.reason = "UNAVAILABLE", self.cl_missing
             return entry, None
@@ -272,15 +298,23 @@ class Session:
             entry.gpu_state = {"before": gpustate.snapshot()} if gpustate.available() else None
             backend = backends.create(cls, self.runtime, plan.options)
             entry.info = backend.info()
-            self._choose_mode(backend, entry)
-            ready = self._ready(backend, entry.mode, entry.label)
-            entry.prepare_ms, entry.first_run_ms = ready.prepare_ms, ready.first_run_ms
-            entry.config = ready.prepared.config
-            entry.memory_bytes = ready.prepared.memory_bytes
-            if plan.checks:
-                self.progress(f"{name}: checking against the float64 oracle")
+            candidates = self._candidates(backend, entry)
+            for k, mode in enumerate(candidates):   # the fastest mode whose output passes the full check
+                entry.mode = mode
+                ready = self._ready(backend, mode, entry.label)
+                entry.prepare_ms, entry.first_run_ms = ready.prepare_ms, ready.first_run_ms
+                entry.config = ready.prepared.config
+                entry.memory_bytes = ready.prepared.memory_bytes
+                if not plan.checks:
+                    break
+                self.progress(f"{entry.label}: checking against the float64 oracle")
                 entry.check = check_prepared(ready.prepared, plan.x, self.ref, plan.layerwise,
                                              progress=lambda s: self.progress(f"{name}: {s}"))
+                if entry.check.status == "PASS" or mode is None or k == len(candidates) - 1:
+                    break
+                self._refuse_mode(entry, entry.check)
+                ready.prepared.close()
+                ready = None
             return entry, _Open(entry, ready, self._trial(ready, backend) if plan.times else None)
         except Exception as exc:  # noqa: BLE001 - a backend's failure is a result, not the end of the run
             if ready is not None:

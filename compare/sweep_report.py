@@ -9,24 +9,23 @@ import math
 from dataclasses import dataclass
 
 from . import analysis as an
-from .intervals import clear, ratio_interval
 from .results import BackendResult, RunResult
+from .speedup import MIN_SAMPLES, Speedup, Verdict
 from .sweep import does_not_fit
 from .tables import DASH, fmt_speedup
 
 Table = tuple[list[str], list[list[str]]]
 
-HAND_WRITTEN = ("baseline", "vectorised", "vectorised-tiled", "morton")
 # what a batch's comparison found
 HAND, CLBLAST, UNCLEAR, NO_INTERVAL, MISSING = "hand-written", "clblast", "unclear", "no interval", "missing"
 
 
 def is_hand_written(b: BackendResult) -> bool:
-    return b.name in HAND_WRITTEN or b.summary.startswith("hand-written")
+    return b.family == "hand-written"
 
 
 def is_clblast(b: BackendResult) -> bool:
-    return b.name.startswith("clblast")   # as analysis.reference picks CLBlast at its best
+    return b.family == "clblast"   # as analysis.reference picks CLBlast at its best
 
 
 def per_image_ms(res: RunResult, b: BackendResult | None) -> float | None:
@@ -45,13 +44,12 @@ def fmt_per_image(ms: float | None) -> str:
 
 @dataclass
 class BatchComparison:
-    """The best hand-written backend against CLBlast at its best, at one batch."""
+    """The best hand-written backend against CLBlast at its best, at one batch (both passed the check)."""
 
     batch: int
     hand: BackendResult | None
     clblast: BackendResult | None
-    speedup: float | None = None             # CLBlast's time / the hand-written one's: above 1x it is faster
-    interval: tuple[float, float] | None = None
+    speedup: Speedup | None = None           # CLBlast's time over the hand-written one's: above 1x it is faster
     verdict: str = MISSING
     why: str = ""                            # what is missing, where the verdict is MISSING
 
@@ -60,30 +58,23 @@ def _absent(res: RunResult, which, what: str) -> str:
     misfits = [b.name for b in res.backends if which(b) and does_not_fit(b)]
     if misfits:
         return f"{', '.join(misfits)} {'does' if len(misfits) == 1 else 'do'} not fit"
+    failed = [b.name for b in an.timed(res) if which(b) and an.untrusted_why(res, b)]
+    if failed:
+        return f"{', '.join(failed)}: {an.untrusted_why(res, res.backend(failed[0]))}"
     return f"no {what} backend was timed"
 
 
-def _values(samples) -> list[float]:
-    return samples.values if samples is not None else []
-
-
 def compare_batch(res: RunResult) -> BatchComparison:
-    hand = min((b for b in an.timed(res) if is_hand_written(b)), key=an.compute_ms, default=None)
+    hand = min((b for b in an.trusted(res) if is_hand_written(b)), key=an.compute_ms, default=None)
     clb = an.reference(res, an.BEST_CLBLAST)
     c = BatchComparison(res.net.batch, hand, clb)
     if hand is None or clb is None:
         c.why = " and ".join(_absent(res, which, what) for found, which, what in
                           ((hand, is_hand_written, "hand-written"), (clb, is_clblast, "CLBlast")) if found is None)
         return c
-    c.speedup = an.ratio(an.compute_ms(clb), an.compute_ms(hand))
-    c.interval = ratio_interval(_values(clb.timing.end_to_end.compute), _values(hand.timing.end_to_end.compute))
-    sure = clear(c.interval)
-    if sure is None:
-        c.verdict = NO_INTERVAL
-    elif not sure:
-        c.verdict = UNCLEAR
-    else:
-        c.verdict = HAND if c.interval[0] > 1.0 else CLBLAST
+    c.speedup = an.speedup(clb, hand)
+    c.verdict = {Verdict.FEW: NO_INTERVAL, Verdict.LEVEL: UNCLEAR, Verdict.FASTER: HAND,
+                 Verdict.SLOWER: CLBLAST}[c.speedup.verdict]
     return c
 
 
@@ -101,7 +92,7 @@ def batches_text(values: list[int]) -> str:
 PHRASES = {HAND: "the best hand-written backend is faster at {}",
            CLBLAST: "CLBlast at its best is faster at {}",
            UNCLEAR: "no clear difference at {}",
-           NO_INTERVAL: "no interval at {} (fewer than 2 timed repeats)"}
+           NO_INTERVAL: "no interval at {} (fewer than " + str(MIN_SAMPLES) + " timed repeats)"}
 
 
 def _phrases(comps: list[BatchComparison]) -> list[str]:
@@ -153,8 +144,8 @@ def _cell(res: RunResult, b: BackendResult | None) -> str:
         return "does not fit"
     if b.status != "OK":
         return b.status.lower()
-    text = fmt_per_image(per_image_ms(res, b))
-    return text + (" (check FAIL)" if b.check and b.check.status != "PASS" else "")
+    why = an.untrusted_why(res, b)
+    return fmt_per_image(per_image_ms(res, b)) + (f" ({why})" if why else "")
 
 
 def per_image_table(runs: list[RunResult]) -> Table:
@@ -169,14 +160,15 @@ def per_image_series(runs: list[RunResult]) -> dict[str, list[tuple[int, float]]
     """Per backend, (batch, ms per image) where it was timed: the plot's lines."""
     series: dict[str, list[tuple[int, float]]] = {}
     for res in sorted(runs, key=lambda r: r.net.batch):
-        for b in an.timed(res):
+        for b in an.trusted(res):
             series.setdefault(b.name, []).append((res.net.batch, per_image_ms(res, b)))
     return series
 
 
 def _winner(c: BatchComparison) -> str:
     return {HAND: c.hand.label if c.hand else "", CLBLAST: c.clblast.label if c.clblast else "",
-            UNCLEAR: "no clear difference", NO_INTERVAL: "no interval (fewer than 2 repeats)"}.get(c.verdict, c.why)
+            UNCLEAR: "no clear difference", NO_INTERVAL: f"no interval (fewer than {MIN_SAMPLES} repeats)"}.get(c.verdict,
+                                                                                                      c.why)
 
 
 def speedup_table(runs: list[RunResult]) -> Table:
@@ -186,7 +178,7 @@ def speedup_table(runs: list[RunResult]) -> Table:
     for res, c in zip(sorted(runs, key=lambda r: r.net.batch), comparisons(runs)):
         rows.append([str(c.batch), c.hand.label if c.hand else DASH, fmt_per_image(per_image_ms(res, c.hand)),
                      c.clblast.label if c.clblast else DASH, fmt_per_image(per_image_ms(res, c.clblast)),
-                     fmt_speedup(c.speedup, c.interval), _winner(c)])
+                     fmt_speedup(c.speedup), _winner(c)])
     return ["batch", "best hand-written", "its ms/image", "CLBlast at its best", "its ms/image",
             "speedup (95% interval)", "faster"], rows
 

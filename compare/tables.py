@@ -5,8 +5,8 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from . import analysis as an
-from .intervals import ratio_interval
 from .results import BackendResult, RunResult, Samples
+from .speedup import Speedup, of_samples
 
 DASH = "—"
 # what a step's time is, by how it was measured (backends/base.py Step.how)
@@ -29,14 +29,9 @@ def fmt_ratio(x) -> str:
     return DASH if x is None else f"{x:.2f}x"
 
 
-def fmt_speedup(r, interval) -> str:
-    """A speedup with its 95% interval; 'no clear difference' where that spans 1x."""
-    if r is None:
-        return DASH
-    if interval is None:
-        return f"{r:.2f}x"
-    low, high = interval
-    return f"{r:.2f}x [{low:.2f}, {high:.2f}]" + (" no clear difference" if low <= 1.0 <= high else "")
+def fmt_speedup(s: Speedup | None) -> str:
+    """A speedup with its 95% interval and what the interval does not allow (compare/speedup.py)."""
+    return DASH if s is None else s.text()
 
 
 def fmt_err(x) -> str:
@@ -81,25 +76,31 @@ def layer_table(res: RunResult, b: BackendResult) -> str:
     return tabulate(rows, headers=headers, disable_numparse=True) + f"\n({KERNEL_COLUMN})"
 
 
+def speedup_cell(res: RunResult, b: BackendResult, ref: BackendResult | None, s: Speedup | None) -> str:
+    """b's cell in a column of speedups over `ref`: the figure, or why there is none."""
+    why = an.untrusted_why(res, b)
+    if why:
+        return f"{DASH} ({why})"
+    if ref is not None and b.name == ref.name:
+        return "1.00x (reference)"
+    return fmt_speedup(s)
+
+
 def summary_table(res: RunResult, baselines=an.DEFAULT_BASELINES) -> str:
     """One row per backend: status, check, headline time, and its end-to-end
-    speedup over each baseline with the 95% interval."""
+    speedup over each baseline with the 95% interval (only between backends whose output passed)."""
     tokens = an.baselines(res, baselines)
-    found = {t: an.speedups(res, t) for t in tokens}
     rows = []
     for b in res.backends:
         ms = an.compute_ms(b)
-        cells = []
-        for t in tokens:
-            s = found[t]
-            k = s.backends.index(b.label) if s and b.label in s.backends else None
-            cells.append(fmt_speedup(s.end_to_end[k], s.end_to_end_intervals[k]) if k is not None
-                         else ("1.00x (reference)" if ms and an.reference(res, t) is b else DASH))
+        cells = [speedup_cell(res, b, an.reference(res, t), an.speedup(an.reference(res, t), b)) if ms is not None
+                 else DASH for t in tokens]
         rows.append([b.label, b.status, b.check.status if b.check else DASH, fmt_ms(ms), fmt_ms(an.layers_ms(b)),
                      fmt_num(an.gflops(res.net.flops, ms)), *cells, reason_line(b)])
     headers = ["backend", "status", "check", "compute ms", "sum of layers ms", "GFLOP/s",
                *[f"vs {an.reference_label(res, t)}" for t in tokens], "note"]
-    return tabulate(rows, headers=headers, disable_numparse=True)
+    note = an.unchecked_note(res)
+    return tabulate(rows, headers=headers, disable_numparse=True) + (f"\n({note})" if note else "")
 
 
 def worst_layer(b: BackendResult):
@@ -126,7 +127,7 @@ def check_table(res: RunResult) -> str:
 def modes_rows(res: RunResult):
     """Every mode of the backends that have several (a peer: eager, graph replay,
     XLA...) as (headers, rows); the fastest is the one every other table uses."""
-    rows = [[b.name, m.name, m.status, fmt_ms(m.compute), _used_over(b, m), fmt_err(m.rel_l2),
+    rows = [[b.name, m.name, m.status, fmt_ms(m.compute), _used_over(b, m) if b.passed else DASH, fmt_err(m.rel_l2),
              "used (fastest)" if m.name == b.mode else reason_line(m)]
             for b in res.backends for m in b.modes]
     headers = ["backend", "mode", "status", "compute ms", "used mode's speedup over it", "rel L2", "note"]
@@ -138,10 +139,9 @@ def _used_over(b: BackendResult, m) -> str:
     against its database, say).  The modes are timed in turn, one pass of each (runner.py);
     earlier versions timed them one after the other (a run's notes say which)."""
     used = next((u for u in b.modes if u.name == b.mode), None)
-    if used is None or used.compute is None or m.compute is None or m is used:
+    if used is None or m is used or m.status != "OK":   # a mode that failed its check is in no ratio
         return DASH
-    return fmt_speedup(m.compute.median / used.compute.median,
-                       ratio_interval(m.compute.values, used.compute.values))
+    return fmt_speedup(of_samples(m.compute, used.compute))
 
 
 def modes_table(res: RunResult) -> str | None:

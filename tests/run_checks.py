@@ -166,3 +166,92 @@ class ModalBackend(IsolatedBackend):
     summary = "a test double"
     inner = "run_checks:ModalInProcess"
     child_per_mode = True
+
+
+class _Skewed:
+    """A numpy net whose output (end to end, or one layer alone) is off by `skew` (relative L2 = skew), and whose
+    pass takes `delay_s` more: a fast wrong mode and a slow right one, for the runner's choice of modes."""
+
+    @staticmethod
+    def make(net, weights, batch, skew: float, delay_s: float, layer_only: bool = False):
+        import time
+
+        from backends.reference.numpy_backend import NumpyNet
+
+        class Skewed(NumpyNet):
+            def run(self):
+                time.sleep(delay_s)
+                super().run()
+
+            def fetch_output(self):
+                y = super().fetch_output()
+                return y if layer_only else y * np.float32(1 + skew)
+
+            def run_layer(self, index, x):
+                y = super().run_layer(index, x)
+                return y * np.float32(1 + skew) if index == 0 else y
+        return Skewed(net, weights, batch)
+
+
+class ModedDouble:
+    """A hand-written-family test double with the modes MODES names: mode -> (skew, delay_s, layer_only)."""
+
+    name = "double"
+    summary = "a test double"
+    family = "hand-written"
+    uses_opencl = False
+    deterministic = True
+    MODES: dict = {}
+
+    def __init__(self, options=None):
+        pass
+
+    def info(self):
+        return {}
+
+    @classmethod
+    def unsupported(cls, net):
+        return None
+
+    @classmethod
+    def unavailable_reason(cls):
+        return None
+
+    def modes(self):
+        return list(self.MODES)
+
+    def prepare(self, net, weights, batch, mode=None):
+        skew, delay_s, layer_only = self.MODES[mode or next(iter(self.MODES))]
+        return _Skewed.make(net, weights, batch, skew, delay_s, layer_only)
+
+
+class FastWrongMode(ModedDouble):
+    """Its fastest mode is 1e-2 off the oracle; its slower one is right."""
+
+    name = "two-faced"
+    MODES = {"fast-wrong": (1e-2, 0.0, False), "slow-right": (0.0, 0.02, False)}
+
+
+class EveryModeWrong(ModedDouble):
+    """Fast, and wrong in every mode."""
+
+    name = "all-wrong"
+    MODES = {"wrong": (1e-2, 0.0, False), "wronger": (5e-2, 0.0, False)}
+
+
+class LayerLiar(ModedDouble):
+    """Its fastest mode is right end to end but wrong on its first layer alone: the full check catches it."""
+
+    name = "layer-liar"
+    MODES = {"liar": (1e-2, 0.0, True), "honest": (0.0, 0.02, False)}
+
+
+class SlowClblastDouble(ModedDouble):
+    """A CLBlast-family double (numpy inside): the reference the answer holds the others against."""
+
+    name = "clblast-double"
+    family = "clblast"
+    MODES = {"only": (0.0, 0.05, False)}
+
+    def modes(self):
+        return []

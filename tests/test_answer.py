@@ -7,7 +7,7 @@ from compare import answer
 from compare import report_tables as rt
 from compare.report import render_report
 from compare.results import RunResult, decode
-from results_factory import small_results_dict, stats
+from results_factory import backend, layer, small_results_dict, stats
 
 
 def _samples(values):
@@ -23,32 +23,83 @@ def _results(mutate=lambda d: None) -> RunResult:
     return decode(RunResult, json.loads(json.dumps(d)))
 
 
-def test_a_hand_written_winner_is_named_with_its_ratio_and_interval():
-    said = answer.sentence(_results())
-    assert said == ("On Test GPU, tiny batch 1: `vectorised` is the fastest backend (1.250 ms), 4.00x [4.00, 4.00] "
-                    "faster than CLBlast at its best (`clblast`, 5.000 ms, CLBlast's database parameters "
-                    "(no verified tuning for this device)).")
+def test_the_study_question_comes_first_with_its_ratio_and_interval():
+    said = answer.lines(_results())
+    assert said[0] == ("On Test GPU, tiny batch 1: the best hand-written backend (`vectorised`, 1.250 ms) is 4.00x "
+                       "[4.00, 4.00] faster than CLBlast at its best (`clblast`, 5.000 ms, CLBlast's database "
+                       "parameters (no verified tuning for this device)).")
 
 
 def test_no_clear_difference_where_the_interval_spans_one():
     def level(d):
         d["backends"] = [b for b in d["backends"] if b["name"] in ("clblast", "vectorised")]
-        d["backends"][0]["timing"]["end_to_end"]["compute"] = _samples([0.9, 1.0, 1.3])
-        d["backends"][1]["timing"]["end_to_end"]["compute"] = _samples([0.8, 0.98, 1.2])
+        d["backends"][0]["timing"]["end_to_end"]["compute"] = _samples([0.9, 1.0, 1.3, 0.95, 1.1])
+        d["backends"][1]["timing"]["end_to_end"]["compute"] = _samples([0.8, 0.98, 1.2, 1.05, 0.9])
     said = answer.sentence(_results(level))
-    assert "no clear difference against CLBlast at its best" in said
+    assert "show no clear difference" in said and "faster" not in said
 
 
-def test_clblast_fastest_and_the_depth_behind_it():
+def test_too_few_samples_give_no_interval_and_no_winner():
+    def few(d):
+        for b in d["backends"][1:3]:
+            b["timing"]["end_to_end"]["compute"] = stats(b["timing"]["end_to_end"]["compute"]["median"], n=3)
+    said = answer.sentence(_results(few))
+    assert "4.00x the speed of CLBlast at its best" in said and "no interval, no winner" in said and "[" not in said
+
+
+def test_clblast_ahead_is_said_with_the_depth_behind_it():
     def tuned(d):
         d["backends"] = [b for b in d["backends"] if b["name"] in ("clblast", "vectorised")]
         d["backends"][0]["timing"]["end_to_end"]["compute"] = stats(0.5)
         d["backends"][0]["config"] = {"clblast_parameters": "tuned by `compare tune` (...)",
                                       "clblast_tuning_depth": "100% of CLBlast's default search"}
     said = answer.sentence(_results(tuned))
-    assert said.startswith("On Test GPU, tiny batch 1: CLBlast at its best (`clblast`, 0.500 ms, CLBlast tuned to "
-                           "100% of CLBlast's default search) is the fastest backend; the next, `vectorised`, "
-                           "takes 2.50x [2.50, 2.50] its time")
+    assert said == ("On Test GPU, tiny batch 1: CLBlast at its best (`clblast`, 0.500 ms, CLBlast tuned to 100% of "
+                    "CLBlast's default search) is 2.50x [2.50, 2.50] faster than the best hand-written backend "
+                    "(`vectorised`, 1.250 ms).")
+
+
+def test_a_backend_that_failed_the_oracle_is_in_no_ratio_however_fast():
+    def cheat(d):   # a hand-written backend 457x faster than CLBlast, with a wrong output
+        wrong = backend("fused", [layer("a", 0.01), layer("b", 0.01)], 0.0109, check_rel=3e-2)
+        d["backends"].append(wrong)
+    res = _results(cheat)
+    said = answer.lines(res)
+    assert said[0].startswith("On Test GPU, tiny batch 1: the best hand-written backend (`vectorised`, 1.250 ms)")
+    assert said[-1] == "In no ratio: `fused` (check FAIL)."
+    assert not any("fused" in line for line in said[:-1])
+    from compare import analysis as an
+    assert an.reference(res, "fused") is None and "fused" not in an.speedups(res, an.BEST_CLBLAST).backends
+    assert "fused" not in an.utilisation(res).backends
+    headers, rows = rt.headline_table([res])
+    assert rows[-1] == ["fused", "0.011", "— (check FAIL)"]
+
+
+def test_a_file_without_checks_gives_no_ratio_and_says_so():
+    def unchecked(d):
+        d["mode"] = "performance"
+        for b in d["backends"]:
+            b.pop("check", None)
+    res = _results(unchecked)
+    assert answer.lines(res) == ["On Test GPU, tiny batch 1: no ratio, as this run did not check outputs against the "
+                                 "float64 oracle (--mode performance); run with `--mode both` for an answer."]
+    from compare.tables import summary_table
+    table = summary_table(res)
+    assert "did not check outputs against the float64 oracle" in table and "vs " not in table
+
+
+def test_the_compiler_and_the_fastest_peer_are_held_against_both():
+    def peers(d):
+        d["backends"][3] = backend("torch", [layer("a", 0.5), layer("b", 0.5)], 1.0, uses_opencl=False)
+        tiny = backend("tinygrad", [layer("a", 1.0), layer("b", 1.0)], 2.5)
+        tiny["config"] = {"search_depth": "BEAM=2 on 3 of 3 kernels"}
+        d["backends"].append(tiny)
+    said = answer.lines(_results(peers))
+    assert said[1] == ("The search compiler on the same device (`tinygrad`, 2.500 ms, BEAM=2 on 3 of 3 kernels): "
+                       "the best hand-written backend (`vectorised`) is 2.00x [2.00, 2.00] faster than it; it is "
+                       "2.00x [2.00, 2.00] faster than the CLBlast at its best (`clblast`).")
+    assert said[2].startswith("The fastest peer (`torch`, 1.000 ms): it is 1.25x [1.25, 1.25] faster than the best "
+                              "hand-written backend (`vectorised`)")
 
 
 def test_the_database_mode_winning_is_said_so():
@@ -77,7 +128,7 @@ def test_the_tuning_progress_table_and_the_report_opening_with_the_answer(tmp_pa
     from compare.results import load_results
     render_report([load_results(path)], [str(path)], str(tmp_path / "out"))
     md = (tmp_path / "out" / "report.md").read_text()
-    assert md.index("## The answer") < md.index("## Headline") and "`vectorised` is the fastest backend" in md
+    assert md.index("## The answer") < md.index("## Headline") and "the best hand-written backend (`vectorised`" in md
 
 
 def test_sets_chosen_at_another_batch_are_named_as_such():

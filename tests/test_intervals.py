@@ -2,6 +2,7 @@
 import numpy as np
 
 from compare.intervals import clear, ratio_interval
+from compare.speedup import MIN_SAMPLES, Speedup, Verdict
 from compare.tables import fmt_speedup
 
 
@@ -12,7 +13,10 @@ def test_a_clear_twofold_speedup_has_an_interval_around_2_that_excludes_1():
     low, high = ratio_interval(slow, fast)
     assert 1.9 < low < 2.0 < high < 2.1
     assert clear((low, high)) is True
-    assert fmt_speedup(2.0, (low, high)) == f"2.00x [{low:.2f}, {high:.2f}]"
+    s = Speedup.of(slow, fast)
+    assert s.interval == (low, high) and s.verdict is Verdict.FASTER
+    assert fmt_speedup(s) == f"{s.value:.2f}x [{low:.2f}, {high:.2f}]"
+    assert s.inverse().verdict is Verdict.SLOWER and s.inverse().interval == (1 / high, 1 / low)
 
 
 def test_overlapping_samples_span_1x_and_say_so():
@@ -22,14 +26,25 @@ def test_overlapping_samples_span_1x_and_say_so():
     interval = ratio_interval(a, b)
     assert interval[0] < 1.0 < interval[1]
     assert clear(interval) is False
-    assert fmt_speedup(1.01, interval).endswith("no clear difference")
+    s = Speedup.of(a, b)
+    assert s.verdict is Verdict.LEVEL and fmt_speedup(s).endswith("no clear difference")
+    assert "no clear difference" in s.sentence("x", "y") and "faster" not in s.sentence("x", "y")
 
 
 def test_the_interval_is_reproducible_and_needs_raw_samples():
     a, b = [3.0, 3.2, 2.9, 3.1], [1.0, 1.1, 0.9, 1.05]
     assert ratio_interval(a, b) == ratio_interval(a, b)   # seeded: a report renders the same every time
     assert ratio_interval([], b) is None and ratio_interval([3.0], b) is None   # version-1 files keep no samples
-    assert clear(None) is None and fmt_speedup(2.0, None) == "2.00x"
+    assert clear(None) is None
+
+
+def test_fewer_than_five_samples_a_side_give_no_interval():
+    a, b = [3.0, 3.2, 2.9, 3.1], [1.0, 1.1, 0.9, 1.05]
+    assert MIN_SAMPLES == 5
+    s = Speedup.of(a, b)
+    assert s.interval is None and s.verdict is Verdict.FEW and not s.clear
+    assert fmt_speedup(s) == f"{s.value:.2f}x (too few samples for an interval)"
+    assert Speedup.of(a + [3.0], b + [1.0]).interval is not None
 
 
 def test_a_wider_spread_gives_a_wider_interval():

@@ -5,7 +5,7 @@ from compare.results import RunResult, Samples, decode
 from nets import MOBILENET_V2, RESNET18, VGG16
 from nets.spec import layer_category
 
-from results_factory import small_results_dict
+from results_factory import FAMILY, small_results_dict
 
 
 def _layer(name, values):
@@ -22,7 +22,7 @@ def _file(walls: dict) -> RunResult:
     template = d["backends"][1]
     d["backends"] = []
     for name, layers in walls.items():
-        b = dict(template, name=name, check=None, config=dict(template.get("config") or {}))   # a config each
+        b = dict(template, name=name, family=FAMILY[name], config=dict(template.get("config") or {}))   # a config each
         b["timing"] = dict(template["timing"], layers=[_layer(n, v) for n, v in zip("abcd", layers)])
         d["backends"].append(b)
     return decode(RunResult, d)
@@ -40,8 +40,8 @@ def test_each_kind_meets_the_clblast_backend_fastest_on_it_and_the_verdict_says_
     assert t.categories == ["conv 3x3", "conv 1x1", "depthwise 3x3"] and t.layer_counts == [1, 2, 1]
     assert t.references == ["clblast-best", "clblast-best", "clblast"]
     mine = t.cells[t.names.index("vectorised")]
-    assert [round(c.speedup, 3) for c in mine] == [2.0, 0.25, 2.0]
-    assert mine[1].ms == 4.0 and mine[1].interval[1] < 1.0      # the two 1x1 layers summed per pass
+    assert [round(c.speedup.value, 3) for c in mine] == [2.0, 0.25, 2.0]
+    assert mine[1].ms == 4.0 and mine[1].speedup.interval[1] < 1.0      # the two 1x1 layers summed per pass
     said = kinds.verdicts(t)
     assert said[0].startswith("conv 3x3 (1 layer): vectorised is fastest, at 2.00x")
     assert said[1].startswith("conv 1x1 (2 layers): **CLBlast wins**: CLBlast at its best (clblast-best) is 2.00x")
@@ -106,7 +106,7 @@ def test_a_folded_layer_has_no_speedup_rate_or_share_of_peak_of_its_own():
                  "vectorised": [_jitter(1.0), _jitter(2.0), _jitter(5.0), _jitter(0.001)]})
     res.backend("vectorised").config["depthwise_fused"] = {"d": "into e's kernel (dw_pw: 2 pixels)"}
     s = an.speedups(res, "clblast")
-    assert s.layers[3] == [None] and s.layer_intervals[3] == [None]
+    assert s.layers[3] == [None]
     assert round(s.geomean[0], 3) == round((4.0 * 0.5 * 0.2) ** (1 / 3), 3)   # three layers, not four
     headers, rows = report_tables.speedup_table(res, "clblast")
     assert rows[3] == ["d", "folded into the layer after"]
@@ -126,11 +126,11 @@ def test_a_kind_folded_only_in_part_is_held_against_clblast_on_the_layers_timed(
     k = t.categories.index("depthwise 3x3")
     cell = t.cells[t.names.index("vectorised")][k]
     assert cell.timed == 2 and cell.folded == "after"
-    assert cell.ms == 2.0 and round(cell.speedup, 3) == 2.0     # b and d: 4.0 ms of clblast's, not 7.0
+    assert cell.ms == 2.0 and round(cell.speedup.value, 3) == 2.0     # b and d: 4.0 ms of clblast's, not 7.0
     headers, rows = report_tables.kind_table(t)
     assert rows[t.names.index("vectorised")][k + 1].endswith("on the 2 not folded into the layers after them")
     said = [line for line in kinds.verdicts(t) if line.startswith("depthwise")]
-    lo, hi = cell.interval
+    lo, hi = cell.speedup.interval
     assert lo > 1.0 and said == [
         f"depthwise 3x3 (3 layers): vectorised folded 1 of these into the layers after them; on the other 2 it is "
         f"at 2.00x [{lo:.2f}, {hi:.2f}] the speed of CLBlast at its best (clblast) on the same layers."]

@@ -1,4 +1,5 @@
-"""The device peak: measured numbers are positive and cached; the user's figure wins."""
+"""The device peak: measured numbers within what the device can do and repeatable, cached; the user's figure
+wins."""
 import pytest
 
 from backends.opencl import peak as measure
@@ -25,6 +26,19 @@ def test_measured_peak_is_cached_and_reused(cache):
     assert second["gflops"] == first["gflops"]
     assert second["source"].startswith("measured by `compare peak` on this device")
     assert Peak(**second).gflops == first["gflops"]   # what a run's results hold (a second run used to crash here)
+
+
+def test_the_peak_is_within_the_devices_bound_and_a_second_measurement_agrees(monkeypatch):
+    # utilisation rests on this figure: a kernel that miscounted its FLOPs (or was optimised away) must fail here
+    monkeypatch.setattr(measure, "TARGET_MS", 50.0)
+    rt = get_runtime()
+    first, second = (measure.measure_peak(rt, cap_s=4.0)["gflops"] for _ in range(2))
+    assert 0.5 < first / second < 2.0
+    if "CPU" in str(rt.info["type"]).upper():
+        # a core's vector lanes x 2 (a multiply-add) x 2 (the most FMA pipes an x86 core has) at the device's clock
+        lanes = rt.device.native_vector_width_float
+        bound = rt.info["compute_units"] * rt.info["clock_mhz"] / 1e3 * lanes * 2 * 2
+        assert bound / 16 <= max(first, second) <= bound, (first, second, bound)
 
 
 def test_user_figure_overrides(cache):

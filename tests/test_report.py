@@ -128,7 +128,7 @@ def test_cross_device_table_has_a_column_per_file():
     headers, rows = rt.cross_device_table([a, b])
     assert headers == ["backend", "GPU one (2026-11-01)", "GPU two (2026-11-02)"]
     assert rows[1] == ["clblast", "5.000", "5.000"]
-    assert rows[2] == ["vectorised", "1.250 (4.00x)", "2.500 (2.00x)"]
+    assert rows[2] == ["vectorised", "1.250 (4.00x [4.00, 4.00])", "2.500 (2.00x [2.00, 2.00])"]
     assert rows[3] == ["torch", "—", "—"]
 
 
@@ -222,8 +222,8 @@ def test_modes_table_gives_the_used_modes_speedup_over_each_other_mode_with_its_
     from compare.tables import modes_rows
     d = small_results_dict()
     clb = d["backends"][1]
-    tuned = Samples.of([3.9, 4.0, 4.0, 4.1]).__dict__
-    database = Samples.of([4.9, 5.0, 5.0, 5.1]).__dict__
+    tuned = Samples.of([3.9, 4.0, 4.0, 4.1, 4.05]).__dict__
+    database = Samples.of([4.9, 5.0, 5.0, 5.1, 5.05]).__dict__
     clb["mode"] = "tuned"
     clb["modes"] = [{"name": "tuned", "status": "OK", "rel_l2": 1e-7, "compute": tuned},
                     {"name": "database", "status": "OK", "rel_l2": 1e-7, "compute": database},

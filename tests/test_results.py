@@ -16,7 +16,7 @@ def test_round_trip(tmp_path):
     write_results(path, small_results())
     loaded = load_results(path)
     assert loaded == small_results()
-    assert loaded.backends[1].timing.layers[0].wall.values == [4.0, 4.0, 4.0]   # raw samples kept
+    assert loaded.backends[1].timing.layers[0].wall.values == [4.0] * 5   # raw samples kept
 
 
 def test_nan_is_written_as_null(tmp_path):
@@ -37,7 +37,7 @@ def _spoil(change):
     ("{not json", "is not valid JSON"),
     ('{"schema": "something/else"}', "is not a clblast-compare results file"),
     ('{"schema": "clblast-compare/results", "schema_version": 99}',
-     "has results schema version 99; this compare reads versions 1 to 2: update clblast-compare to read it"),
+     "has results schema version 99; this compare reads versions 1 to 3: update clblast-compare to read it"),
     (_spoil(lambda d: d["backends"][1]["timing"]["layers"][0]["wall"].update(median="fast")),
      r"backends\[1\]\.timing\.layers\[0\]\.wall\.median: expected a number, got 'fast'"),
     (_spoil(lambda d: d["net"].pop("layers")), r"net\.layers: is missing"),
@@ -47,7 +47,7 @@ def _spoil(change):
     (_spoil(lambda d: d["backends"][0]["check"].update(status=True)), r"backends\[0\]\.check\.status: expected a string"),
     (_spoil(lambda d: d["net"].update(batch=1.5)), r"net\.batch: expected a whole number, got 1\.5"),
     (_spoil(lambda d: d["backends"][2]["timing"]["end_to_end"]["compute"].update(n=4)),
-     "n is 4 but 3 values are kept"),
+     "n is 4 but 5 values are kept"),
 ])
 def test_malformed_files_are_refused_naming_the_field(tmp_path, content, message):
     path = tmp_path / "bad.json"
@@ -72,8 +72,20 @@ def test_version_1_files_are_migrated_on_load(tmp_path):
     path = tmp_path / "v1.json"
     path.write_text(json.dumps(d))
     res = load_results(path)
-    assert res.schema_version == 2
+    assert res.schema_version == 3
     assert res.backends[1].timing.layers[0].wall.median == 4.0 and res.backends[1].timing.layers[0].wall.values == []
+    assert [b.family for b in res.backends] == ["reference", "clblast", "hand-written", "peer"]
+
+
+def test_version_2_files_get_each_backends_family_by_its_name(tmp_path):
+    d = small_results_dict()
+    d["schema_version"] = 2
+    for b in d["backends"]:
+        b.pop("family", None)
+    d["backends"].append(dict(d["backends"][2], name="someone-elses"))
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(d))
+    assert [b.family for b in load_results(path).backends] == ["reference", "clblast", "hand-written", "peer", ""]
 
 
 @pytest.mark.parametrize("spoil, message", [

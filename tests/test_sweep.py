@@ -13,7 +13,7 @@ from compare import sweep_report as sr
 from compare.cli import main
 from compare.results import RunResult, Samples, decode, load_results, write_results
 from conftest import backend_or_skip
-from results_factory import backend, layer, small_results_dict
+from results_factory import FAMILY, backend, layer, small_results_dict
 from test_report import _markdown_table
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -31,7 +31,7 @@ def timed(name, *compute_ms, summary=None):
 
 
 def misfit(name):
-    return {"name": name, "summary": f"the {name} backend", "uses_opencl": True, "status": "FAILED",
+    return {"name": name, "summary": f"the {name} backend", "family": FAMILY[name], "uses_opencl": True, "status": "FAILED",
             "error_kind": "user", "reason": MISFIT}
 
 
@@ -42,12 +42,15 @@ def run_at(batch, *backends) -> RunResult:
     return decode(RunResult, d)
 
 
+def five(ms):
+    """Five samples of one value: each interval is one point, and there are enough for one."""
+    return (ms,) * 5
+
+
 def three_batches():
-    return [run_at(1, timed("numpy", 2.5, 2.5, 2.5), timed("clblast", 5.0, 5.0, 5.0),
-                   timed("vectorised", 1.25, 1.25, 1.25)),
-            run_at(4, timed("numpy", 6.0, 6.0, 6.0), timed("clblast", 8.0, 8.0, 8.0), misfit("vectorised")),
-            run_at(16, timed("numpy", 20.0, 20.0, 20.0), timed("clblast", 16.0, 16.0, 16.0),
-                   timed("vectorised", 40.0, 40.0, 40.0))]
+    return [run_at(1, timed("numpy", *five(2.5)), timed("clblast", *five(5.0)), timed("vectorised", *five(1.25))),
+            run_at(4, timed("numpy", *five(6.0)), timed("clblast", *five(8.0)), misfit("vectorised")),
+            run_at(16, timed("numpy", *five(20.0)), timed("clblast", *five(16.0)), timed("vectorised", *five(40.0)))]
 
 
 def test_time_per_image_table():
@@ -73,16 +76,16 @@ def test_speedup_table_and_crossover():
 
 
 def test_the_best_of_each_side_is_taken():
-    res = run_at(2, timed("clblast", 6.0, 6.0), timed("clblast-convgemm", 3.0, 3.0), timed("vectorised", 2.0, 2.0),
-                 timed("fused", 1.5, 1.5, summary="hand-written: the whole net in one kernel"),
-                 timed("numpy", 0.5, 0.5))   # faster still, but neither hand-written nor CLBlast
+    res = run_at(2, timed("clblast", *five(6.0)), timed("clblast-convgemm", *five(3.0)),
+                 timed("vectorised", *five(2.0)), timed("fused", *five(1.5)),
+                 timed("numpy", *five(0.5)))   # faster still, but neither hand-written nor CLBlast
     (row,) = sr.speedup_table([res])[1]
     assert row == ["2", "fused", "0.7500", "clblast-convgemm", "1.500", "2.00x [2.00, 2.00]", "fused"]
 
 
-HAND = (timed("clblast", 4.0, 4.0, 4.0), timed("vectorised", 1.0, 1.0, 1.0))            # 4x: hand-written faster
-SPREAD = (timed("clblast", 2.0, 3.0, 4.0), timed("vectorised", 2.5, 3.0, 3.5))          # 1x, the interval spans it
-CLBLAST = (timed("clblast", 1.0, 1.0, 1.0), timed("vectorised", 2.0, 2.0, 2.0))         # 0.5x: CLBlast faster
+HAND = (timed("clblast", *five(4.0)), timed("vectorised", *five(1.0)))                   # 4x: hand-written faster
+SPREAD = (timed("clblast", 2.0, 2.5, 3.0, 3.5, 4.0), timed("vectorised", 2.5, 2.7, 3.0, 3.2, 3.5))   # 1x, spans it
+CLBLAST = (timed("clblast", *five(1.0)), timed("vectorised", *five(2.0)))                # 0.5x: CLBlast faster
 
 
 @pytest.mark.parametrize("batches, sentence", [
@@ -99,7 +102,13 @@ def test_crossover_in_words(batches, sentence):
     assert sr.crossover(comps) == sentence
     spread = [c for c in comps if c.verdict == sr.UNCLEAR]
     for c in spread:   # a winner is named only where the interval excludes 1x
-        assert c.speedup == 1.0 and c.interval[0] < 1.0 < c.interval[1]
+        assert c.speedup.value == 1.0 and c.speedup.interval[0] < 1.0 < c.speedup.interval[1]
+
+
+def test_too_few_repeats_name_no_winner_at_any_batch():
+    few = [run_at(b, timed("clblast", 4.0, 4.0, 4.0), timed("vectorised", 1.0, 1.0, 1.0)) for b in (1, 2)]
+    assert sr.crossover(sr.comparisons(few)) == ("no crossover up to batch 2: no interval at batches 1 and 2 "
+                                                 "(fewer than 5 timed repeats).")
 
 
 def test_a_batch_that_does_not_fit_is_an_answer_not_an_error():

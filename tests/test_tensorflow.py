@@ -138,12 +138,15 @@ def test_layout_conversions_are_inside_the_compiled_function(tf_backend, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_passes_repeat_bit_for_bit_where_it_says_so(tf_backend, lenet_case, mode):
-    if not tf_backend.deterministic:
-        pytest.skip("on a GPU the backend says its passes may differ in the last bits")
+def test_passes_repeat_as_closely_as_the_backend_says(tf_backend, lenet_case, mode):
+    # bit for bit where it says it is deterministic (the CPU), else within the tolerance the runner holds it to
     prepared = tf_backend.prepare(lenet_case.net, lenet_case.weights, lenet_case.batch, mode=mode)
     try:
-        assert np.array_equal(prepared.forward(lenet_case.x), prepared.forward(lenet_case.x))
+        first, second = prepared.forward(lenet_case.x), prepared.forward(lenet_case.x)
+        if tf_backend.deterministic:
+            assert np.array_equal(first, second)
+        else:
+            assert compare_arrays(second, first.astype(np.float64)).passed
     finally:
         prepared.close()
 

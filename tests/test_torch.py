@@ -127,14 +127,34 @@ def test_a_mode_runs_the_input_loaded_last(torch_backend):
             prepared.close()
 
 
-def test_passes_repeat_bit_for_bit_where_it_says_so(torch_backend):
-    if not torch_backend.deterministic:
-        pytest.skip("on CUDA the backend says its passes may differ in the last bits")
+def test_passes_repeat_as_closely_as_the_backend_says(torch_backend):
+    # bit for bit where it says it is deterministic (the CPU), else within the tolerance the runner holds it to
     x = make_input(LENET, 4, 3)
     for mode in torch_backend.modes():
         prepared = torch_backend.prepare(LENET, init_weights(LENET, 3), 4, mode=mode)
         try:
-            assert np.array_equal(prepared.forward(x), prepared.forward(x)), mode
+            first, second = prepared.forward(x), prepared.forward(x)
+            if torch_backend.deterministic:
+                assert np.array_equal(first, second), mode
+            else:
+                assert compare_arrays(second, first.astype(np.float64)).passed, mode
+        finally:
+            prepared.close()
+
+
+def test_read_only_weights_and_input_raise_no_warning(torch_backend):
+    # an imported model's arrays can be read-only views of its file (onnx), and an input a memory map
+    import warnings
+    weights = init_weights(NET, 2)
+    for v in weights.values():
+        v.setflags(write=False)
+    x = make_input(NET, 2, 2)
+    x.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prepared = torch_backend.prepare(NET, weights, 2)
+        try:
+            prepared.forward(x)
         finally:
             prepared.close()
 

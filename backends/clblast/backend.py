@@ -32,7 +32,7 @@ import pyopencl as cl
 
 from nets.errors import Unsupported
 
-from ..base import layer_params
+from ..base import Family, layer_params
 from ..isolated import IsolatedBackend
 from ..opencl.backend import OpenCLBackend
 from ..opencl.net import OpenCLNet
@@ -208,6 +208,7 @@ def _has_tuning(runtime) -> bool:
 
 
 class ClblastBackend(IsolatedBackend):
+    family = Family.CLBLAST
     name = "clblast"
     summary = ("CLBlast routines as the study composed them: xCOPY + xIM2COL + xGEMMBATCHED/xGEMM(V), with the "
                "tuned parameters or CLBlast's database, whichever is faster")

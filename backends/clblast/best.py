@@ -48,7 +48,7 @@ import pyopencl as cl
 
 from nets.errors import Unsupported, UserError
 
-from ..base import layer_params
+from ..base import Family, layer_params
 from ..isolated import IsolatedBackend
 from ..opencl.net import OpenCLNet, Recorder
 from . import library, problems
@@ -445,6 +445,7 @@ class ClblastBestInProcess(ClblastInProcess):
 
 
 class ClblastBestBackend(IsolatedBackend):
+    family = Family.CLBLAST
     name = "clblast-best"
     summary = ("CLBlast at its best: per layer the fastest composition it allows (im2col + GEMM direct/indirect "
                "with beta 0 + fused bias kernel, xCONVGEMM, GEMV fast path, strided batch), with the tuned parameters "

@@ -18,6 +18,7 @@ import numpy as np
 
 from nets.errors import Unsupported
 
+from ..base import Family
 from ..opencl.backend import OpenCLBackend
 from ..opencl.launch import Launch, step_name
 from ..opencl.net import LayerOp, OpenCLNet, Recorder
@@ -121,6 +122,7 @@ class FusedNet(OpenCLNet):
 
 class FusedBackend(OpenCLBackend):
     name = "fused"
+    family = Family.HAND_WRITTEN
     summary = ("hand-written: the whole net in one kernel, one work-group per image, activations in local "
                "memory (nets whose activations fit, e.g. LeNet-5)")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from ..base import layer_params
+from ..base import Family, layer_params
 from ..opencl.backend import OpenCLBackend
 from ..opencl.launch import Launch
 from ..opencl.net import LayerOp, OpenCLNet, Recorder
@@ -215,6 +215,7 @@ class HandwrittenNet(OpenCLNet):
         raise NotImplementedError
 
 class HandwrittenBackend(OpenCLBackend):
+    family = Family.HAND_WRITTEN
     net_class = HandwrittenNet
 
     def prepare(self, net, weights, batch, mode=None):

@@ -23,7 +23,7 @@ import numpy as np
 
 from nets.errors import Unsupported, UserError
 
-from ..base import layer_params
+from ..base import Family, layer_params
 from ..opencl.backend import OpenCLBackend
 from ..opencl.net import OpenCLNet
 from ..opencl.workgroups import build_fitting, shrink
@@ -95,6 +95,7 @@ class MortonNet(OpenCLNet):
 
 class MortonBackend(OpenCLBackend):
     name = "morton"
+    family = Family.HAND_WRITTEN
     summary = "im2col + Hybrid Morton Order GEMM (R_2_4_R x C_4_2_C, 4x16 work-groups), two shared buffers"
 
     def __init__(self, runtime, options: RunOptions | None = None, work_group: tuple = GEMM_WORK_GROUP):

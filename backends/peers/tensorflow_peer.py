@@ -32,7 +32,7 @@ import numpy as np
 from nets import STUDY_KINDS, Feature, LayerKind, Net
 from nets.errors import UserError
 
-from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
+from ..base import Backend, Family, LayerTiming, PreparedNet, Step, layer_params
 from ..host import cpu_name
 from ..isolated import IsolatedBackend
 from .graph_walk import GraphWalk
@@ -232,6 +232,7 @@ class TensorflowBackend(IsolatedBackend):
     because PoCL's compiler breaks in a process that has loaded TensorFlow."""
 
     name = "tensorflow"
+    family = Family.PEER
     summary = "peer: the same net as Keras layers in a compiled tf.function (TensorFlow's kernels; wall time only)"
     inner = "backends.peers.tensorflow_peer:TensorflowInProcess"
     supported_kinds = KINDS      # refused here already, before the child starts

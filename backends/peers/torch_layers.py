@@ -65,7 +65,8 @@ def layer_fn(torch, layer, params: dict[str, np.ndarray], dev, channels_last: bo
     stored NHWC in memory, so cuDNN and oneDNN pick their NHWC kernels for
     inputs in that format too."""
     F = torch.nn.functional
-    p = {k: torch.from_numpy(np.ascontiguousarray(v)).to(dev) for k, v in params.items()}
+    # a copy: an imported model's arrays may be read-only views of its file, which torch warns about
+    p = {k: torch.from_numpy(np.array(v, np.float32, order="C")).to(dev) for k, v in params.items()}
     kind = layer.kind
     if kind == LayerKind.CONV:
         if channels_last:

@@ -36,7 +36,7 @@ import time
 from nets import STUDY_KINDS, Feature, LayerKind, Net
 from nets.errors import Unsupported, UserError
 
-from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
+from ..base import Backend, Family, LayerTiming, PreparedNet, Step, layer_params
 from ..host import cpu_name
 from .graph_walk import GraphWalk
 from .torch_layers import layer_fn
@@ -271,6 +271,7 @@ class TorchNet(PreparedNet):
 
 class TorchBackend(Backend):
     name = "torch"
+    family = Family.PEER
     summary = "peer: PyTorch on its best device (cuDNN/cuBLAS with TF32 off on CUDA, else CPU)"
     # every kind a loaded net can hold (batch norms are folded by then), in graphs
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}

@@ -12,7 +12,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from nets import Feature, LayerKind, Net
 
-from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
+from ..base import Backend, Family, LayerTiming, PreparedNet, Step, layer_params
 from ..host import cpu_name
 
 
@@ -159,6 +159,7 @@ class NumpyNet(PreparedNet):
 
 class NumpyBackend(Backend):
     name = "numpy"
+    family = Family.REFERENCE
     summary = "CPU reference: pure numpy float32, convolution as im2col + GEMM"
     supported_kinds = frozenset(LayerKind)     # the reference runs every net
     supported_features = frozenset(Feature)

@@ -1,0 +1,69 @@
+"""The answer never rests on a wrong output: a backend's mode is a candidate
+only if its output passes the check against the float64 oracle, the fastest
+passing mode is used, and a backend that failed the check (or ran unchecked)
+is in no ratio, the answer included.  Run through `compare run` itself."""
+import json
+
+import pytest
+
+import backends
+from compare.cli import main
+
+DOUBLES = {"two-faced": "FastWrongMode", "all-wrong": "EveryModeWrong", "layer-liar": "LayerLiar",
+           "clblast-double": "SlowClblastDouble"}
+
+
+@pytest.fixture
+def doubles(monkeypatch):
+    for name, cls in DOUBLES.items():
+        monkeypatch.setitem(backends.REGISTRY, name, ("run_checks", cls))
+
+
+def _run(tmp_path, names, *extra):
+    out = tmp_path / "r.json"
+    code = main(["run", "--net", "lenet", "--batch", "2", "--backends", ",".join(names), "--repeats", "5",
+                 "--warmup", "1", "--peak-gflops", "1", "--out", str(out), *extra])
+    return code, json.loads(out.read_text())
+
+
+def _entry(results, name):
+    return next(b for b in results["backends"] if b["name"] == name)
+
+
+def test_the_fastest_mode_is_used_only_if_its_output_passes(tmp_path, doubles, capsys):
+    code, res = _run(tmp_path, ["clblast-double", "two-faced"])
+    b = _entry(res, "two-faced")
+    assert code == 0 and b["mode"] == "slow-right" and b["check"]["status"] == "PASS"
+    wrong = next(m for m in b["modes"] if m["name"] == "fast-wrong")
+    assert wrong["status"] == "FAILED" and wrong["compute"] is None
+    assert "relative L2 1.00e-02, above the tolerance 0.0001" in wrong["reason"]
+    out = capsys.readouterr().out
+    assert out.rstrip().splitlines()[-2] == "The answer:"
+    assert "the best hand-written backend (`two-faced (slow-right)`" in out.rstrip().splitlines()[-1]
+
+
+def test_a_mode_wrong_on_a_layer_alone_is_refused_by_the_full_check(tmp_path, doubles):
+    code, res = _run(tmp_path, ["layer-liar"])
+    b = _entry(res, "layer-liar")
+    assert code == 0 and b["mode"] == "honest" and b["check"]["status"] == "PASS"
+    liar = next(m for m in b["modes"] if m["name"] == "liar")
+    assert liar["status"] == "FAILED" and "layer c1: relative L2 1.00e-02" in liar["reason"]
+
+
+def test_a_backend_wrong_in_every_mode_fails_and_reaches_no_ratio(tmp_path, doubles, capsys):
+    code, res = _run(tmp_path, ["clblast-double", "all-wrong", "two-faced"])
+    b = _entry(res, "all-wrong")
+    assert code == 1 and b["status"] == "FAILED" and "no mode passed" in b["reason"]
+    out = capsys.readouterr().out
+    answer = out[out.index("The answer:"):]
+    assert "all-wrong" not in answer.splitlines()[1] and "`all-wrong` (FAILED" in answer.splitlines()[-1]
+    summary = out[out.index("backend "):out.index("The answer:")]
+    row = next(line for line in summary.splitlines() if line.startswith("all-wrong"))
+    assert "x [" not in row
+
+
+def test_an_unchecked_run_names_no_winner(tmp_path, doubles, capsys):
+    code, res = _run(tmp_path, ["clblast-double", "two-faced"], "--mode", "performance")
+    assert code == 0 and _entry(res, "two-faced")["mode"] == "fast-wrong"   # nothing to check it by: said below
+    out = capsys.readouterr().out
+    assert "no ratio, as this run did not check outputs" in out.rstrip().splitlines()[-1]
