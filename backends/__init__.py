@@ -7,7 +7,7 @@ import importlib
 
 from nets.errors import UserError
 
-from .base import Backend, LayerTiming, PreparedNet, Step, create
+from .base import Backend, LayerTiming, ModeFloor, PreparedNet, Step, create
 from .options import RunOptions
 
 # name -> (module, class); the order is the order of tables and reports
@@ -28,7 +28,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "torch": ("backends.peers.torch_peer", "TorchBackend"),
 }
 
-__all__ = ["Backend", "LayerTiming", "PreparedNet", "Step", "RunOptions", "REGISTRY", "names", "backend_class",
+__all__ = ["Backend", "LayerTiming", "ModeFloor", "PreparedNet", "Step", "RunOptions", "REGISTRY", "names", "backend_class",
            "unavailable_reason", "parse_names", "create", "get"]
 
 

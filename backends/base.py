@@ -50,6 +50,15 @@ class Step:
 
 
 @dataclass
+class ModeFloor:
+    """An estimate, made before a mode is prepared, of the least one pass in it can take, and how it was
+    made: the runner does not prepare and time a mode whose floor exceeds a pass of a mode already ready."""
+
+    ms: float
+    how: str
+
+
+@dataclass
 class LayerTiming:
     name: str
     wall_ms: float               # host clock around enqueue + finish
@@ -191,6 +200,10 @@ class Backend(ABC):
     def modes(self) -> list[str]:
         """The modes this backend can run in here, in order of preference; [] when it has only one."""
         return []
+
+    def mode_floor(self, net: Net, batch: int, mode: str) -> ModeFloor | None:
+        """The least a pass of `mode` can take, where it can be told without preparing it (None: not known)."""
+        return None
 
     @abstractmethod
     def prepare(self, net: Net, weights: dict[str, np.ndarray], batch: int, mode: str | None = None) -> PreparedNet:

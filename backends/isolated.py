@@ -281,6 +281,10 @@ class IsolatedBackend(Backend):
         worker, handle = self._remote()
         return worker.request("call", handle, "modes", (), False)
 
+    def mode_floor(self, net, batch, mode):
+        worker, handle = self._remote()
+        return worker.request("call", handle, "mode_floor", (net, batch, mode), False)
+
     def prepare(self, net, weights, batch, mode=None):
         own = self.child_per_mode and mode is not None
         # a mode that changes its process for good gets a child of its own, which lives as long as

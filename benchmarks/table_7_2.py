@@ -29,7 +29,7 @@ from tabulate import tabulate
 import backends
 from compare import oracle
 from compare.checking import compare_arrays
-from compare.published import FIGURES
+from compare.report.published import FIGURES
 from nets.weights import init_weights, make_input
 from nets import get_net
 

@@ -25,7 +25,8 @@ from backends.options import CLBLAST_PARAMS, RunOptions
 from nets.errors import CheckFailed, UserError
 from nets.weights import init_weights, load_weights, make_input, save_weights, weights_digest
 
-from . import __version__, answer
+from . import __version__
+from .report import answer
 from .analysis import DEFAULT_BASELINES, parse_baselines
 from .cli_common import add_device_option, positive, seed_arg, unwritten
 from .files import RESULTS_ROOM, check_writable
@@ -191,8 +192,12 @@ def _execute(args, mode: str):
         check_writable(args.save_outputs, "--save-outputs", folder=True)
     plan = _plan(args, mode)
     progress = Progress()
+
+    def say(line: str) -> None:   # a line that stays, before the tables
+        progress.done()
+        print(line + "\n", flush=True)
     try:
-        results, outputs = execute(plan, progress.update)
+        results, outputs = execute(plan, progress.update, say)
     finally:
         progress.done()
     problems = [_save_outputs(outputs, plan, args.save_outputs)] if args.save_outputs else []
@@ -263,7 +268,7 @@ def cmd_sweep(args) -> int:
     from tabulate import tabulate
 
     from . import sweep as sw
-    from .sweep_report import batches_text, comparisons, crossover, notes, per_image_table, speedup_table
+    from .report.sweeps import batches_text, comparisons, crossover, notes, per_image_table, speedup_table
     baselines = parse_baselines(args.baseline)
     if args.out:
         check_writable(args.out, "--out", folder=True)

@@ -27,6 +27,7 @@ SCHEMA = "clblast-compare/results"
 VERSION = 3
 STATUSES = ("OK", "FAILED", "UNAVAILABLE", "UNSUPPORTED")
 CHECK_STATUSES = ("PASS", "FAIL")
+MODE_STATUSES = STATUSES + ("SKIPPED",)   # a mode not timed because it could not win (runner.py)
 FAMILIES = ("reference", "clblast", "hand-written", "compiler", "peer", "")   # backends/base.py Family; "": none
 
 
@@ -142,14 +143,14 @@ class ModeResult:
     """One mode of a backend that can run in several, checked and timed end to end."""
 
     name: str
-    status: str                       # OK, FAILED or UNSUPPORTED
+    status: str                       # OK, FAILED, UNSUPPORTED or SKIPPED
     reason: str | None = None
     rel_l2: float | None = None       # its output against the oracle's
     compute: Samples | None = None    # the whole pass without per-layer syncs
 
     def validate(self, where: str) -> None:
-        if self.status not in STATUSES:
-            raise Malformed(f"{where}.status", f"must be one of {', '.join(STATUSES)}, not {self.status!r}")
+        if self.status not in MODE_STATUSES:
+            raise Malformed(f"{where}.status", f"must be one of {', '.join(MODE_STATUSES)}, not {self.status!r}")
 
 
 @dataclass

@@ -14,14 +14,16 @@ the outputs (numpy arrays), which never go into a results file."""
 from __future__ import annotations
 
 import datetime as _dt
+import threading
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
 import backends
-from backends import RunOptions
+from backends import ModeFloor, RunOptions
 from nets import Net
 from nets.errors import Unsupported, UserError, raise_if_interrupted
 
@@ -33,6 +35,8 @@ from .peak import peak_for_run
 from .results import (BackendResult, Check, Device, Host, LayerInfo, ModeResult, NetInfo, Peak, RunResult, Samples,
                       Settings, Source, Tool)
 from .timing import Trial, within
+
+HEARTBEAT_S = 20.0   # a long stage says it is still going at least this often
 
 @dataclass
 class Plan:
@@ -151,6 +155,7 @@ class _Ready:
     output: np.ndarray
     prepare_ms: float
     first_run_ms: float
+    pass_ms: float     # its last untimed pass: what a mode not yet prepared is held against
 
 
 @dataclass
@@ -170,52 +175,120 @@ class Session:
     """One run of a plan: the device's runtime (resolved once), the oracle's
     outputs and the progress line, held for every stage of every backend."""
 
-    def __init__(self, plan: Plan, progress=lambda s: None):
+    def __init__(self, plan: Plan, progress=lambda s: None, say=None):
         self.plan = plan
         self.progress = progress
         self.runtime, self.cl_missing = _resolve_device(plan)   # cl_missing: why no OpenCL backend can run
         self.ref = None   # the oracle's output of every layer, when checking
+        self._made: dict = {}   # backends made by `announce`, each used once by `open`
+        if say is not None:   # before anything takes time
+            say(self.announce())
         if plan.checks:
             progress(f"computing the float64 reference of {plan.net.name}")
             self.ref = oracle.forward(plan.net, plan.weights, plan.x)
+
+    def announce(self) -> str:
+        """What the run will time, said before it starts: the backends that can run here, and the modes
+        of those that have several (each is measured, and the fastest whose output passes is kept)."""
+        parts, n_modes = [], 0
+        for name in self.plan.backends:
+            if backends.unavailable_reason(name):
+                continue
+            cls = backends.backend_class(name)
+            if cls.uses_opencl and self.cl_missing:
+                continue
+            try:
+                made = self._made[name] = backends.create(cls, self.runtime, self.plan.options)
+                modes = made.modes()
+            except Exception:  # noqa: BLE001 - said when the backend opens; here only what is known
+                modes = []
+            n_modes += max(len(modes), 1)
+            parts.append(f"{name} ({len(modes)} modes: {', '.join(modes)})" if modes else name)
+        p = self.plan
+        what = ("checks and times" if p.checks and p.times else "checks" if p.checks else "times")
+        return (f"{what} {len(parts)} backends, {n_modes} modes in all, on {p.net.name} batch {p.batch}: "
+                + "; ".join(parts))
 
     def _trial(self, ready: _Ready, backend) -> Trial:
         return Trial(ready.label, ready.prepared, self.plan.x, ready.output, backend.deterministic,
                      self.plan.options.timeout_s)
 
+    @contextmanager
+    def _stage(self, text: str):
+        """`text` on the progress line, said again with the time so far every HEARTBEAT_S while the stage
+        runs: a prepare that compiles for minutes (in a child, say) is never silent."""
+        self.progress(text)
+        stop, t0 = threading.Event(), time.monotonic()
+
+        def beat():
+            while not stop.wait(HEARTBEAT_S):
+                self.progress(f"{text} ({time.monotonic() - t0:.0f} s so far)")
+        thread = threading.Thread(target=beat, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
     def _ready(self, backend, mode: str | None, label: str) -> _Ready:
         """The one path to a backend's first timed pass: prepared (untimed work: compile,
         upload, allocate), run once (first-call costs, reported apart), its output sane,
         warmed up.  The caller closes what it returns."""
-        plan, progress = self.plan, self.progress
-        progress(f"{label}: preparing {plan.net.name}")
+        plan = self.plan
         t0 = time.perf_counter()
-        prepared = backend.prepare(plan.net, plan.weights, plan.batch, mode=mode)
+        with self._stage(f"{label}: preparing {plan.net.name}"):
+            prepared = backend.prepare(plan.net, plan.weights, plan.batch, mode=mode)
         prepare_ms = (time.perf_counter() - t0) * 1e3
         try:
-            progress(f"{label}: first run")
             t0 = time.perf_counter()
-            y = prepared.forward(plan.x)
-            first_run_ms = (time.perf_counter() - t0) * 1e3
+            with self._stage(f"{label}: first run"):
+                y = prepared.forward(plan.x)
+            first_run_ms = pass_ms = (time.perf_counter() - t0) * 1e3
             _sane_output(y, label)
             for w in range(max(plan.warmup - 1, 0)):
-                progress(f"{label}: warm-up {w + 2}/{plan.warmup}")
                 t0 = time.perf_counter()
-                prepared.forward(plan.x)
-                within(time.perf_counter() - t0, plan.options.timeout_s, f"warm-up pass {w + 2}")
+                with self._stage(f"{label}: warm-up {w + 2}/{plan.warmup}"):
+                    prepared.forward(plan.x)
+                pass_ms = (time.perf_counter() - t0) * 1e3
+                within(pass_ms / 1e3, plan.options.timeout_s, f"warm-up pass {w + 2}")
         except BaseException:
             prepared.close()
             raise
-        return _Ready(label, prepared, y, prepare_ms, first_run_ms)
+        return _Ready(label, prepared, y, prepare_ms, first_run_ms, pass_ms)
+
+    @staticmethod
+    def _skip(floor: ModeFloor | None, readies: list[_Ready]) -> str | None:
+        """Why a mode need not be prepared and timed (its floor exceeds a pass of a mode already ready and
+        checked), or None."""
+        if floor is None or not readies:
+            return None
+        fastest = min(readies, key=lambda r: r.pass_ms)
+        if floor.ms <= fastest.pass_ms:
+            return None
+        return (f"not timed: it cannot win, as its passes take at least {floor.ms:.3f} ms ({floor.how}), more than a "
+                f"warm-up pass of {fastest.label} ({fastest.pass_ms:.3f} ms)")
 
     def _measure_modes(self, backend, modes: list[str]) -> list[ModeResult]:
         """Each mode of a backend with several: ready, checked end to end, then all timed end to
         end in turn, one pass of each, each after an untimed pass of its own, so drift between
         them (and between the children they may run in) hits every mode alike."""
-        results, trials, readies = {}, {}, []
+        results, trials, readies, passed = {}, {}, [], []
         try:
+            # a mode whose floor can be told before it is prepared comes last, to be held against the others
+            floors = {}
             for mode in modes:
                 try:
+                    floors[mode] = backend.mode_floor(self.plan.net, self.plan.batch, mode)
+                except Unsupported as exc:
+                    results[mode] = ModeResult(mode, "UNSUPPORTED", reason=str(exc))
+            for mode in sorted(floors, key=lambda m: floors[m] is not None):
+                try:
+                    skipped = self._skip(floors[mode], passed)
+                    if skipped:
+                        self.progress(f"{backend.name} ({mode}): {skipped}")
+                        results[mode] = ModeResult(mode, "SKIPPED", reason=skipped)
+                        continue
                     ready = self._ready(backend, mode, f"{backend.name} ({mode})")
                     readies.append(ready)
                     results[mode] = ModeResult(mode, "OK")
@@ -226,6 +299,7 @@ class Session:
                         if wrong:
                             results[mode] = ModeResult(mode, "FAILED", reason=wrong, rel_l2=comparison.rel_l2)
                             continue
+                    passed.append(ready)
                     if self.plan.times:
                         trials[mode] = self._trial(ready, backend)
                 except Unsupported as exc:
@@ -296,7 +370,7 @@ class Session:
         ready = None
         try:
             entry.gpu_state = {"before": gpustate.snapshot()} if gpustate.available() else None
-            backend = backends.create(cls, self.runtime, plan.options)
+            backend = self._made.pop(name, None) or backends.create(cls, self.runtime, plan.options)
             entry.info = backend.info()
             candidates = self._candidates(backend, entry)
             for k, mode in enumerate(candidates):   # the fastest mode whose output passes the full check
@@ -401,9 +475,10 @@ def _peak(plan: Plan, runtime, progress) -> Peak | None:
     return None
 
 
-def execute(plan: Plan, progress=lambda s: None) -> tuple[RunResult, Outputs]:
-    """Every backend of the plan: the results, and the outputs beside them."""
-    session = Session(plan, progress)
+def execute(plan: Plan, progress=lambda s: None, say=lambda s: None) -> tuple[RunResult, Outputs]:
+    """Every backend of the plan: the results, and the outputs beside them.  `say` gets the line that
+    tells, before anything runs, what will be timed."""
+    session = Session(plan, progress, say)
     outputs = Outputs(reference=session.ref[-1] if session.ref is not None else None)
     net = plan.net
     result = RunResult(

@@ -145,6 +145,9 @@ class ModalInProcess:
     def modes(self):
         return ["first", "second"]
 
+    def mode_floor(self, net, batch, mode):
+        return None
+
     def prepare(self, net, weights, batch, mode=None):
         import os
 
@@ -220,6 +223,9 @@ class ModedDouble:
     def modes(self):
         return list(self.MODES)
 
+    def mode_floor(self, net, batch, mode):
+        return None
+
     def prepare(self, net, weights, batch, mode=None):
         skew, delay_s, layer_only = self.MODES[mode or next(iter(self.MODES))]
         return _Skewed.make(net, weights, batch, skew, delay_s, layer_only)
@@ -255,3 +261,18 @@ class SlowClblastDouble(ModedDouble):
 
     def modes(self):
         return []
+
+
+class FlooredMode(ModedDouble):
+    """A mode whose floor, told before it is prepared, exceeds a pass of the other: never prepared."""
+
+    name = "floored"
+    MODES = {"hopeless": (0.0, 0.0, False), "quick": (0.0, 0.0, False)}
+
+    def mode_floor(self, net, batch, mode):
+        from backends import ModeFloor
+        return ModeFloor(1000.0, "a thousand switches of a millisecond") if mode == "hopeless" else None
+
+    def prepare(self, net, weights, batch, mode=None):
+        assert mode != "hopeless", "a mode that cannot win was prepared"
+        return super().prepare(net, weights, batch, mode)

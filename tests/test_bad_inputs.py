@@ -135,7 +135,7 @@ def test_what_a_new_user_tried_is_one_line_and_exit_2(tmp_path, capsys, argv, me
 
 
 def test_a_report_over_two_devices_names_the_device_in_each_headline_column(tmp_path):
-    from compare.report_tables import headline_table
+    from compare.report.tables import headline_table
     from compare.results import RunResult, decode
     runs = [decode(RunResult, small_results_dict(device)) for device in ("GPU one", "GPU two")]
     headers, _ = headline_table(runs)

@@ -123,7 +123,8 @@ def test_report_renders_a_run(capsys, tmp_path):
                "--out", str(out))[0] == 0
     code, text, _ = run(capsys, "report", str(out), "--out", str(tmp_path / "rep"), "--baseline", "numpy")
     assert code == 0
-    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "](net-lenet-b2-" in (tmp_path / "rep" / "report.md").read_text()   # the index links the page
+    md = next((tmp_path / "rep").glob("net-lenet-b2-*.md")).read_text()
     data = json.loads(out.read_text())
     # the per-layer table shows each layer's median wall time from the file, to 3 decimals
     for layer in data["backends"][0]["timing"]["layers"]:

@@ -117,7 +117,7 @@ def test_a_build_that_fails_because_a_signal_came_is_the_signal(monkeypatch):
 
 
 def test_ctrl_c_while_a_report_is_written_leaves_the_old_report(tmp_path, monkeypatch, capsys):
-    from compare import plots
+    from compare.report import plots
     from compare.results import write_results
     from results_factory import small_results
     write_results(tmp_path / "r.json", small_results())

@@ -1,6 +1,6 @@
 """The per-kind table: layers grouped by the kind of work, each backend
 against the CLBlast backend fastest on that kind, and the verdict in words."""
-from compare import kinds, report_tables
+from compare.report import kinds, tables as report_tables
 from compare.results import RunResult, Samples, decode
 from nets import MOBILENET_V2, RESNET18, VGG16
 from nets.spec import layer_category

@@ -1,7 +1,9 @@
 """Report tables rendered from a hand-made results file, compared exactly."""
 import json
 
-from compare import report_tables as rt
+from compare.report import tables as rt
+
+PAGE = "net-tiny-b1-test-gpu"   # the page of small_results()
 from compare.report import render_report
 from compare.results import RunResult, Samples, decode
 from compare.results import load_results, write_results
@@ -154,16 +156,16 @@ def test_rendered_tables_hold_the_figures_of_the_json(tmp_path):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(d))
     render_report([load_results(path)], [str(path)], str(tmp_path / "out"), baselines=["clblast"])
-    md = (tmp_path / "out" / "report.md").read_text()
-    speed = _markdown_table(md, "### Speedup over clblast")
+    md = (tmp_path / "out" / f"{PAGE}.md").read_text()
+    speed = _markdown_table(md, "## Speedup over clblast")
     clb = d["backends"][1]["timing"]
     assert speed["a"][1].startswith(f"{clb['layers'][0]['wall']['median'] / 0.8:.2f}x")      # 4.0 / 0.8 = 5.00x
     assert speed["end to end (compute)"][1].startswith(f"{clb['end_to_end']['compute']['median'] / 1.6:.2f}x ")
     assert speed["geometric mean of layers"][1] == f"{(4.0 / 0.8 * 2.0 / 1.0) ** 0.5:.2f}x"
-    times = _markdown_table(md, "### Per-layer times (ms)")
+    times = _markdown_table(md, "## Per-layer times (ms)")
     assert times["a"] == ["2.0", "2.000", "4.000", "0.800"]
     assert "Speedup over numpy" not in md   # only the baselines asked for
-    assert "3.0" in _markdown_table(md, "### Transfers and one-off costs")["vectorised"]   # memory MiB
+    assert "3.0" in _markdown_table(md, "## Transfers and one-off costs")["vectorised"]   # memory MiB
 
 
 def test_a_results_file_round_trips_through_the_typed_model(tmp_path):
@@ -172,21 +174,25 @@ def test_a_results_file_round_trips_through_the_typed_model(tmp_path):
     assert load_results(path) == small_results()
 
 
-def test_render_writes_markdown_html_and_plots(tmp_path):
+def test_render_writes_an_index_and_a_page_per_file_in_markdown_and_html_with_plots(tmp_path):
     res = small_results()
     path = tmp_path / "r.json"
     write_results(path, res)
     written = render_report([res, small_results("Other GPU")], [str(path), str(path)], str(tmp_path / "out"))
-    md = (tmp_path / "out" / "report.md").read_text()
-    html = (tmp_path / "out" / "report.html").read_text()
+    index = (tmp_path / "out" / "report.md").read_text()
+    assert index.index("## The answer") < index.index("summary.png") < index.index("## Headline")
+    assert f"]({PAGE}.md)" in index and "](net-tiny-b1-other-gpu.md)" in index and "tiny across devices" in index
+    assert "the vectorised backend" in index and index.count("the vectorised backend") == 1   # summaries once
+    md = (tmp_path / "out" / f"{PAGE}.md").read_text()
+    html = (tmp_path / "out" / f"{PAGE}.html").read_text()
     for heading in ("Per-layer times (ms)", "Speedup over CLBlast at its best (clblast)", "Speedup over numpy",
                     "Device utilisation",
-                    "Correctness against the float64 oracle", "table 5.3", "table 6.2", "table 7.3",
-                    "tiny across devices and runs"):
+                    "Correctness against the float64 oracle", "table 5.3", "table 6.2", "table 7.3"):
         assert heading in md, heading
     assert "<table>" in html and "Speedup over CLBlast at its best" in html
+    assert f"href='{PAGE}.html'" in (tmp_path / "out" / "report.html").read_text()
     pngs = [p for p in written if p.endswith(".png")]
-    assert len(pngs) == 6   # times, speedups, utilisation for each of the two files
+    assert len(pngs) == 7   # the summary; times, speedups, utilisation for each of the two files
     for png in pngs:
         with open(png, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"

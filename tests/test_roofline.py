@@ -1,8 +1,8 @@
 """The roofline: each layer's arithmetic intensity and roof worked out by
 hand from the shapes recorded in small hand-made results, the share of the
 roof each backend reached, the table and the plot, and why a file has none."""
-from compare import report_tables as rt
-from compare import roofline
+from compare.report import tables as rt
+from compare.report import roofline
 from compare.report import render_report
 from compare.results import LayerInfo, RunResult, decode, load_results, write_results
 from results_factory import small_results_dict
@@ -83,8 +83,9 @@ def test_the_report_draws_one_roofline_per_net_and_device(tmp_path):
         write_results(tmp_path / name, decode(RunResult, d))
         files.append(str(tmp_path / name))
     written = render_report([load_results(f) for f in files], files, str(tmp_path / "out"))
-    md = (tmp_path / "out" / "report.md").read_text()
-    rooflines = [p for p in written if "roofline" in p]
+    assert "](rooflines.md)" in (tmp_path / "out" / "report.md").read_text()
+    md = (tmp_path / "out" / "rooflines.md").read_text()
+    rooflines = [p for p in written if "roofline" in p and p.endswith(".png")]
     assert len(rooflines) == 1   # Test GPU's; the others have none, and say why
     with open(rooflines[0], "rb") as f:
         assert f.read(8) == PNG

@@ -9,7 +9,7 @@ import pytest
 
 from compare import runner
 from compare import sweep as sw
-from compare import sweep_report as sr
+from compare.report import sweeps as sr
 from compare.cli import main
 from compare.results import RunResult, Samples, decode, load_results, write_results
 from conftest import backend_or_skip
@@ -144,11 +144,12 @@ def test_report_of_a_sweep_file(tmp_path):
     loaded = sw.load_sweep(tmp_path)   # the folder names its sweep file
     assert [r.net.batch for r in loaded.results] == [1, 4, 16] and loaded.path == path
     assert main(["report", path, "--out", str(tmp_path / "rep")]) == 0
-    md = (tmp_path / "rep" / "report.md").read_text()
-    assert _markdown_table(md, "### Time per image (ms)")["4"] == ["1.500", "2.000", "does not fit"]
-    assert _markdown_table(md, "### The best hand-written backend")["16"][4:] == ["0.40x [0.40, 0.40]", "clblast"]
+    md = (tmp_path / "rep" / "sweep-tiny-test-gpu.md").read_text()
+    assert _markdown_table(md, "## Time per image (ms)")["4"] == ["1.500", "2.000", "does not fit"]
+    assert _markdown_table(md, "## The best hand-written backend")["16"][4:] == ["0.40x [0.40, 0.40]", "clblast"]
     assert "Where CLBlast catches up: CLBlast at its best is faster from batch 16 on" in md
-    for name in ("sweep-0-tiny-per-image.png", "sweep-0-tiny-speedup.png"):
+    assert "](sweep-tiny-test-gpu.md): where CLBlast catches up" in (tmp_path / "rep" / "report.md").read_text()
+    for name in ("sweep-tiny-test-gpu-per-image.png", "sweep-tiny-test-gpu-speedup.png"):
         assert (tmp_path / "rep" / name).read_bytes()[:8] == PNG
 
 
@@ -192,8 +193,8 @@ def test_a_stopped_sweep_reports_the_batches_that_finished(tmp_path):
     assert [(b.batch, b.results) for b in loaded.sweep.batches] == [(1, "tiny-batch1.json"), (4, "tiny-batch4.json")]
     assert "stopped: no sweep.json; batches 1, 4 finished" in loaded.sweep.command
     assert main(["report", str(tmp_path), "--out", str(tmp_path / "rep")]) == 0
-    md = (tmp_path / "rep" / "report.md").read_text()
-    assert _markdown_table(md, "### Time per image (ms)")["4"] == ["1.500", "2.000", "does not fit"]
+    md = (tmp_path / "rep" / "sweep-tiny-test-gpu.md").read_text()
+    assert _markdown_table(md, "## Time per image (ms)")["4"] == ["1.500", "2.000", "does not fit"]
     assert path not in md
 
 
@@ -252,8 +253,9 @@ def test_a_real_sweep_on_this_machine_and_its_report(tmp_path, capsys, monkeypat
     assert sw.does_not_fit(three.backend("morton"))
 
     assert main(["report", str(out / "sweep.json"), "--out", str(tmp_path / "rep")]) == 0
-    md = (tmp_path / "rep" / "report.md").read_text()
-    per_image = _markdown_table(md, "### Time per image (ms)")
+    page = next(p for p in (tmp_path / "rep").iterdir() if p.name.startswith("sweep-lenet-") and p.suffix == ".md")
+    md = page.read_text() + (tmp_path / "rep" / "rooflines.md").read_text()
+    per_image = _markdown_table(md, "## Time per image (ms)")
     assert per_image["1"] == [sr.fmt_per_image(b.timing.end_to_end.compute.median / 1) for b in one.backends]
     assert per_image["3"] == [sr.fmt_per_image(three.backends[0].timing.end_to_end.compute.median / 3), "does not fit"]
     c1 = one.net.layers[0]   # 1x32x32 in, 6x28x28 out, 156 parameters, float32

@@ -10,7 +10,7 @@ import backends
 from compare.cli import main
 
 DOUBLES = {"two-faced": "FastWrongMode", "all-wrong": "EveryModeWrong", "layer-liar": "LayerLiar",
-           "clblast-double": "SlowClblastDouble"}
+           "clblast-double": "SlowClblastDouble", "floored": "FlooredMode"}
 
 
 @pytest.fixture
@@ -67,3 +67,14 @@ def test_an_unchecked_run_names_no_winner(tmp_path, doubles, capsys):
     assert code == 0 and _entry(res, "two-faced")["mode"] == "fast-wrong"   # nothing to check it by: said below
     out = capsys.readouterr().out
     assert "no ratio, as this run did not check outputs" in out.rstrip().splitlines()[-1]
+
+
+def test_a_mode_that_cannot_win_is_not_prepared_and_says_why(tmp_path, doubles):
+    code, res = _run(tmp_path, ["floored"])
+    b = _entry(res, "floored")
+    assert code == 0 and b["mode"] == "quick"
+    hopeless = next(m for m in b["modes"] if m["name"] == "hopeless")
+    assert hopeless["status"] == "SKIPPED" and hopeless["compute"] is None
+    assert hopeless["reason"].startswith("not timed: it cannot win, as its passes take at least 1000.000 ms "
+                                         "(a thousand switches of a millisecond), more than a warm-up pass of "
+                                         "floored (quick)")

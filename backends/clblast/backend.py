@@ -32,7 +32,7 @@ import pyopencl as cl
 
 from nets.errors import Unsupported
 
-from ..base import Family, layer_params
+from ..base import Family, ModeFloor, layer_params
 from ..isolated import IsolatedBackend
 from ..opencl.backend import OpenCLBackend
 from ..opencl.net import OpenCLNet
@@ -43,7 +43,7 @@ from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, subsample_as_c
 from . import overrides
 from .library import check_library, require_library
 from .record import DeviceId, Store
-from .tuned import DATABASE, MODES, TUNED, Tuning, clblast_version
+from .tuned import DATABASE, MODES, PER_PROBLEM, TUNED, Tuning, clblast_version, frozen, switches_per_pass
 
 _SPATIAL = ("conv", "subsample")
 
@@ -184,13 +184,40 @@ class ClblastInProcess(OpenCLBackend):
                               f"(tuning: {tuning.depth()}), so the database mode stands for it")
         return tuning
 
+    def ways(self, net, batch: int, i: int, tuning: Tuning) -> list[list]:
+        """Layer i's compositions as this backend may run them, each as the parameter sets of its calls in
+        order (tuned.switches_per_pass): the study's recipe runs one; xCONVGEMM its own for a conv."""
+        found = problems.layer_compositions(net, batch, i)
+        if not found:
+            return []
+        pick = 1 if self.conv_method == "convgemm" and net.layers[i].kind in ("conv", "subsample") else 0
+        return [[frozen(tuning.sets(p)) for p in found[pick]]]
+
+    def mode_floor(self, net, batch, mode):
+        """tuned-per-problem switches parameters between calls, and each switch costs an override call at
+        least: its switches a pass times the least an override call takes here (ModeFloor)."""
+        if mode != PER_PROBLEM or check_library() is not None:
+            return None
+        tuning = self.tuning(net, batch, mode)
+        ways = [self.ways(net, batch, i, tuning) for i in range(len(net.layers))]
+        switches = switches_per_pass(ways)
+        sets = {}
+        for layer in ways:
+            for way in layer:
+                for call in way:
+                    for kernel, params in call:
+                        sets.setdefault(kernel, set()).add(params)
+        kernel = next((k for k, v in sets.items() if len(v) > 1), None)
+        if not switches or kernel is None:
+            return None
+        one, other = (dict(p) for p in list(sets[kernel])[:2])
+        call_ms = overrides.override_ms(self.runtime.device, kernel, one, other)
+        return ModeFloor(switches * call_ms, f"{switches} parameter switches a pass x {call_ms:.3f} ms, the least "
+                                             f"an override call took here (the recompiles a switch can cost come "
+                                             f"on top)")
+
     def modes(self):
-        """With a verified tuning on this device: 'tuned' (one set per kernel for the whole net),
-        'tuned-per-problem' and 'database' (CLBlast's own parameters), each in a child of its own; at its
-        best is the fastest, so tuning never makes it slower."""
-        if check_library() is None and self.options.clblast_params == TUNED and _has_tuning(self.runtime):
-            return list(MODES)
-        return []
+        return clblast_modes(self.runtime, self.options)
 
     def prepare(self, net, weights, batch, mode=None):
         require_library()
@@ -200,6 +227,16 @@ class ClblastInProcess(OpenCLBackend):
 class ClblastConvgemmInProcess(ClblastInProcess):
     name = "clblast-convgemm"
     conv_method = "convgemm"
+
+
+def clblast_modes(runtime, options) -> list[str]:
+    """With a verified tuning on this device: 'tuned' (one set per kernel for the whole net),
+    'tuned-per-problem' and 'database' (CLBlast's own parameters), each in a child of its own; at its
+    best is the fastest, so tuning never makes it slower.  Told without loading anything into CLBlast, so
+    the parent of the children can ask it."""
+    if check_library() is None and options.clblast_params == TUNED and _has_tuning(runtime):
+        return list(MODES)
+    return []
 
 
 def _has_tuning(runtime) -> bool:
@@ -221,6 +258,9 @@ class ClblastBackend(IsolatedBackend):
     @classmethod
     def unavailable_reason(cls):
         return check_library()
+
+    def modes(self):   # told here: no child is started to ask
+        return clblast_modes(self.runtime, self.options)
 
 
 class ClblastConvgemmBackend(ClblastBackend):

@@ -57,9 +57,9 @@ from .graph_layers import FEATURES, KINDS, AxpyAddOp, FusedAddOp, GemvAvgPoolOp,
 from .layers import ClblastOp, ConvgemmOp, MaxPoolOp, _step_name, as_array, own_kernel, subsample_as_conv_weight
 from .library import check_library, pyclblast, require_library
 from .own_kernels import Padder
-from .backend import ClblastInProcess, conv_plan, input_buffers
+from .backend import ClblastInProcess, clblast_modes, conv_plan, input_buffers
 from .overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
-from .tuned import COPY_KERNELS, GEMM_KERNELS, GEMV_KERNELS, Tuning
+from .tuned import COPY_KERNELS, GEMM_KERNELS, GEMV_KERNELS, Tuning, frozen
 
 # clblast-best's GEMM routes: (name, the kernel the route runs, the GemmRoutine override forcing it)
 ROUTES = (("direct", "XgemmDirect", ALWAYS_DIRECT), ("indirect", "Xgemm", ALWAYS_INDIRECT))
@@ -439,6 +439,16 @@ class ClblastBestInProcess(ClblastInProcess):
     # simulator such as Oclgrind, where the kernels matter and the times do not)
     repeats = REPEATS
 
+    def ways(self, net, batch, i, tuning):
+        """Every composition of layer i, a GEMM routed to the direct or the indirect kernel: the fewest
+        switches clblast-best's choice per layer could make."""
+        ways = []
+        for way in problems.layer_compositions(net, batch, i):
+            routes = ("XgemmDirect", "Xgemm") if any(p.routine == problems.GEMM for p in way) else (None,)
+            ways += [[frozen(tuning.sets(p, kernel if p.routine == problems.GEMM else None)) for p in way]
+                     for kernel in routes]
+        return ways
+
     def prepare(self, net, weights, batch, mode=None):
         require_library()
         return ClblastBestNet(self.runtime, net, weights, batch, self.tuning(net, batch, mode), self.repeats)
@@ -459,3 +469,6 @@ class ClblastBestBackend(IsolatedBackend):
     @classmethod
     def unavailable_reason(cls):
         return check_library()
+
+    def modes(self):   # told here: no child is started to ask
+        return clblast_modes(self.runtime, self.options)

@@ -1,6 +1,8 @@
 """CLBlast as this project loads it: pyclblast (the BLAS routines), and a
-ctypes binding of the two routines pyclblast does not wrap, CLBlastSim2col
-and CLBlastSconvgemm (declared in clblast_c.h).
+ctypes binding of what pyclblast does not wrap (declared in clblast_c.h):
+CLBlastSim2col, CLBlastSconvgemm, and xGEMM with a temporary buffer of the
+caller's (CLBlastSgemmWithTempBuffer, sized by CLBlastSGemmTempBufferSize),
+which an engine allocates once instead of CLBlast allocating it per call.
 
 Buffers and the queue are passed as the pyopencl objects' `int_ptr`
 handles.  Every call's status is checked; a failure raises ClblastError
@@ -137,10 +139,17 @@ def load_library():
         buffers = [_mem, _size, _mem, _size] + ([_mem, _size] if fn == "CLBlastSconvgemm" else [])
         f.argtypes = [ctypes.c_int] + _GEOMETRY + extra + buffers + _QUEUE_EVENT
         f.restype = ctypes.c_int
+    gemm_args = ([ctypes.c_int] * 3 + [_size] * 3 + [ctypes.c_float, _mem, _size, _size, _mem, _size, _size,
+                                                      ctypes.c_float, _mem, _size, _size] + _QUEUE_EVENT)
     if hasattr(lib, "CLBlastSgemm"):
-        lib.CLBlastSgemm.argtypes = ([ctypes.c_int] * 3 + [_size] * 3 + [ctypes.c_float, _mem, _size, _size, _mem,
-                                     _size, _size, ctypes.c_float, _mem, _size, _size] + _QUEUE_EVENT)
+        lib.CLBlastSgemm.argtypes = gemm_args
         lib.CLBlastSgemm.restype = ctypes.c_int
+    if hasattr(lib, "CLBlastSgemmWithTempBuffer"):
+        lib.CLBlastSgemmWithTempBuffer.argtypes = gemm_args + [_mem]
+        lib.CLBlastSgemmWithTempBuffer.restype = ctypes.c_int
+        lib.CLBlastSGemmTempBufferSize.argtypes = ([ctypes.c_int] * 3 + [_size] * 9
+                                                   + [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_size)])
+        lib.CLBlastSGemmTempBufferSize.restype = ctypes.c_int
     if hasattr(lib, "CLBlastClearCache"):
         # CLBlast keeps its compiled programs in a C++ static cache; released by
         # the static destructors at exit, after the OpenCL runtime may be gone,
@@ -231,6 +240,37 @@ def gemm_as_tuned(queue, m, n, k, a, b, c, event: bool = False):
     _check_fits("xGEMM", "C", c, 0, m * n)
     args = [_COL_MAJOR, _NO, _YES, m, n, k, 1.0, a.int_ptr, 0, m, b.int_ptr, 0, n, 0.0, c.int_ptr, 0, m]
     return _call("xGEMM", lib.CLBlastSgemm, args, queue, event)
+
+
+_ROW_MAJOR = 101
+
+
+def gemm_temp_bytes(queue, m, n, k, a_ld, b_ld, c_ld) -> int:
+    """The bytes of temporary buffer CLBlast's xGEMM wants for this row-major, untransposed call (as the backends
+    make it through pyclblast.gemm), with the parameters in force now; 0 where it needs none."""
+    lib = load_library()
+    queue_handle = ctypes.c_void_p(queue.int_ptr)
+    size = _size()
+    status = lib.CLBlastSGemmTempBufferSize(_ROW_MAJOR, _NO, _NO, m, n, k, 0, a_ld, 0, b_ld, 0, c_ld,
+                                            ctypes.byref(queue_handle), ctypes.byref(size))
+    if status != 0:
+        raise ClblastError("xGEMM temp-buffer size", status)
+    return 4 * size.value   # CLBlast answers in elements
+
+
+def gemm_with_temp(queue, m, n, k, a, b, c, temp, a_ld, b_ld, c_ld, alpha=1.0, beta=0.0) -> None:
+    """pyclblast.gemm's row-major, untransposed call, with `temp` (allocated once by the caller, at least
+    gemm_temp_bytes) as CLBlast's temporary buffer instead of one it would allocate on this call."""
+    lib = load_library()
+    _check_fits("xGEMM", "A", a, 0, (m - 1) * a_ld + k)
+    _check_fits("xGEMM", "B", b, 0, (k - 1) * b_ld + n)
+    _check_fits("xGEMM", "C", c, 0, (m - 1) * c_ld + n)
+    args = [_ROW_MAJOR, _NO, _NO, m, n, k, alpha, a.int_ptr, 0, a_ld, b.int_ptr, 0, b_ld, beta, c.int_ptr, 0, c_ld]
+    queue_handle = ctypes.c_void_p(queue.int_ptr)
+    status = lib.CLBlastSgemmWithTempBuffer(*args, ctypes.byref(queue_handle), None,
+                                            ctypes.c_void_p(temp.int_ptr if temp is not None else None))
+    if status != 0:
+        raise ClblastError("xGEMM", status)
 
 
 def library_file() -> str | None:

@@ -50,3 +50,20 @@ def in_force(device) -> dict[str, dict]:
 def calls() -> int:
     """Override calls made so far in this process (a backend counts its own as a difference)."""
     return _CALLS[0]
+
+
+def override_ms(device, kernel: str, one: dict, other: dict, calls: int = 10) -> float:
+    """The least host time (ms) of one override call, switching `kernel` between two of its sets `calls`
+    times: the part of a parameter switch that is certain (the program CLBlast then looks up again, or
+    compiles, comes on top).  It changes what is in force: for a process that runs no routine after it."""
+    import time
+
+    from .library import pyclblast
+    best = float("inf")
+    for k in range(calls):
+        wanted = {name: int(v) for name, v in (one if k % 2 else other).items()}
+        t0 = time.perf_counter()
+        pyclblast.override_parameters(device, kernel, PRECISION, wanted)
+        best = min(best, (time.perf_counter() - t0) * 1e3)
+        _ACTIVE[(device.int_ptr, kernel)] = wanted
+    return best

@@ -243,3 +243,45 @@ class Applied:
             overrides.ensure(self.device, kernel, params)
         if self.relies and overrides.in_force(self.device).keys() & set(self.relies):
             raise RuntimeError(self._conflict(self._defaults_state()))
+
+
+Sets = tuple   # ((kernel, ((name, value), ...)), ...): one call's overrides, hashable
+
+
+def frozen(sets: list[tuple[str, dict]]) -> Sets:
+    return tuple((kernel, tuple(sorted(params.items()))) for kernel, params in sets)
+
+
+def switches_per_pass(layers: list[list[list[Sets]]]) -> int:
+    """The fewest override calls one pass can make once it runs in a loop: layers[i] is layer i's ways (each
+    the sets of its calls, in order).  Where every layer has one way (a backend that fixes its composition)
+    the count is exact: a kernel switches when a call wants another set of it than the one in force.
+    Where layers have several (clblast-best chooses at prepare), a bound from below: a layer each of whose
+    ways needs a set of some kernel that no other layer uses must switch into it, unless it is that kernel's
+    only user in the pass, and at most one layer per such kernel can be; so at least (those layers - those
+    kernels) switches."""
+    if any(len(ways) > 1 for ways in layers):
+        owners: dict[tuple, set[int]] = {}
+        for i, ways in enumerate(layers):
+            for way in ways:
+                for sets in way:
+                    for pair in sets:
+                        owners.setdefault(pair, set()).add(i)
+        own = [[[pair for sets in way for pair in sets if owners[pair] == {i}] for way in ways]
+               for i, ways in enumerate(layers)]
+        bound = [i for i, ways in enumerate(own) if ways and all(ways)]
+        kernels = {kernel for i in bound for way in own[i] for kernel, _ in way}
+        return max(0, len(bound) - len(kernels))
+    in_force: dict[str, tuple] = {}
+
+    def one_pass() -> int:
+        n = 0
+        for ways in layers:
+            for sets in (ways[0] if ways else []):
+                for kernel, params in sets:
+                    if in_force.get(kernel) != params:
+                        in_force[kernel] = params
+                        n += 1
+        return n
+    one_pass()           # the first pass starts from the database: the loop's passes are what a run times
+    return one_pass()

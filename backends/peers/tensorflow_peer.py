@@ -238,6 +238,9 @@ class TensorflowBackend(IsolatedBackend):
     supported_kinds = KINDS      # refused here already, before the child starts
     supported_features = FEATURES
 
+    def modes(self):   # the same everywhere: no child (and no TensorFlow) is started to ask
+        return list(MODES)
+
     @classmethod
     def unavailable_reason(cls):
         for module in ("tensorflow", "keras"):

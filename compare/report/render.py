@@ -7,30 +7,35 @@ import json
 import re
 from pathlib import Path
 
-from . import analysis as an
+from .. import analysis as an
 from . import kinds
 from . import answer
 from . import plots
-from . import report_tables
+from . import tables as report_tables
 from . import roofline
-from . import sweep_report as sr
+from . import sweeps as sr
 from .document import Document
-from .files import staged_folder
-from .modes import times
+from ..files import staged_folder
+from ..modes import times
 from .published import SOURCE
-from .results import RunResult
-from .sweep import LoadedSweep
-from .tables import KERNEL_COLUMN, modes_rows
+from ..results import RunResult
+from ..sweep import LoadedSweep
+from ..tables import KERNEL_COLUMN, modes_rows
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:40]
 
 
-def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem: str, published: bool,
-                  baselines) -> list[str]:
+def _file_page(doc: Document, res: RunResult, path: str, out_dir: Path, stem: str, published: bool,
+               baselines) -> list[str]:
+    """One results file's page: every table and plot of it (the report's index links to it)."""
     net = res.net
-    doc.heading(f"{net.name} batch {net.batch} on {res.device.name}")
+    unchecked = an.unchecked_note(res)
+    if unchecked:
+        doc.para(f"**{unchecked}**")
+    for line in answer.lines(res):
+        doc.para(line)
     doc.para(f"From `{path}`. {net.flops / 1e9:.3f} GFLOP per forward pass, {net.params or 0:,} parameters. "
              f"Times are medians of {res.settings.repeats} runs in milliseconds; per-layer times are wall "
              f"time around each layer with a sync after it, 'end to end (compute)' is the whole pass without "
@@ -39,20 +44,20 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
     written = []
 
     if times(res.mode):
-        doc.heading("Per-layer times (ms)", 3)
+        doc.heading("Per-layer times (ms)")
         caption = f"Columns marked '{SOURCE}' are the study's Mali-T628 figures, not ours." if published else None
         doc.table(report_tables.times_table(res, published), caption=caption)
         for token in an.baselines(res, baselines):
             table = report_tables.speedup_table(res, token)
             if table:
                 label = an.reference_label(res, token)
-                doc.heading(f"Speedup over {label}", 3)
+                doc.heading(f"Speedup over {label}")
                 doc.table(table, caption=f"{label}'s time divided by each backend's: above 1x is faster. In brackets "
                                          f"the 95% bootstrap interval of the ratio; 'no clear difference' where it "
                                          f"spans 1x.")
         by_kind = kinds.kind_table(res)
         if by_kind and len(by_kind.categories) > 1:   # one kind of layer would only repeat the sum
-            doc.heading("By kind of layer: where CLBlast wins", 3)
+            doc.heading("By kind of layer: where CLBlast wins")
             doc.table(report_tables.kind_table(by_kind), caption="Each backend's time on each kind of layer (the sum over those layers, "
                                         "median of the per-pass sums) and CLBlast at its best's time there divided "
                                         "by it, with the 95% interval; CLBlast at its best is, per kind, the CLBlast "
@@ -61,23 +66,23 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
                 doc.para(line)
         util = report_tables.utilisation_table(res)
         if util:
-            doc.heading("Device utilisation (% of peak)", 3)
+            doc.heading("Device utilisation (% of peak)")
             doc.para(f"Achieved GFLOP/s over the device's peak of {res.peak.gflops:.1f} GFLOP/s, {res.peak.source}. "
                      f"Backends that do not run on this device are left out.")
             doc.table(util)
         modes = modes_rows(res)
         if modes:
-            doc.heading("Modes of the backends that have several", 3)
+            doc.heading("Modes of the backends that have several")
             doc.table(modes, caption="Each mode checked and timed end to end; the fastest is the one every "
                                      "other table uses, named beside the backend.  Its speedup over each other mode "
                                      "has the 95% interval.  The modes are timed in turn, one pass of each after "
                                      "an untimed one of its own (earlier versions timed them one after "
                                      "the other); where only one mode could run, it is not timed here.")
-        doc.heading("Transfers and one-off costs", 3)
+        doc.heading("Transfers and one-off costs")
         doc.table(report_tables.transfers_table(res), caption="Times in ms; memory: device memory the backend holds "
                                                    "(weights and buffers).")
 
-    doc.heading("Correctness against the float64 oracle", 3)
+    doc.heading("Correctness against the float64 oracle")
     doc.table(report_tables.correctness_table(res),
               caption="rel L2 = ||out - ref|| / ||ref|| end to end; each layer is also checked alone on the "
                       "oracle's input (worst layer shown).")
@@ -95,7 +100,7 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
             if not any(t for _, t in tables) and not b.config:
                 continue
             tables[1] = (tables[1][0] + f" ({KERNEL_COLUMN})", tables[1][1])
-            doc.heading(f"Backend {b.name}: {b.summary}", 3)
+            doc.heading(f"Backend {b.label}")
             for caption, table in tables:
                 if table:
                     doc.para(caption + ":")
@@ -104,7 +109,7 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
                 doc.para("Choices made at prepare (recorded in the results):")
                 doc.code(json.dumps(b.config, indent=None, sort_keys=True)[:4000])
 
-        doc.heading("Plots", 3)
+        doc.heading("Plots")
         for kind, draw in (("times", plots.layer_times), ("speedups", lambda r, p: plots.speedups(r, p, baselines)),
                            ("utilisation", plots.utilisation)):
             name = f"{stem}-{kind}.png"
@@ -114,10 +119,9 @@ def _file_section(doc: Document, res: RunResult, path: str, out_dir: Path, stem:
     return written
 
 
-def _sweep_section(doc: Document, loaded: LoadedSweep, out_dir: Path, stem: str) -> list[str]:
+def _sweep_page(doc: Document, loaded: LoadedSweep, out_dir: Path, stem: str) -> list[str]:
     sweep, runs = loaded.sweep, sorted(loaded.results, key=lambda r: r.net.batch)
     batches = [r.net.batch for r in runs]
-    doc.heading(f"Batch sweep: {sweep.net} on {sweep.device}")
     doc.para(f"From `{loaded.path}` and the {len(runs)} results files it names, one per batch "
              f"({', '.join(map(str, batches))}); made by `{sweep.command}`. Time per image is the end-to-end compute "
              f"median (the whole pass without per-layer syncs and without host<->device transfers, "
@@ -125,7 +129,7 @@ def _sweep_section(doc: Document, loaded: LoadedSweep, out_dir: Path, stem: str)
     for note in sr.notes(runs):
         doc.para(note)
     written = []
-    doc.heading("Time per image (ms)", 3)
+    doc.heading("Time per image (ms)")
     doc.table(sr.per_image_table(runs), caption="'does not fit': a buffer of that backend would exceed the "
                                                 "device's MAX_MEM_ALLOC_SIZE at that batch.")
     name = f"{stem}-per-image.png"
@@ -134,7 +138,7 @@ def _sweep_section(doc: Document, loaded: LoadedSweep, out_dir: Path, stem: str)
         doc.image(name, f"{sweep.net} time per image against batch")
         written.append(name)
     comps = sr.comparisons(runs)
-    doc.heading("The best hand-written backend against CLBlast at its best", 3)
+    doc.heading("The best hand-written backend against CLBlast at its best")
     doc.table(sr.speedup_table(runs), caption="Speedup: CLBlast at its best's time divided by the best hand-written "
                                               "backend's (above 1x the hand-written one is faster); in brackets the "
                                               "95% bootstrap interval. A winner is named only where it excludes 1x.")
@@ -158,14 +162,13 @@ def _roofline_sections(doc: Document, files: list[tuple[RunResult, str]], out_di
             groups.setdefault((res.net.name, res.device.name), []).append((res, path))
     if not groups:
         return []
-    doc.heading("Rooflines")
     doc.para("Each layer of each backend that runs on the device, as a point: its arithmetic intensity (the layer's "
              "FLOPs over the bytes it must at least move: input activations, weights and output activations, "
              "float32) and the GFLOP/s it reached (its FLOPs over its median wall time), under the roof "
              "min(peak, intensity x bandwidth) of the device's measured compute peak and memory bandwidth.")
     written = []
     for k, ((net, device), group) in enumerate(groups.items()):
-        doc.heading(f"{net} on {device}", 3)
+        doc.heading(f"{net} on {device}")
         lines, why_not, unshaped = [], {}, []
         for res, path in group:
             why = roofline.missing(res)
@@ -197,50 +200,111 @@ HEADLINE_CAPTION = ("End-to-end compute in ms (median: the whole pass without pe
                     "interval, 'no clear difference' where it spans 1x.")
 
 
-REPORT_ROOM = 8 * 2**20   # about the largest report: Markdown, HTML and a dozen plots
+REPORT_ROOM = 8 * 2**20   # about the largest report: Markdown, HTML and a few dozen plots
+
+
+def _page_stem(res: RunResult, taken: set[str]) -> str:
+    stem, k = f"net-{_slug(res.net.name)}-b{res.net.batch}-{_slug(res.device.name)}", 1
+    while stem in taken:   # the same net, batch and device twice (two runs): numbered
+        k += 1
+        stem = f"net-{_slug(res.net.name)}-b{res.net.batch}-{_slug(res.device.name)}-{k}"
+    taken.add(stem)
+    return stem
+
+
+def _short_device(name: str) -> str:
+    return name.split("-")[-1].strip()[:22] if name.startswith("pthread") else name[:22]
+
+
+def _backends_table(results: list[RunResult]):
+    """Each backend once: its side of the question and what it is (its summary from the files)."""
+    seen: dict[str, list[str]] = {}
+    for res in results + []:
+        for b in res.backends:
+            if b.name not in seen and b.summary:
+                seen[b.name] = [b.name, b.family or "—", b.summary]
+    return (["backend", "side", "what it is"], list(seen.values())) if seen else None
 
 
 def render_report(results: list[RunResult], paths: list[str], out_dir: str, published: bool = False,
                   baselines=an.DEFAULT_BASELINES, sweeps: list[LoadedSweep] = ()) -> list[str]:
-    """Render into a staging folder, then move the files into `out_dir` all at
-    once (compare/files.py): an interrupt leaves the old report whole."""
+    """The report's index (report.md, report.html: the answer, one summary figure, the headline table and
+    links) and a page per results file, per sweep and for the rooflines.  Rendered into a staging folder,
+    then moved into `out_dir` all at once (compare/files.py): an interrupt leaves the old report whole."""
     out = Path(out_dir)
-    doc = Document("clblast-compare report")
-    doc.para("Does CLBlast make a good neural-network engine on this device, or do hand-written kernels beat it? "
-             "Every table below is rendered from the results files listed; nothing is typed in by hand.")
-    names = []
-    said = answer.sentences(results)
-    if said:
-        doc.heading("The answer")
-        for text in said:
-            doc.para(text)
+    index = Document("clblast-compare report")
+    index.para("Does CLBlast make a good neural-network engine on this device, or do hand-written kernels beat it? "
+               "Every figure below is rendered from the results files listed; nothing is typed in by hand.")
+    names: list[str] = []
+    pages: list[tuple[str, str, str]] = []
     headline = report_tables.headline_table(results)
-    if headline is not None:
-        doc.heading("Headline")
-        doc.table(headline, caption=HEADLINE_CAPTION)
-    groups: dict[str, list[tuple[RunResult, str]]] = {}
-    for res, path in zip(results, paths):
-        groups.setdefault(res.net.name, []).append((res, path))
     with staged_folder(out) as stage:
-        for net_name, group in groups.items():
-            if len(group) > 1:
-                doc.heading(f"{net_name} across devices and runs")
-                doc.table(report_tables.cross_device_table([r for r, _ in group], baselines[0]),
-                          caption=f"End-to-end compute ms per results file (speedup over "
-                                  f"{baselines[0]} on that device).")
-            for i, (res, path) in enumerate(group):
-                stem = f"{net_name}-{_slug(res.device.name)}-{i}"
-                names += _file_section(doc, res, path, stage, stem, published, baselines)
-        for k, loaded in enumerate(sweeps):
-            names += _sweep_section(doc, loaded, stage, f"sweep-{k}-{_slug(loaded.sweep.net)}")
+        def write_page(doc: Document, stem: str) -> None:
+            (stage / f"{stem}.md").write_text(doc.to_markdown(), encoding="utf-8")
+            (stage / f"{stem}.html").write_text(doc.to_html(), encoding="utf-8")
+            names.extend([f"{stem}.md", f"{stem}.html"])
+
+        said = answer.sentences(results)
+        if said:
+            index.heading("The answer")
+            for text in said:
+                index.para(text)
+        groups = [(f"{r.net.name} b{r.net.batch}\n{_short_device(r.device.name)}", answer.contenders(r))
+                  for r in results]
+        if plots.summary(groups, stage / "summary.png", "Each side's fastest backend against CLBlast at its best"):
+            index.image("summary.png", "each side's fastest backend's speedup over CLBlast at its best")
+            index.para("Each bar: the fastest backend of one side (hand-written, the search compiler, the peers) "
+                       "over CLBlast at its best in the same run, with its 95% interval; only outputs that passed "
+                       "the check against the float64 oracle.")
+            names.append("summary.png")
+        if headline is not None:
+            index.heading("Headline")
+            index.table(headline, caption=HEADLINE_CAPTION)
+        taken: set[str] = set()
+        by_net: dict[str, list[RunResult]] = {}
+        for res, path in zip(results, paths):
+            stem = _page_stem(res, taken)
+            title = f"{res.net.name} batch {res.net.batch} on {res.device.name}"
+            doc = Document(title)
+            names.extend(_file_page(doc, res, path, stage, stem, published, baselines))
+            write_page(doc, stem)
+            pages.append((title, stem, "per-layer times and speedups, kinds of layer, utilisation, modes, "
+                                       "correctness, each backend's choices"))
+            by_net.setdefault(res.net.name, []).append(res)
+        for loaded in sweeps:
+            stem = f"sweep-{_slug(loaded.sweep.net)}-{_slug(loaded.sweep.device)}"
+            while stem in taken:
+                stem += "-2"
+            taken.add(stem)
+            doc = Document(f"Batch sweep: {loaded.sweep.net} on {loaded.sweep.device}")
+            names.extend(_sweep_page(doc, loaded, stage, stem))
+            write_page(doc, stem)
+            pages.append((f"batch sweep of {loaded.sweep.net} on {loaded.sweep.device}", stem,
+                          f"where CLBlast catches up: {sr.crossover(sr.comparisons(loaded.results))}"))
         every = list(zip(results, paths)) + [pair for s in sweeps for pair in zip(s.results, s.paths)]
-        names += _roofline_sections(doc, every, stage)
-        (stage / "report.md").write_text(doc.to_markdown(), encoding="utf-8")
+        rooflines = Document("Rooflines")
+        roof_files = _roofline_sections(rooflines, every, stage)
+        if rooflines.blocks:
+            names.extend(roof_files)
+            write_page(rooflines, "rooflines")
+            pages.append(("rooflines", "rooflines", "each layer of each backend under the device's roof"))
+        index.heading("Pages")
+        index.links(pages)
+        for net_name, group in by_net.items():
+            if len(group) > 1:
+                index.heading(f"{net_name} across devices and runs", 3)
+                index.table(report_tables.cross_device_table(group, baselines[0]),
+                            caption=f"End-to-end compute ms per results file (speedup over {baselines[0]} there).")
+        index.heading("Backends")
+        index.table(_backends_table(results + [r for s in sweeps for r in s.results]))
+        index.heading("Results files")
+        index.para(", ".join(f"`{p}`" for p in paths + [s.path for s in sweeps]))
+        (stage / "report.md").write_text(index.to_markdown(), encoding="utf-8")
+        (stage / "report.html").write_text(index.to_html(), encoding="utf-8")
         if headline is not None:   # the table alone, to paste into a README
             alone = Document("Headline")
             alone.para("Rendered by `compare report` from " + ", ".join(f"`{p}`" for p in paths) + ".")
             alone.table(headline, caption=HEADLINE_CAPTION)
             (stage / "headline.md").write_text(alone.to_markdown(), encoding="utf-8")
             names.append("headline.md")
-        (stage / "report.html").write_text(doc.to_html(), encoding="utf-8")
     return [str(out / "report.md"), str(out / "report.html")] + [str(out / n) for n in names]

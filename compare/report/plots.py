@@ -8,7 +8,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from . import analysis as an  # noqa: E402
+from .. import analysis as an  # noqa: E402
 
 
 def _grouped_bars(ax, labels, series: dict[str, list], log: bool):
@@ -104,7 +104,7 @@ def _batch_axis(ax, batches) -> None:
 
 
 def per_image(series: dict[str, list[tuple[int, float]]], path, title: str) -> bool:
-    """Time per image against batch, one line per backend (compare/sweep_report.py per_image_series)."""
+    """Time per image against batch, one line per backend (compare/report/sweeps.py per_image_series)."""
     if not series:
         return False
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
@@ -150,7 +150,7 @@ MARKERS = "os^Dv<>PX*ph"
 
 def roofline(lines, path, title: str) -> bool:
     """Every layer of every backend as a point (intensity, achieved GFLOP/s)
-    under min(peak, intensity x bandwidth); `lines` are compare/roofline.py
+    under min(peak, intensity x bandwidth); `lines` are compare/report/roofline.py
     Rooflines of one net and device (a colour per backend, a marker per batch)."""
     points = [(rl, layer) for rl in lines for layer in rl.layers if layer.achieved]
     if not points:
@@ -185,5 +185,47 @@ def roofline(lines, path, title: str) -> bool:
     ax.set_title(title, fontsize=10)
     ax.grid(which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
+    _save(fig, path)
+    return True
+
+
+FAMILY_COLOURS = {"hand-written": "C0", "compiler": "C2", "peer": "C1"}
+
+
+def summary(groups: list[tuple[str, list]], path, title: str) -> bool:
+    """The report's one figure: per net and device (a group), each side's fastest backend (compare/report/
+    answer.py Contender) as a bar of its speedup over CLBlast at its best, with its 95% interval; 1x drawn,
+    log scale.  A bar without an interval (too few samples) has no whiskers."""
+    groups = [(label, bars) for label, bars in groups if bars]
+    if not groups:
+        return False
+    width = 0.8 / max(len(bars) for _, bars in groups)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) + 2), 4.5))
+    seen, top, low = set(), 1.0, 1.0
+    for g, (label, bars) in enumerate(groups):
+        for k, c in enumerate(bars):
+            x = g + (k - (len(bars) - 1) / 2) * width
+            s = c.speedup
+            err = [[s.value - s.interval[0]], [s.interval[1] - s.value]] if s.interval else None
+            ax.bar(x, s.value, width * 0.9, color=FAMILY_COLOURS.get(c.family, "C7"),
+                   label=None if c.family in seen else c.family)
+            if err:
+                ax.errorbar(x, s.value, yerr=err, color="k", capsize=3, lw=1)
+            inside = s.value > 1.6   # the name inside a tall bar, from its foot; above a short one
+            ax.text(x, 1.04 if inside else s.value * 1.08, c.backend.label, ha="center", va="bottom", fontsize=7,
+                    rotation=90, color="white" if inside else "black")
+            seen.add(c.family)
+            top = max(top, (s.interval[1] if s.interval else s.value))
+            low = min(low, (s.interval[0] if s.interval else s.value))
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_ylim(min(low, 1.0) / 1.3, top * 1.8)   # room for a name above the shortest bar
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([label for label, _ in groups], fontsize=8)
+    ax.set_yscale("log")
+    _plain_y(ax, "x")
+    ax.set_ylabel("speedup over CLBlast at its best (log)\nabove 1x faster than CLBlast")
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8)
     _save(fig, path)
     return True

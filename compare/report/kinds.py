@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import analysis as an
-from .results import BackendResult, LayerInfo, RunResult
-from .speedup import Speedup
+from .. import analysis as an
+from ..results import BackendResult, LayerInfo, RunResult
+from ..speedup import Speedup
 
 # what a layer of a file written before categories were recorded is taken as
 _BY_KIND = {"maxpool": "pooling", "subsample": "pooling", "global_avgpool": "pooling"}

@@ -1,4 +1,6 @@
-"""A report as a list of blocks, rendered to Markdown or HTML."""
+"""A report page as a list of blocks, rendered to Markdown or HTML.  A link
+names another page by its stem: `.md` in Markdown, `.html` in HTML, so each
+format's pages link to each other."""
 from __future__ import annotations
 
 import html
@@ -28,6 +30,11 @@ class Document:
     def image(self, filename: str, alt: str) -> None:
         self.blocks.append(("image", filename, alt))
 
+    def links(self, items: list[tuple[str, str, str]]) -> None:
+        """A list of (text, page stem, what is there) links to other pages of the report."""
+        if items:
+            self.blocks.append(("links", items))
+
     def to_markdown(self) -> str:
         out = [f"# {self.title}", ""]
         for block in self.blocks:
@@ -45,6 +52,9 @@ class Document:
                 out += ["```", block[1], "```", ""]
             elif kind == "image":
                 out += [f"![{block[2]}]({block[1]})", ""]
+            elif kind == "links":
+                out += [f"- [{text}]({stem}.md)" + (f": {what}" if what else "") for text, stem, what in block[1]]
+                out += [""]
         return "\n".join(out)
 
     def to_html(self) -> str:
@@ -69,5 +79,9 @@ class Document:
                 out.append(f"<pre>{esc(block[1])}</pre>")
             elif kind == "image":
                 out.append(f"<p><img src='{esc(block[1])}' alt='{esc(block[2])}'></p>")
+            elif kind == "links":
+                out.append("<ul>" + "".join(f"<li><a href='{esc(stem)}.html'>{esc(text)}</a>"
+                                            + (f": {esc(what)}" if what else "") + "</li>"
+                                            for text, stem, what in block[1]) + "</ul>")
         out.append("</body></html>")
         return "\n".join(out) + "\n"

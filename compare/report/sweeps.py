@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import analysis as an
-from .results import BackendResult, RunResult
-from .speedup import MIN_SAMPLES, Speedup, Verdict
-from .sweep import does_not_fit
-from .tables import DASH, fmt_speedup
+from .. import analysis as an
+from ..results import BackendResult, RunResult
+from ..speedup import MIN_SAMPLES, Speedup, Verdict
+from ..sweep import does_not_fit
+from ..tables import DASH, fmt_speedup
 
 Table = tuple[list[str], list[list[str]]]
 

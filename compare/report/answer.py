@@ -8,11 +8,14 @@ ran unchecked are named as such and nowhere else.  `compare run` ends with
 these lines, and the report opens with them."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from backends.options import DATABASE
 
-from . import analysis as an
-from .modes import times
-from .results import BackendResult, RunResult
+from .. import analysis as an
+from ..modes import times
+from ..results import BackendResult, RunResult
+from ..speedup import Speedup
 
 HAND_WRITTEN, CLBLAST, COMPILER, PEER = "hand-written", "clblast", "compiler", "peer"
 
@@ -43,6 +46,24 @@ def search_behind(b: BackendResult) -> str | None:
 
 def _fastest(res: RunResult, family: str) -> BackendResult | None:
     return min((b for b in an.trusted(res) if b.family == family), key=an.compute_ms, default=None)
+
+
+@dataclass
+class Contender:
+    """The fastest backend of one side (hand-written, the compiler, the peers) of a results file, and its
+    speedup over CLBlast at its best there: a bar of the report's summary figure."""
+
+    family: str
+    backend: BackendResult
+    speedup: Speedup
+
+
+def contenders(res: RunResult) -> list[Contender]:
+    clb = an.reference(res, an.BEST_CLBLAST)
+    if clb is None or not times(res.mode):
+        return []
+    found = [(family, _fastest(res, family)) for family in (HAND_WRITTEN, COMPILER, PEER)]
+    return [Contender(family, b, an.speedup(clb, b)) for family, b in found if b is not None]
 
 
 def _named(b: BackendResult, extra: str | None = None) -> str:
@@ -81,8 +102,8 @@ def lines(res: RunResult) -> list[str]:
         if rival is None:
             continue
         extra = search_behind(rival) if family == COMPILER else None
-        parts = [an.speedup(ref, rival).sentence("it", f"the {what} (`{ref.label}`)")
-                 for ref, what in ((hand, "best hand-written backend"), (clb, "CLBlast at its best")) if ref]
+        parts = [an.speedup(ref, rival).sentence("it", f"{what} (`{ref.label}`)")
+                 for ref, what in ((hand, "the best hand-written backend"), (clb, "CLBlast at its best")) if ref]
         out.append(f"{title} {_named(rival, extra)}: " + ("; ".join(parts) if parts else "nothing to hold it against")
                    + ".")
     left = [f"`{b.label}` ({an.untrusted_why(res, b)})" for b in an.timed(res) if an.untrusted_why(res, b)]

@@ -4,12 +4,12 @@ study's tables: 7.4 (times and speedups), 5.3 (steps), 6.2 (wall / kernel /
 overhead), 7.3 (useful time); and the roofline's share per layer."""
 from __future__ import annotations
 
-from . import analysis as an
+from .. import analysis as an
 from . import kinds, roofline
-from .modes import times
+from ..modes import times
 from .published import FIGURES, SOURCE
-from .results import BackendResult, RunResult
-from .tables import DASH, HOW, fmt_err, fmt_ms, fmt_pct, fmt_ratio, fmt_speedup, reason_line, speedup_cell, worst_layer
+from ..results import BackendResult, RunResult
+from ..tables import DASH, HOW, fmt_err, fmt_ms, fmt_pct, fmt_ratio, fmt_speedup, reason_line, speedup_cell, worst_layer
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -249,7 +249,7 @@ def cross_device_table(group: list[RunResult], token: str = an.DEFAULT_BASELINES
 
 def roofline_table(lines: list[roofline.Roofline]) -> Table | None:
     """Each layer at each batch: its intensity, the roof there, and the share
-    of that roof each backend reached (compare/roofline.py)."""
+    of that roof each backend reached (compare/report/roofline.py)."""
     rows_in = [(rl, layer) for rl in sorted(lines, key=lambda rl: rl.batch) for layer in rl.layers]
     if not rows_in:
         return None

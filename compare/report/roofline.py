@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from . import analysis as an
-from .results import LayerInfo, RunResult
+from .. import analysis as an
+from ..results import LayerInfo, RunResult
 
 FLOAT32 = 4   # bytes
 
