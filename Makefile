@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml scripts/setup.sh
 
 # REPORT_DIR=reports/pocl made the committed PoCL report.
 REPORT_DIR ?= reports/local
-REPEATS ?= 10
+REPEATS ?= 5
 
 demo: setup
 	$(BIN)/compare devices
@@ -23,6 +23,8 @@ demo: setup
 	$(BIN)/compare run --net lenet --backends all --repeats $(REPEATS) --out $(REPORT_DIR)/lenet.json
 	$(BIN)/compare run --net vgg16 --backends all --repeats $(REPEATS) --out $(REPORT_DIR)/vgg16.json
 	$(BIN)/compare report $(REPORT_DIR)/lenet.json $(REPORT_DIR)/vgg16.json --out $(REPORT_DIR)
+	@echo; echo "The report: $(REPORT_DIR)/report.md (and report.html beside it). The answer:"
+	@$(BIN)/compare answer $(REPORT_DIR)/lenet.json $(REPORT_DIR)/vgg16.json
 
 # Under `make test` every backend must be available (none may skip), except
 # those in COMPARE_OPTIONAL, whose libraries this machine need not have.

@@ -395,13 +395,7 @@ def cmd_report(args) -> int:
     from .sweep import is_sweep, load_sweep
     check_writable(args.out, "--out", folder=True, room=REPORT_ROOM)
     results, paths, sweeps = [], [], []
-    seen: dict[Path, str] = {}
-    for p in args.files:   # one file given twice would be counted twice
-        key = Path(p).resolve()
-        if key in seen:
-            raise UserError(f"{p} is given twice (also as {seen[key]}): give each results file or sweep once")
-        seen[key] = p
-    for p in args.files:
+    for p in _once(args.files):
         if is_sweep(p):
             sweeps.append(load_sweep(p))
         else:
@@ -416,6 +410,30 @@ def cmd_report(args) -> int:
     for path in written:
         print(f"wrote {path}")
     return 0
+
+
+def cmd_answer(args) -> int:
+    from tabulate import tabulate
+
+    from .report.answer import answer_table, sentences
+    results = [load_results(p) for p in _once(args.files)]
+    if args.table:
+        headers, rows = answer_table(results)
+        print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
+    else:
+        print("\n".join(sentences(results)))
+    return 0
+
+
+def _once(files: list[str]) -> list[str]:
+    """The files given, each once (one file given twice would be counted twice)."""
+    seen: dict[Path, str] = {}
+    for p in files:
+        key = Path(p).resolve()
+        if key in seen:
+            raise UserError(f"{p} is given twice (also as {seen[key]}): give each results file or sweep once")
+        seen[key] = p
+    return list(files)
 
 
 # -- parser -----------------------------------------------------------------
@@ -500,6 +518,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--published", action="store_true",
                    help="add the study's published Mali-T628 figures (tables 6.2, 7.4) as labelled columns")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("answer", help="the study's question answered from results files: in sentences, or as "
+                                      "the README's table (--table)")
+    p.add_argument("files", nargs="+", help="results JSON files")
+    p.add_argument("--table", action="store_true", help="one Markdown row per device and net")
+    p.set_defaults(func=cmd_answer)
 
     p = sub.add_parser("peak", help="measure the device's multiply-add throughput and memory bandwidth")
     add_device_option(p)

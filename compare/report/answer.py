@@ -122,3 +122,35 @@ def sentence(res: RunResult) -> str | None:
 
 def sentences(results: list[RunResult]) -> list[str]:
     return [line for r in results for line in lines(r)]
+
+
+def _depth(b: BackendResult) -> str:
+    """CLBlast's tuning in a few words: the share of its default search behind the mode that ran."""
+    depth = str(b.config.get("clblast_tuning_depth") or "")
+    share = depth.split(" of CLBlast's default search")[0] if "of CLBlast's default search" in depth else None
+    if b.mode == DATABASE or not str(b.config.get("clblast_parameters", "")).startswith("tuned"):
+        return "database" + (f"; its tuning ({share}) not faster" if share else "")
+    return f"tuned, {share} of the default search" + (f", sets of {b.config['clblast_tuned_at']}"
+                                                         if b.config.get("clblast_tuned_at") else "")
+
+
+def answer_table(results: list[RunResult]):
+    """The answer per device and net as one table (the README's): the best hand-written backend against
+    CLBlast at its best, then the search compiler and the fastest peer against the best hand-written one."""
+    headers = ["device", "net", "best hand-written", "CLBlast at its best", "hand-written's speedup over CLBlast",
+               "search compiler", "hand-written's speedup over it", "fastest peer", "hand-written's speedup over it"]
+    rows = []
+    for res in results:
+        if not times(res.mode) or an.unchecked_note(res) or not an.timed(res):
+            continue
+        hand, clb = _fastest(res, HAND_WRITTEN), an.reference(res, an.BEST_CLBLAST)
+        row = [res.device.name, f"{res.net.name} (batch {res.net.batch})",
+               f"`{hand.label}` {an.compute_ms(hand):.3f} ms" if hand else "none passed",
+               f"`{clb.label}` {an.compute_ms(clb):.3f} ms ({_depth(clb)})" if clb else "none passed",
+               an.speedup(clb, hand).text() if hand and clb else "—"]
+        for family in (COMPILER, PEER):
+            rival = _fastest(res, family)
+            row += ([f"`{rival.label}` {an.compute_ms(rival):.3f} ms", an.speedup(rival, hand).text() if hand else "—"]
+                    if rival else ["—", "—"])
+        rows.append(row)
+    return headers, rows
