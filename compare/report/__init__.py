@@ -2,7 +2,14 @@
 table, links) and a page per results file, per sweep and for the rooflines,
 in Markdown and HTML with PNG plots, rendered from results files only, so
 runs from several machines merge into one report.  The figures come from
-compare/analysis.py and compare/speedup.py; this package lays them out."""
-from .render import REPORT_ROOM, render_report
+compare/analysis.py and compare/speedup.py; this package lays them out.
 
-__all__ = ["REPORT_ROOM", "render_report"]
+render_report is imported when asked for: the answer alone (compare run's
+last lines) needs no plotting library."""
+
+
+def __getattr__(name):
+    if name in ("render_report", "REPORT_ROOM"):
+        from . import render
+        return getattr(render, name)
+    raise AttributeError(name)

@@ -226,6 +226,13 @@ def _backends_table(results: list[RunResult]):
     return (["backend", "side", "what it is"], list(seen.values())) if seen else None
 
 
+def _page(title: str) -> Document:
+    """A page of the report, its first line a link back to the index."""
+    doc = Document(title)
+    doc.links([("the report's index", "report", "the answer, the summary figure, the headline and every page")])
+    return doc
+
+
 def render_report(results: list[RunResult], paths: list[str], out_dir: str, published: bool = False,
                   baselines=an.DEFAULT_BASELINES, sweeps: list[LoadedSweep] = ()) -> list[str]:
     """The report's index (report.md, report.html: the answer, one summary figure, the headline table and
@@ -265,7 +272,7 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
         for res, path in zip(results, paths):
             stem = _page_stem(res, taken)
             title = f"{res.net.name} batch {res.net.batch} on {res.device.name}"
-            doc = Document(title)
+            doc = _page(title)
             names.extend(_file_page(doc, res, path, stage, stem, published, baselines))
             write_page(doc, stem)
             pages.append((title, stem, "per-layer times and speedups, kinds of layer, utilisation, modes, "
@@ -276,15 +283,15 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
             while stem in taken:
                 stem += "-2"
             taken.add(stem)
-            doc = Document(f"Batch sweep: {loaded.sweep.net} on {loaded.sweep.device}")
+            doc = _page(f"Batch sweep: {loaded.sweep.net} on {loaded.sweep.device}")
             names.extend(_sweep_page(doc, loaded, stage, stem))
             write_page(doc, stem)
             pages.append((f"batch sweep of {loaded.sweep.net} on {loaded.sweep.device}", stem,
                           f"where CLBlast catches up: {sr.crossover(sr.comparisons(loaded.results))}"))
         every = list(zip(results, paths)) + [pair for s in sweeps for pair in zip(s.results, s.paths)]
-        rooflines = Document("Rooflines")
+        rooflines = _page("Rooflines")
         roof_files = _roofline_sections(rooflines, every, stage)
-        if rooflines.blocks:
+        if len(rooflines.blocks) > 1:
             names.extend(roof_files)
             write_page(rooflines, "rooflines")
             pages.append(("rooflines", "rooflines", "each layer of each backend under the device's roof"))
