@@ -103,6 +103,7 @@ class StageRecord:
 
     def add(self, tried: Tried, parameters: dict) -> None:
         self.tried[tried.index] = tried
+        self.best = [b for b in self.best if b["index"] != tried.index]   # timed again: this time stands
         if tried.ms is not None:
             self._keep_best([{"index": tried.index, "ms": tried.ms, "parameters": parameters}])
 
@@ -386,12 +387,10 @@ class Store:
         return min(others, key=lambda t: t[:2])[2] if others else None
 
     def save_net(self, choice: NetChoice) -> Path:
-        """Written unless another process wrote a later choice for the net meanwhile (that one stands)."""
+        """Written whole (a choice is made from every verified problem: the last one made stands)."""
         path = self._net_path(choice.net)
         with self.lock():
-            there = self.load_net(choice.net)
-            if there is None or there.when <= choice.when:
-                write_json(path, choice.to_json())
+            write_json(path, choice.to_json())
         return path
 
     def all(self) -> list[ProblemRecord]:
