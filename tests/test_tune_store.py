@@ -92,3 +92,79 @@ def test_two_writers_of_one_record_each_keep_the_others_configurations(tmp_path)
     # another search order's configurations are other ones: not taken
     c = ProblemRecord(p, stages={"s": StageRecord("s", "Xgemm", "other order", 10)})
     assert c.absorb(mine.load(p)) == 0 and not c.stages["s"].tried
+
+
+def test_a_claim_keeps_another_search_off_until_its_process_is_gone(tmp_path):
+    """What a live search claims is skipped by the others; a dead process's claims lapse."""
+    import subprocess
+    import sys
+    from backends.tuner import claims as claims_module
+    from backends.tuner.claims import Claims
+    from backends.tuner.search import Search
+    from test_tune import LIMITS
+    store = Store(DEVICE, tmp_path)
+    p = problems.gemm(4, 8, 16)
+    lead = Search("", store, LIMITS, {p: ["t:x"]}).plans[0]
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        theirs = Claims(store)
+        theirs.me = claims_module.Owner(theirs.me.host, other.pid, claims_module.start_ticks(other.pid))
+        with store.lock():
+            theirs.sync({lead.key: set(range(10))})
+        search = Search("", store, LIMITS, {p: ["t:x"]})
+        plans, want = search._claim_next()
+        assert plans[0].key == lead.key and [i for i, _ in want][:2] == [10, 11]   # theirs skipped
+    finally:
+        other.kill()
+        other.wait()
+    search = Search("", store, LIMITS, {p: ["t:x"]})
+    plans, want = search._claim_next()                         # gone: its claims lapsed
+    assert [i for i, _ in want][0] == 0
+    data = json.loads((store.folder / "claims.json").read_text())
+    assert [c["pid"] for c in data["claims"]] == [claims_module.Owner.me().pid]
+
+
+def _tried_by(folder) -> dict[str, int]:
+    """Configurations in the records of `folder`, counted by who timed them; every file must be whole."""
+    by: dict[str, int] = {}
+    for path in folder.glob("*.json"):
+        data = json.loads(path.read_text())   # whole JSON, or this fails
+        if path.name in ("device.json", "claims.json") or path.name.startswith("net-"):
+            continue
+        rec = ProblemRecord.from_json(data)
+        for stage in rec.stages.values():
+            for t in stage.tried.values():
+                by[t.by] = by.get(t.by, 0) + 1
+    return by
+
+
+def test_two_tunes_on_one_folder_started_together_and_a_third_12_s_later_share_the_work(tmp_path):
+    """Every configuration any of them timed is in the store, none was timed by two, every file is whole,
+    no claim is left behind."""
+    import os
+    import re
+    import socket
+    import subprocess
+    import sys
+    import time
+    from conftest import backend_or_skip
+    backend_or_skip("clblast")
+    env = dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path))
+    argv = [sys.executable, "-m", "compare", "tune", "--net", "lenet", "--batch", "1", "--routines", "gemv",
+            "--scope", "clblast", "--budget-s", "20", "--jobs", "1"]
+
+    def start():
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    procs = [start(), start()]
+    time.sleep(12)
+    procs.append(start())
+    tried = {}
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        tried[f"{socket.gethostname()} pid {proc.pid}"] = int(re.search(r"CLBlast: (\d+) configurations tried", out)[1])
+    assert all(n >= 1 for n in tried.values()), tried
+    folder = next((tmp_path / "clblast-tuning").iterdir())
+    assert _tried_by(folder) == tried   # each one's own, all of them, none twice
+    assert json.loads((folder / "claims.json").read_text())["claims"] == []
+    assert not list(folder.glob("*.damaged-*"))
