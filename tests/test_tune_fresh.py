@@ -154,3 +154,39 @@ def test_what_was_checked_is_said_in_one_line(tmp_path, monkeypatch):
     assert fresh_line(search.checked) == (
         "checked in force before any call, as a backend runs them: 2 set-problem pairs, 1 wrong: XgemmDirect on "
         "gemm 4x8x16 (wrong result: NaN or inf in the output)")
+
+
+# A GEMMK=1 set of CLBlast's xgemm V=12 stage, found wrong in force from the start on MobileNet-v2's batched
+# depthwise GEMMs on PoCL (reports/pocl/NOTES.md).  On a depthwise GEMM of that shape (one filter, 9 taps, 56x56
+# pixels, 32 groups) PoCL left outputs unwritten where it ran first 30 times of 30 here, in three kinds of child
+# process; after CLBlast's database ran in the same process it came out right 6 times of 6.  Where its
+# out-of-bounds writes land depends on the process (the same set on 14x14 pixels was wrong in one kind of child
+# and right in another), so the test names the shape that was wrong in every one.
+V12_SET = [("Xgemm", {"GEMMK": 1, "MWG": 8, "NWG": 8, "KWG": 1, "MDIMC": 2, "NDIMC": 2, "MDIMA": 2, "NDIMB": 2,
+                      "KWI": 1, "VWM": 2, "VWN": 2, "STRM": 0, "STRN": 0, "SA": 0, "SB": 0, "KREG": 16}),
+           ("GemmRoutine", {"XGEMM_MIN_INDIRECT_SIZE": 0})]
+
+
+def test_a_real_child_on_pocl_finds_a_set_wrong_in_force_from_the_start_and_it_is_no_longer_a_choice(tmp_path):
+    from conftest import backend_or_skip
+    backend_or_skip("clblast")
+    from backends.clblast.record import Candidate, ProblemRecord, Verified
+    from backends.opencl.runtime import device_index, get_runtime
+    rt = get_runtime()
+    if "portable computing language" not in rt.info["platform"].lower():
+        pytest.skip(f"the set is known wrong on PoCL, not on {rt.info['platform']}")
+    p = problems.gemm(1, 3136, 9, 32)
+    pool = LocalPool(device_index(rt.device))
+    got = verify_module._fresh_child(pool, V12_SET, [p], 300)
+    assert got[p.key] is not None and got[p.key].startswith("wrong result"), got
+    assert verify_module._fresh_child(pool, [], [p], 300) == {p.key: None}   # the database's, right there
+    # verified as the fastest (as the verification's child, the database first, found it): the check in a real
+    # child takes it from the choices, and the run falls back to the database
+    store = Store(DEVICE, tmp_path)
+    store.save(ProblemRecord(p, ["t:x"], {}, Verified("now", {}, "test", [Candidate("database", [], 0.5),
+                                                                          Candidate("V=12", V12_SET, 0.4)])))
+    search = Search(pool, store, LIMITS, {p: ["t:x"]})
+    assert search.check_fresh(300) == [p]
+    cand = {c.label: c for c in store.load(p).verified.candidates}["V=12"]
+    assert cand.ms is None and "wrong with its sets in force before any call" in cand.error
+    assert Tuning(search.records, {p: 1}).sets(p) == []
