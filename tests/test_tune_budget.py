@@ -26,7 +26,7 @@ def test_the_budget_hands_out_each_phases_deadline_from_what_is_left():
     assert b.fresh() == pytest.approx(520.0 + 80 * 0.5) and b.nets() == 600.0
     clock.now = 2000.0
     assert b.left() == 0.0 and b.left(b.verify()) == 0.0       # past the end: nothing, never less
-    assert b.shares({"clblast": 9, "tiles": 1}) == {"clblast": 900.0, "tiles": 100.0}
+    assert b.shares({"clblast": 9, "tiles": 1}) == {"clblast": 450.0, "tiles": 50.0}
 
 
 def test_the_rate_of_a_search_per_place_and_what_is_left_per_net():
