@@ -11,6 +11,7 @@ by side).  It resumes where the last run stopped, so the depth only grows.
 """
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Callable
@@ -71,7 +72,8 @@ def targets(run: Run) -> list[tuple[Target, object, str]]:
     if run.scheduler is None:
         from backends.opencl.runtime import device_index
         rt = run.runtime()
-        jobs = run.jobs or (max(1, min(8, _cores() // 2)) if "GPU" in rt.info["type"] else 1)
+        # side by side only on a GPU: a CPU device's compiles and runs take every core already
+        jobs = run.jobs or (max(1, min(8, (os.cpu_count() or 2) // 2)) if "GPU" in rt.info["type"] else 1)
         return [(Target.of(rt, clblast_version()), LocalPool(device_index(rt.device), jobs), "")]
     from backends.tuner import farm
     try:
@@ -88,7 +90,7 @@ def targets(run: Run) -> list[tuple[Target, object, str]]:
         others = [f"{p.worker} ({k.device.name}, {k.device.driver}, {k.device.clblast})"
                   for k in kinds if k is not kind for p in k.places if p.worker not in {q.worker for q in kind.places}]
         where = (f"farm: {kind.device.name} ({kind.device.driver}, {kind.device.clblast}) on "
-                 f"{len(kind.places)} worker(s): {', '.join(p.worker for p in kind.places)}"
+                 f"{len(kind.places)} worker(s): {', '.join(p.name for p in kind.places)}"
                  + (f"; left out, another device: {'; '.join(others)}" if others and not run.every_kind else "")
                  + (f"; left out, no OpenCL device: {', '.join(bare)}" if bare else ""))
         out.append((Target(kind.device, kind.limits, kind.gpu), farm.DaskPool(client, kind.places, run.jobs), where))
@@ -112,11 +114,6 @@ def _kind_here(run: Run, kinds):
             return kind
     raise UserError(f"--scheduler: no worker has this machine's device {here.name} ({here.driver}, "
                     f"{here.clblast}); the workers hold {names}: name --devices all to tune those")
-
-
-def _cores() -> int:
-    import os
-    return os.cpu_count() or 2
 
 
 def tune_clblast(run: Run, budget: Budget) -> None:

@@ -340,6 +340,7 @@ class Store:
     def __init__(self, device: DeviceId, root: Path | None = None):
         self.device = device
         self.folder = (root or cache.cache_dir()) / FOLDER / device.slug
+        self._seen: dict[Path, tuple] = {}   # a record's file -> its _stamp as this process last read or wrote it
 
     def lock(self):
         """The folder's lock, for a read-merge-write of its files (taken again inside: no harm)."""
@@ -416,12 +417,28 @@ class Store:
             if there is not None and there.problem == rec.problem:
                 rec.absorb(there)
             write_json(path, rec.to_json())
+            self._seen[path] = _stamp(path)
         return path
 
     def refresh(self, rec: ProblemRecord) -> int:
-        """What other processes wrote of `rec`'s problem since, merged into it; how many configurations."""
-        there = self._read_record(self._path(rec.problem))
+        """What other processes wrote of `rec`'s problem since this process last read or wrote it, merged
+        into it; how many configurations."""
+        path = self._path(rec.problem)
+        seen = _stamp(path)
+        if seen is None or seen == self._seen.get(path):
+            return 0
+        there = self._read_record(path)
+        self._seen[path] = seen
         return rec.absorb(there) if there is not None and there.problem == rec.problem else 0
+
+
+def _stamp(path: Path) -> tuple | None:
+    """What tells one version of a file from the next (each write renames a new file into place)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
 def _read(path: Path, parse, kept, keep: bool = False):

@@ -59,17 +59,17 @@ class Claims:
         self.store, self.me = store, Owner.me()
         self.path = store.folder / FILE
         self.others: dict[tuple, set[int]] = {}
+        self._kept: list[dict] = []
 
     def _read(self) -> list[dict]:
         data, _ = read_json(self.path)   # a damaged claims file claims nothing: it is rewritten
         claims = data.get("claims") if isinstance(data, dict) else None
         return [c for c in claims if isinstance(c, dict)] if isinstance(claims, list) else []
 
-    def sync(self, mine: dict[tuple, set[int]]) -> None:
-        """Under the folder's lock (the caller holds it): read the others' live claims, and write ours as
-        `mine` says (plan key -> indices), renewed now."""
+    def read(self) -> None:
+        """The others' live claims (the caller holds the folder's lock until `write`)."""
         now = time.time()
-        kept, self.others = [], {}
+        self._kept, self.others = [], {}
         for c in self._read():
             try:
                 owner = Owner(str(c["host"]), int(c["pid"]), c.get("start"))
@@ -78,13 +78,20 @@ class Claims:
                 continue
             if owner == self.me or not owner.alive(renewed, now):
                 continue
-            kept.append(c)
+            self._kept.append(c)
             self.others.setdefault(key, set()).update(int(i) for i in indices)
-        kept += [{"host": self.me.host, "pid": self.me.pid, "start": self.me.start, "renewed": now,
-                  "plan": list(key), "indices": sorted(indices)} for key, indices in mine.items() if indices]
+
+    def write(self, mine: dict[tuple, set[int]]) -> None:
+        """The others' claims as read, and ours as `mine` says (plan key -> indices), renewed now."""
+        kept = self._kept + [{"host": self.me.host, "pid": self.me.pid, "start": self.me.start, "renewed": time.time(),
+                              "plan": list(key), "indices": sorted(indices)} for key, indices in mine.items() if indices]
         if kept or self.path.exists():
-            self.store.folder.mkdir(parents=True, exist_ok=True)
             write_json(self.path, {"schema": SCHEMA, "version": VERSION, "claims": kept})
+
+    def sync(self, mine: dict[tuple, set[int]]) -> None:
+        """Under the folder's lock (the caller holds it): read the others' claims, write ours."""
+        self.read()
+        self.write(mine)
 
     def taken(self, key: tuple) -> set[int]:
         """The indices of the plan `key` that other searches are timing (as of the last sync)."""

@@ -41,6 +41,10 @@ def probe() -> list[dict]:
         found = all_devices()
     except Exception as exc:  # noqa: BLE001 - no OpenCL here is an answer: no device
         return [{"error": str(exc)[:200]}]
+    if os.environ.get("PYOPENCL_CTX"):   # a worker started for one device of its machine uses that one only
+        from ..opencl.runtime import select_device
+        chosen = select_device().int_ptr
+        found = [d for d in found if d[2].int_ptr == chosen]
     version, out = clblast_version(), []
     for index, _, dev in found:
         info = device_info(dev)
@@ -89,6 +93,12 @@ class Place:
     index: str      # the device's 'P:D' there
     gpu: bool
     cores: int
+    alone: bool = True   # the worker's only device of the kind
+
+    @property
+    def name(self) -> str:
+        """What the records call it: the worker, and the device where the worker has several of the kind."""
+        return self.worker if self.alone else f"{self.worker} device {self.index}"
 
 
 @dataclass
@@ -119,6 +129,9 @@ def connect(address: str, timeout_s: float = 30.0):
             kind.places.append(Place(worker, d["index"], d["gpu"], int(d["cores"])))
         if not devices:
             bare[worker] = "no OpenCL device"
+    for kind in kinds.values():   # a worker with several devices of the kind runs children on each
+        many = {p.worker for p in kind.places if sum(q.worker == p.worker for q in kind.places) > 1}
+        kind.places = [Place(p.worker, p.index, p.gpu, p.cores, p.worker not in many) for p in kind.places]
     return client, list(kinds.values()), bare
 
 
@@ -128,8 +141,8 @@ class DaskPool:
 
     def __init__(self, client, places: list[Place], jobs: int | None = None):
         self.client = client
-        self.places = {p.worker: p for p in places}
-        self.jobs = {p.worker: jobs or (max(1, min(8, p.cores // 2)) if p.gpu else 1) for p in places}
+        self.places = {p.name: p for p in places}
+        self.jobs = {p.name: jobs or (max(1, min(8, p.cores // 2)) if p.gpu else 1) for p in places}
         self.topic = f"clblast-tune-{uuid.uuid4().hex[:10]}"
         self._ids = itertools.count()
         self._children: dict[int, tuple] = {}   # child id -> (handle, events, future, stop event's name, worker)
@@ -140,7 +153,7 @@ class DaskPool:
         client.subscribe_topic(self.topic, self._line)
 
     def slots(self) -> list[str]:
-        return [w for w in self.places if w not in self._gone for _ in range(self.jobs[w])]
+        return [name for name in self.places if name not in self._gone for _ in range(self.jobs[name])]
 
     def lost(self) -> list[str]:
         """The workers gone since last asked (at most every LOST_POLL_S)."""
@@ -152,15 +165,16 @@ class DaskPool:
             live = set(self.client.scheduler_info().get("workers", {}))
         except Exception:  # noqa: BLE001 - the scheduler unreachable: every worker is lost to us
             live = set()
-        gone = [w for w in self.places if w not in live and w not in self._gone]
+        gone = [name for name, p in self.places.items() if p.worker not in live and name not in self._gone]
         self._gone.update(gone)
         return gone
 
     def start(self, req: dict, place: str, events: queue.Queue, handle) -> None:
         cid = next(self._ids)
         stop_name = f"{self.topic}-stop-{cid}"
-        future = self.client.submit(child_on_worker, {**req, "device": self.places[place].index}, self.topic, cid,
-                                    stop_name, workers=[place], allow_other_workers=False, pure=False, retries=0,
+        where = self.places[place]
+        future = self.client.submit(child_on_worker, {**req, "device": where.index}, self.topic, cid, stop_name,
+                                    workers=[where.worker], allow_other_workers=False, pure=False, retries=0,
                                     key=f"{self.topic}-child-{cid}")
         with self._lock:
             self._children[cid] = (handle, events, future, stop_name, place)
@@ -208,12 +222,11 @@ class DaskPool:
 
     def answers(self, req: dict, timeout: float) -> tuple[list[dict], bool]:
         """One child on the first worker still there (the verification's children run alone)."""
-        live = [w for w in self.places if w not in self._gone]
+        live = [p for name, p in self.places.items() if name not in self._gone]
         if not live:
             return [], False
-        worker = live[0]
-        future = self.client.submit(answers_on_worker, {**req, "device": self.places[worker].index}, timeout,
-                                    workers=[worker], allow_other_workers=False, pure=False, retries=0)
+        future = self.client.submit(answers_on_worker, {**req, "device": live[0].index}, timeout,
+                                    workers=[live[0].worker], allow_other_workers=False, pure=False, retries=0)
         try:
             return future.result(timeout=timeout + RESULT_MARGIN_S)
         except Exception:  # noqa: BLE001 - the worker lost meanwhile: nothing came of it

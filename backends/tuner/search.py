@@ -224,10 +224,9 @@ class Search(Verifying):
             self._save(claims=False)   # first what this one did: the others read it with its claims
             for rec in self.records.values():
                 self.store.refresh(rec)
-            self.claims.sync(self._mine())
+            self.claims.read()
             nxt = self._next_chunk()
-            if nxt is not None:
-                self.claims.sync(self._mine(extra=_Child(*nxt)))
+            self.claims.write(self._mine(extra=_Child(*nxt) if nxt is not None else None))
             return nxt
 
     def _mine(self, extra: _Child | None = None) -> dict[tuple, set[int]]:
