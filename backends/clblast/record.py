@@ -153,19 +153,27 @@ class StageRecord:
     def to_json(self) -> dict:
         return {"stage": self.stage, "kernel": self.kernel, "order": self.order,
                 "default_count": self.default_count,
-                "tried": [[t.index, t.ms, t.error] + ([t.by] if t.by else [])
-                          for t in sorted(self.tried.values(), key=lambda t: t.index)],
-                "best": self.best}
+                "tried": [[t.index, t.ms, t.error] for t in sorted(self.tried.values(), key=lambda t: t.index)],
+                "best": self.best, "by": self._by()}
+
+    def _by(self) -> dict[str, list[int]]:
+        """Who timed which configuration: apart from `tried`, so a reader of the first version reads it."""
+        out: dict[str, list[int]] = {}
+        for t in sorted(self.tried.values(), key=lambda t: t.index):
+            if t.by:
+                out.setdefault(t.by, []).append(t.index)
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "StageRecord":
         """A stage; one cut short (shared_files.salvage) keeps the configurations before the cut."""
         rec = cls(d["stage"], d["kernel"], d["order"], int(d["default_count"]))
+        by = {int(i): name for name, indices in d.get("by", {}).items() for i in indices if isinstance(i, int)}
         for t in d["tried"]:
-            if not whole(t) or len(t) not in (3, 4):
+            if not whole(t) or len(t) != 3:
                 continue   # the entry at a cut
             i, ms, err = int(t[0]), None if t[1] is None else float(t[1]), t[2]
-            rec.tried[i] = Tried(i, ms, err, t[3] if len(t) == 4 else None)
+            rec.tried[i] = Tried(i, ms, err, by.get(i))
         rec.best = [b for b in d.get("best", []) if whole(b) and {"index", "ms", "parameters"} <= b.keys()]
         return rec
 
