@@ -23,6 +23,7 @@ from nets.errors import UserError
 
 from . import oracle, tune_show
 from .checking import compare_arrays
+from .files import check_writable
 
 
 @dataclass
@@ -124,6 +125,8 @@ def tune_clblast(run: Run, budget: Budget) -> None:
         require_library()
     asked = Asked.of(run.nets, run.batch, run.as_tuner, run.routines)
     work = targets(run)
+    for target, _, _ in work:   # before the budget is spent, not after
+        check_writable(str(target.store().folder / "device.json"), "the CLBlast tuning folder")
     said: list[list[str]] = [[] for _ in work]
     failed: list[str] = []
 

@@ -42,6 +42,8 @@ def cmd_tune(args) -> int:
         if "tiles" in scopes and args.scope != "clblast,tiles":
             raise UserError("--scheduler spreads CLBlast's search over the workers; our tiles are tuned here: "
                             "run --scope tiles without --scheduler")
+        if "tiles" in scopes:
+            print("tiles: not tuned with --scheduler (our tiles are tuned here: --scope tiles without it)")
         scopes = [s for s in scopes if s != "tiles"]
     # the CLBlast backends run every net; our tiles only the nets vectorised-tiled runs
     tiled = [n for n in loaded if backends.backend_class("vectorised-tiled").unsupported(n) is None]
@@ -63,11 +65,6 @@ def cmd_tune(args) -> int:
             if hasattr(pool, "close"):
                 pool.close()
         return 0
-    if "clblast" in scopes and args.scheduler is None:   # before the budget is spent, not after
-        from backends.clblast.tuned import clblast_version
-        from backends.tuner import Target
-        folder = Target.of(run.runtime(), clblast_version()).store().folder
-        check_writable(str(folder / "device.json"), "the CLBlast tuning folder")
     if "tiles" in scopes:
         check_writable(cache.path(TILES_KIND), "the tiles' cache")
     try:

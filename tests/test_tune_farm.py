@@ -100,3 +100,40 @@ def test_two_workers_fill_the_store_and_a_worker_killed_mid_search_loses_only_wh
     assert sorted(r.problem.key for r in records) == ["gemv 120x400", "gemv 120x400 transposed", "gemv 84x120",
                                                       "gemv 84x120 transposed"]
     assert all(list(r.stages) == ["xgemv V=1", "xgemv V=2", "xgemv V=3"] for r in records)
+
+
+def test_the_farm_tunes_this_machines_kind_or_every_kind_and_names_the_workers_left_out(monkeypatch):
+    from types import SimpleNamespace
+
+    from backends.clblast.record import DeviceId
+    from backends.clblast.tuned import clblast_version
+    from backends.tuner import farm
+    from backends.tuner.space import DeviceLimits
+    from compare import tune
+    from nets.errors import UserError
+    lib, limits = clblast_version(), DeviceLimits(65536, 256, (256, 256, 256))
+    a, b = DeviceId("A", "p", "1", lib), DeviceId("B", "p", "2", lib)
+    kinds = [farm.Kind(a, limits, False, [farm.Place("tcp://w1:1", "0:0", False, 2)]),
+             farm.Kind(b, limits, True, [farm.Place("tcp://w2:1", "0:0", True, 8), farm.Place("tcp://w4:1", "1:0", True, 8)])]
+    monkeypatch.setattr(farm, "connect", lambda address: (None, kinds, {"tcp://w3:1": "no OpenCL device"}))
+    monkeypatch.setattr(farm, "DaskPool", lambda client, places, jobs: [p.worker for p in places])
+
+    def run(here: str | None, every: bool = False):
+        r = tune.Run([], None, print, scheduler="tcp://s:8786", every_kind=every)
+        if here is None:
+            def no_device():
+                raise UserError("no OpenCL platform")
+            r.runtime = no_device
+        else:
+            r._rt = SimpleNamespace(info={"name": here, "platform": "p", "driver": {"A": "1", "B": "2"}.get(here, "9")})
+        return tune.targets(r)
+    (target, pool, where), = run("B")                     # this machine's kind, on its workers only
+    assert target.device == b and pool == ["tcp://w2:1", "tcp://w4:1"]
+    assert "left out, another device: tcp://w1:1 (A, 1, " in where and "no OpenCL device: tcp://w3:1" in where
+    assert [t.device for t, _, _ in run("B", every=True)] == [a, b]   # --devices all: each kind
+    with pytest.raises(UserError, match="no worker has this machine's device C"):
+        run("C")
+    with pytest.raises(UserError, match="tune each with --devices all"):
+        run(None)                                          # no device here, and two kinds there
+    kinds.pop(0)
+    assert [t.device for t, _, _ in run(None)] == [b]      # no device here: the only kind there is

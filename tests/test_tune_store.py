@@ -166,5 +166,5 @@ def test_two_tunes_on_one_folder_started_together_and_a_third_12_s_later_share_t
     assert all(n >= 1 for n in tried.values()), tried
     folder = next((tmp_path / "clblast-tuning").iterdir())
     assert _tried_by(folder) == tried   # each one's own, all of them, none twice
-    assert json.loads((folder / "claims.json").read_text())["claims"] == []
+    assert not (folder / "claims.json").exists()   # each released its own claims
     assert not list(folder.glob("*.damaged-*"))

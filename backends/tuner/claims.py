@@ -85,8 +85,10 @@ class Claims:
         """The others' claims as read, and ours as `mine` says (plan key -> indices), renewed now."""
         kept = self._kept + [{"host": self.me.host, "pid": self.me.pid, "start": self.me.start, "renewed": time.time(),
                               "plan": list(key), "indices": sorted(indices)} for key, indices in mine.items() if indices]
-        if kept or self.path.exists():
+        if kept:
             write_json(self.path, {"schema": SCHEMA, "version": VERSION, "claims": kept})
+        else:   # none left: no file (a finished tuning folder holds the records only)
+            self.path.unlink(missing_ok=True)
 
     def sync(self, mine: dict[tuple, set[int]]) -> None:
         """Under the folder's lock (the caller holds it): read the others' claims, write ours."""

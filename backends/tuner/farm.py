@@ -93,6 +93,7 @@ class Place:
     index: str      # the device's 'P:D' there
     gpu: bool
     cores: int
+    threads: int = 1     # the worker's threads: its children side by side at most
     alone: bool = True   # the worker's only device of the kind
 
     @property
@@ -116,6 +117,7 @@ def connect(address: str, timeout_s: float = 30.0):
     the workers without any OpenCL device, with why."""
     client = distributed.Client(address, timeout=timeout_s)
     found = client.run(probe)
+    threads = {w: int(info.get("nthreads", 1)) for w, info in client.scheduler_info().get("workers", {}).items()}
     kinds: dict[DeviceId, Kind] = {}
     bare: dict[str, str] = {}
     for worker, devices in sorted(found.items()):
@@ -126,23 +128,24 @@ def connect(address: str, timeout_s: float = 30.0):
             dev = DeviceId(**d["device"])
             local, group, items = d["limits"]
             kind = kinds.setdefault(dev, Kind(dev, DeviceLimits(int(local), int(group), tuple(items)), d["gpu"], []))
-            kind.places.append(Place(worker, d["index"], d["gpu"], int(d["cores"])))
+            kind.places.append(Place(worker, d["index"], d["gpu"], int(d["cores"]), threads.get(worker, 1)))
         if not devices:
             bare[worker] = "no OpenCL device"
     for kind in kinds.values():   # a worker with several devices of the kind runs children on each
         many = {p.worker for p in kind.places if sum(q.worker == p.worker for q in kind.places) > 1}
-        kind.places = [Place(p.worker, p.index, p.gpu, p.cores, p.worker not in many) for p in kind.places]
+        kind.places = [Place(p.worker, p.index, p.gpu, p.cores, p.threads, p.worker not in many) for p in kind.places]
     return client, list(kinds.values()), bare
 
 
 class DaskPool:
-    """The search's children on the workers of `places`, `jobs` side by side on each (default: one on a
-    CPU device, whose compiles take every core; half the worker's cores up to 8 on a GPU)."""
+    """The search's children on the workers of `places`, `jobs` side by side on each device (default: one
+    on a CPU device, whose compiles take every core; half the worker's cores up to 8 on a GPU), at most as
+    many as the worker has threads (`dask worker --nthreads`)."""
 
     def __init__(self, client, places: list[Place], jobs: int | None = None):
         self.client = client
         self.places = {p.name: p for p in places}
-        self.jobs = {p.name: jobs or (max(1, min(8, p.cores // 2)) if p.gpu else 1) for p in places}
+        self.jobs = {p.name: min(p.threads, jobs or (max(1, min(8, p.cores // 2)) if p.gpu else 1)) for p in places}
         self.topic = f"clblast-tune-{uuid.uuid4().hex[:10]}"
         self._ids = itertools.count()
         self._children: dict[int, tuple] = {}   # child id -> (handle, events, future, stop event's name, worker)
