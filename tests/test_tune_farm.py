@@ -38,9 +38,15 @@ def test_scheduler_and_devices_are_refused_in_one_line_when_wrong(tmp_path):
 def cluster():
     backend_or_skip("clblast")
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
-        with distributed.Client(c) as client:
-            yield c, client
+    before = dict(os.environ)   # LocalCluster sets heap and thread settings in this process's environment
+    try:
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      dashboard_address=None) as c:
+            with distributed.Client(c) as client:
+                yield c, client
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
 
 
 def _records(cache) -> list[ProblemRecord]:
