@@ -1,12 +1,14 @@
-"""The user's cache of per-device figures (the measured peak, CLBlast's
-tuned parameters): one JSON file per kind, keyed by the device.  Read here;
-written by the harness (compare/device_cache.py), atomically.
-COMPARE_CACHE_DIR moves it (the tests do)."""
+"""The user's cache of per-device figures (the measured peak, our tiles):
+one JSON file per kind, keyed by the device.  Read here; written by the
+harness (compare/device_cache.py), atomically, under the file's lock.  A
+damaged file keeps every device's entry that can be read and is set aside
+(shared_files.py).  COMPARE_CACHE_DIR moves it (the tests do)."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
+
+from .shared_files import locked, read_json, set_aside, whole, write_json
 
 
 def cache_dir() -> Path:
@@ -24,13 +26,27 @@ def path(kind: str) -> Path:
     return cache_dir() / f"{kind}.json"
 
 
+def lock(kind: str):
+    """The `kind` file's lock, for a read-merge-write of it."""
+    return locked(cache_dir(), f".{kind}.json.lock")
+
+
 def load(kind: str) -> dict:
-    """Every device's entry in the `kind` file; {} when there is none or it is damaged."""
-    try:
-        data = json.loads(path(kind).read_text(encoding="utf-8"))
+    """Every device's entry in the `kind` file; {} when there is none.  A damaged file keeps the entries
+    that can be read whole: they are written back, the file itself set aside, in one line."""
+    file = path(kind)
+    data, is_whole = read_json(file)
+    if is_whole:
         return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}   # no cache or a damaged one: measure again
+    kept = {k: v for k, v in data.items() if whole(v)} if isinstance(data, dict) else {}
+    with lock(kind):
+        again, now_whole = read_json(file)
+        if now_whole and isinstance(again, dict):   # another process mended it meanwhile
+            return again
+        devices = f"{len(kept)} device{'s' if len(kept) != 1 else ''}"
+        if set_aside(file, "cut short or not JSON", f"the entries of {devices} kept") is not None and kept:
+            write_json(file, kept, indent=1)
+    return kept
 
 
 def entry(kind: str, info: dict):

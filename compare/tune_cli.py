@@ -1,8 +1,7 @@
 """`compare tune` on the command line: its arguments checked, the device
-opened, the budget handed to compare/tune.py, what it found printed."""
+opened (or a Dask scheduler's workers asked for theirs), the budget handed
+to compare/tune.py, what it found printed."""
 from __future__ import annotations
-
-import os
 
 import backends
 from nets.errors import UserError
@@ -16,9 +15,9 @@ from .progress import Progress
 def cmd_tune(args) -> int:
     from backends import cache
     from backends.handwritten.tiles_tuned import KIND as TILES_KIND
-    from backends.opencl.runtime import get_runtime
+    from backends.tuner import Asked, Budget
 
-    from . import device_cache, tune
+    from . import tune, tune_show
     if not args.budget_s > 0:
         raise UserError(f"--budget-s must be a positive number of seconds, not {args.budget_s}")
     nets_ = [n.strip() for n in args.net.split(",") if n.strip()]
@@ -33,7 +32,19 @@ def cmd_tune(args) -> int:
         if "tiles" in scopes and args.scope != "clblast,tiles":
             raise UserError("--as-tuner searches CLBlast's Xgemm kernel alone; it takes --scope clblast")
         scopes = ["clblast"]
-        tune.net_problems(loaded, batch, as_tuner)   # refused here, before the device is opened
+        Asked.of(loaded, batch, as_tuner)   # refused here, before the device is opened
+    if args.devices not in (None, "this", "all"):
+        raise UserError(f"--devices takes 'all' (every device kind among the workers) or 'this', not {args.devices!r}")
+    if args.devices == "all" and args.scheduler is None:
+        raise UserError("--devices all tunes every device kind among a farm's workers: it needs --scheduler")
+    if args.scheduler is not None:
+        _farm_available(args.scheduler)
+        if "tiles" in scopes and args.scope != "clblast,tiles":
+            raise UserError("--scheduler spreads CLBlast's search over the workers; our tiles are tuned here: "
+                            "run --scope tiles without --scheduler")
+        if "tiles" in scopes:
+            print("tiles: not tuned with --scheduler (our tiles are tuned here: --scope tiles without it)")
+        scopes = [s for s in scopes if s != "tiles"]
     # the CLBlast backends run every net; our tiles only the nets vectorised-tiled runs
     tiled = [n for n in loaded if backends.backend_class("vectorised-tiled").unsupported(n) is None]
     if "tiles" in scopes and len(tiled) < len(loaded):
@@ -44,53 +55,44 @@ def cmd_tune(args) -> int:
         print(f"tiles: {', '.join(n.name for n in skipped)} left out (vectorised-tiled cannot run "
               f"{'it' if len(skipped) == 1 else 'them'}); CLBlast's problems are tuned for every net")
     routines = _routines(args.routines, loaded, batch, as_tuner)
-    rt = get_runtime(args.device)
+    jobs = positive("--jobs", args.jobs) if args.jobs is not None else None
+    progress = Progress()
+    run = tune.Run(loaded, batch, progress.update, args.device, jobs, as_tuner, routines, args.verify_only,
+                   args.scheduler, args.devices == "all", tiled if "tiles" in scopes else [])
     if args.show:
-        print(tune.show(rt, loaded, batch, as_tuner))
+        for target, pool, _ in tune.targets(run):
+            print(tune_show.show(target, loaded, batch, as_tuner))
+            if hasattr(pool, "close"):
+                pool.close()
         return 0
-    if "clblast" in scopes:   # before the budget is spent, not after
-        folder = tune.store_for(rt).folder
-        check_writable(str(folder / "device.json"), "the CLBlast tuning folder")
     if "tiles" in scopes:
         check_writable(cache.path(TILES_KIND), "the tiles' cache")
-    jobs = positive("--jobs", args.jobs) if args.jobs is not None else _default_jobs(rt)
-    # our tiles take little time: a tenth of the budget when both scopes are asked for
-    tiles_s = args.budget_s * (0.1 if len(scopes) > 1 else 1.0) if "tiles" in scopes else 0.0
-    progress = Progress()
-    tiles = search = None
-    rows, problems = [], []
     try:
-        if "clblast" in scopes:
-            search, verified = tune.tune_clblast(rt, loaded, batch, args.budget_s - tiles_s, jobs, progress.update,
-                                                 args.verify_only, as_tuner, routines)
-        if "tiles" in scopes and tiled:
-            tiles, rows = tune.tune_tiles(rt, tiled, [batch or n.default_batch for n in tiled], tiles_s,
-                                     progress.update)
+        tune.run_scopes(run, scopes, Budget(args.budget_s))
     finally:
         progress.done()
-    if search is not None:
-        print(f"CLBlast: {search.tried_now} configurations tried this run, {len(verified)} problems verified; "
-              f"written to {search.store.folder}")
-        if search.checked:
-            print(tune.fresh_line(search.checked))
-        print(tune.show(rt, loaded, batch, as_tuner))
-    if tiles is not None:
-        print(tune_tiles_table(rows))
-        kept = device_cache.store(TILES_KIND, rt.info, tiles, "the tiles' cache")
-        problems.append(kept.problem)
-        print(f"vectorised-tiled: {len(tiles['layers'])} conv layers timed in {tiles['took_s']:.0f} s; "
-              f"written to {kept.path or 'nowhere'}")
-    print(f"on {rt.info['name']}, budget {args.budget_s:.0f} s; `compare run` uses these "
+    where = run.runtime().info["name"] if args.scheduler is None else f"the workers of {args.scheduler}"
+    print(f"on {where}, budget {args.budget_s:.0f} s; `compare run` uses these "
           f"(--clblast-params database ignores them); run it again to go deeper")
-    unwritten(problems)
+    unwritten(run.unwritten)
     return 0
+
+
+def _farm_available(address: str) -> None:
+    """--scheduler needs Dask's distributed (the `farm` extra); a plain address is asked for."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError as exc:
+        raise UserError(f"--scheduler needs Dask's distributed, UNAVAILABLE here ({exc}): "
+                        f"pip install '.[farm]' (make setup installs it)") from None
+    if "://" not in address and ":" not in address:
+        raise UserError(f"--scheduler takes a Dask scheduler's address, tcp://HOST:PORT, not {address!r}")
 
 
 def _routines(text: str | None, nets, batch, as_tuner) -> list[str] | None:
     """--routines checked: known names, and posed by the nets (None: every routine)."""
     from backends.clblast import problems
-
-    from . import tune
+    from backends.tuner import net_problems
     if text is None:
         return None
     known = (problems.GEMM, problems.GEMV, problems.CONVGEMM)
@@ -99,23 +101,10 @@ def _routines(text: str | None, nets, batch, as_tuner) -> list[str] | None:
         raise UserError(f"--routines takes {', '.join(known)} (comma-separated), not {text!r}")
     if as_tuner is not None:
         raise UserError("--routines and --as-tuner exclude each other: --as-tuner searches the Xgemm kernel alone")
-    if not any(p.routine in asked for p in tune.net_problems(nets, batch)):
+    if not any(p.routine in asked for p in net_problems(nets, batch)):
         raise UserError(f"--routines {text}: no problem of {', '.join(n.name for n in nets)} calls "
                         f"{' or '.join(asked)}; name a routine the nets call")
     return asked
-
-
-def _default_jobs(rt) -> int:
-    """Side by side only on a GPU: a CPU device's compiles and runs take every core already."""
-    if "GPU" not in rt.info["type"]:
-        return 1
-    return max(1, min(8, (os.cpu_count() or 2) // 2))
-
-
-def tune_tiles_table(rows) -> str:
-    from tabulate import tabulate
-    return tabulate(rows, headers=["scope", "tuner", "for", "sizes", "tried", "matched", "best", "s"],
-                    disable_numparse=True)
 
 
 def add_tune_parser(sub) -> None:
@@ -129,8 +118,14 @@ def add_tune_parser(sub) -> None:
                    help="clblast: CLBlast's default search on each problem of the nets, then the best verified "
                         "against CLBlast's database; tiles: vectorised-tiled's tiles per conv layer (a tenth of "
                         "the budget); both by default")
-    p.add_argument("--jobs", type=int, help="searches side by side (default: half the host's cores up to 8 on a "
-                                            "GPU, 1 on a CPU device)")
+    p.add_argument("--jobs", type=int, help="searches side by side, on each worker with --scheduler (default: "
+                                            "half the host's cores up to 8 on a GPU, 1 on a CPU device)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="spread CLBlast's search over the workers of this Dask scheduler whose OpenCL device is "
+                        "this machine's (started with `dask worker tcp://HOST:PORT`); the results come back here")
+    p.add_argument("--devices", metavar="all",
+                   help="with --scheduler: 'all' tunes every device kind among the workers, each into its own "
+                        "store (default: this machine's device, or the only kind there is)")
     p.add_argument("--show", action="store_true", help="print how deep the tuning of this device went, and stop")
     p.add_argument("--as-tuner", metavar="LAYERS",
                    help="instead of the nets' problems, search these layers' im2col GEMMs (comma-separated names, or "

@@ -12,7 +12,7 @@ import pytest
 from backends.clblast import problems
 from backends.clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from backends.clblast.record import (Candidate, DeviceId, ProblemRecord, StageRecord, Store, Tried, Verified)
-from backends.clblast.space import STAGES, DeviceLimits, limits_from_device
+from backends.tuner.space import STAGES, DeviceLimits, limits_from_device
 from backends.clblast.tuned import Depth, Tuning
 from nets import LENET, MOBILENET_V2, Conv, Dense, Net, Subsample
 from conftest import backend_or_skip
@@ -82,7 +82,8 @@ def test_a_stage_continues_after_what_was_tried_and_counts_each_once():
 
 
 def test_the_candidates_are_the_database_then_the_best_of_each_kernel():
-    from backends.clblast.search import TOP, Search
+    from backends.tuner.search import Search
+    from backends.tuner.verify import TOP
     search = Search.__new__(Search)
     rec = ProblemRecord(problems.gemm(4, 8, 16))
     for name, kernel in (("xgemm V=1", "Xgemm"), ("xgemm_direct V=1", "XgemmDirect")):
@@ -152,7 +153,7 @@ def test_two_budget_limited_runs_on_this_device_the_second_continuing_the_first(
     """A tiny GEMM on PoCL: what the first run tried is not tried again; the depth grows; then the
     verification times CLBlast's database and the best found, through the routine."""
     backend_or_skip("clblast")
-    from backends.clblast.search import Search
+    from backends.tuner.search import Search
     from backends.opencl.runtime import device_index, get_runtime
     rt = get_runtime()
     store = Store(DeviceId.of(rt.info, "test"), tmp_path)
@@ -179,7 +180,7 @@ def test_two_budget_limited_runs_on_this_device_the_second_continuing_the_first(
     assert verified == [p] and rec.verified.database().ms > 0 and rec.verified.best_tuned().ms > 0
     assert not rec.needs_verifying()
     # one set per kernel for a net posing the problem twice: timed against the database, summed
-    from backends.clblast.search import verify_net
+    from backends.tuner.verify import verify_net
     choice = verify_net(second, "t batch 1", {p: 2}, 90)
     family = choice.families["XgemmDirect"]
     assert family["ms"] > 0 and family["database_ms"] > 0 and store.load_net("t batch 1").to_json() == choice.to_json()
@@ -188,7 +189,7 @@ def test_two_budget_limited_runs_on_this_device_the_second_continuing_the_first(
 
 def test_a_child_times_each_configuration_on_every_problem_of_its_stage_that_lacks_it(tmp_path):
     """Compiling dominates: one child takes a configuration to all the problems still lacking it."""
-    from backends.clblast.search import CHUNK, Search, _Child
+    from backends.tuner.search import CHUNK, Search, _Child
     store = Store(DEVICE, tmp_path)
     big, small, g = problems.gemm(64, 64, 64), problems.gemm(8, 8, 8, 4), problems.gemv(4, 8, True)
     search = Search("", store, LIMITS, {p: ["t:x"] for p in (big, small, g)})
@@ -201,7 +202,7 @@ def test_a_child_times_each_configuration_on_every_problem_of_its_stage_that_lac
     assert [p.problem for p in plans] == [big, small]     # the GEMV's stages are others
     assert [i for i, _ in want] == list(range(min(CHUNK, lead.record.default_count)))
     assert all(where == ([0] if i < 10 else [0, 1]) for i, where in want)
-    search.children.append(_Child(plans, want, proc=None))  # in a child's hands: the next chunk takes others
+    search.children.append(_Child(plans, want))  # in a child's hands: the next chunk takes others
     held = {(p.stage.name, i) for i, _ in want for p in plans}
     plans, want = search._next_chunk()
     assert [p.problem for p in plans] == [big, small]
@@ -211,8 +212,7 @@ def test_a_child_times_each_configuration_on_every_problem_of_its_stage_that_lac
 def fake_children(monkeypatch, body: str) -> None:
     """The search's children replaced by a Python script: `body` runs after the request is read into `req`
     (json, os, sys and time imported); a child stopped as hung is so after 1 s."""
-    from backends.clblast import search as search_module
-    from backends.clblast import watch
+    from backends.tuner import children, watch
     script = "import json, os, sys, time\nreq = json.loads(sys.stdin.read())\n" + body + "\n"
 
     def spawn(req):
@@ -221,7 +221,7 @@ def fake_children(monkeypatch, body: str) -> None:
         proc.stdin.write(json.dumps(req))
         proc.stdin.close()
         return proc
-    monkeypatch.setattr(search_module, "_spawn", spawn)
+    monkeypatch.setattr(children, "spawn", spawn)
     monkeypatch.setattr(watch, "IDLE_S", 1.0)
 
 
@@ -232,7 +232,7 @@ def test_a_configuration_that_kills_or_hangs_its_child_is_recorded_and_counted_a
     """A child answers its first configuration and then dies or sleeps for good (as PoCL's heap does on some
     GEMMK=1 kernels: an abort, or a deadlock in malloc): that second one is kept as failed and counts as
     tried, the third is tried by a later child."""
-    from backends.clblast.search import Search
+    from backends.tuner.search import Search
     fake_children(monkeypatch, "print(json.dumps({'ready': True}), flush=True)\n"
                                "index, _, where = req['configs'][0]\n"
                                "print(json.dumps({'index': index, 'problem': where[0], 'ms': 1.0, 'error': None}), "
@@ -252,7 +252,7 @@ def test_a_process_busy_on_the_processor_is_not_idle_and_a_sleeping_one_is():
     import subprocess
     import sys
     import time
-    from backends.clblast.watch import Watch, cpu_seconds
+    from backends.tuner.watch import Watch, cpu_seconds
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     asleep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
@@ -273,7 +273,7 @@ def test_a_process_busy_on_the_processor_is_not_idle_and_a_sleeping_one_is():
 def test_one_child_searches_two_problems_of_a_stage_on_this_device(tmp_path):
     """Both records get the configurations tried; a second problem adds no compile of its own."""
     backend_or_skip("clblast")
-    from backends.clblast.search import Search
+    from backends.tuner.search import Search
     from backends.opencl.runtime import device_index, get_runtime
     rt = get_runtime()
     store = Store(DeviceId.of(rt.info, "test"), tmp_path)
@@ -392,7 +392,7 @@ def test_tiles_are_measured_and_then_used(tmp_path):
 def test_the_kernel_alone_as_the_tuner_runs_it_computes_the_whole_product():
     backend_or_skip("clblast")
     import numpy as np
-    from backends.clblast.measure import Call
+    from backends.tuner.measure import Call
     from backends.opencl.runtime import get_runtime
     # VGG-16's conv3_2 GEMM (256 filters, 56x56 pixels, 2304) is the issue's 3200 x 256 x 2304
     assert problems.xgemm_alone(problems.gemm(256, 3136, 2304)).key == "xgemm alone 3200x256x2304"
@@ -406,8 +406,9 @@ def test_the_kernel_alone_as_the_tuner_runs_it_computes_the_whole_product():
 
 def test_the_kernel_alone_is_verified_on_its_tuners_clock_and_the_routine_on_the_wall_clock():
     backend_or_skip("clblast")
-    from backends.clblast.measure import Call
-    from backends.clblast.search import _verify_child, verify_how
+    from backends.tuner.measure import Call
+    from backends.tuner.children import LocalPool
+    from backends.tuner.verify import _verify_child, verify_how
     from backends.opencl.runtime import device_index, get_runtime
     rt = get_runtime(None)
     alone, routine = problems.Problem(problems.XGEMM_ALONE, (128, 128, 128)), problems.gemm(16, 100, 150)
@@ -418,7 +419,7 @@ def test_the_kernel_alone_is_verified_on_its_tuners_clock_and_the_routine_on_the
     with pytest.raises(ValueError, match="only the Xgemm kernel alone"):
         Call(rt, routine).kernel_ms()
     # the child times the database's kernel on that clock
-    timed = _verify_child({"task": "verify", "device": device_index(rt.device), "problem": alone.to_json(),
+    timed = _verify_child(LocalPool(device_index(rt.device)), {"task": "verify", "problem": alone.to_json(),
                            "candidates": [["database", []]], "rounds": 3, "cap_s": 5}, timeout=120)
     assert timed["database"][0] > 0 and timed["database"][1] is None
     # a verification timed on another clock than the problem's is made again; one on its clock is not
@@ -477,7 +478,7 @@ def _order(search) -> list:
 
 
 def test_the_search_goes_costliest_first_by_database_time_and_calls_then_by_flops(tmp_path):
-    from backends.clblast.search import Search, _stage_rank
+    from backends.tuner.search import Search, _stage_rank
     store = Store(DEVICE, tmp_path)
     big, mid = problems.gemm(256, 3136, 2304), problems.gemm(64, 64, 64)
     dw = problems.convgemm(1, (1, 7, 7), 1, (3, 3), (1, 1), (1, 1))    # a depthwise conv: one call per image and group
@@ -499,8 +500,8 @@ def test_the_search_goes_costliest_first_by_database_time_and_calls_then_by_flop
 
 
 def test_measuring_costs_keeps_each_time_and_a_failed_child_leaves_the_flops_order(tmp_path, monkeypatch):
-    from backends.clblast import search as search_module
-    from backends.clblast.search import Search
+    from backends.tuner import children
+    from backends.tuner.search import Search
     store = Store(DEVICE, tmp_path)
     big, dw = problems.gemm(256, 3136, 2304), problems.convgemm(1, (1, 7, 7), 1, (3, 3), (1, 1), (1, 1))
     small = problems.gemm(8, 8, 8)
@@ -512,7 +513,7 @@ def test_measuring_costs_keeps_each_time_and_a_failed_child_leaves_the_flops_ord
         return [{"ready": True}, {"label": "database", "problem": big.key, "ms": 1.0, "error": None},
                 {"label": "database", "problem": dw.key, "ms": 0.01, "error": None},
                 {"label": "database", "problem": small.key, "ms": None, "error": "wrong result"}], True
-    monkeypatch.setattr(search_module, "_answers", child)
+    monkeypatch.setattr(children, "answers", child)
     search = Search("", store, LIMITS, asked, progress=said.append, calls=calls)
     search.measure_costs(10)
     assert requests[0]["task"] == "cross" and requests[0]["candidates"] == []
@@ -526,7 +527,7 @@ def test_measuring_costs_keeps_each_time_and_a_failed_child_leaves_the_flops_ord
 
     def dead(req, timeout):
         return [], True
-    monkeypatch.setattr(search_module, "_answers", dead)
+    monkeypatch.setattr(children, "answers", dead)
     said.clear()
     search = Search("", Store(DEVICE, tmp_path / "other"), LIMITS, asked, progress=said.append, calls=calls)
     search.measure_costs(10)
@@ -535,7 +536,7 @@ def test_measuring_costs_keeps_each_time_and_a_failed_child_leaves_the_flops_ord
 
 def test_measuring_costs_on_this_device_times_the_database_of_each_problem(tmp_path):
     backend_or_skip("clblast")
-    from backends.clblast.search import Search
+    from backends.tuner.search import Search
     from backends.opencl.runtime import device_index, get_runtime
     rt = get_runtime()
     store = Store(DeviceId.of(rt.info, "test"), tmp_path)
@@ -585,7 +586,7 @@ def test_the_depth_says_which_share_of_clblasts_time_the_complete_problems_make(
 
 
 def test_show_gives_each_net_the_share_of_clblasts_time_its_complete_problems_make(tmp_path):
-    from compare.tune import net_lines
+    from compare.tune_show import net_lines
     store = Store(DEVICE, tmp_path)
     calls = problems.net_calls(LENET, 2)
     gemms = [p for p in calls if p.routine == problems.GEMM]
@@ -622,7 +623,7 @@ def test_clblasts_pass_takes_the_cheapest_composition_of_each_layer():
 
 
 def test_the_search_takes_the_problems_of_clblasts_cheapest_pass_first_most_of_it_per_configuration(tmp_path):
-    from backends.clblast.search import Search
+    from backends.tuner.search import Search
     store = Store(DEVICE, tmp_path)
     dw_gemm, dw_conv = problems.gemm(1, 196, 9, 384), problems.convgemm(1, (1, 14, 14), 1, (3, 3), (1, 1), (1, 1))
     pw_gemm, pw_conv = problems.gemm(64, 196, 384), problems.convgemm(1, (384, 14, 14), 64, (1, 1), (0, 0), (1, 1))
@@ -639,8 +640,9 @@ def test_the_search_takes_the_problems_of_clblasts_cheapest_pass_first_most_of_i
 
 def test_a_routine_with_every_problem_verified_is_chosen_for_the_net_the_others_keep_the_database(
         tmp_path, monkeypatch):
-    from backends.clblast import search as search_module
-    from backends.clblast.search import Search, verify_net
+    from backends.tuner import children
+    from backends.tuner.search import Search
+    from backends.tuner.verify import verify_net
     store = Store(DEVICE, tmp_path)
     a, b, g = problems.gemm(4, 8, 16), problems.gemm(8, 8, 8), problems.gemv(10, 20, True)
     store.save(verified_record(a, {"database": 0.3, "XgemmDirect": 0.2}))
@@ -653,7 +655,7 @@ def test_a_routine_with_every_problem_verified_is_chosen_for_the_net_the_others_
         return [{"label": label, "problem": problems.Problem.from_json(p).key,
                  "ms": 0.3 if label == "database" else 0.2}
                 for label in ["database"] + [c[0] for c in req["candidates"]] for p in req["problems"]], True
-    monkeypatch.setattr(search_module, "_answers", child)
+    monkeypatch.setattr(children, "answers", child)
     search = Search("", store, LIMITS, {p: ["t:x"] for p in weights})
     choice = verify_net(search, "t batch 1", weights, 30)
     # b, a GEMM, is not verified: no GEMM family is chosen; the GEMV is, over its calls
@@ -667,8 +669,9 @@ def test_a_routine_with_every_problem_verified_is_chosen_for_the_net_the_others_
 
 
 def test_a_routine_none_of_whose_problems_was_verified_again_keeps_its_net_choice_untimed(tmp_path, monkeypatch):
-    from backends.clblast import search as search_module
-    from backends.clblast.search import Search, verify_net
+    from backends.tuner import children
+    from backends.tuner.search import Search
+    from backends.tuner.verify import verify_net
     store = Store(DEVICE, tmp_path)
     a, g = problems.gemm(4, 8, 16), problems.gemv(10, 20, True)
     weights = {a: 1, g: 2}
@@ -688,7 +691,7 @@ def test_a_routine_none_of_whose_problems_was_verified_again_keeps_its_net_choic
         return [{"label": label, "problem": problems.Problem.from_json(p).key,
                  "ms": 0.3 if label == "database" else 0.2}
                 for label in ["database"] + [c[0] for c in req["candidates"]] for p in req["problems"]], True
-    monkeypatch.setattr(search_module, "_answers", child)
+    monkeypatch.setattr(children, "answers", child)
     first = verify_net(Search("", store, LIMITS, {p: ["t:x"] for p in weights}), "t batch 1", weights, 30)
     assert {"XgemmDirect", "Xgemv"} == set(first.families) and len(timed) == 2
     timed.clear()

@@ -7,21 +7,25 @@ by the device, its driver and the CLBlast library, so nothing carries over
 to another of them; one file per problem in it.  Per stage the file keeps
 every configuration tried, by its place in the stage's search order
 (space.py: fixed, so the next run continues after the last one tried),
-with its time or why it failed; and the verification's result: the best
-candidates and CLBlast's database parameters re-timed through the real
-routine, alone.
+with its time or why it failed, and where it was timed (a farm's worker);
+and the verification's result: the best candidates and CLBlast's database
+parameters re-timed through the real routine, alone.
+
+Several processes may tune one folder at once: every write merges what
+is on disk into what the writer holds, under the folder's lock
+(backends/shared_files.py), so each learns the others' results and none
+is lost.  A damaged file is set aside and what could be read of it kept.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import cache
-from ..atomic import write_text_atomic
+from ..shared_files import locked, read_json, set_aside, whole, write_json
 from .problems import Problem
 
 SCHEMA = "clblast-compare/clblast-tuning"
@@ -70,6 +74,7 @@ class Tried:
     index: int
     ms: float | None
     error: str | None = None
+    by: str | None = None   # where it was timed: a farm's worker, a process (None in older files)
 
 
 @dataclass
@@ -98,10 +103,38 @@ class StageRecord:
 
     def add(self, tried: Tried, parameters: dict) -> None:
         self.tried[tried.index] = tried
+        self.best = [b for b in self.best if b["index"] != tried.index]   # timed again: this time stands
         if tried.ms is not None:
-            self.best.append({"index": tried.index, "ms": tried.ms, "parameters": parameters})
-            self.best.sort(key=lambda b: b["ms"])
-            del self.best[self.KEEP:]
+            self._keep_best([{"index": tried.index, "ms": tried.ms, "parameters": parameters}])
+
+    def _keep_best(self, more: list[dict]) -> None:
+        known = {b["index"] for b in self.best}
+        self.best += [b for b in more if b["index"] not in known]
+        self.best.sort(key=lambda b: (b["ms"], b["index"]))
+        del self.best[self.KEEP:]
+
+    def absorb(self, other: "StageRecord") -> int:
+        """What `other` (the same stage on disk, written by another process) tried and this lacks, added;
+        how many.  Another search order's indices mean other configurations: nothing is taken from it."""
+        if other.order != self.order:
+            return 0
+        new = [t for i, t in other.tried.items() if i not in self.tried]
+        for t in new:
+            self.tried[t.index] = t
+        self._keep_best([b for b in other.best if b["index"] in self.tried
+                         and self.tried[b["index"]].ms is not None])
+        return len(new)
+
+    def best_is_stale(self) -> bool:
+        """Whether `best` is not the fastest of `tried` (a file salvaged after a cut lost it)."""
+        timed = sorted(t.ms for t in self.tried.values() if t.ms is not None)[:self.KEEP]
+        return sorted(b["ms"] for b in self.best) != timed
+
+    def rebuild_best(self, order: list[dict]) -> None:
+        """`best` made again from `tried`, the parameters from the stage's search order."""
+        self.best = []
+        self._keep_best([{"index": t.index, "ms": t.ms, "parameters": order[t.index]}
+                         for t in self.tried.values() if t.ms is not None and t.index < len(order)])
 
     def best_ms(self) -> float | None:
         return self.best[0]["ms"] if self.best else None
@@ -121,13 +154,27 @@ class StageRecord:
         return {"stage": self.stage, "kernel": self.kernel, "order": self.order,
                 "default_count": self.default_count,
                 "tried": [[t.index, t.ms, t.error] for t in sorted(self.tried.values(), key=lambda t: t.index)],
-                "best": self.best}
+                "best": self.best, "by": self._by()}
+
+    def _by(self) -> dict[str, list[int]]:
+        """Who timed which configuration: apart from `tried`, so a reader of the first version reads it."""
+        out: dict[str, list[int]] = {}
+        for t in sorted(self.tried.values(), key=lambda t: t.index):
+            if t.by:
+                out.setdefault(t.by, []).append(t.index)
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "StageRecord":
+        """A stage; one cut short (shared_files.salvage) keeps the configurations before the cut."""
         rec = cls(d["stage"], d["kernel"], d["order"], int(d["default_count"]))
-        rec.tried = {int(i): Tried(int(i), None if ms is None else float(ms), err) for i, ms, err in d["tried"]}
-        rec.best = list(d.get("best", []))
+        by = {int(i): name for name, indices in d.get("by", {}).items() for i in indices if isinstance(i, int)}
+        for t in d["tried"]:
+            if not whole(t) or len(t) != 3:
+                continue   # the entry at a cut
+            i, ms, err = int(t[0]), None if t[1] is None else float(t[1]), t[2]
+            rec.tried[i] = Tried(i, ms, err, by.get(i))
+        rec.best = [b for b in d.get("best", []) if whole(b) and {"index", "ms", "parameters"} <= b.keys()]
         return rec
 
 
@@ -219,13 +266,46 @@ class ProblemRecord:
                 "layers": self.layers, "stages": [s.to_json() for s in self.stages.values()],
                 "verified": self.verified.to_json() if self.verified else None, "database_ms": self.database_ms}
 
+    def absorb(self, other: "ProblemRecord") -> int:
+        """Merge in what `other` (this problem's record on disk, written by another process) knows and this
+        lacks: configurations tried, the later verification (the checks made of the same one), the layers,
+        the database's time; how many configurations were new."""
+        self.layers = sorted(set(self.layers) | set(other.layers))
+        new = 0
+        for name, theirs in other.stages.items():
+            if name in self.stages:
+                new += self.stages[name].absorb(theirs)
+            else:
+                self.stages[name] = theirs
+                new += len(theirs.tried)
+        mine = self.verified
+        if other.verified is not None and (mine is None or other.verified.when > mine.when):
+            self.verified = other.verified
+        elif other.verified is not None and mine.when == other.verified.when:
+            checked = {c.label: c for c in other.verified.candidates if c.fresh or (c.error and c.ms is None)}
+            for c in mine.candidates:   # a check another process made of the same verification
+                if c.label in checked and not c.fresh and c.ms is not None:
+                    c.ms, c.error, c.fresh = checked[c.label].ms, checked[c.label].error, checked[c.label].fresh
+        if self.database_ms is None:
+            self.database_ms = other.database_ms
+        return new
+
     @classmethod
     def from_json(cls, d: dict) -> "ProblemRecord":
+        """A record; one cut short (shared_files.salvage) keeps what came before the cut: its whole stages
+        and the configurations of the stage at the cut (a verification cut short is dropped: it is redone)."""
         if d.get("schema") != SCHEMA or d.get("version") != VERSION:
             raise ValueError(f"not a version {VERSION} {SCHEMA} file")
-        stages = [StageRecord.from_json(s) for s in d["stages"]]
+        stages = []
+        for s in d["stages"]:
+            try:
+                stages.append(StageRecord.from_json(s))
+            except (KeyError, TypeError, ValueError):
+                if whole(s):
+                    raise
+        verified = d.get("verified")
         return cls(Problem.from_json(d["problem"]), list(d.get("layers", [])), {s.stage: s for s in stages},
-                   Verified.from_json(d["verified"]) if d.get("verified") else None,
+                   Verified.from_json(verified) if verified and whole(verified) else None,
                    None if d.get("database_ms") is None else float(d["database_ms"]))   # absent in older files
 
 
@@ -261,27 +341,42 @@ class NetChoice:
 
 
 class Store:
-    """The tuning files of one device."""
+    """The tuning files of one device; safe with other processes writing them at once (module doc)."""
+
+    SPECIAL = ("device.json", "claims.json")   # files of the folder that are no problem's record
 
     def __init__(self, device: DeviceId, root: Path | None = None):
         self.device = device
         self.folder = (root or cache.cache_dir()) / FOLDER / device.slug
+        self._seen: dict[Path, tuple] = {}   # a record's file -> its _stamp as this process last read or wrote it
+
+    def lock(self):
+        """The folder's lock, for a read-merge-write of its files (taken again inside: no harm)."""
+        return locked(self.folder)
 
     def _path(self, problem: Problem) -> Path:
         name = re.sub(r"[^a-z0-9]+", "-", problem.key.lower()).strip("-")
         return self.folder / f"{name}.json"
 
     def load(self, problem: Problem) -> ProblemRecord | None:
-        """The problem's record, or None when there is none or it is damaged or of another version
-        (then it is searched afresh)."""
-        rec = _read(self._path(problem), ProblemRecord.from_json)
+        """The problem's record, or None when there is none (then it is searched afresh).  A damaged one
+        is set aside and what could be read of it kept."""
+        rec = self._read_record(self._path(problem))
         return rec if rec is not None and rec.problem == problem else None
+
+    def _read_record(self, path: Path) -> ProblemRecord | None:
+        return _read(path, ProblemRecord.from_json, lambda rec: (
+            f"kept {sum(len(s.tried) for s in rec.stages.values())} configurations tried" if rec is not None
+            else "nothing in it could be kept, its problem is searched afresh"), keep=True)
 
     def _net_path(self, net: str) -> Path:
         return self.folder / ("net-" + re.sub(r"[^a-z0-9]+", "-", net.lower()).strip("-") + ".json")
 
+    def _read_net(self, path: Path) -> NetChoice | None:
+        return _read(path, NetChoice.from_json, lambda _: "a choice cut short is no choice: it is made again")
+
     def load_net(self, net: str) -> NetChoice | None:
-        choice = _read(self._net_path(net), NetChoice.from_json)
+        choice = self._read_net(self._net_path(net))
         return choice if choice is not None and choice.net == net else None
 
     def load_net_nearest(self, name: str, batch: int) -> NetChoice | None:
@@ -294,46 +389,86 @@ class Store:
             return own
         others = []
         for path in sorted(self.folder.glob("net-*.json")) if self.folder.is_dir() else []:
-            choice = _read(path, NetChoice.from_json)
+            choice = self._read_net(path)
             b = _batch_of(choice.net, name) if choice is not None else None
             if b is not None and b > 0:
                 others.append((abs(math.log(b / batch)), b, choice))
         return min(others, key=lambda t: t[:2])[2] if others else None
 
     def save_net(self, choice: NetChoice) -> Path:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        """Written whole (a choice is made from every verified problem: the last one made stands)."""
         path = self._net_path(choice.net)
-        _write(path, choice.to_json())
+        with self.lock():
+            write_json(path, choice.to_json())
         return path
 
     def all(self) -> list[ProblemRecord]:
         out = []
         for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
-            if path.name == "device.json" or path.name.startswith("net-"):
+            if path.name in self.SPECIAL or path.name.startswith("net-"):
                 continue
-            rec = _read(path, ProblemRecord.from_json)
+            rec = self._read_record(path)
             if rec is not None:
                 out.append(rec)
         return out
 
     def save(self, rec: ProblemRecord) -> Path:
-        """Written whole to a temporary file and renamed: an interrupt leaves the last good file."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        device = self.folder / "device.json"
-        if not device.exists():
-            _write(device, {"schema": SCHEMA, "version": VERSION, "device": self.device.to_json()})
-        path = self._path(rec.problem)
-        _write(path, rec.to_json())
+        """Under the folder's lock: what another process wrote of the problem merged into `rec`
+        (ProblemRecord.absorb: `rec` then holds both), and the whole written to a temporary file and renamed
+        (an interrupt leaves the last good file)."""
+        with self.lock():
+            device = self.folder / "device.json"
+            if not device.exists():
+                write_json(device, {"schema": SCHEMA, "version": VERSION, "device": self.device.to_json()})
+            path = self._path(rec.problem)
+            there = self._read_record(path)
+            if there is not None and there.problem == rec.problem:
+                rec.absorb(there)
+            write_json(path, rec.to_json())
+            self._seen[path] = _stamp(path)
         return path
 
+    def refresh(self, rec: ProblemRecord) -> int:
+        """What other processes wrote of `rec`'s problem since this process last read or wrote it, merged
+        into it; how many configurations."""
+        path = self._path(rec.problem)
+        seen = _stamp(path)
+        if seen is None or seen == self._seen.get(path):
+            return 0
+        there = self._read_record(path)
+        self._seen[path] = seen
+        return rec.absorb(there) if there is not None and there.problem == rec.problem else 0
 
-def _read(path: Path, parse):
-    """`parse` of the file's JSON, or None where it is missing, damaged or of another version."""
+
+def _stamp(path: Path) -> tuple | None:
+    """What tells one version of a file from the next (each write renames a new file into place)."""
     try:
-        return parse(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError):
+        st = path.stat()
+    except OSError:
         return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
-def _write(path: Path, data: dict) -> None:
-    write_text_atomic(path, json.dumps(data, separators=(",", ":")) + "\n")   # an interrupt leaves the last good file
+def _read(path: Path, parse, kept, keep: bool = False):
+    """`parse` of the file's JSON, or None where there is none.  A damaged file (cut short, not JSON, of
+    another version) is set aside in one line that says what `kept(parsed)` says was kept; with `keep`,
+    what `parse` made of it is written back in its place."""
+    data, is_whole = read_json(path)
+    if data is None and is_whole:
+        return None
+    got = None
+    try:
+        got = parse(data)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        what = "not a version %d %s file" % (VERSION, SCHEMA) if is_whole else "cut short or not JSON"
+    else:
+        if is_whole:
+            return got
+        what = "cut short or not JSON"
+    with locked(path.parent):
+        again, now_whole = read_json(path)
+        if now_whole and again is not None and again != data:   # another process mended it meanwhile
+            return _read(path, parse, kept, keep)
+        if set_aside(path, what, kept(got)) is not None and keep and got is not None:
+            write_json(path, got.to_json())
+    return got

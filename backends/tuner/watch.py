@@ -2,7 +2,7 @@
 writes out of bounds writes into the host's heap: the child then aborts,
 or deadlocks inside malloc and sleeps for good.  A child busy compiling or
 timing uses the processor; one that stays silent and idle this long is
-stopped, instead of waiting out search.QUIET_S."""
+stopped, instead of waiting out children.QUIET_S."""
 from __future__ import annotations
 
 import os
@@ -17,6 +17,16 @@ def cpu_seconds(pid: int) -> float | None:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()   # the name in parentheses may hold spaces
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (with the pid, it names one process: a pid is
+    used again once its process is gone); None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
         return None
 

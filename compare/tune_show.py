@@ -1,0 +1,89 @@
+"""What `compare tune` prints of a tuning: its depth per problem and per net
+(`--show`, and after every run), and what the check in force found."""
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from backends.clblast import problems as clblast_problems
+from backends.clblast.record import Store, net_key
+from backends.clblast.tuned import Tuning, percent
+from backends.tuner import Asked, Search, Target
+
+
+def fresh_line(checked: list[tuple[str, str, str | None]]) -> str:
+    """What Search.check_fresh and the nets' choices found, in one line: sets checked in force before any
+    call, and those wrong there (no longer a choice)."""
+    wrong = [f"{label} on {key} ({why})" for key, label, why in checked if why]
+    return (f"checked in force before any call, as a backend runs them: {len(checked)} set-problem pairs, "
+            f"{len(wrong)} wrong" + (": " + "; ".join(wrong) if wrong else ""))
+
+
+def depth_rows(search: Search) -> list[list]:
+    """Per problem, in the search's order: what it costs a pass with CLBlast's database (all its calls, and
+    those of the cheapest composition of each layer: problems.cheapest_costs), the verified choice;
+    per stage: tried against CLBlast's default count, the best time."""
+    rows = []
+    for rec in search.records.values():
+        v = rec.verified
+        win, db = (v.winner(), v.database()) if v else (None, None)
+        cost, cheapest = search.cost(rec.problem), search.cheapest_cost(rec.problem)
+        verified = "not yet" if win is None else (
+            f"{win.label}: {win.ms:.4f} ms" + (f" (database {db.ms:.4f})" if db and db.ms and win is not db else ""))
+        for n, stage in enumerate(rec.stages.values()):
+            best = stage.best_ms()
+            head = [rec.problem.key, f"{cost:.4f}" if cost is not None else "-",
+                    f"{cheapest:.4f}" if cheapest is not None else "-"] if n == 0 else ["", "", ""]
+            rows.append(head + [stage.stage, f"{stage.done()}/{stage.default_count}",
+                                percent(stage.done(), max(stage.default_count, 1)),
+                                f"{best:.4f}" if best is not None else "-", verified if n == 0 else ""])
+    return rows
+
+
+def net_lines(store: Store, records: dict, nets, batch) -> list[str]:
+    """`records`: the nets' problems' (as the search loaded them).  Per net: its depth (with the share of
+    CLBlast's time its complete problems make, once known), and the one set per kernel chosen for all its
+    calls, against the database, summed over its layers."""
+    out = []
+    for net in nets:
+        b = batch or net.default_batch
+        name = net_key(net.name, b)
+        tuning = Tuning(records, clblast_problems.net_calls(net, b), apply=False,
+                        layers=clblast_problems.net_compositions(net, b))
+        out.append(f"{name}: {tuning.depth()}")
+        choice = store.load_net(name)
+        problems = clblast_problems.net_problems(net, b)
+        waiting = [p for p in problems if (r := records.get(p)) is None or r.verified is None]
+        routines = sorted({p.routine for p in waiting})
+        if choice is None:
+            out.append(f"{name}: no set per kernel chosen yet ("
+                       + (f"{len(waiting)} of its {len(problems)} problems not verified yet)" if waiting else
+                          f"its problems are verified, but choosing across them did not finish: "
+                          f"`compare tune --net {net.name} --verify-only --budget-s 600`)"))
+            continue
+        parts = [f"{family} {f['ms']:.4f} ms against the database's {f['database_ms']:.4f}"
+                 + ("" if choice.sets(family) else " (database kept)")
+                 for family, f in choice.families.items() if f.get("database_ms") is not None]
+        if routines:   # verify_net leaves them with the database until every problem of theirs is verified
+            parts.append(f"{', '.join(routines)} keep the database ({len(waiting)} of the net's problems not "
+                         f"verified yet)")
+        out.append(f"{name}: one set per kernel for the whole net, summed over its layers: " + "; ".join(parts))
+    return out
+
+
+def show(target: Target, nets, batch: int | None, as_tuner: list[str] | None = None) -> str:
+    """The depth of the tuning of the nets' problems on this device (0% where none was searched)."""
+    store, asked = target.store(), Asked.of(nets, batch, as_tuner)
+    search = Search("", store, target.limits, asked.problems, calls=asked.calls, layers=asked.layers)
+    records = list(search.records.values())
+    done = sum(r.depth()[0] for r in records)
+    total = sum(r.depth()[1] for r in records)
+    head = (f"CLBlast tuning of {store.device.name} ({store.device.driver}, {store.device.clblast}), {store.folder}:\n"
+            f"{percent(done, max(total, 1))} of CLBlast's default search ({done:,} of {total:,} configurations), "
+            f"complete on {sum(r.complete() for r in records)} of {len(records)} problems, "
+            f"verified on {sum(1 for r in records if r.verified)}\n")
+    return head + tabulate(depth_rows(search), headers=["problem", "database ms per pass",
+                                                       "in the cheapest pass", "stage", "tried",
+                                                       "of default", "best ms",
+                                                       "verified choice (ms: median wall; Xgemm alone: least kernel event)"],
+                           disable_numparse=True) + ("\n" + "\n".join(net_lines(store, search.records, nets, batch))
+                                                     if as_tuner is None else "")
