@@ -28,7 +28,7 @@ from nets.errors import UserError
 from . import oracle
 from .checking import compare_arrays
 
-SCOPES = ("clblast", "tiles")
+SCOPES = ("clblast", "tiles", "tinygrad")   # tinygrad: backends/peers/tinygrad_search.py
 
 
 def _oracle_checker(one, weights, x):

@@ -18,6 +18,8 @@ def cmd_tune(args) -> int:
     from backends.handwritten.tiles_tuned import KIND as TILES_KIND
     from backends.opencl.runtime import get_runtime
 
+    from backends.peers import tinygrad_search
+
     from . import device_cache, tune
     if not args.budget_s > 0:
         raise UserError(f"--budget-s must be a positive number of seconds, not {args.budget_s}")
@@ -45,29 +47,42 @@ def cmd_tune(args) -> int:
               f"{'it' if len(skipped) == 1 else 'them'}); CLBlast's problems are tuned for every net")
     routines = _routines(args.routines, loaded, batch, as_tuner)
     rt = get_runtime(args.device)
+    width = positive("--beam-width", args.beam_width)
     if args.show:
-        print(tune.show(rt, loaded, batch, as_tuner))
+        if scopes != ["tinygrad"]:
+            print(tune.show(rt, loaded, batch, as_tuner))
+        if "tinygrad" in scopes:
+            print(tinygrad_search.show(rt, loaded, batch, width))
         return 0
     if "clblast" in scopes:   # before the budget is spent, not after
         folder = tune.store_for(rt).folder
         check_writable(str(folder / "device.json"), "the CLBlast tuning folder")
     if "tiles" in scopes:
         check_writable(cache.path(TILES_KIND), "the tiles' cache")
+    if "tinygrad" in scopes:
+        check_writable(str(tinygrad_search.store_for(rt).path), "tinygrad's choices file")
     jobs = positive("--jobs", args.jobs) if args.jobs is not None else _default_jobs(rt)
     # our tiles take little time: a tenth of the budget when both scopes are asked for
     tiles_s = args.budget_s * (0.1 if len(scopes) > 1 else 1.0) if "tiles" in scopes else 0.0
+    # tinygrad's search takes half the budget beside the others
+    tinygrad_s = args.budget_s * (0.5 if len(scopes) > 1 else 1.0) if "tinygrad" in scopes else 0.0
     progress = Progress()
-    tiles = search = None
+    tiles = search = tinygrad = None
     rows, problems = [], []
     try:
         if "clblast" in scopes:
-            search, verified = tune.tune_clblast(rt, loaded, batch, args.budget_s - tiles_s, jobs, progress.update,
+            search, verified = tune.tune_clblast(rt, loaded, batch, args.budget_s - tiles_s - tinygrad_s, jobs,
+                                                 progress.update,
                                                  args.verify_only, as_tuner, routines)
         if "tiles" in scopes and tiled:
             tiles, rows = tune.tune_tiles(rt, tiled, [batch or n.default_batch for n in tiled], tiles_s,
                                      progress.update)
+        if "tinygrad" in scopes:
+            tinygrad = tinygrad_search.tune(rt, loaded, batch, tinygrad_s, width, progress.update)
     finally:
         progress.done()
+    if tinygrad is not None:
+        print("\n".join(tinygrad.lines()))
     if search is not None:
         print(f"CLBlast: {search.tried_now} configurations tried this run, {len(verified)} problems verified; "
               f"written to {search.store.folder}")
@@ -128,9 +143,12 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--scope", default="clblast,tiles",
                    help="clblast: CLBlast's default search on each problem of the nets, then the best verified "
                         "against CLBlast's database; tiles: vectorised-tiled's tiles per conv layer (a tenth of "
-                        "the budget); both by default")
+                        "the budget); both by default; tinygrad: tinygrad's schedule search (BEAM) of each kernel "
+                        "of the nets, the costliest first (half the budget beside others)")
     p.add_argument("--jobs", type=int, help="searches side by side (default: half the host's cores up to 8 on a "
                                             "GPU, 1 on a CPU device)")
+    p.add_argument("--beam-width", type=int, default=2,
+                   help="tinygrad's search width (BEAM) for --scope tinygrad (default 2: the backend's searched mode)")
     p.add_argument("--show", action="store_true", help="print how deep the tuning of this device went, and stop")
     p.add_argument("--as-tuner", metavar="LAYERS",
                    help="instead of the nets' problems, search these layers' im2col GEMMs (comma-separated names, or "

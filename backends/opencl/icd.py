@@ -40,10 +40,21 @@ class ClTarget:
 
 
 def icd_libraries(environ=os.environ) -> list[str]:
-    """The driver libraries the loader reads, in its order: OCL_ICD_FILENAMES, then the ICD files."""
+    """The driver libraries the loader may read: OCL_ICD_FILENAMES (the Khronos loader's), then what
+    OCL_ICD_VENDORS names as ocl-icd reads it (a folder of ICD files, one ICD file, or a library
+    itself), else the ICD files of OPENCL_VENDOR_PATH or /etc/OpenCL/vendors."""
     found = [p for p in environ.get("OCL_ICD_FILENAMES", "").split(":") if p]
-    vendors = Path(environ.get("OCL_ICD_VENDORS") or DEFAULT_VENDORS)
-    files = [vendors] if vendors.is_file() else sorted(vendors.glob("*.icd")) if vendors.is_dir() else []
+    folder = Path(environ.get("OPENCL_VENDOR_PATH") or DEFAULT_VENDORS)
+    named = environ.get("OCL_ICD_VENDORS") or ""
+    if not named:
+        files = sorted(folder.glob("*.icd")) if folder.is_dir() else []
+    elif Path(named).is_dir():
+        files = sorted(Path(named).glob("*.icd"))
+    elif named.endswith(".icd"):
+        files = [folder / named] if "/" not in named and (folder / named).is_file() else [Path(named)]
+    else:
+        files = []
+        found.append(named)
     for f in files:
         try:
             line = f.read_text(encoding="utf-8", errors="replace").strip()

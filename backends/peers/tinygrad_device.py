@@ -48,15 +48,12 @@ class Child:
         env.update({"CACHEDB": str(self.folder / "cache.db"), "DEV": "CL", "CACHELEVEL": None,
                     "IGNORE_BEAM_CACHE": None, "BEAM": None, "JITBEAM": None})
         self.worker = Worker(label, env=env)
-        self._stop = weakref.finalize(self, _stop, self.worker, self.folder)
+        # the folder goes with the worker, which the prepared nets hold (it may outlive this object)
+        self._remove = weakref.finalize(self.worker, shutil.rmtree, self.folder, True)
 
     def close(self) -> None:
-        self._stop()
-
-
-def _stop(worker: Worker, folder: Path) -> None:
-    worker.close()
-    shutil.rmtree(folder, ignore_errors=True)
+        self.worker.close()
+        self._remove()
 
 
 @dataclass(frozen=True)
@@ -73,6 +70,13 @@ def _address(handle) -> int:
     return ctypes.cast(handle, ctypes.c_void_p).value or 0
 
 
+def _devices(cl, platform, kind) -> list:
+    try:
+        return platform.get_devices(kind)
+    except cl.Error:   # DEVICE_NOT_FOUND
+        return []
+
+
 def open_device(target: ClTarget) -> OpenedDevice:
     """In the child: tinygrad's CL device that is `target`, checked by its OpenCL handle and name."""
     import pyopencl as cl
@@ -87,6 +91,12 @@ def open_device(target: ClTarget) -> OpenedDevice:
     if target.ordinal >= len(same):
         raise Unsupported(f"the platform {target.platform!r} lists no device {target.device!r} in tinygrad's process")
     wanted = same[target.ordinal].int_ptr
+    platform = cl.get_platforms()[0]
+    takes = _devices(cl, platform, cl.device_type.GPU) or _devices(cl, platform, cl.device_type.DEFAULT)
+    if wanted not in [d.int_ptr for d in takes]:
+        raise Unsupported(f"tinygrad's CL device takes the GPUs of a platform, else its default device: "
+                          f"{target.platform!r} gives it {', '.join(d.name.strip() for d in takes) or 'none'}, "
+                          f"not {target.device!r}")
     first = Device["CL"]   # lists the platform's devices as tinygrad takes them
     handles = [_address(h) for h in CLDevice.device_ids]
     if wanted not in handles:
