@@ -18,7 +18,7 @@ Modes:
 - `searched-wN`: the same at another width N, where choices at N exist.
 
 Timing: the whole pass is one TinyJit, compiled and captured at prepare
-and replayed by run() (OpenCL has no graph replay in tinygrad: one enqueue
+(one pass) and replayed by run() (OpenCL has no graph replay in tinygrad: one enqueue
 per kernel), which returns after the device's queue finished; the input is
 a plain copy into the JIT's input buffer, the output a plain copy out.
 Kernels that read only weights are pruned out of the replay (run once at
@@ -100,9 +100,11 @@ class TinygradNet(PreparedNet):
         return self._walk.run(x, lambda i, xs: fns[i](xs))[-1]
 
     def capture(self) -> None:
-        """The JIT's first call (compiles, with the schedule search's choices) and its capture."""
-        for _ in range(2):
-            self._y = self._jit(self._x)
+        """The JIT's capture, which compiles every kernel (with the schedule search's choices) and runs
+        the pass once.  Straight to it: the weights and the input are realized already, so the eager
+        first call a JIT makes for work to be done once has none (on PoCL it would cost a pass more)."""
+        self._jit.cnt = 1
+        self._y = self._jit(self._x)
         self._sync()
 
     def _sync(self) -> None:
@@ -209,8 +211,8 @@ class TinygradInChild(Backend):
                 "versions": {"tinygrad": tinygrad_version()}, "choices": str(self.store.path)}
 
     def modes(self):
-        others = [w for w in self.choices.widths() if w != DEFAULT_WIDTH]
-        return [UNTUNED, SEARCHED] + [mode_of(w) for w in others]
+        """untuned, and a searched mode for each width `compare tune` searched kernels at on this device."""
+        return [UNTUNED] + [mode_of(w) for w in sorted(self.choices.widths(), key=lambda w: w != DEFAULT_WIDTH)]
 
     def compile_pass(self, prepared: TinygradNet, net: Net, batch: int, width: int) -> tuple[int, int]:
         """Compile and capture the pass; with a width, (kernels given a searched schedule, distinct kernels)
@@ -219,6 +221,9 @@ class TinygradInChild(Backend):
         if width == 0:
             prepared.capture()
             return 0, 0
+        known = self.choices.depth(net_key(net.name, batch), width)
+        if width not in self.choices.widths() or (known is not None and known[0] == 0):
+            self._refuse(net, batch, width, known[1] if known else None)
         memo = (repr(net), batch, width)
         if memo in self._depths:
             prepared.capture()
@@ -230,11 +235,15 @@ class TinygradInChild(Backend):
             self._depths[memo] = (sum(1 for k in seen if k in self.hook.known), len(seen))
         searched, total = self._depths[memo]
         if searched == 0:
-            raise Unsupported(f"no kernel of {net.name} at batch {batch} was searched at width {width} on this "
-                              f"device ({total} kernels): `compare tune --scope tinygrad --net {net.name}"
-                              f"{'' if batch == net.default_batch else f' --batch {batch}'}"
-                              f"{'' if width == DEFAULT_WIDTH else f' --beam-width {width}'}` searches them")
+            self._refuse(net, batch, width, total)
         return searched, total
+
+    @staticmethod
+    def _refuse(net: Net, batch: int, width: int, total: int | None):
+        raise Unsupported(f"no kernel of {net.name} at batch {batch} was searched at width {width} on this device"
+                          f"{'' if total is None else f' ({total} kernels)'}: `compare tune --scope tinygrad --net "
+                          f"{net.name}{'' if batch == net.default_batch else f' --batch {batch}'}"
+                          f"{'' if width == DEFAULT_WIDTH else f' --beam-width {width}'}` searches them")
 
     def search_line(self, net: Net, batch: int, width: int, searched: int, total: int) -> str:
         """One line for the reports: the width, kernels searched of the pass's, where the choices come from."""
