@@ -56,14 +56,17 @@ def cache_device(device: str) -> str:
     return Device[device].renderer.target.device
 
 
+def put(key: KernelKey, device: str, opts: list) -> None:
+    """Choice `opts` (tinygrad's Opts) of kernel `key` into tinygrad's cache, as its search looks it up on `device`."""
+    from tinygrad.helpers import diskcache_put
+    diskcache_put("beam_search", {"ast": bytes.fromhex(key.ast), "amt": key.width, "allow_test_size":
+                                  key.allow_test_size, "device": cache_device(device), "suffix": key.suffix}, opts)
+
+
 def seed(choices: Choices, device: str) -> int:
     """Every choice into tinygrad's cache under the key its search looks up on `device`; how many."""
-    from tinygrad.helpers import diskcache_put
-    target = cache_device(device)
     for c in choices.kernels.values():
-        diskcache_put("beam_search", {"ast": bytes.fromhex(c.key.ast), "amt": c.key.width,
-                                      "allow_test_size": c.key.allow_test_size, "device": target,
-                                      "suffix": c.key.suffix}, opts_from_json(c.opts))
+        put(c.key, device, opts_from_json(c.opts))
     return len(choices.kernels)
 
 
@@ -149,17 +152,24 @@ class BeamHook:
         except Exception:  # noqa: BLE001 - a kernel that cannot be timed alone keeps no cost: it goes last
             return None
 
-    def search(self, key: str) -> Choice:
-        """tinygrad's own search of pending kernel `key` (it writes the cache); the choice it made."""
+    def search(self, key: str, device: str) -> Choice:
+        """tinygrad's own search of pending kernel `key`, the heuristics' schedule kept as a candidate:
+        where it times faster than the search's best (as tinygrad's search times them), it is the choice,
+        so a search never makes a kernel slower.  The choice goes into tinygrad's cache too."""
         p = self.pending[key]
         t0 = time.perf_counter()
         best = self.original(p.sched.copy(), p.rawbufs, p.var_vals, p.key.width, p.key.allow_test_size)
         took = time.perf_counter() - t0
+        best_ms, kept = self.time_ms(p, best), "search"
+        heuristic_ms = self.time_ms(p, heuristic(p.sched.copy()))   # beside the best, on the same clock
+        if heuristic_ms is not None and (best_ms is None or heuristic_ms < best_ms):
+            best, best_ms, kept = heuristic(p.sched.copy()), heuristic_ms, "heuristics"
+            put(p.key, device, best.applied_opts)
         self.known.add(key)
         del self.pending[key]
         settings = {k: os.environ[k] for k in SEARCH_SETTINGS if k in os.environ}
-        return Choice(p.key, opts_to_json(best.applied_opts), p.name, round(took, 2), _rounded(p.cost_ms),
-                      _rounded(self.time_ms(p, best)), settings, now())
+        return Choice(p.key, opts_to_json(best.applied_opts), p.name, round(took, 2), _rounded(heuristic_ms),
+                      _rounded(best_ms), settings, now(), kept)
 
 
 def _rounded(ms: float | None) -> float | None:

@@ -79,8 +79,9 @@ class KernelKey:
 
 @dataclass
 class Choice:
-    """One kernel's search: the optimisations applied (tinygrad's Opt as [op name, axis, arg]), and
-    what it cost and gained (the kernel alone, ms, as tinygrad's search times it)."""
+    """One kernel's search: the optimisations chosen (tinygrad's Opt as [op name, axis, arg]), and what
+    it cost and gained (the kernel alone, ms, as tinygrad's search times it: under the heuristics, and as
+    chosen, the faster of the search's best and the heuristics' schedule)."""
 
     key: KernelKey
     opts: list
@@ -90,6 +91,7 @@ class Choice:
     searched_ms: float | None
     settings: dict = field(default_factory=dict)   # tinygrad's BEAM_* variables in force, where set
     when: str = ""
+    kept: str = "search"           # or 'heuristics': tinygrad's hand-coded schedule timed faster than the search's
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -99,7 +101,8 @@ class Choice:
     @classmethod
     def from_json(cls, d: dict) -> "Choice":
         return cls(KernelKey.parse(d["key"]), list(d["opts"]), str(d["kernel"]), float(d["search_s"]),
-                   d.get("heuristic_ms"), d.get("searched_ms"), dict(d.get("settings") or {}), str(d.get("when", "")))
+                   d.get("heuristic_ms"), d.get("searched_ms"), dict(d.get("settings") or {}), str(d.get("when", "")),
+                   str(d.get("kept", "search")))
 
 
 @dataclass

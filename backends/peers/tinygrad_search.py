@@ -85,7 +85,7 @@ class SearchSession:
         timer.daemon = True
         timer.start()
         try:
-            return self.hook.search(key)
+            return self.hook.search(key, self.device.tinygrad)
         except BudgetSpent:
             terminate_worker_pool()   # its workers may still compile candidates of the abandoned search
             return None
@@ -250,8 +250,10 @@ def show(rt, nets, batch: int | None, width: int) -> str:
         survey = choices.nets.get(Survey(key, width).name)
         for k, name, ms in survey.kernels if survey else ():
             c = choices.kernels.get(k)
-            took = f"{ms:.4g} ms on the heuristics" if ms is not None else "untimed"
-            done = (f"searched in {c.search_s:.0f} s: {c.searched_ms:.4g} ms" if c is not None and c.searched_ms
-                    is not None else "searched" if c is not None else "not searched")
+            ms = c.heuristic_ms if c is not None else ms
+            took = f"{ms:.4g} ms on the heuristics" if ms is not None else "untimed on the heuristics"
+            done = ("not searched" if c is None else f"searched in {c.search_s:.0f} s: "
+                    + (f"{c.searched_ms:.4g} ms" if c.searched_ms is not None else "untimed")
+                    + (" (the heuristics' schedule, faster than the search's best)" if c.kept == "heuristics" else ""))
             lines.append(f"  {name}: {took}; {done}")
     return "\n".join(lines)
