@@ -51,7 +51,7 @@ def cmd_tune(args) -> int:
     if args.show:
         if scopes != ["tinygrad"]:
             print(tune.show(rt, loaded, batch, as_tuner))
-        if "tinygrad" in scopes:
+        if "tinygrad" in scopes or tinygrad_search.store_for(rt).path.exists():
             print(tinygrad_search.show(rt, loaded, batch, width))
         return 0
     if "clblast" in scopes:   # before the budget is spent, not after
@@ -60,6 +60,7 @@ def cmd_tune(args) -> int:
     if "tiles" in scopes:
         check_writable(cache.path(TILES_KIND), "the tiles' cache")
     if "tinygrad" in scopes:
+        tinygrad_search.require()
         check_writable(str(tinygrad_search.store_for(rt).path), "tinygrad's choices file")
     jobs = positive("--jobs", args.jobs) if args.jobs is not None else _default_jobs(rt)
     # our tiles take little time: a tenth of the budget when both scopes are asked for

@@ -87,7 +87,8 @@ class TinygradNet(PreparedNet):
         self._y = None
         self.memory_bytes = sum(n for _, n in built) + self._x.nbytes()
         self.config = {"mode": mode_of(width), "beam": width, "device": self._dev,
-                       "tinygrad_kernels": {"width": width, "searched": searched, "total": total},
+                       "tinygrad_kernels": {"width": width, "searched": searched, "total": total,
+                                            "searched_mode": owner.searched_depth(net, batch) if width == 0 else None},
                        "tinygrad_search": owner.search_line(net, batch, width, searched, total),
                        "jit": "TinyJit of the whole pass (prune=True: kernels of the weights alone run at prepare)",
                        "timing": TIMING}
@@ -244,6 +245,11 @@ class TinygradInChild(Backend):
                           f"{'' if total is None else f' ({total} kernels)'}: `compare tune --scope tinygrad --net "
                           f"{net.name}{'' if batch == net.default_batch else f' --batch {batch}'}"
                           f"{'' if width == DEFAULT_WIDTH else f' --beam-width {width}'}` searches them")
+
+    def searched_depth(self, net: Net, batch: int) -> dict | None:
+        """The searched mode's depth on `net` as the last survey of `compare tune` found it; None before one."""
+        found = self.choices.depth(net_key(net.name, batch), DEFAULT_WIDTH)
+        return None if found is None else {"width": DEFAULT_WIDTH, "searched": found[0], "total": found[1]}
 
     def search_line(self, net: Net, batch: int, width: int, searched: int, total: int) -> str:
         """One line for the reports: the width, kernels searched of the pass's, where the choices come from."""

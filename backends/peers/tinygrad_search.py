@@ -67,6 +67,9 @@ class SearchSession:
     def search_line(self, *args) -> str:
         return ""
 
+    def searched_depth(self, *args) -> None:
+        return None
+
     def survey(self, net, batch: int, width: int) -> list[tuple[str, str, float | None]]:
         """The distinct kernels of the net's pass at `width`, in compile order: (key, name, ms under the
         heuristics; None where known already or not timeable)."""
@@ -117,7 +120,8 @@ def store_for(rt) -> ChoiceStore:
     return ChoiceStore(DeviceId.of(rt.info, tinygrad_version() or "none"))
 
 
-def _require():
+def require() -> None:
+    """A UserError where the tinygrad scope cannot run here."""
     from .tinygrad_peer import TinygradBackend
     why = TinygradBackend.unavailable_reason()
     if why:
@@ -147,7 +151,7 @@ class _Ticker:
 
 def tune(rt, nets, batch: int | None, budget_s: float, width: int, progress) -> TuneResult:
     """Survey and search the nets' kernels at `width` within `budget_s` seconds (see the module)."""
-    _require()
+    require()
     store = store_for(rt)
     choices = store.load()
     result = TuneResult(store, width)
