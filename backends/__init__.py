@@ -26,6 +26,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "morton": ("backends.morton.backend", "MortonBackend"),
     "tensorflow": ("backends.peers.tensorflow_peer", "TensorflowBackend"),
     "torch": ("backends.peers.torch_peer", "TorchBackend"),
+    "tinygrad": ("backends.peers.tinygrad_peer", "TinygradBackend"),
 }
 
 __all__ = ["Backend", "LayerTiming", "ModeFloor", "PreparedNet", "Step", "RunOptions", "REGISTRY", "names", "backend_class",

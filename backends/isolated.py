@@ -110,11 +110,13 @@ def _stop(conn, proc, log) -> None:
 class Worker:
     """One child process that serves `new`, `call`, `get`, `drop` and `func`."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, env: dict[str, str | None] | None = None):
+        """`env`: changes to the child's environment (None unsets a variable)."""
         self.label = label
         ours, theirs = socket.socketpair()
         # the child sees the modules this process sees, tests' helpers included
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **(env or {})}
+        env = {k: v for k, v in env.items() if v is not None}
         fd = theirs.fileno()
         # its chatter (TensorFlow logs at import whatever the log level) goes to a file, shown if it dies
         self._log = tempfile.TemporaryFile()

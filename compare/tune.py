@@ -41,6 +41,7 @@ class Run:
     scheduler: str | None = None       # a Dask scheduler's address: tune on its workers
     every_kind: bool = False           # --devices all
     tiled: list = field(default_factory=list)        # the nets our tiles are tuned for
+    beam_width: int = 2                # tinygrad's search width
     unwritten: list[str] = field(default_factory=list)   # files kept elsewhere than asked, each in one line
     _rt: object = None
 
@@ -198,5 +199,15 @@ def tune_tiles(run: Run, budget: Budget) -> None:
           f"written to {kept.path or 'nowhere'}")
 
 
-# our tiles take little time: a tenth of the budget beside CLBlast's search
-SCOPES = {s.name: s for s in (Scope("clblast", tune_clblast, 9.0), Scope("tiles", tune_tiles, 1.0))}
+# -- tinygrad's schedule search
+def tune_tinygrad(run: Run, budget: Budget) -> None:
+    """tinygrad's BEAM search of every kernel of the nets on this device, the costliest first, each choice
+    kept as it comes (backends/peers/tinygrad_search.py)."""
+    from backends.peers import tinygrad_search
+    done = tinygrad_search.tune(run.runtime(), run.nets, run.batch, budget.seconds, run.beam_width, run.progress)
+    print("\n".join(done.lines()))
+
+
+# our tiles take little time: a tenth of the budget beside CLBlast's search; tinygrad's search half of it
+SCOPES = {s.name: s for s in (Scope("clblast", tune_clblast, 9.0), Scope("tiles", tune_tiles, 1.0),
+                              Scope("tinygrad", tune_tinygrad, 10.0))}

@@ -15,6 +15,7 @@ from .progress import Progress
 def cmd_tune(args) -> int:
     from backends import cache
     from backends.handwritten.tiles_tuned import KIND as TILES_KIND
+    from backends.peers import tinygrad_search
     from backends.tuner import Asked, Budget
 
     from . import tune, tune_show
@@ -39,6 +40,9 @@ def cmd_tune(args) -> int:
         raise UserError("--devices all tunes every device kind among a farm's workers: it needs --scheduler")
     if args.scheduler is not None:
         _farm_available(args.scheduler)
+        if "tinygrad" in scopes:
+            raise UserError("--scheduler spreads CLBlast's search over the workers; tinygrad's search runs here: "
+                            "run --scope tinygrad without --scheduler")
         if "tiles" in scopes and args.scope != "clblast,tiles":
             raise UserError("--scheduler spreads CLBlast's search over the workers; our tiles are tuned here: "
                             "run --scope tiles without --scheduler")
@@ -56,17 +60,24 @@ def cmd_tune(args) -> int:
               f"{'it' if len(skipped) == 1 else 'them'}); CLBlast's problems are tuned for every net")
     routines = _routines(args.routines, loaded, batch, as_tuner)
     jobs = positive("--jobs", args.jobs) if args.jobs is not None else None
+    width = positive("--beam-width", args.beam_width)
     progress = Progress()
     run = tune.Run(loaded, batch, progress.update, args.device, jobs, as_tuner, routines, args.verify_only,
-                   args.scheduler, args.devices == "all", tiled if "tiles" in scopes else [])
+                   args.scheduler, args.devices == "all", tiled if "tiles" in scopes else [], beam_width=width)
     if args.show:
-        for target, pool, _ in tune.targets(run):
-            print(tune_show.show(target, loaded, batch, as_tuner))
-            if hasattr(pool, "close"):
-                pool.close()
+        if scopes != ["tinygrad"]:
+            for target, pool, _ in tune.targets(run):
+                print(tune_show.show(target, loaded, batch, as_tuner))
+                if hasattr(pool, "close"):
+                    pool.close()
+        if "tinygrad" in scopes or tinygrad_search.store_for(run.runtime()).path.exists():
+            print(tinygrad_search.show(run.runtime(), loaded, batch, width))
         return 0
     if "tiles" in scopes:
         check_writable(cache.path(TILES_KIND), "the tiles' cache")
+    if "tinygrad" in scopes:   # before any budget is spent
+        tinygrad_search.require()
+        check_writable(str(tinygrad_search.store_for(run.runtime()).path), "tinygrad's choices file")
     try:
         tune.run_scopes(run, scopes, Budget(args.budget_s))
     finally:
@@ -117,7 +128,8 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--scope", default="clblast,tiles",
                    help="clblast: CLBlast's default search on each problem of the nets, then the best verified "
                         "against CLBlast's database; tiles: vectorised-tiled's tiles per conv layer (a tenth of "
-                        "the budget); both by default")
+                        "the budget); both by default; tinygrad: tinygrad's schedule search (BEAM) of each kernel "
+                        "of the nets, the costliest first (half the budget beside the others)")
     p.add_argument("--jobs", type=int, help="searches side by side, on each worker with --scheduler (default: "
                                             "half the host's cores up to 8 on a GPU, 1 on a CPU device)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
@@ -126,6 +138,8 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--devices", metavar="all",
                    help="with --scheduler: 'all' tunes every device kind among the workers, each into its own "
                         "store (default: this machine's device, or the only kind there is)")
+    p.add_argument("--beam-width", type=int, default=2,
+                   help="tinygrad's search width (BEAM) for --scope tinygrad (default 2: the backend's searched mode)")
     p.add_argument("--show", action="store_true", help="print how deep the tuning of this device went, and stop")
     p.add_argument("--as-tuner", metavar="LAYERS",
                    help="instead of the nets' problems, search these layers' im2col GEMMs (comma-separated names, or "

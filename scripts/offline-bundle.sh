@@ -17,6 +17,8 @@ platforms="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
     -d .offline/whl pyopencl tabulate cython scikit-build-core
 # pyclblast has no wheel: its source builds there against Debian's CLBlast
 "$python" -m pip download -q --no-deps --no-binary pyclblast -d .offline/whl pyclblast==1.4.0
+# tinygrad, the `tinygrad` peer: pure Python, no dependencies
+"$python" -m pip download -q --no-deps --only-binary=:all: -d .offline/whl "tinygrad>=0.14,<0.15"
 rm -f .offline/whl/numpy-*.whl   # numpy is there already; the GPU machine's own build stays
 
 (cd .offline/deb && apt-get download -q libclblast1 libclblast-dev clblast-utils ocl-icd-libopencl1 ocl-icd-opencl-dev \

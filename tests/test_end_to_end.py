@@ -11,10 +11,15 @@ from nets.errors import Unsupported
 
 # (backend, net) pairs refused on purpose, with what the reason must say
 REFUSED = {("fused", "vgg_case"): "of local memory for its activations"}
+# (backend, net) pairs too slow for the suite on two cores, checked by hand with `compare check`: tinygrad's
+# untuned VGG-16 compiles for about 20 s and takes 4-5 s a pass on PoCL (its layer kinds run in test_layers.py)
+SLOW = {("tinygrad", "vgg_case"): "compare check --net vgg16 --backends tinygrad,numpy"}
 
 
 @pytest.mark.parametrize("which", ["lenet_case", "vgg_case"])
 def test_net_matches_the_oracle(backend, which, request):
+    if (backend.name, which) in SLOW:
+        pytest.skip(f"too slow for the suite on two cores; by hand: {SLOW[backend.name, which]}")
     case = request.getfixturevalue(which)
     try:
         prepared = backend.prepare(case.net, case.weights, case.batch)

@@ -297,7 +297,8 @@ def test_tune_shows_its_depth_and_refuses_bad_options_in_one_line(tmp_path):
     assert "0% of CLBlast's default search (0 of " in shown.stdout and "gemm 6x784x25 batch 100" in shown.stdout
     assert "lenet batch 100: not tuned: none of its 10 problems searched yet" in shown.stdout
     for argv, message in [(["--budget-s", "0"], "--budget-s must be a positive number of seconds, not 0.0"),
-                          (["--scope", "everything"], "--scope takes clblast, tiles (comma-separated)"),
+                          (["--scope", "everything"], "--scope takes clblast, tiles, tinygrad (comma-separated)"),
+                          (["--scope", "tinygrad", "--beam-width", "0"], "--beam-width"),
                           (["--net", "nosuch", "--budget-s", "5"], "unknown net 'nosuch'"),
                           (["--jobs", "0"], "--jobs"),
                           (["--routines", "blas"], "--routines takes gemm, gemv, convgemm (comma-separated)"),

@@ -1,0 +1,184 @@
+"""What tinygrad's schedule search (BEAM) chose on one device, as a small
+file that can be committed: written by `compare tune --scope tinygrad`
+(tinygrad_search.py), read by the `tinygrad` backend's searched modes.
+
+tinygrad caches its search in an sqlite file (CACHEDB) that also holds
+every compiled binary (95 MB after two nets on the H100).  Only the
+choices travel: per kernel, the list of optimisations the search applied,
+under the fields tinygrad keys its own cache with (the kernel's AST hash,
+the width, whether the search timed a reduced global size, the renderer's
+suffix).  A backend or a search re-seeds them into a fresh CACHEDB.
+
+One folder per device under the cache (COMPARE_CACHE_DIR moves it), named
+by the device, its driver and tinygrad's version (an AST hash means
+nothing to another version); in it `choices.json`: the choices, and per
+net (name, batch, width) the distinct kernels of its pass with what each
+took under tinygrad's hand-coded heuristics, so the depth (kernels
+searched of the net's) is known without opening the device.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .. import cache
+from ..atomic import write_text_atomic
+
+SCHEMA = "clblast-compare/tinygrad-search"
+VERSION = 1
+FOLDER = "tinygrad-search"
+DEFAULT_WIDTH = 2
+
+
+def net_key(name: str, batch: int) -> str:
+    return f"{name} batch {batch}"
+
+
+@dataclass(frozen=True)
+class DeviceId:
+    """What the choices hold for: none carries over to another of these."""
+
+    name: str
+    platform: str
+    driver: str
+    tinygrad: str
+
+    @classmethod
+    def of(cls, info: dict, tinygrad: str) -> "DeviceId":
+        return cls(info["name"], info["platform"], info["driver"], tinygrad)
+
+    @property
+    def slug(self) -> str:
+        text = "|".join((self.name, self.platform, self.driver, self.tinygrad))
+        name = re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-")[:40] or "device"
+        return f"{name}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+
+
+@dataclass(frozen=True)
+class KernelKey:
+    """The fields tinygrad's own cache keys a search by, less the device string (the folder is the device)."""
+
+    width: int
+    ast: str               # hex of the kernel AST's hash
+    allow_test_size: bool
+    suffix: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.width}|{self.ast}|{int(self.allow_test_size)}|{self.suffix}"
+
+    @classmethod
+    def parse(cls, text: str) -> "KernelKey":
+        width, ast, allow, suffix = text.split("|", 3)
+        return cls(int(width), ast, allow == "1", suffix)
+
+
+@dataclass
+class Choice:
+    """One kernel's search: the optimisations chosen (tinygrad's Opt as [op name, axis, arg]), and what
+    it cost and gained (the kernel alone, ms, as tinygrad's search times it: under the heuristics, and as
+    chosen, the faster of the search's best and the heuristics' schedule)."""
+
+    key: KernelKey
+    opts: list
+    kernel: str                    # tinygrad's name of the kernel, for people
+    search_s: float
+    heuristic_ms: float | None
+    searched_ms: float | None
+    settings: dict = field(default_factory=dict)   # tinygrad's BEAM_* variables in force, where set
+    when: str = ""
+    kept: str = "search"           # or 'heuristics': tinygrad's hand-coded schedule timed faster than the search's
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["key"] = self.key.text
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Choice":
+        return cls(KernelKey.parse(d["key"]), list(d["opts"]), str(d["kernel"]), float(d["search_s"]),
+                   d.get("heuristic_ms"), d.get("searched_ms"), dict(d.get("settings") or {}), str(d.get("when", "")),
+                   str(d.get("kept", "search")))
+
+
+@dataclass
+class Survey:
+    """The distinct kernels of one net's pass at one width, in the order the pass compiles them:
+    (key, tinygrad's name, ms under the heuristics or None where it could not be timed)."""
+
+    net: str
+    width: int
+    kernels: list = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.net} width {self.width}"
+
+
+@dataclass
+class Choices:
+    device: DeviceId
+    kernels: dict = field(default_factory=dict)   # KernelKey.text -> Choice
+    nets: dict = field(default_factory=dict)      # Survey.name -> Survey
+
+    def widths(self) -> list[int]:
+        return sorted({c.key.width for c in self.kernels.values()})
+
+    def depth(self, net: str, width: int) -> tuple[int, int] | None:
+        """(kernels searched, distinct kernels) of `net` ('lenet batch 100') at `width`; None before a survey."""
+        survey = self.nets.get(Survey(net, width).name)
+        if survey is None:
+            return None
+        return sum(1 for key, _, _ in survey.kernels if key in self.kernels), len(survey.kernels)
+
+    def depth_words(self, net: str, width: int) -> str:
+        found = self.depth(net, width)
+        if found is None:
+            return f"{net}: not surveyed at width {width} (`compare tune --scope tinygrad` has not run it here)"
+        done, total = found
+        return f"{net}: {done} of {total} distinct kernels searched at width {width}"
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, "version": VERSION, "device": asdict(self.device),
+                "kernels": [c.to_json() for c in self.kernels.values()],
+                "nets": [{"net": s.net, "width": s.width, "kernels": [list(k) for k in s.kernels]}
+                         for s in self.nets.values()]}
+
+    @classmethod
+    def from_json(cls, d: dict, device: DeviceId) -> "Choices":
+        if d.get("schema") != SCHEMA or d.get("version") != VERSION or DeviceId(**d["device"]) != device:
+            raise ValueError(f"not a version {VERSION} {SCHEMA} file of {device}")
+        kernels = [Choice.from_json(c) for c in d["kernels"]]
+        surveys = [Survey(s["net"], int(s["width"]), [tuple(k) for k in s["kernels"]]) for s in d["nets"]]
+        return cls(device, {c.key.text: c for c in kernels}, {s.name: s for s in surveys})
+
+
+class ChoiceStore:
+    """The choices file of one device."""
+
+    def __init__(self, device: DeviceId, root: Path | None = None):
+        self.device = device
+        self.folder = (root or cache.cache_dir()) / FOLDER / device.slug
+        self.path = self.folder / "choices.json"
+
+    def load(self) -> Choices:
+        """What was chosen so far; empty where there is no file, or a damaged one or one of another version
+        (then the search starts afresh, and the next write replaces it)."""
+        try:
+            return Choices.from_json(json.loads(self.path.read_text(encoding="utf-8")), self.device)
+        except (OSError, ValueError, KeyError, TypeError):
+            return Choices(self.device)
+
+    def save(self, choices: Choices) -> Path:
+        """Written whole to a temporary file and renamed: an interrupt leaves the last good file."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(self.path, json.dumps(choices.to_json(), indent=1) + "\n")
+        return self.path
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
