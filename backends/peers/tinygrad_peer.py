@@ -36,7 +36,7 @@ import numpy as np
 from nets import Feature, LayerKind, Net
 from nets.errors import Unsupported, UserError
 
-from ..base import Backend, LayerTiming, PreparedNet, Step, layer_params
+from ..base import Backend, Family, LayerTiming, PreparedNet, Step, layer_params
 from ..isolated import IsolatedBackend
 from .graph_walk import GraphWalk
 from .tinygrad_choices import DEFAULT_WIDTH, ChoiceStore, DeviceId, net_key
@@ -267,6 +267,7 @@ class TinygradInChild(Backend):
 
 class TinygradBackend(IsolatedBackend):
     name = "tinygrad"
+    family = Family.COMPILER
     summary = ("peer: tinygrad on the same OpenCL device, its kernels generated and their schedules "
                "searched (BEAM) by `compare tune --scope tinygrad`")
     uses_opencl = True
