@@ -184,6 +184,8 @@ class ClblastInProcess(OpenCLBackend):
                               f"(tuning: {tuning.depth()}), so the database mode stands for it")
         return tuning
 
+    way_words = "in the composition it runs"
+
     def ways(self, net, batch: int, i: int, tuning: Tuning) -> list[list]:
         """Layer i's compositions as this backend may run them, each as the parameter sets of its calls in
         order (tuned.switches_per_pass): the study's recipe runs one; xCONVGEMM its own for a conv."""
@@ -212,9 +214,9 @@ class ClblastInProcess(OpenCLBackend):
             return None
         one, other = (dict(p) for p in list(sets[kernel])[:2])
         call_ms = overrides.override_ms(self.runtime.device, kernel, one, other)
-        return ModeFloor(switches * call_ms, f"{switches} parameter switches a pass x {call_ms:.3f} ms, the least "
-                                             f"an override call took here (the recompiles a switch can cost come "
-                                             f"on top)")
+        return ModeFloor(switches * call_ms, f"{switches} parameter switches a pass {self.way_words} x "
+                                             f"{call_ms:.3f} ms, the least an override call took here (the "
+                                             f"recompiles a switch can cost come on top)")
 
     def modes(self):
         return clblast_modes(self.runtime, self.options)

@@ -439,15 +439,23 @@ class ClblastBestInProcess(ClblastInProcess):
     # simulator such as Oclgrind, where the kernels matter and the times do not)
     repeats = REPEATS
 
+    way_words = "in the composition each layer's verified times favour"
+
     def ways(self, net, batch, i, tuning):
-        """Every composition of layer i, a GEMM routed to the direct or the indirect kernel: the fewest
-        switches clblast-best's choice per layer could make."""
-        ways = []
+        """Layer i's compositions, a GEMM routed to the direct or the indirect kernel: where every one was
+        verified, the one whose verified calls take least (what the choice at prepare measures, switches
+        aside); else all of them (tuned.switches_per_pass then bounds their switches from below)."""
+        options = []
         for way in problems.layer_compositions(net, batch, i):
             routes = ("XgemmDirect", "Xgemm") if any(p.routine == problems.GEMM for p in way) else (None,)
-            ways += [[frozen(tuning.sets(p, kernel if p.routine == problems.GEMM else None)) for p in way]
-                     for kernel in routes]
-        return ways
+            for kernel in routes:
+                route = [(p, kernel if p.routine == problems.GEMM else None, n) for p, n in way.items()]
+                times = [tuning.verified_ms(p, k) for p, k, _ in route]
+                ms = None if None in times else sum(t * n for t, (_, _, n) in zip(times, route))
+                options.append((ms, [frozen(tuning.sets(p, k)) for p, k, _ in route]))
+        if options and all(ms is not None for ms, _ in options):
+            return [min(options, key=lambda o: o[0])[1]]
+        return [sets for _, sets in options]
 
     def prepare(self, net, weights, batch, mode=None):
         require_library()

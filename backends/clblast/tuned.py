@@ -118,6 +118,18 @@ class Tuning:
                  and (kernel is None or any(k == kernel for k, _ in c.sets))]
         return min(cands, key=lambda c: c.ms).sets if cands else None
 
+    def verified_ms(self, problem: Problem, kernel: str | None = None) -> float | None:
+        """The verified time of the call `sets` gives (its set's, or the database's where it gives none); None
+        where the problem was not verified."""
+        rec = self.records.get(problem)
+        if rec is None or rec.verified is None:
+            return None
+        wanted = self.sets(problem, kernel)
+        for c in rec.verified.candidates:
+            if c.ms is not None and [(k, dict(p)) for k, p in c.sets] == [(k, dict(p)) for k, p in wanted]:
+                return c.ms
+        return None
+
     def sets(self, problem: Problem, kernel: str | None = None) -> list[tuple[str, dict]]:
         """The overrides of `problem`'s call ([]: CLBlast's database); `kernel` asks for a GEMM routed
         to that kernel (clblast-best's direct and indirect candidates)."""
