@@ -47,6 +47,7 @@ from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_d
 from .layout import round_up
 from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp, OutputEdge
 from .residual import FoldsResidualAdds, ResidualConvOp
+from .winograd import MODES as WINOGRAD_MODES, ChoosesWinograd, WinogradOp, with_residual
 from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 
 SOURCE = "vectorised.cl"
@@ -106,15 +107,19 @@ def pad_to(values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
+class VectorisedNet(ChoosesWinograd, FoldsResidualAdds, HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
 
-    def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured"):
+    def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured", winograd: str = "measured"):
         """`fold_depthwise` (dw_pw.FOLDS): whether a depthwise conv and the 1x1 conv that alone reads it
-        run as one kernel: always, never, or where measured faster at prepare."""
+        run as one kernel: always, never, or where measured faster at prepare.  `winograd`
+        (winograd.MODES): whether a 3x3 stride-1 conv runs as Winograd F(2x2) or F(4x4) (winograd.py)."""
         if fold_depthwise not in FOLDS:
             raise ValueError(f"fold_depthwise {fold_depthwise!r}: one of {', '.join(FOLDS)}")
+        if winograd not in WINOGRAD_MODES:
+            raise ValueError(f"winograd {winograd!r}: one of {', '.join(WINOGRAD_MODES)}")
+        self.winograd = winograd
         self.device = device_class(runtime.info)
         # Mali has dot hardware (study 7.2.2); elsewhere dot is a horizontal add
         self.dot_each = int(self.device == "mali")
@@ -278,6 +283,8 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
         """Conv i's op with add j in its epilogue (`extra`: its -D constants), writing
         add j's output; None where conv i does not run vectorised's conv kernel (the depthwise)."""
         op = self.ops[i]
+        if isinstance(op, WinogradOp):
+            return with_residual(self, op, j, extra, residual)
         if not isinstance(op, KernelOp) or op.launch.name != "conv":
             return None
         conv, src, dst = self.net.layers[i], self.input_layout(i), self.layouts[j + 1]
