@@ -105,10 +105,12 @@ inline void at_line(const vec* m, const int s, vec* o, const int t)
 // patches into Vs, float4 over four input channels; the work-items take the
 // TT x QC patches in turn, neighbours neighbouring tiles.
 inline void transform_chunk(__global const float4* restrict x, __local float4 (*Vs)[QC][TT], const int c0,
-                            const uint t0, const int tid)
+                            const uint t0, const uint tid)
 {
-    for (int task = tid; task < TT * QC; task += THREADS) {
-        const int tl = task % TT, q = task / TT;
+    // unsigned: LLVM then splits the division from the remainder without a `freeze`,
+    // an instruction Oclgrind's uninitialised-value check cannot run (kernels/tiled_conv.cl)
+    for (uint task = tid; task < TT * QC; task += THREADS) {
+        const uint q = task / TT, tl = task - q * TT;
         const uint t = t0 + tl;
         float4 d[E];
         if (t < TILES) {
@@ -205,7 +207,7 @@ void winograd(__global const float4* restrict x,
     __local float4 Vs[E][QC][TT];
 
     const int kx = get_local_id(0), tg = get_local_id(1), pg = get_local_id(2);
-    const int tid = (pg * TG + tg) * KG + kx;
+    const uint tid = (pg * TG + tg) * KG + kx;
     const uint t0 = get_group_id(1) * TT;
     const int k0 = (get_group_id(0) * KG + kx) * KW;   // this work-item's first output channel
     const vec bias = VLOAD(0, b + k0);

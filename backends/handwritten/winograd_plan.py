@@ -12,8 +12,8 @@ The rule, per layer:
   (a float4 per work-item), up to GPU_ITEMS work-items, KG the largest of
   16, 8, 4, 2, 1 whose channel block wastes at most 1/8 of the output
   channels on padding, TG halved while the layer gives fewer work-groups
-  than compute units, TC the most input channels whose patches fit in
-  GPU_LOCAL bytes; (a) every position in one work-item (PG = 1), RT = 2
+  than compute units, TC 16, 8 or 4 input channels (the most whose
+  patches fit in GPU_LOCAL bytes; all of them where they are fewer); (a) every position in one work-item (PG = 1), RT = 2
   tiles per work-item for F(2x2), 1 for F(4x4): a^2 float4 accumulators
   each, 32 or 36 float4s of registers; (b) the positions split over
   PG = 4 (F(2x2)) or 6 (F(4x4)) work-items, one tile each: a batch-1 layer
@@ -107,16 +107,17 @@ def tile_count(batch: int, h: int, w: int, m: int) -> int:
     return batch * -(-h // m) * -(-w // m)
 
 
-def _chunk(m: int, c_stored: int, tt: int, budget: int, channels: int = 0) -> int | None:
-    """The most input channels per chunk whose patches fit `budget` bytes: all of them, else 16, 8 or 4."""
-    for tc in (c_stored, 16, 8, 4):
+def _chunk(m: int, c_stored: int, tt: int, budget: int, channels: int = 0, whole: bool = True) -> int | None:
+    """The most input channels per chunk whose patches fit `budget` bytes: all of them (`whole`, or
+    where they are 16 at most), else 16, 8 or 4."""
+    for tc in ((c_stored,) if whole or c_stored <= 16 else ()) + (16, 8, 4):
         if c_stored % tc == 0 and local_bytes(m, tc, tt, channels) <= budget:
             return tc
     return None
 
 
 def _fitted(m: int, tiles: int, c_in: int, c_out: int, kw: int, kg: int, tg: int, pg: int, rt: int, budget: int,
-            max_group: int, max_items: tuple, enough_groups: int = 0) -> WinogradPlan | None:
+            max_group: int, max_items: tuple, enough_groups: int = 0, whole: bool = True) -> WinogradPlan | None:
     """The plan with these choices, TG halved while the layer gives fewer than `enough_groups`
     work-groups, and until the work-group and its local memory fit; None where they never do."""
     kp = round_up(c_out, kg * kw)
@@ -130,10 +131,10 @@ def _fitted(m: int, tiles: int, c_in: int, c_out: int, kw: int, kg: int, tg: int
     if kg * tg * pg > max_group or kg > max_items[0] or tg > max_items[1] or pg > max_items[2]:
         return None
     split = kg * kw if pg > 1 else 0
-    tc = _chunk(m, c_in, tg * rt, budget, split)
+    tc = _chunk(m, c_in, tg * rt, budget, split, whole)
     while tc is None and tg > 1:
         tg //= 2
-        tc = _chunk(m, c_in, tg * rt, budget, split)
+        tc = _chunk(m, c_in, tg * rt, budget, split, whole)
     return None if tc is None else WinogradPlan(m, kw, kg, tg, pg, rt, tc, kp, tiles)
 
 
@@ -149,10 +150,10 @@ def plan_winograd(m: int, batch: int, out_h: int, out_w: int, c_in_stored: int, 
         budget = min(GPU_LOCAL, local_mem)
         rt = 2 if m == 2 else 1
         plans.append(_fitted(m, tiles, c_in_stored, c_out_stored, kw, kg, max(1, GPU_ITEMS // kg), 1, rt, budget,
-                             max_group, max_items, compute_units))
+                             max_group, max_items, compute_units, whole=False))
         pg = 4 if m == 2 else 6
         plans.append(_fitted(m, tiles, c_in_stored, c_out_stored, kw, kg, max(1, GPU_ITEMS // (kg * pg)), pg, 1,
-                             budget, max_group, max_items, compute_units))
+                             budget, max_group, max_items, compute_units, whole=False))
     else:
         kw = 8 if c_out_stored % 8 == 0 else 4
         want = CPU_GROUPS_PER_CORE * compute_units
