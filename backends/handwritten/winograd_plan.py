@@ -120,16 +120,17 @@ def _fitted(m: int, tiles: int, c_in: int, c_out: int, kw: int, kg: int, tg: int
             max_group: int, max_items: tuple, enough_groups: int = 0, whole: bool = True) -> WinogradPlan | None:
     """The plan with these choices, TG halved while the layer gives fewer than `enough_groups`
     work-groups, and until the work-group and its local memory fit; None where they never do."""
-    kp = round_up(c_out, kg * kw)
-
     def groups(t: int) -> int:
-        return (kp // (kg * kw)) * -(-tiles // (t * rt))
+        return (round_up(c_out, kg * kw) // (kg * kw)) * -(-tiles // (t * rt))
     while tg > 1 and groups(tg) < enough_groups:
         tg //= 2
     while tg > 1 and (kg * tg * pg > max_group or tg > max_items[1]):
         tg //= 2
+    while kg > 1 and (kg * pg > max_group or kg > max_items[0]):
+        kg //= 2
     if kg * tg * pg > max_group or kg > max_items[0] or tg > max_items[1] or pg > max_items[2]:
         return None
+    kp = round_up(c_out, kg * kw)
     split = kg * kw if pg > 1 else 0
     tc = _chunk(m, c_in, tg * rt, budget, split, whole)
     while tc is None and tg > 1:
