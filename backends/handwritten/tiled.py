@@ -29,6 +29,7 @@ from ..opencl.launch import Launch, step_name
 from ..opencl.workgroups import build_fitting, limits
 from .net import KernelOp
 from .residual import ResidualConvOp
+from .split_choice import choose_split
 from .tiled_plan import TILES, plan_conv
 from .tiles_tuned import TunedTiles, layer_key
 from .vectorised import VectorisedBackend, VectorisedNet, is_depthwise, pad_to
@@ -95,12 +96,22 @@ class TiledNet(VectorisedNet):
             kind = "depthwise" if is_depthwise(layer, self.input_layout(index).c) else "grouped"
             self.tile_sources[layer.name] = f"no tile for {kind} convolutions: vectorised's kernel"
             return super().make_op(index, layer, params)
-        src, dst = self.input_layout(index), self.layouts[index + 1]
-        pixels = self.batch * dst.h * dst.w   # the implicit GEMM's rows
-        window = self.window_defines(layer, src, dst)
         key = layer_key(self.batch, self.net.in_shape(index), layer)
         measured = self.tuned.choice(key)
         tiles, ksplit = ((measured[0],), measured[1]) if measured else (self.tiles, self.ksplit)
+        self.tile_sources[layer.name] = self.tuned.source(key)
+        first = len(self.buffers)
+        op = self.tiled_op(index, layer, params, tiles, ksplit)
+        if op.reduce is None or self.ksplit is not None:
+            return op
+        return choose_split(self, index, op, self.buffers[first:],
+                            lambda: self.tiled_op(index, layer, params, (op.plan.tile,), 1))
+
+    def tiled_op(self, index, layer, params, tiles, ksplit) -> TiledConvOp:
+        """Conv layer `index` as the tiled kernel, planned among `tiles` (and a split, where `ksplit` is None)."""
+        src, dst = self.input_layout(index), self.layouts[index + 1]
+        pixels = self.batch * dst.h * dst.w   # the implicit GEMM's rows
+        window = self.window_defines(layer, src, dst)
 
         def defines_of(plan):
             return tile_defines(window, plan)
@@ -115,7 +126,6 @@ class TiledNet(VectorisedNet):
                         exact=True, kernel=kernel)
         weight = self.upload(tiled_filters(params["weight"], src.c_stored, plan.kp), f"{layer.name} weights")
         bias = self.upload(pad_to(params["bias"], plan.kp), f"{layer.name} bias")
-        self.tile_sources[layer.name] = self.tuned.source(key)
         if plan.ksplit == 1:
             return TiledConvOp(self, index, launch, plan, weight, bias)
         parts = plan.ksplit * pixels * plan.kp

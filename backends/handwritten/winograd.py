@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nets.errors import Unsupported
+
 from ..opencl.launch import Launch, step_name
 from ..opencl.net import Recorder
 from ..opencl.workgroups import build_fitting, limits
@@ -134,12 +136,19 @@ class ChoosesWinograd:
             return chosen
         forms, refused, owned = {"direct": op}, {}, {"direct": bufs}
         for m in TILE_SIZES:
-            count = len(plans(self, index, m, limits(self.rt)))
+            try:
+                count = len(plans(self, index, m, limits(self.rt)))
+            except Unsupported as exc:   # the device's work-groups or local memory hold no plan
+                refused[name(m)] = str(exc)
+                continue
             for which in range(count):
                 first = len(self.buffers)
                 built = build(self, index, params, m, which)
                 form = name(m) if count == 1 else f"{name(m)} {built.plan.label}"
                 forms[form], owned[form] = built, self.buffers[first:]
+        if len(forms) == 1:
+            record[layer.name] = {"chosen": "direct", "refused": refused}
+            return op
         outs = _outputs_on_random_input(self, index, forms)
         ref = outs["direct"]
         errors = {f: float(np.linalg.norm(o - ref) / (np.linalg.norm(ref) or 1.0)) for f, o in outs.items() if f != "direct"}
