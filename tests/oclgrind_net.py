@@ -6,7 +6,8 @@ conv and one of its own, adds through borders wider than their own, global
 average pool; `vectorised`'s depthwise folded into the 1x1 after it, with
 and without the residual add, as planned here and as planned on a GPU;
 the 3x3 stride-1 convs of `vectorised` and `vectorised-tiled` as each
-Winograd form, planned here and as on a GPU)
+Winograd form, planned here and as on a GPU; MobileNet-v2-like blocks
+chained into one kernel each)
 under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
 file under Oclgrind, which then is the only platform.  Exit 1 if an output
 disagrees with the float64 oracle."""
@@ -74,6 +75,21 @@ WINOGRAD_GPU = Net("winograd-gpu", (20, 5, 6), (
 ))
 
 
+# MobileNet-v2's blocks chained (backends/handwritten/blocks.py): each depthwise, its project, the add
+# where there is one, and the next expand (the last: a head 1x1) as one kernel; channels not a multiple of 4
+SHRUNK_BLOCKS = Net("shrunk-blocks", (3, 9, 7), (
+    Conv("stem", "relu6", out_channels=6, kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
+    Conv("b1_dw", "relu6", out_channels=6, kernel=(3, 3), pad=(1, 1), groups=6),
+    Conv("b1_project", "none", out_channels=6, kernel=(1, 1)),
+    Add("b1_add", "none", inputs=("b1_project", "stem")),
+    Conv("b2_expand", "relu6", out_channels=15, kernel=(1, 1)),
+    Conv("b2_dw", "sigmoid", out_channels=15, kernel=(3, 3), stride=(2, 2), pad=(1, 1), groups=15),
+    Conv("b2_project", "none", out_channels=7, kernel=(1, 1)),
+    Conv("head", "tanh", out_channels=10, kernel=(1, 1)),
+    GlobalAvgPool("gap"),
+))
+
+
 class UntimedBestInProcess(ClblastBestInProcess):
     repeats = 0   # every candidate built and run once, the first kept: under the simulator times mean nothing
 
@@ -121,6 +137,24 @@ def winograd(backend, form: str, gpu: bool = False):
     return prepare
 
 
+def blocks(backend, gpu: bool = False):
+    """`backend`'s net with every block chained into one kernel (unmeasured), planned as on a GPU of
+    16 compute units where `gpu`."""
+    from backends.handwritten import vectorised
+
+    def prepare(net, weights, batch):
+        info, saved = backend.runtime.info, (backend.runtime.info["compute_units"], vectorised.device_class)
+        if gpu:
+            info["compute_units"], vectorised.device_class = 16, (lambda _: "gpu")
+        try:
+            prepared = type(backend).net_class(backend.runtime, net, weights, batch, fuse_blocks="always")
+        finally:
+            info["compute_units"], vectorised.device_class = saved
+        assert len(prepared.config["blocks_fused"]) == 2, prepared.config
+        return prepared
+    return prepare
+
+
 def main(name: str) -> int:
     if name == "clblast-best":
         from backends.opencl.runtime import get_runtime
@@ -143,6 +177,8 @@ def main(name: str) -> int:
         runs.append((SHRUNK_DW_PW, 1, lambda *a: gpu_fold(backend, *a)))
     if forms:   # the GPU plans: every position in one work-item, and the positions split
         runs += [(WINOGRAD_GPU, 1, winograd(backend, form, gpu=True)) for form in (forms[1], forms[0] + ":1")]
+        # the block kernels, as planned here (vectorised) and on a GPU (vectorised-tiled)
+        runs.append((SHRUNK_BLOCKS, 2, blocks(backend, gpu=name == "vectorised-tiled")))
     for net, batch, prepare in runs:
         weights = init_weights(net, 0)
         x = make_input(net, batch, 0)

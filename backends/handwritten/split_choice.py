@@ -24,6 +24,6 @@ def choose_split(net, index: int, split_op, split_bufs: list, build_whole):
     keep_split = times[split] < times["one kernel"]
     net.release(whole_bufs if keep_split else split_bufs)
     net.config.setdefault("split_sums", {})[net.net.layers[index].name] = {
-        "chosen": split if keep_split else "one kernel", "ms": {k: round(v, 4) for k, v in times.items()},
-        "how": HOW}
+        "chosen": split if keep_split else "one kernel", "ms": {k: round(v, 4) for k, v in times.items()}}
+    net.config["measured_forms"] = HOW
     return split_op if keep_split else whole

@@ -78,13 +78,13 @@ class TiledConvOp(KernelOp):
 
 class TiledNet(VectorisedNet):
     def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None, tuned: TunedTiles | None = None,
-                 fold_depthwise: str = "measured", winograd: str = "measured"):
+                 fold_depthwise: str = "measured", winograd: str = "measured", fuse_blocks: str = "measured"):
         # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py, compare tune sweep them);
-        # `tuned`: the measured choices, used for the layers they name; `fold_depthwise`, `winograd`: as vectorised's
+        # `tuned`: the measured choices, used for the layers they name; `fold_depthwise`, `winograd`, `fuse_blocks`: as vectorised's
         self.tiles, self.ksplit = tiles, ksplit
         self.tuned = tuned or TunedTiles(None)
         self.tile_sources: dict[str, str] = {}
-        super().__init__(runtime, net, weights, batch, fold_depthwise, winograd)
+        super().__init__(runtime, net, weights, batch, fold_depthwise, winograd, fuse_blocks)
         self.config["tile_source"] = self.tile_sources
         self.config["conv"] = ("implicit GEMM tiles in local memory, register blocks per work-item "
                                "(kernels/tiled_conv.cl); tile and split per layer: backends/handwritten/tiled_plan.py")

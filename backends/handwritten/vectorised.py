@@ -43,6 +43,7 @@ from nets.layouts import chw_rows_to_hwc
 from ..base import layer_params
 from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class, limits
+from .blocks import MODES as BLOCK_MODES, FusesBlocks
 from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
 from .layout import round_up
 from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp, OutputEdge
@@ -107,19 +108,24 @@ def pad_to(values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-class VectorisedNet(ChoosesWinograd, FoldsResidualAdds, HandwrittenNet):
+class VectorisedNet(ChoosesWinograd, FusesBlocks, FoldsResidualAdds, HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
 
-    def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured", winograd: str = "measured"):
+    def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured", winograd: str = "measured",
+                 fuse_blocks: str = "measured"):
         """`fold_depthwise` (dw_pw.FOLDS): whether a depthwise conv and the 1x1 conv that alone reads it
         run as one kernel: always, never, or where measured faster at prepare.  `winograd`
-        (winograd.MODES): whether a 3x3 stride-1 conv runs as Winograd F(2x2) or F(4x4) (winograd.py)."""
+        (winograd.MODES): whether a 3x3 stride-1 conv runs as Winograd F(2x2) or F(4x4) (winograd.py).
+        `fuse_blocks` (blocks.MODES): whether an inverted residual and the next one's expand run as
+        one kernel (blocks.py)."""
         if fold_depthwise not in FOLDS:
             raise ValueError(f"fold_depthwise {fold_depthwise!r}: one of {', '.join(FOLDS)}")
         if winograd not in WINOGRAD_MODES:
             raise ValueError(f"winograd {winograd!r}: one of {', '.join(WINOGRAD_MODES)}")
-        self.winograd = winograd
+        if fuse_blocks not in BLOCK_MODES:
+            raise ValueError(f"fuse_blocks {fuse_blocks!r}: one of {', '.join(BLOCK_MODES)}")
+        self.winograd, self.fuse_blocks_mode = winograd, fuse_blocks
         self.device = device_class(runtime.info)
         # Mali has dot hardware (study 7.2.2); elsewhere dot is a horizontal add
         self.dot_each = int(self.device == "mali")
@@ -194,9 +200,11 @@ class VectorisedNet(ChoosesWinograd, FoldsResidualAdds, HandwrittenNet):
 
     def fused_ops(self):
         """The residual adds folded (residual.py), then each depthwise conv into
-        the 1x1 conv after it, where dw_pw.py finds one."""
+        the 1x1 conv after it, where dw_pw.py finds one, then each block and the
+        next one's expand into one kernel, where blocks.py finds them."""
         ops = super().fused_ops()
         self.fold_depthwise_convs(ops, self.residual_folds)
+        self.fuse_blocks(ops)
         return ops
 
     def fold_depthwise_convs(self, ops: list, adds: dict) -> None:

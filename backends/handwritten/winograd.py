@@ -163,5 +163,6 @@ class ChoosesWinograd:
                 self.release(b)
         record[layer.name] = {"chosen": best, "ms": {f: round(t, 4) for f, t in times.items()},
                               "rel_l2_against_direct": {f: float(f"{e:.2e}") for f, e in errors.items()},
-                              **({"refused": refused} if refused else {}), "how": HOW}
+                              **({"refused": refused} if refused else {})}
+        self.config["measured_forms"] = HOW
         return forms[best]
