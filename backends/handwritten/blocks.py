@@ -179,7 +179,7 @@ class FusesBlocks:
                 timed = f"; measured {ms['block']:.4f} ms against {ms['as it was']:.4f} as it was"
                 self.config["measured_forms"] = HOW
             ops[ch.d], ops[ch.i], ops[ch.e] = fold[0], built, FoldedExpand(self.ops[ch.e])
-            names = [self.net.layers[k].name for k in (ch.d, ch.i, ch.j, ch.e) if k != ch.j or ch.j != ch.i]
+            names = [self.net.layers[k].name for k in (ch.d, ch.i) + ((ch.j,) if ch.j != ch.i else ()) + (ch.e,)]
             plan = built.plan
             fused[e_name] = (f"into {self.net.layers[ch.i].name}'s block kernel ({' + '.join(names)}: "
                              f"{plan.tp} pixels x {plan.g} work-items a group, {plan.local_bytes} B of local "
