@@ -78,10 +78,15 @@ class TiledConvOp(KernelOp):
 
 class TiledNet(VectorisedNet):
     def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None, tuned: TunedTiles | None = None,
-                 fold_depthwise: str = "measured", winograd: str = "measured", fuse_blocks: str = "measured"):
+                 fold_depthwise: str = "measured", winograd: str = "measured", fuse_blocks: str = "measured",
+                 split_sums: str = "measured"):
         # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py, compare tune sweep them);
-        # `tuned`: the measured choices, used for the layers they name; `fold_depthwise`, `winograd`, `fuse_blocks`: as vectorised's
-        self.tiles, self.ksplit = tiles, ksplit
+        # `tuned`: the measured choices, used for the layers they name; `split_sums`: "measured" (a split
+        # kept where it measured faster than one kernel: split_choice.py) or "planned" (as the plan says);
+        # `fold_depthwise`, `winograd`, `fuse_blocks`: as vectorised's
+        if split_sums not in ("measured", "planned"):
+            raise ValueError(f"split_sums {split_sums!r}: measured or planned")
+        self.tiles, self.ksplit, self.split_sums = tiles, ksplit, split_sums
         self.tuned = tuned or TunedTiles(None)
         self.tile_sources: dict[str, str] = {}
         super().__init__(runtime, net, weights, batch, fold_depthwise, winograd, fuse_blocks)
@@ -102,7 +107,7 @@ class TiledNet(VectorisedNet):
         self.tile_sources[layer.name] = self.tuned.source(key)
         first = len(self.buffers)
         op = self.tiled_op(index, layer, params, tiles, ksplit)
-        if op.reduce is None or self.ksplit is not None:
+        if op.reduce is None or self.ksplit is not None or self.split_sums == "planned":
             return op
         return choose_split(self, index, op, self.buffers[first:],
                             lambda: self.tiled_op(index, layer, params, (op.plan.tile,), 1))
