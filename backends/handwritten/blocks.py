@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyopencl as cl
 
 from nets import Net
@@ -41,7 +42,7 @@ from ..opencl.net import LayerOp
 from ..opencl.workgroups import Limits, build_fitting, limits
 from .dw_pw import FoldedDepthwise, foldable_depthwise
 from .measured import HOW, fastest_ms
-from .net import EdgeOp, InputEdge, OutputEdge
+from .net import EdgeOp, InputEdge, KernelOp
 from .residual import InPlaceOfConv
 
 SOURCE = "blocks.cl"
@@ -217,20 +218,27 @@ class FusesBlocks:
         if used > local_mem:
             return f"the built kernel takes {used} B of local memory, the device has {local_mem} B"
         launch = Launch(self.rt, SOURCE, "block", None, plan.global_size, plan.local, exact=True, kernel=kernel)
-        from .vectorised import depthwise_filters, nhwc_filters, pad_to   # vectorised imports this module
-        p_dw, p_pw, p_ex = (layer_params(net, self._weights, k) for k in (ch.d, ch.i, ch.e))
-        up = self.upload
-        args = (_bare(self.ops[ch.d]).in_buf,
-                up(depthwise_filters(p_dw["weight"], mid.c_stored), f"{dw.name} weights (block)"),
-                up(pad_to(p_dw["bias"], mid.c_stored), f"{dw.name} bias (block)"),
-                up(nhwc_filters(p_pw["weight"], mid.c_stored, dst.c_stored), f"{pw.name} weights (block)"),
-                up(pad_to(p_pw["bias"], dst.c_stored), f"{pw.name} bias (block)"),
-                *((residual,) if residual is not None else ()),
-                up(nhwc_filters(p_ex["weight"], dst.c_stored, out.c_stored), f"{ex.name} weights (block)"),
-                up(pad_to(p_ex["bias"], out.c_stored), f"{ex.name} bias (block)"),
+        residual_arg = (residual,) if residual is not None else ()
+        args = (_bare(self.ops[ch.d]).in_buf, *_bare(self.ops[ch.d]).args[1:3],   # the depthwise kernel's own
+                *self._pointwise_buffers(ch.i, mid.c_stored, dst.c_stored), *residual_arg,
+                *self._pointwise_buffers(ch.e, dst.c_stored, out.c_stored),
                 self.activations[ch.j + 1], self.activations[ch.e + 1])
         what = step_name("depthwise", dw.activation) + "+" + step_name("conv 1x1", pw.activation)
         if ch.j != ch.i:
             what = step_name(f"{what}+add", net.layers[ch.j].activation)
         what = f"block {what}+" + step_name("conv 1x1", ex.activation)
         return BlockOp(_bare(self.ops[ch.i]), launch, args, what, plan)
+
+    def _pointwise_buffers(self, k: int, c_stored: int, k_stored: int) -> tuple:
+        """1x1 conv k's weights as rows (k_stored, c_stored) and its bias (k_stored): the buffers of
+        vectorised's conv kernel, which hold them so, else uploaded so (a tiled conv's are columns)."""
+        op = _bare(self.ops[k])
+        if isinstance(op, KernelOp) and op.launch.name == "conv":
+            return op.args[1:3]
+        params = layer_params(self.net, self._weights, k)
+        weight = np.zeros((k_stored, c_stored), np.float32)
+        weight[:params["weight"].shape[0], :params["weight"].shape[1]] = params["weight"][:, :, 0, 0]
+        bias = np.zeros(k_stored, np.float32)
+        bias[:len(params["bias"])] = params["bias"]
+        name = self.net.layers[k].name
+        return self.upload(weight, f"{name} weights (block)"), self.upload(bias, f"{name} bias (block)")
