@@ -19,7 +19,10 @@ of their own: `config`'s tile_source says so per layer.  So are the folds:
 a residual add into the tiled conv before it (its epilogue, or its adding
 kernel's), and a depthwise conv into the 1x1 conv after it, which then
 runs as `vectorised`'s dw_pw kernel instead of a tile (fold_depthwise
-"never" keeps the two, "measured" the faster per pair: dw_pw.py).
+"never" keeps the two, "measured" the faster per pair: dw_pw.py).  So are
+the forms measured at prepare (Winograd, block kernels: docs/kernels.md);
+and a split sum is kept only where it measured faster, its second launch
+included, than the same tile in one kernel (split_choice.py).
 """
 from __future__ import annotations
 
@@ -171,7 +174,7 @@ class TiledBackend(VectorisedBackend):
                "grouped/depthwise convs, pools as vectorised; folds as vectorised (a library call cannot): each residual "
                "add and its activation into the conv before it, each depthwise conv and the 1x1 conv after it into "
                "vectorised's one kernel through local memory (that 1x1 then untiled) where that measured faster at "
-               "prepare")
+               "prepare; Winograd and block kernels as vectorised; a split sum only where measured faster)")
     net_class = TiledNet
 
     def prepare(self, net, weights, batch, mode=None):

@@ -27,6 +27,11 @@ sections 7.2 and 7.4).
   memory (dw_pw.py); where the tile does not fit the device's local memory,
   with fold_depthwise="never", or with "measured" where the two kernels
   measured faster at prepare, they stay two kernels (`config` says which);
+- per layer, forms of the same work measured at prepare, the faster kept
+  (docs/kernels.md): a 3x3 stride-1 conv as Winograd F(2x2) or F(4x4)
+  (winograd.py) against the direct kernel; a MobileNet-v2 block's
+  depthwise, project and add with the next block's expand as one kernel
+  (blocks.py) against the kernels it replaces;
 - the net's input goes NCHW -> NHWC (border, padding channels), and its
   output back where it is not already canonical, in small kernels on the
   device timed with the first and last layers (net.py, kernels/layout.cl).
@@ -336,7 +341,8 @@ class VectorisedBackend(HandwrittenBackend):
                "graphs: depthwise conv its own float4 kernel, grouped conv as zero blocks; folds what a library call "
                "cannot: each residual add and its activation into the conv before it, and each depthwise conv into "
                "the 1x1 conv after it (one kernel, the depthwise output kept in local memory, not global) where "
-               "that measured faster at prepare, else their own kernels")
+               "that measured faster at prepare, else their own kernels; 3x3 stride-1 convs as Winograd F(2x2)/F(4x4) "
+               "and MobileNet blocks as one kernel each, where measured faster at prepare")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
     supported_features = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD,
