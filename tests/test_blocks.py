@@ -97,10 +97,11 @@ def test_chained_blocks_match_the_oracle(runtime, monkeypatch, seed, gpu):
         fused = prepared.config["blocks_fused"]
         assert set(fused) == {"b2_expand", "b3_expand", "head"}
         assert fused["b3_expand"].startswith("into b2_project's block kernel (b2_dw + b2_project + b3_expand")
-        prepared.load_input(x)
-        steps = {t.name: [s.name for s in t.steps] for t in prepared.run_timed()}
-        assert steps["b2_expand"] == [] and steps["b1_dw"] == [] and len(steps["b1_project"]) == 1
-        assert steps["b1_project"][0].startswith("block depthwise")
+        if prepared.rt.profiling_ok:   # named steps come from device events (rusticl has none)
+            prepared.load_input(x)
+            steps = {t.name: [s.name for s in t.steps] for t in prepared.run_timed()}
+            assert steps["b2_expand"] == [] and steps["b1_dw"] == [] and len(steps["b1_project"]) == 1
+            assert steps["b1_project"][0].startswith("block depthwise")
     finally:
         prepared.close()
 

@@ -45,10 +45,12 @@ def test_the_faster_of_split_and_one_kernel_runs(monkeypatch, split_wins):
             split = prepared.config["layers"][name]["split"]
             assert (split > 1) == split_wins and record[name]["chosen"] == (
                 f"{split} parts + adding kernel" if split_wins else "one kernel")
-        prepared.load_input(x)
-        steps = {t.name: [s.name for s in t.steps] for t in prepared.run_timed()}
-        split = prepared.config["layers"]["b"]["split"]
-        assert steps["b"] == (["tiled conv", f"add {split} parts+add+relu6"] if split_wins else ["tiled conv+add+relu6"])
+        if prepared.rt.profiling_ok:   # named steps come from device events (rusticl has none)
+            prepared.load_input(x)
+            steps = {t.name: [s.name for s in t.steps] for t in prepared.run_timed()}
+            split = prepared.config["layers"]["b"]["split"]
+            assert steps["b"] == (["tiled conv", f"add {split} parts+add+relu6"] if split_wins
+                                  else ["tiled conv+add+relu6"])
     finally:
         prepared.close()
 
