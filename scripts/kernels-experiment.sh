@@ -12,7 +12,7 @@
 # roofline: benchmarks/kernels_vs_peers.py), winograd-error.txt.
 # A budget keeps it inside a 10-minute device command: the nets left when it
 # runs out are named at the end.
-# Usage: scripts/kernels-experiment.sh OUTDIR   (BUDGET_S: seconds for the runs, default 420)
+# Usage: scripts/kernels-experiment.sh OUTDIR   (BUDGET_S: seconds after which no new net starts, default 300)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/kernels-experiment.sh OUTDIR}"
@@ -28,7 +28,7 @@ export COMPARE_CACHE_DIR="${COMPARE_CACHE_DIR:-$PWD/reports/nvidia-h100/tuning}"
 "$python" -m compare devices > "$out/devices.txt" 2>&1 || true
 "$python" benchmarks/kernels_vs_peers.py --nets resnet18,mobilenet-v2,vgg16,lenet:100 \
     --backends vectorised,vectorised-tiled,fused,torch,clblast-best --repeats 10 --warmup 3 \
-    --budget-s "${BUDGET_S:-420}" --out "$out" 2>&1 | tee "$out/kernels-vs-peers.txt" || true
+    --budget-s "${BUDGET_S:-300}" --out "$out" 2>&1 | tee "$out/kernels-vs-peers.txt" || true
 if [ $((SECONDS - start)) -lt 470 ]; then
     timeout $((530 - (SECONDS - start))) "$python" benchmarks/winograd_error.py --nets resnet18,vgg16 --random 10 --gpu-plans \
         > "$out/winograd-error.txt" 2>&1 || echo "winograd_error.py stopped (exit $?)" >> "$out/winograd-error.txt"
