@@ -154,7 +154,9 @@ def summary(path: Path) -> str:
                          f"{r.roof_gflops:.0f}" if r else "-", f"{pct:.1f}%" if pct is not None else "-",
                          what_ran(best, layer.name)])
         out += [f"\nper layer of our best ({best.label}; each layer synced alone, wall time), against its roofline"
-                + (f" (peak {line.peak_gflops:.0f} GFLOP/s, {line.bandwidth_gbs:.0f} GB/s)" if line else ""),
+                + (f" (peak {line.peak_gflops:.0f} GFLOP/s, {line.bandwidth_gbs:.0f} GB/s)" if line else "")
+                + "; a layer's FLOPs are those of its direct convolution, so Winograd, which multiplies less, can "
+                  "pass 100%",
                 tabulate(rows, ["layer", "kind", "ms", "GFLOP/s", "roof GFLOP/s", "of roof", "ran as"])]
     return "\n".join(out)
 
