@@ -6,8 +6,8 @@ conv and one of its own, adds through borders wider than their own, global
 average pool; `vectorised`'s depthwise folded into the 1x1 after it, with
 and without the residual add, as planned here and as planned on a GPU;
 the 3x3 stride-1 convs of `vectorised` and `vectorised-tiled` as each
-Winograd form, planned here and as on a GPU; MobileNet-v2-like blocks
-chained into one kernel each)
+Winograd form and the 1x1s as the blocked GEMM, planned here and as on a
+GPU; MobileNet-v2-like blocks chained into one kernel each)
 under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
 file under Oclgrind, which then is the only platform.  Exit 1 if an output
 disagrees with the float64 oracle."""
@@ -75,6 +75,17 @@ WINOGRAD_GPU = Net("winograd-gpu", (20, 5, 6), (
 ))
 
 
+# 1x1 stride-1 convs as the blocked GEMM (backends/handwritten/pointwise.py): channels and pixels not a
+# multiple of its blocks, a residual add in an epilogue
+POINTWISE = Net("pointwise", (13, 5, 3), (
+    Conv("a", "relu", out_channels=9, kernel=(1, 1)),
+    Conv("b", "none", out_channels=9, kernel=(1, 1)),
+    Add("add", "sigmoid", inputs=("b", "a")),
+    Conv("c", "relu6", out_channels=22, kernel=(1, 1)),
+    GlobalAvgPool("gap"),
+))
+
+
 # MobileNet-v2's blocks chained (backends/handwritten/blocks.py): each depthwise, its project, the add
 # where there is one, and the next expand (the last: a head 1x1) as one kernel; channels not a multiple of 4
 SHRUNK_BLOCKS = Net("shrunk-blocks", (3, 9, 7), (
@@ -122,8 +133,9 @@ def gpu_fold(backend, net, weights, batch):
 
 
 def winograd(backend, form: str, gpu: bool = False):
-    """`backend`'s net with every 3x3 stride-1 conv as Winograd `form` (winograd.py: "F2", "F4", "F2:1"...),
-    planned as on a GPU of 16 compute units where `gpu`, unmeasured: under the simulator times mean nothing."""
+    """`backend`'s net with every 3x3 stride-1 conv as Winograd `form` (winograd.py: "F2", "F4", "F2:1"...)
+    and every 1x1 stride-1 conv as the blocked GEMM (pointwise.py), planned as on a GPU of 16 compute units
+    where `gpu`, unmeasured: under the simulator times mean nothing."""
     from backends.handwritten import vectorised
 
     def prepare(net, weights, batch):
@@ -131,7 +143,7 @@ def winograd(backend, form: str, gpu: bool = False):
         if gpu:
             info["compute_units"], vectorised.device_class = 16, (lambda _: "gpu")
         try:
-            return type(backend).net_class(backend.runtime, net, weights, batch, winograd=form)
+            return type(backend).net_class(backend.runtime, net, weights, batch, winograd=form, pointwise="always")
         finally:
             info["compute_units"], vectorised.device_class = saved
     return prepare
@@ -177,8 +189,9 @@ def main(name: str) -> int:
         runs.append((SHRUNK_DW_PW, 1, lambda *a: gpu_fold(backend, *a)))
     if forms:   # the GPU plans: every position in one work-item, and the positions split
         runs += [(WINOGRAD_GPU, 1, winograd(backend, form, gpu=True)) for form in (forms[1], forms[0] + ":1")]
-        # the block kernels, as planned here (vectorised) and on a GPU (vectorised-tiled)
+        # the block kernels and the blocked 1x1s, as planned here (vectorised) and on a GPU (vectorised-tiled)
         runs.append((SHRUNK_BLOCKS, 2, blocks(backend, gpu=name == "vectorised-tiled")))
+        runs.append((POINTWISE, 2, winograd(backend, "F2", gpu=name == "vectorised-tiled")))
     for net, batch, prepare in runs:
         weights = init_weights(net, 0)
         x = make_input(net, batch, 0)

@@ -53,6 +53,7 @@ from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_d
 from .layout import round_up
 from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp, OutputEdge
 from .residual import FoldsResidualAdds, ResidualConvOp
+from .pointwise import MODES as POINTWISE_MODES, ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
 from .winograd import MODES as WINOGRAD_MODES, ChoosesWinograd, WinogradOp, with_residual
 from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 
@@ -113,24 +114,27 @@ def pad_to(values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-class VectorisedNet(ChoosesWinograd, FusesBlocks, FoldsResidualAdds, HandwrittenNet):
+class VectorisedNet(ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidualAdds, HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
 
     def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured", winograd: str = "measured",
-                 fuse_blocks: str = "measured"):
+                 fuse_blocks: str = "measured", pointwise: str = "measured"):
         """`fold_depthwise` (dw_pw.FOLDS): whether a depthwise conv and the 1x1 conv that alone reads it
         run as one kernel: always, never, or where measured faster at prepare.  `winograd`
         (winograd.MODES): whether a 3x3 stride-1 conv runs as Winograd F(2x2) or F(4x4) (winograd.py).
         `fuse_blocks` (blocks.MODES): whether an inverted residual and the next one's expand run as
-        one kernel (blocks.py)."""
+        one kernel (blocks.py).  `pointwise` (pointwise.MODES): whether a 1x1 conv runs as the
+        register-blocked GEMM (pointwise.py)."""
         if fold_depthwise not in FOLDS:
             raise ValueError(f"fold_depthwise {fold_depthwise!r}: one of {', '.join(FOLDS)}")
         if winograd not in WINOGRAD_MODES:
             raise ValueError(f"winograd {winograd!r}: one of {', '.join(WINOGRAD_MODES)}")
         if fuse_blocks not in BLOCK_MODES:
             raise ValueError(f"fuse_blocks {fuse_blocks!r}: one of {', '.join(BLOCK_MODES)}")
-        self.winograd, self.fuse_blocks_mode = winograd, fuse_blocks
+        if pointwise not in POINTWISE_MODES:
+            raise ValueError(f"pointwise {pointwise!r}: one of {', '.join(POINTWISE_MODES)}")
+        self.winograd, self.fuse_blocks_mode, self.pointwise = winograd, fuse_blocks, pointwise
         self.device = device_class(runtime.info)
         # Mali has dot hardware (study 7.2.2); elsewhere dot is a horizontal add
         self.dot_each = int(self.device == "mali")
@@ -298,6 +302,8 @@ class VectorisedNet(ChoosesWinograd, FusesBlocks, FoldsResidualAdds, Handwritten
         op = self.ops[i]
         if isinstance(op, WinogradOp):
             return with_residual(self, op, j, extra, residual)
+        if isinstance(op, PointwiseOp):
+            return pointwise_residual(self, op, j, extra, residual)
         if not isinstance(op, KernelOp) or op.launch.name != "conv":
             return None
         conv, src, dst = self.net.layers[i], self.input_layout(i), self.layouts[j + 1]

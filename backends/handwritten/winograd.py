@@ -127,7 +127,7 @@ class ChoosesWinograd:
 
     def choose_form(self, index: int, layer, params: dict, op, bufs: list):
         if self.winograd == "never" or not applies(layer, self.input_layout(index).c):
-            return op
+            return super().choose_form(index, layer, params, op, bufs)
         record = self.config.setdefault("winograd", {})
         if self.winograd in FORCED:
             self.release(bufs)
