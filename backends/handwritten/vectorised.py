@@ -31,7 +31,8 @@ sections 7.2 and 7.4).
   (docs/kernels.md): a 3x3 stride-1 conv as Winograd F(2x2) or F(4x4)
   (winograd.py) against the direct kernel; a MobileNet-v2 block's
   depthwise, project and add with the next block's expand as one kernel
-  (blocks.py) against the kernels it replaces;
+  (blocks.py) against the kernels it replaces; a 1x1 stride-1 conv as a
+  register-blocked GEMM (pointwise.py) against the direct kernel;
 - the net's input goes NCHW -> NHWC (border, padding channels), and its
   output back where it is not already canonical, in small kernels on the
   device timed with the first and last layers (net.py, kernels/layout.cl).
@@ -348,7 +349,7 @@ class VectorisedBackend(HandwrittenBackend):
                "cannot: each residual add and its activation into the conv before it, and each depthwise conv into "
                "the 1x1 conv after it (one kernel, the depthwise output kept in local memory, not global) where "
                "that measured faster at prepare, else their own kernels; 3x3 stride-1 convs as Winograd F(2x2)/F(4x4) "
-               "and MobileNet blocks as one kernel each, where measured faster at prepare")
+               "and MobileNet blocks as one kernel each, 1x1s as a blocked GEMM, where measured faster at prepare")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
     supported_features = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD,
