@@ -115,7 +115,7 @@ def gpu_plans(backend, net, weights, batch):
     from backends.handwritten.tiled_plan import TILES
     # the fold never: the depthwise kernel and the tiled 1x1 run as they do where two kernels measure faster
     return TiledNet(backend.runtime, net, weights, batch, tiles=TILES[2:3], ksplit=3, fold_depthwise="never",
-                    winograd="never")
+                    winograd="never", pointwise="never")
 
 
 def gpu_fold(backend, net, weights, batch):

@@ -129,8 +129,15 @@ def test_never_and_too_little_local_memory_keep_the_blocks(runtime, monkeypatch)
         assert "blocks_fused" not in prepared.config
     finally:
         prepared.close()
+    prepared = VectorisedNet(runtime, net, weights, batch, fold_depthwise="never", winograd="never",
+                             fuse_blocks="always")
+    try:   # a block kernel folds the depthwise: not where folding is off
+        assert prepared.config["blocks_fused"] == {} and prepared.config["blocks_not_fused"]["head"] == (
+            "its own kernel: folding turned off (fold_depthwise='never')")
+    finally:
+        prepared.close()
     monkeypatch.setitem(runtime.info, "local_mem_bytes", 16)
-    prepared = VectorisedNet(runtime, net, weights, batch, fold_depthwise="never", winograd="never", fuse_blocks="always")
+    prepared = VectorisedNet(runtime, net, weights, batch, winograd="never", fuse_blocks="always")
     try:
         assert prepared.config["blocks_fused"] == {}
         assert prepared.config["blocks_not_fused"]["head"].endswith("B of local memory, the device has 16 B")

@@ -134,7 +134,7 @@ def test_gpu_tiles_on_1x1_and_stride_2_convs_read_through_wider_borders(tile, sp
     runtime = backend_or_skip("vectorised-tiled").runtime
     net, batch = CASES["residual"]
     config = run_case(lambda n, w, b: tiled.TiledNet(runtime, n, w, b, tiles=(tile,), ksplit=split,
-                                                         winograd="never"), net, batch, 9)
+                                                         winograd="never", pointwise="never"), net, batch, 9)
     assert config["layers"]["proj"]["split"] == split and config["layers"]["proj"]["tile"] == str(tile)
     assert config["residual_adds_fused"] == {"s3": "into d's epilogue (adds s2)"}   # with a split: in its adding kernel
 
@@ -223,9 +223,10 @@ DW_PW_NETS = {
 
 
 def folding(backend, how: str):
-    """The backend's prepare with its depthwise fold `how` (dw_pw.FOLDS) instead of measured."""
+    """The backend's prepare with its depthwise fold `how` (dw_pw.FOLDS) instead of measured, and the
+    block kernels that take the fold further (blocks.py, tested in test_blocks.py) off."""
     return lambda net, weights, batch: type(backend).net_class(backend.runtime, net, weights, batch,
-                                                                fold_depthwise=how)
+                                                                fold_depthwise=how, fuse_blocks="never")
 
 
 @pytest.mark.parametrize("name", DW_PW_BACKENDS)

@@ -23,7 +23,8 @@ fit, the block stays as it was (`config` says why).
 `fuse_blocks` (the nets' argument): "measured" (the default): per block the
 faster at prepare of the block kernel and the ops it replaces (whatever
 they are: dw_pw or two kernels, and the expand's), timed with their
-launches (measured.py); "always"; or "never".  `config["blocks_fused"]`
+launches (measured.py); "always"; or "never" (so too where fold_depthwise
+is "never": a block kernel folds the depthwise).  `config["blocks_fused"]`
 names each expand folded (and why others were not); `depthwise_fused`
 says where each depthwise went.
 """
@@ -161,6 +162,9 @@ class FusesBlocks:
         adds = {i: j for i, (j, _, _) in self.residual_folds.items()}
         for ch in chains(self.net, adds):
             e_name = self.net.layers[ch.e].name
+            if self.fold_depthwise == "never":   # a block kernel folds the depthwise too
+                kept[e_name] = "its own kernel: folding turned off (fold_depthwise='never')"
+                continue
             start = len(self.buffers)
             built = self._block_op(ch)
             if isinstance(built, str):
