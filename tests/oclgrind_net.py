@@ -1,16 +1,13 @@
 """Run one OpenCL backend on LeNet-5 (batch 2) and a shrunk VGG-like net
 (`vectorised-tiled` also with its GPU plans, a split sum included), and a
 backend that runs graphs on a shrunk ResNet/MobileNet-like graph (every
-<<<<<<< HEAD
 graph kernel: depthwise, grouped, padded max-pool, an add folded into its
 conv and one of its own, adds through borders wider than their own, global
-average pool)
-=======
-graph kernel: depthwise, grouped, padded max-pool, adds through borders
-wider than their own, global average pool; `vectorised`'s depthwise
-folded into the 1x1 after it, with and without the residual add, as
-planned here and as planned on a GPU)
->>>>>>> dw-pw-fold
+average pool; `vectorised`'s depthwise folded into the 1x1 after it, with
+and without the residual add, as planned here and as planned on a GPU;
+the 3x3 stride-1 convs of `vectorised` and `vectorised-tiled` as each
+Winograd form and the 1x1s as the blocked GEMM, planned here and as on a
+GPU; MobileNet-v2-like blocks chained into one kernel each)
 under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
 file under Oclgrind, which then is the only platform.  Exit 1 if an output
 disagrees with the float64 oracle."""
@@ -68,6 +65,42 @@ SHRUNK_DW_PW = Net("shrunk-dw-pw", (10, 5, 5), (
 ))
 
 
+# Winograd's GPU plans (kernels/winograd.cl): 20 input channels, so the sum goes in chunks, each one's
+# patches through local memory; a residual add in the second conv's epilogue
+WINOGRAD_GPU = Net("winograd-gpu", (20, 5, 6), (
+    Conv("a", "relu", out_channels=6, kernel=(3, 3), pad=(1, 1)),
+    Conv("b", "none", out_channels=6, kernel=(3, 3), pad=(1, 0, 1, 2)),
+    Add("add", "relu", inputs=("b", "a")),
+    GlobalAvgPool("gap"),
+))
+
+
+# 1x1 stride-1 convs as the blocked GEMM (backends/handwritten/pointwise.py): channels and pixels not a
+# multiple of its blocks, a residual add in an epilogue
+POINTWISE = Net("pointwise", (13, 5, 3), (
+    Conv("a", "relu", out_channels=9, kernel=(1, 1)),
+    Conv("b", "none", out_channels=9, kernel=(1, 1)),
+    Add("add", "sigmoid", inputs=("b", "a")),
+    Conv("c", "relu6", out_channels=22, kernel=(1, 1)),
+    GlobalAvgPool("gap"),
+))
+
+
+# MobileNet-v2's blocks chained (backends/handwritten/blocks.py): each depthwise, its project, the add
+# where there is one, and the next expand (the last: a head 1x1) as one kernel; channels not a multiple of 4
+SHRUNK_BLOCKS = Net("shrunk-blocks", (3, 9, 7), (
+    Conv("stem", "relu6", out_channels=6, kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
+    Conv("b1_dw", "relu6", out_channels=6, kernel=(3, 3), pad=(1, 1), groups=6),
+    Conv("b1_project", "none", out_channels=6, kernel=(1, 1)),
+    Add("b1_add", "none", inputs=("b1_project", "stem")),
+    Conv("b2_expand", "relu6", out_channels=15, kernel=(1, 1)),
+    Conv("b2_dw", "sigmoid", out_channels=15, kernel=(3, 3), stride=(2, 2), pad=(1, 1), groups=15),
+    Conv("b2_project", "none", out_channels=7, kernel=(1, 1)),
+    Conv("head", "tanh", out_channels=10, kernel=(1, 1)),
+    GlobalAvgPool("gap"),
+))
+
+
 class UntimedBestInProcess(ClblastBestInProcess):
     repeats = 0   # every candidate built and run once, the first kept: under the simulator times mean nothing
 
@@ -81,7 +114,8 @@ def gpu_plans(backend, net, weights, batch):
     from backends.handwritten.tiled import TiledNet
     from backends.handwritten.tiled_plan import TILES
     # the fold never: the depthwise kernel and the tiled 1x1 run as they do where two kernels measure faster
-    return TiledNet(backend.runtime, net, weights, batch, tiles=TILES[2:3], ksplit=3, fold_depthwise="never")
+    return TiledNet(backend.runtime, net, weights, batch, tiles=TILES[2:3], ksplit=3, fold_depthwise="never",
+                    winograd="never", pointwise="never")
 
 
 def gpu_fold(backend, net, weights, batch):
@@ -98,6 +132,41 @@ def gpu_fold(backend, net, weights, batch):
     return prepared
 
 
+def winograd(backend, form: str, gpu: bool = False):
+    """`backend`'s net with every 3x3 stride-1 conv as Winograd `form` (winograd.py: "F2", "F4", "F2:1"...)
+    and every 1x1 stride-1 conv as the blocked GEMM (pointwise.py), planned as on a GPU of 16 compute units
+    where `gpu`, unmeasured: under the simulator times mean nothing."""
+    from backends.handwritten import vectorised
+
+    def prepare(net, weights, batch):
+        info, saved = backend.runtime.info, (backend.runtime.info["compute_units"], vectorised.device_class)
+        if gpu:
+            info["compute_units"], vectorised.device_class = 16, (lambda _: "gpu")
+        try:
+            return type(backend).net_class(backend.runtime, net, weights, batch, winograd=form, pointwise="always")
+        finally:
+            info["compute_units"], vectorised.device_class = saved
+    return prepare
+
+
+def blocks(backend, gpu: bool = False):
+    """`backend`'s net with every block chained into one kernel (unmeasured), planned as on a GPU of
+    16 compute units where `gpu`."""
+    from backends.handwritten import vectorised
+
+    def prepare(net, weights, batch):
+        info, saved = backend.runtime.info, (backend.runtime.info["compute_units"], vectorised.device_class)
+        if gpu:
+            info["compute_units"], vectorised.device_class = 16, (lambda _: "gpu")
+        try:
+            prepared = type(backend).net_class(backend.runtime, net, weights, batch, fuse_blocks="always")
+        finally:
+            info["compute_units"], vectorised.device_class = saved
+        assert len(prepared.config["blocks_fused"]) == 2, prepared.config
+        return prepared
+    return prepare
+
+
 def main(name: str) -> int:
     if name == "clblast-best":
         from backends.opencl.runtime import get_runtime
@@ -105,17 +174,24 @@ def main(name: str) -> int:
     else:
         backend = backends.get(name)
     failures = 0
-    runs = [(LENET, 2, backend.prepare), (SHRUNK_VGG, 1, backend.prepare)]
+    # the hand-written backends' 3x3 stride-1 convs as each Winograd form in turn, rather than measured
+    forms = {"vectorised": ("F4", "F2"), "vectorised-tiled": ("F2", "F4")}.get(name)
+    runs = [(LENET, 2, backend.prepare), (SHRUNK_VGG, 1, winograd(backend, forms[0]) if forms else backend.prepare)]
     if name == "clblast-best":   # its candidates run CLBlast's kernels, which clblast and clblast-convgemm cover
         runs = runs[:1]          # on both nets; under the simulator its prepare-time timing of them is slow
     if name == "vectorised-tiled":
         runs.append((SHRUNK_VGG, 2, lambda *a: gpu_plans(backend, *a)))
     if Feature.GRAPH in type(backend).supported_features and backend.unsupported(SHRUNK_GRAPH) is None:
-        runs.append((SHRUNK_GRAPH, 2, backend.prepare))
+        runs.append((SHRUNK_GRAPH, 2, winograd(backend, forms[1]) if forms else backend.prepare))
         if name == "vectorised-tiled":
             runs.append((SHRUNK_GRAPH, 1, lambda *a: gpu_plans(backend, *a)))
     if name == "vectorised":
         runs.append((SHRUNK_DW_PW, 1, lambda *a: gpu_fold(backend, *a)))
+    if forms:   # the GPU plans: every position in one work-item, and the positions split
+        runs += [(WINOGRAD_GPU, 1, winograd(backend, form, gpu=True)) for form in (forms[1], forms[0] + ":1")]
+        # the block kernels and the blocked 1x1s, as planned here (vectorised) and on a GPU (vectorised-tiled)
+        runs.append((SHRUNK_BLOCKS, 2, blocks(backend, gpu=name == "vectorised-tiled")))
+        runs.append((POINTWISE, 2, winograd(backend, "F2", gpu=name == "vectorised-tiled")))
     for net, batch, prepare in runs:
         weights = init_weights(net, 0)
         x = make_input(net, batch, 0)

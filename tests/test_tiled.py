@@ -114,7 +114,8 @@ def test_every_tile_and_split_matches_the_oracle(runtime, tile, split):
     weights = init_weights(EDGE_NET, 7)
     x = np.random.default_rng(7).standard_normal((batch,) + EDGE_NET.input_shape).astype(np.float32)
     ref = oracle.forward(EDGE_NET, weights, x)
-    prepared = tiled.TiledNet(runtime, EDGE_NET, weights, batch, tiles=(tile,), ksplit=split)
+    prepared = tiled.TiledNet(runtime, EDGE_NET, weights, batch, tiles=(tile,), ksplit=split,
+                               winograd="never", pointwise="never")
     try:
         result = compare_arrays(prepared.forward(x), ref[-1])
         assert result.passed, result
@@ -131,10 +132,13 @@ def test_gpu_plans_on_this_device_name_their_steps(runtime, monkeypatch):
     # plan as for a GPU with many compute units, so that small layers split their sums
     monkeypatch.setattr(tiled, "plan_conv", lambda p, c, ci, t, _cu, _gpu, *rest: plan_conv(p, c, ci, t, 10_000,
                                                                                             True, *rest))
+    # and the split measured faster than one kernel (split_choice.py), the tiled conv rather than Winograd
+    from backends.handwritten import split_choice
+    monkeypatch.setattr(split_choice, "fastest_ms", lambda rt, forms: {f: float(f == "one kernel") for f in forms})
     net = Net("t", (12, 9, 9), (Conv("a", "relu", out_channels=20, kernel=(3, 3), pad=(1, 1)),))
     weights = init_weights(net, 3)
     x = np.random.default_rng(3).standard_normal((1,) + net.input_shape).astype(np.float32)
-    prepared = backends.get("vectorised-tiled").prepare(net, weights, 1)
+    prepared = tiled.TiledNet(runtime, net, weights, 1, winograd="never", pointwise="never")
     try:
         assert prepared.config["layers"]["a"]["split"] > 1
         assert compare_arrays(prepared.forward(x), oracle.forward(net, weights, x)[-1]).passed

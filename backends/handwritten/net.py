@@ -138,7 +138,10 @@ class HandwrittenNet(OpenCLNet):
             self.activations = [self._activation_buffer(i, lay) for i, lay in enumerate(self.layouts)]
             layers = {}
             for i, layer in enumerate(net.layers):   # kinds a backend does not declare are refused before this
-                op = self.make_op(i, layer, layer_params(net, weights, i))
+                params = layer_params(net, weights, i)
+                first = len(self.buffers)
+                op = self.make_op(i, layer, params)
+                op = self.choose_form(i, layer, params, op, self.buffers[first:])
                 self.ops.append(op)
                 layers[layer.name] = op.describe()
             self.config.update({"input": self.layouts[0].describe(), "output": self.layouts[-1].describe(),
@@ -213,6 +216,18 @@ class HandwrittenNet(OpenCLNet):
 
     def make_op(self, index: int, layer, params: dict[str, np.ndarray]) -> KernelOp:
         raise NotImplementedError
+
+    def choose_form(self, index: int, layer, params: dict[str, np.ndarray], op: LayerOp, bufs: list) -> LayerOp:
+        """The op that runs layer `index`: `op` (which allocated `bufs`), or another form of the
+        same work that a backend measured faster."""
+        return op
+
+    def release(self, bufs: list) -> None:
+        """Free buffers that no op kept (a form not chosen)."""
+        gone = {id(b) for b in bufs}
+        for b in bufs:
+            b.release()
+        self.buffers = [b for b in self.buffers if id(b) not in gone]
 
 class HandwrittenBackend(OpenCLBackend):
     family = Family.HAND_WRITTEN

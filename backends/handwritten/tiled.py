@@ -19,7 +19,10 @@ of their own: `config`'s tile_source says so per layer.  So are the folds:
 a residual add into the tiled conv before it (its epilogue, or its adding
 kernel's), and a depthwise conv into the 1x1 conv after it, which then
 runs as `vectorised`'s dw_pw kernel instead of a tile (fold_depthwise
-"never" keeps the two, "measured" the faster per pair: dw_pw.py).
+"never" keeps the two, "measured" the faster per pair: dw_pw.py).  So are
+the forms measured at prepare (Winograd, block kernels: docs/kernels.md);
+and a split sum is kept only where it measured faster, its second launch
+included, than the same tile in one kernel (split_choice.py).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from ..opencl.launch import Launch, step_name
 from ..opencl.workgroups import build_fitting, limits
 from .net import KernelOp
 from .residual import ResidualConvOp
+from .split_choice import choose_split
 from .tiled_plan import TILES, plan_conv
 from .tiles_tuned import TunedTiles, layer_key
 from .vectorised import VectorisedBackend, VectorisedNet, is_depthwise, pad_to
@@ -77,13 +81,18 @@ class TiledConvOp(KernelOp):
 
 class TiledNet(VectorisedNet):
     def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None, tuned: TunedTiles | None = None,
-                 fold_depthwise: str = "measured"):
+                 fold_depthwise: str = "measured", winograd: str = "measured", fuse_blocks: str = "measured",
+                 split_sums: str = "measured", pointwise: str = "measured"):
         # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py, compare tune sweep them);
-        # `tuned`: the measured choices, used for the layers they name; `fold_depthwise`: as vectorised's
-        self.tiles, self.ksplit = tiles, ksplit
+        # `tuned`: the measured choices, used for the layers they name; `split_sums`: "measured" (a split
+        # kept where it measured faster than one kernel: split_choice.py) or "planned" (as the plan says);
+        # `fold_depthwise`, `winograd`, `fuse_blocks`, `pointwise`: as vectorised's
+        if split_sums not in ("measured", "planned"):
+            raise ValueError(f"split_sums {split_sums!r}: measured or planned")
+        self.tiles, self.ksplit, self.split_sums = tiles, ksplit, split_sums
         self.tuned = tuned or TunedTiles(None)
         self.tile_sources: dict[str, str] = {}
-        super().__init__(runtime, net, weights, batch, fold_depthwise)
+        super().__init__(runtime, net, weights, batch, fold_depthwise, winograd, fuse_blocks, pointwise)
         self.config["tile_source"] = self.tile_sources
         self.config["conv"] = ("implicit GEMM tiles in local memory, register blocks per work-item "
                                "(kernels/tiled_conv.cl); tile and split per layer: backends/handwritten/tiled_plan.py")
@@ -95,12 +104,22 @@ class TiledNet(VectorisedNet):
             kind = "depthwise" if is_depthwise(layer, self.input_layout(index).c) else "grouped"
             self.tile_sources[layer.name] = f"no tile for {kind} convolutions: vectorised's kernel"
             return super().make_op(index, layer, params)
-        src, dst = self.input_layout(index), self.layouts[index + 1]
-        pixels = self.batch * dst.h * dst.w   # the implicit GEMM's rows
-        window = self.window_defines(layer, src, dst)
         key = layer_key(self.batch, self.net.in_shape(index), layer)
         measured = self.tuned.choice(key)
         tiles, ksplit = ((measured[0],), measured[1]) if measured else (self.tiles, self.ksplit)
+        self.tile_sources[layer.name] = self.tuned.source(key)
+        first = len(self.buffers)
+        op = self.tiled_op(index, layer, params, tiles, ksplit)
+        if op.reduce is None or self.ksplit is not None or self.split_sums == "planned":
+            return op
+        return choose_split(self, index, op, self.buffers[first:],
+                            lambda: self.tiled_op(index, layer, params, (op.plan.tile,), 1))
+
+    def tiled_op(self, index, layer, params, tiles, ksplit) -> TiledConvOp:
+        """Conv layer `index` as the tiled kernel, planned among `tiles` (and a split, where `ksplit` is None)."""
+        src, dst = self.input_layout(index), self.layouts[index + 1]
+        pixels = self.batch * dst.h * dst.w   # the implicit GEMM's rows
+        window = self.window_defines(layer, src, dst)
 
         def defines_of(plan):
             return tile_defines(window, plan)
@@ -115,7 +134,6 @@ class TiledNet(VectorisedNet):
                         exact=True, kernel=kernel)
         weight = self.upload(tiled_filters(params["weight"], src.c_stored, plan.kp), f"{layer.name} weights")
         bias = self.upload(pad_to(params["bias"], plan.kp), f"{layer.name} bias")
-        self.tile_sources[layer.name] = self.tuned.source(key)
         if plan.ksplit == 1:
             return TiledConvOp(self, index, launch, plan, weight, bias)
         parts = plan.ksplit * pixels * plan.kp
@@ -156,7 +174,7 @@ class TiledBackend(VectorisedBackend):
                "grouped/depthwise convs, pools as vectorised; folds as vectorised (a library call cannot): each residual "
                "add and its activation into the conv before it, each depthwise conv and the 1x1 conv after it into "
                "vectorised's one kernel through local memory (that 1x1 then untiled) where that measured faster at "
-               "prepare")
+               "prepare; Winograd and block kernels as vectorised; a split sum only where measured faster)")
     net_class = TiledNet
 
     def prepare(self, net, weights, batch, mode=None):

@@ -27,6 +27,12 @@ sections 7.2 and 7.4).
   memory (dw_pw.py); where the tile does not fit the device's local memory,
   with fold_depthwise="never", or with "measured" where the two kernels
   measured faster at prepare, they stay two kernels (`config` says which);
+- per layer, forms of the same work measured at prepare, the faster kept
+  (docs/kernels.md): a 3x3 stride-1 conv as Winograd F(2x2) or F(4x4)
+  (winograd.py) against the direct kernel; a MobileNet-v2 block's
+  depthwise, project and add with the next block's expand as one kernel
+  (blocks.py) against the kernels it replaces; a 1x1 stride-1 conv as a
+  register-blocked GEMM (pointwise.py) against the direct kernel;
 - the net's input goes NCHW -> NHWC (border, padding channels), and its
   output back where it is not already canonical, in small kernels on the
   device timed with the first and last layers (net.py, kernels/layout.cl).
@@ -43,10 +49,13 @@ from nets.layouts import chw_rows_to_hwc
 from ..base import layer_params
 from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class, limits
+from .blocks import MODES as BLOCK_MODES, FusesBlocks
 from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
 from .layout import round_up
 from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp, OutputEdge
 from .residual import FoldsResidualAdds, ResidualConvOp
+from .pointwise import MODES as POINTWISE_MODES, ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
+from .winograd import MODES as WINOGRAD_MODES, ChoosesWinograd, WinogradOp, with_residual
 from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 
 SOURCE = "vectorised.cl"
@@ -106,15 +115,27 @@ def pad_to(values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
+class VectorisedNet(ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidualAdds, HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
 
-    def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured"):
+    def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured", winograd: str = "measured",
+                 fuse_blocks: str = "measured", pointwise: str = "measured"):
         """`fold_depthwise` (dw_pw.FOLDS): whether a depthwise conv and the 1x1 conv that alone reads it
-        run as one kernel: always, never, or where measured faster at prepare."""
+        run as one kernel: always, never, or where measured faster at prepare.  `winograd`
+        (winograd.MODES): whether a 3x3 stride-1 conv runs as Winograd F(2x2) or F(4x4) (winograd.py).
+        `fuse_blocks` (blocks.MODES): whether an inverted residual and the next one's expand run as
+        one kernel (blocks.py).  `pointwise` (pointwise.MODES): whether a 1x1 conv runs as the
+        register-blocked GEMM (pointwise.py)."""
         if fold_depthwise not in FOLDS:
             raise ValueError(f"fold_depthwise {fold_depthwise!r}: one of {', '.join(FOLDS)}")
+        if winograd not in WINOGRAD_MODES:
+            raise ValueError(f"winograd {winograd!r}: one of {', '.join(WINOGRAD_MODES)}")
+        if fuse_blocks not in BLOCK_MODES:
+            raise ValueError(f"fuse_blocks {fuse_blocks!r}: one of {', '.join(BLOCK_MODES)}")
+        if pointwise not in POINTWISE_MODES:
+            raise ValueError(f"pointwise {pointwise!r}: one of {', '.join(POINTWISE_MODES)}")
+        self.winograd, self.fuse_blocks_mode, self.pointwise = winograd, fuse_blocks, pointwise
         self.device = device_class(runtime.info)
         # Mali has dot hardware (study 7.2.2); elsewhere dot is a horizontal add
         self.dot_each = int(self.device == "mali")
@@ -189,9 +210,11 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
 
     def fused_ops(self):
         """The residual adds folded (residual.py), then each depthwise conv into
-        the 1x1 conv after it, where dw_pw.py finds one."""
+        the 1x1 conv after it, where dw_pw.py finds one, then each block and the
+        next one's expand into one kernel, where blocks.py finds them."""
         ops = super().fused_ops()
         self.fold_depthwise_convs(ops, self.residual_folds)
+        self.fuse_blocks(ops)
         return ops
 
     def fold_depthwise_convs(self, ops: list, adds: dict) -> None:
@@ -278,6 +301,10 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
         """Conv i's op with add j in its epilogue (`extra`: its -D constants), writing
         add j's output; None where conv i does not run vectorised's conv kernel (the depthwise)."""
         op = self.ops[i]
+        if isinstance(op, WinogradOp):
+            return with_residual(self, op, j, extra, residual)
+        if isinstance(op, PointwiseOp):
+            return pointwise_residual(self, op, j, extra, residual)
         if not isinstance(op, KernelOp) or op.launch.name != "conv":
             return None
         conv, src, dst = self.net.layers[i], self.input_layout(i), self.layouts[j + 1]
@@ -321,7 +348,8 @@ class VectorisedBackend(HandwrittenBackend):
                "graphs: depthwise conv its own float4 kernel, grouped conv as zero blocks; folds what a library call "
                "cannot: each residual add and its activation into the conv before it, and each depthwise conv into "
                "the 1x1 conv after it (one kernel, the depthwise output kept in local memory, not global) where "
-               "that measured faster at prepare, else their own kernels")
+               "that measured faster at prepare, else their own kernels; 3x3 stride-1 convs as Winograd F(2x2)/F(4x4) "
+               "and MobileNet blocks as one kernel each, 1x1s as a blocked GEMM, where measured faster at prepare")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
     supported_features = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD,

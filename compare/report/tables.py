@@ -208,18 +208,29 @@ def tuning_progress_table(b: BackendResult) -> Table | None:
     return ["problem", "tried/default"] + [f"best at {int(m * 100)}%" for m in marks] + ["verified"], rows
 
 
+# the hand-written backends' forms measured at prepare (backends/handwritten: winograd.py, pointwise.py,
+# split_choice.py), each a config key of layer -> {"chosen": form, "ms": {form: ms}}
+FORM_CHOICES = ("winograd", "pointwise", "split_sums")
+
+
 def choices_table(res: RunResult, b: BackendResult) -> Table | None:
-    """What a backend that chooses per layer (clblast-best) chose, and every
-    candidate's time at prepare (ms; 'refused' where the device would not run it)."""
+    """What a backend that chooses per layer (clblast-best; the hand-written ones' measured forms)
+    chose, and every candidate's time at prepare (ms; 'refused' where the device would not run it)."""
     candidates = b.config.get("candidates_ms")
-    if not isinstance(candidates, dict) or not candidates:
-        return None
     rows = []
-    for layer, timed in candidates.items():
-        chosen = str(b.config.get("layers", {}).get(layer, ""))
-        rows.append([layer, chosen.split(":", 1)[0],
-                     ", ".join(f"{name} {ms if isinstance(ms, str) else fmt_ms(ms)}" for name, ms in timed.items())])
-    return ["layer", "chosen", "candidates (median ms at prepare)"], rows
+    if isinstance(candidates, dict):
+        for layer, timed in candidates.items():
+            chosen = str(b.config.get("layers", {}).get(layer, ""))
+            rows.append([layer, chosen.split(":", 1)[0],
+                         ", ".join(f"{name} {ms if isinstance(ms, str) else fmt_ms(ms)}" for name, ms in timed.items())])
+    for key in FORM_CHOICES:
+        for layer, record in (b.config.get(key) or {}).items():
+            if isinstance(record, dict) and isinstance(record.get("ms"), dict):
+                rows.append([layer, record.get("chosen", ""),
+                             ", ".join(f"{name} {fmt_ms(ms)}" for name, ms in record["ms"].items())])
+    if not rows:
+        return None
+    return ["layer", "chosen", "candidates (ms at prepare)"], rows
 
 
 def device_label(res: RunResult) -> str:

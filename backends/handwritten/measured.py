@@ -1,0 +1,52 @@
+"""Choosing between forms of the same work by measuring them at prepare, as
+`clblast-best` chooses its compositions and cuDNN's benchmark mode its
+algorithms: a layer's direct kernel against its Winograd ones (winograd.py),
+a split sum against one kernel (split_choice.py), a block of layers fused
+against its layers' own kernels (blocks.py).
+
+Each form is a list of ops enqueued back to back, so a form with more
+launches pays them, as a forward pass does where it is bound by launches
+(a GPU at batch 1).  Host time from the first enqueue to the finish, per
+run of the form; the least of the rounds (other work on a shared device
+only adds).  A form that takes long is run less: the rounds stop once each
+form has had MIN_ROUNDS and CAP_S seconds have passed in all, so a slow
+device (PoCL on big layers, Oclgrind) spends little time here.
+"""
+from __future__ import annotations
+
+import time
+
+from ..opencl.net import Recorder
+
+ROUNDS = 5          # rounds at most, each form in turn in each
+MIN_ROUNDS = 1      # ... and at least
+REPEATS = 8         # runs of a form back to back in one round, while one run takes under ...
+SHORT_MS = 1.0      # ... this many milliseconds (else one run a round: its launches are then noise)
+CAP_S = 0.5         # seconds in all after which no new round starts
+HOW = (f"host time of a form's ops enqueued back to back ({REPEATS} runs a round where one takes under "
+       f"{SHORT_MS} ms) and one finish, the least of up to {ROUNDS} rounds in turn after one untimed run")
+
+
+def fastest_ms(rt, forms: dict[str, list], cap_s: float = CAP_S) -> dict[str, float]:
+    """Each form's time per run in ms (see the module docstring); each form runs once untimed first."""
+    quiet = Recorder(rt.queue, enabled=False)
+    repeats = {}
+    for name, ops in forms.items():
+        start = time.perf_counter()
+        for op in ops:
+            op.enqueue(quiet)
+        rt.queue.finish()
+        repeats[name] = REPEATS if (time.perf_counter() - start) * 1e3 < SHORT_MS else 1
+    best = {name: float("inf") for name in forms}
+    began = time.perf_counter()
+    for rnd in range(ROUNDS):
+        if rnd >= MIN_ROUNDS and time.perf_counter() - began > cap_s:
+            break
+        for name, ops in forms.items():
+            start = time.perf_counter()
+            for _ in range(repeats[name]):
+                for op in ops:
+                    op.enqueue(quiet)
+            rt.queue.finish()
+            best[name] = min(best[name], (time.perf_counter() - start) * 1e3 / repeats[name])
+    return best

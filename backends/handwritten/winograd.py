@@ -1,0 +1,168 @@
+"""Winograd F(2x2,3x3) and F(4x4,3x3) for the 3x3 stride-1 convolutions of
+`vectorised` and `vectorised-tiled` (kernels/winograd.cl; the algebra in
+winograd_math.py, the work-groups in winograd_plan.py).
+
+Per layer, at prepare, as `clblast-best` chooses its compositions: the
+layer's direct kernel (vectorised's conv, or the tiled implicit GEMM) and
+each Winograd form are built and run on one random input; a form whose
+output differs from the direct kernel's by more than MAX_REL_L2 (relative
+L2) is refused there, the float32 rounding of its transforms being too
+coarse for that layer; the others are timed (measured.py: launches count)
+and the fastest runs.  `config["winograd"]` records per layer the choice,
+every form's time and error, and why a form was refused; the step is
+named after the form ("winograd F(2x2,3x3)+relu").
+
+The direct kernel's own error against the float64 oracle is of the order
+of float32's rounding (about 1e-7 relative here), far below MAX_REL_L2, so
+the difference between the two is the Winograd form's error.
+
+`winograd` (the nets' argument): "measured" (the default), "never", or
+"F2" / "F4" to run that form wherever it applies, unmeasured, with its
+first candidate plan ("F2:1" / "F4:1": the second, where the device has
+two: a GPU's); the tests and Oclgrind check each kernel so.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from nets.errors import Unsupported
+
+from ..opencl.launch import Launch, step_name
+from ..opencl.net import Recorder
+from ..opencl.workgroups import build_fitting, limits
+from .measured import HOW, fastest_ms
+from .net import KernelOp
+from .residual import ResidualConvOp
+from .winograd_math import TILE_SIZES, applies, filter_transform, name
+from .winograd_plan import plan_winograd
+
+SOURCE = "winograd.cl"
+FORCED = ("F2", "F4", "F2:1", "F4:1")   # a tile size forced, with the first (or ":1" the second) candidate plan
+MODES = ("measured", "never") + FORCED
+MAX_REL_L2 = 1e-5   # a tenth of the float32 tolerance (compare/checking.py): layers' errors add up in a net
+SEED = 39
+
+
+class WinogradOp(KernelOp):
+    """One 3x3 stride-1 conv layer as kernels/winograd.cl's one kernel."""
+
+    def __init__(self, net, index, launch, plan, u, bias, what: str):
+        super().__init__(net, index, launch, (u, bias), step_name(what, net.net.layers[index].activation))
+        self.plan, self.what = plan, what
+
+    def describe(self) -> dict:
+        return {**super().describe(), "winograd": self.plan.describe()}
+
+
+def _pad(values: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, np.float32)
+    out[:len(values)] = values
+    return out
+
+
+def plans(net, index: int, m: int, lim) -> list:
+    """The candidate plans of layer `index` of `net` (a VectorisedNet) as F(m x m, 3 x 3) under limits `lim`."""
+    src, dst = net.input_layout(index), net.layouts[index + 1]
+    info = net.rt.info
+    return plan_winograd(m, net.batch, dst.h, dst.w, src.c_stored, dst.c_stored, net.device != "cpu",
+                         int(info["compute_units"]), lim.max_group, lim.max_items, int(info["local_mem_bytes"]))
+
+
+def build(net, index: int, params: dict, m: int, which: int = 0) -> WinogradOp:
+    """Layer `index` of `net` as F(m x m, 3 x 3), with the `which`-th candidate plan."""
+    layer = net.net.layers[index]
+    src, dst = net.input_layout(index), net.layouts[index + 1]
+    window = net.window_defines(layer, src, dst)
+
+    def choose(lim):
+        found = plans(net, index, m, lim)
+        return found[min(which, len(found) - 1)]
+    plan, kernel = build_fitting(net.rt, SOURCE, "winograd", choose, lambda p: {**window, **p.defines()},
+                                 lambda p: p.threads)
+    launch = Launch(net.rt, SOURCE, "winograd", None, plan.global_size, plan.local, exact=True, kernel=kernel)
+    u = net.upload(filter_transform(params["weight"], m, src.c_stored, plan.kp).ravel(),
+                   f"{layer.name} weights, Winograd-transformed {name(m)}")
+    bias = net.upload(_pad(params["bias"], plan.kp), f"{layer.name} bias ({name(m)})")
+    return WinogradOp(net, index, launch, plan, u, bias, f"winograd {name(m)}")
+
+
+def with_residual(net, op: WinogradOp, j: int, extra: dict, residual) -> ResidualConvOp | None:
+    """`op` with add j in its epilogue (`extra`: its -D constants), writing the add's output; None
+    where the rebuilt kernel no longer takes the plan's work-group."""
+    i = op.index
+    window = net.window_defines(net.net.layers[i], net.input_layout(i), net.layouts[j + 1])
+    kernel = net.rt.kernel(SOURCE, "winograd", {**window, **op.plan.defines(), **extra})
+    if limits(net.rt, kernel).max_group < op.plan.threads:
+        return None
+    launch = Launch(net.rt, SOURCE, "winograd", None, op.launch.global_, op.launch.local, exact=True, kernel=kernel)
+    return ResidualConvOp(op, launch, residual, net.activations[j + 1],
+                          step_name(f"{op.what}+add", net.net.layers[j].activation))
+
+
+def _outputs_on_random_input(net, index: int, forms: dict) -> dict:
+    """Each form's output of layer `index` on one random input; the buffers it used poisoned again after."""
+    src = net.input_layout(index)
+    in_buf = net.activations[net.net.sources(index)[0] + 1]
+    out_layout, out_buf = net.layouts[index + 1], net.activations[index + 1]
+    x = np.random.default_rng(SEED + index).standard_normal(src.canonical_shape).astype(np.float32)
+    net.rt.write(in_buf, src.pack(x))
+    quiet = Recorder(net.rt.queue, enabled=False)
+    outs = {}
+    try:
+        for form, op in forms.items():
+            op.enqueue(quiet)
+            net.rt.finish()
+            outs[form] = op.read_output().astype(np.float64)
+    finally:   # zero border, NaN interior, as prepare left them (layout.py)
+        net.rt.write(in_buf, src.template())
+        net.rt.write(out_buf, out_layout.template())
+    return outs
+
+
+class ChoosesWinograd:
+    """A VectorisedNet mixin: choose_form() puts a Winograd op in place of a
+    3x3 stride-1 conv's direct one where the `winograd` mode says so."""
+
+    winograd = "measured"
+
+    def choose_form(self, index: int, layer, params: dict, op, bufs: list):
+        if self.winograd == "never" or not applies(layer, self.input_layout(index).c):
+            return super().choose_form(index, layer, params, op, bufs)
+        record = self.config.setdefault("winograd", {})
+        if self.winograd in FORCED:
+            self.release(bufs)
+            chosen = build(self, index, params, int(self.winograd[1]), int(self.winograd[3:] or 0))
+            record[layer.name] = {"chosen": name(chosen.plan.m), "how": f"forced (winograd={self.winograd!r})"}
+            return chosen
+        forms, refused, owned = {"direct": op}, {}, {"direct": bufs}
+        for m in TILE_SIZES:
+            try:
+                count = len(plans(self, index, m, limits(self.rt)))
+            except Unsupported as exc:   # the device's work-groups or local memory hold no plan
+                refused[name(m)] = str(exc)
+                continue
+            for which in range(count):
+                first = len(self.buffers)
+                built = build(self, index, params, m, which)
+                form = name(m) if count == 1 else f"{name(m)} {built.plan.label}"
+                forms[form], owned[form] = built, self.buffers[first:]
+        if len(forms) == 1:
+            record[layer.name] = {"chosen": "direct", "refused": refused}
+            return op
+        outs = _outputs_on_random_input(self, index, forms)
+        ref = outs["direct"]
+        errors = {f: float(np.linalg.norm(o - ref) / (np.linalg.norm(ref) or 1.0)) for f, o in outs.items() if f != "direct"}
+        for f, err in errors.items():
+            if not err <= MAX_REL_L2:   # NaN too
+                refused[f] = f"relative L2 {err:.1e} against the direct kernel, above {MAX_REL_L2:.0e}"
+                del forms[f]
+        times = fastest_ms(self.rt, {f: [o] for f, o in forms.items()})
+        best = min(times, key=times.get)
+        for f, b in owned.items():
+            if f != best:
+                self.release(b)
+        record[layer.name] = {"chosen": best, "ms": {f: round(t, 4) for f, t in times.items()},
+                              "rel_l2_against_direct": {f: float(f"{e:.2e}") for f, e in errors.items()},
+                              **({"refused": refused} if refused else {})}
+        self.config["measured_forms"] = HOW
+        return forms[best]

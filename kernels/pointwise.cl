@@ -1,0 +1,98 @@
+// A 1x1 stride-1 unpadded convolution (MobileNet-v2's expands and projects,
+// ResNet-18's nothing: its 1x1s have stride 2) as a GEMM with register
+// blocks and no local memory (backends/handwritten/pointwise.py): each
+// work-item computes RP output pixels x KW output channels, so each weight
+// vector it loads feeds RP pixels and each input float4 KW channels, where
+// `vectorised`'s conv kernel computes one pixel x four channels.  No
+// barrier: on a CPU (PoCL) a work-group runs as a loop over its work-items,
+// and a barrier would cut it in two with the accumulators kept in memory.
+//
+// Buffers are `vectorised`'s: NHWC, channels stored in float4s, zero borders.
+// -D constants, besides the layout ones of kernels/vectorised.cl (N, XC4,
+// XHP, XWP, XPT, XPL, YC, YC4, YH, YW, YHP, YWP, YPT, YPL, ACT; RESIDUAL with
+// RHP, RWP, RPT, RPL):
+//   KW   output channels per work-item: 4 (float4) or 8 (float8)
+//   RP   output pixels per work-item (image, row and column flattened)
+//   KP   output channels of the weights (XC4 rows of KP) and bias as stored: a multiple of KW
+
+#include "common.h"
+
+#define XV (XC4 / 4)
+#define YV (YC4 / 4)
+#define PIXELS (N * YH * YW)
+
+#if KW == 4
+typedef float4 vec;
+#define VLOAD vload4
+#elif KW == 8
+typedef float8 vec;
+#define VLOAD vload8
+#else
+#error "KW is 4 or 8"
+#endif
+
+// Output pixel p's image, row and column (unsigned: no `freeze` for Oclgrind; kernels/tiled_conv.cl).
+#define PIXEL_AT(p, n, row, col) do { \
+        n = (p) / (YH * YW); const uint rc_ = (p) - n * (YH * YW); \
+        row = rc_ / YW; col = rc_ - row * YW; } while (0)
+
+__kernel void pointwise(__global const float4* restrict x,
+                        __global const float* restrict w,
+                        __global const float* restrict b,
+#if RESIDUAL
+                        __global const float4* restrict res,
+#endif
+                        __global float4* restrict y)
+{
+    const int k0 = get_global_id(0) * KW;
+    const uint p0 = get_global_id(1) * RP;
+    if (k0 >= YC4 || p0 >= PIXELS)
+        return;
+    // each pixel's input; a pixel past the last reads the last (its sums are never written)
+    const __global float4* xp[RP];
+    for (int r = 0; r < RP; r++) {
+        uint n, row, col;
+        PIXEL_AT(min(p0 + r, (uint)PIXELS - 1), n, row, col);
+        xp[r] = x + ((n * XHP + row + XPT) * XWP + col + XPL) * XV;
+    }
+    vec acc[RP];
+    for (int r = 0; r < RP; r++)
+        acc[r] = (vec)(0.0f);
+    const __global float* wr = w + k0;
+    for (int i = 0; i < XV; i++, wr += 4 * KP) {
+        const vec w0 = VLOAD(0, wr), w1 = VLOAD(0, wr + KP), w2 = VLOAD(0, wr + 2 * KP), w3 = VLOAD(0, wr + 3 * KP);
+        for (int r = 0; r < RP; r++) {
+            const float4 v = xp[r][i];
+            acc[r] = mad((vec)(v.x), w0, acc[r]);
+            acc[r] = mad((vec)(v.y), w1, acc[r]);
+            acc[r] = mad((vec)(v.z), w2, acc[r]);
+            acc[r] = mad((vec)(v.w), w3, acc[r]);
+        }
+    }
+    const vec bias = VLOAD(0, b + k0);
+    for (int r = 0; r < RP; r++) {
+        if (p0 + r >= PIXELS)
+            break;
+        uint n, row, col;
+        PIXEL_AT(p0 + r, n, row, col);
+        const uint yp = ((n * YHP + row + YPT) * YWP + col + YPL) * YV;
+#if RESIDUAL
+        const uint rp = ((n * RHP + row + RPT) * RWP + col + RPL) * YV;
+#endif
+        const vec o = acc[r] + bias;
+        for (int h = 0; h < KW / 4; h++) {
+            const int k4 = k0 / 4 + h;
+            if (k4 >= YV)
+                break;
+#if KW == 4
+            float4 part = o;
+#else
+            float4 part = h ? o.hi : o.lo;
+#endif
+#if RESIDUAL
+            part += res[rp + k4];
+#endif
+            y[yp + k4] = zero_tail(activate4(part), k4);
+        }
+    }
+}
