@@ -66,22 +66,16 @@ SHRUNK_DW_PW = Net("shrunk-dw-pw", (10, 5, 5), (
 
 
 # Winograd's GPU plans (kernels/winograd.cl): 20 input channels, so the sum goes in chunks, each one's
-# patches through local memory; a residual add in the second conv's epilogue
+# patches through local memory; a residual add in the second conv's epilogue; then 1x1 stride-1 convs
+# as the blocked GEMM (backends/handwritten/pointwise.py), channels and pixels not a multiple of its
+# blocks, one with an add in its epilogue
 WINOGRAD_GPU = Net("winograd-gpu", (20, 5, 6), (
     Conv("a", "relu", out_channels=6, kernel=(3, 3), pad=(1, 1)),
     Conv("b", "none", out_channels=6, kernel=(3, 3), pad=(1, 0, 1, 2)),
     Add("add", "relu", inputs=("b", "a")),
-    GlobalAvgPool("gap"),
-))
-
-
-# 1x1 stride-1 convs as the blocked GEMM (backends/handwritten/pointwise.py): channels and pixels not a
-# multiple of its blocks, a residual add in an epilogue
-POINTWISE = Net("pointwise", (13, 5, 3), (
-    Conv("a", "relu", out_channels=9, kernel=(1, 1)),
-    Conv("b", "none", out_channels=9, kernel=(1, 1)),
-    Add("add", "sigmoid", inputs=("b", "a")),
-    Conv("c", "relu6", out_channels=22, kernel=(1, 1)),
+    Conv("c", "none", out_channels=6, kernel=(1, 1)),
+    Add("add2", "sigmoid", inputs=("c", "add")),
+    Conv("d", "relu6", out_channels=9, kernel=(1, 1)),
     GlobalAvgPool("gap"),
 ))
 
@@ -189,9 +183,8 @@ def main(name: str) -> int:
         runs.append((SHRUNK_DW_PW, 1, lambda *a: gpu_fold(backend, *a)))
     if forms:   # the GPU plans: every position in one work-item, and the positions split
         runs += [(WINOGRAD_GPU, 1, winograd(backend, form, gpu=True)) for form in (forms[1], forms[0] + ":1")]
-        # the block kernels and the blocked 1x1s, as planned here (vectorised) and on a GPU (vectorised-tiled)
+        # the block kernels, as planned here (vectorised) and on a GPU (vectorised-tiled)
         runs.append((SHRUNK_BLOCKS, 2, blocks(backend, gpu=name == "vectorised-tiled")))
-        runs.append((POINTWISE, 2, winograd(backend, "F2", gpu=name == "vectorised-tiled")))
     for net, batch, prepare in runs:
         weights = init_weights(net, 0)
         x = make_input(net, batch, 0)

@@ -129,7 +129,7 @@ def test_each_form_matches_the_oracle_at_random_shapes(runtime, form, seed):
         prepared.close()
 
 
-@pytest.mark.parametrize("form", ["F2", "F4", "F2:1", "F4:1"])
+@pytest.mark.parametrize("form", ["F2", "F4:1"])
 def test_the_gpu_plans_match_the_oracle(runtime, as_gpu, form):
     """Both GPU plans, the sum in chunks (24 input channels: chunks of 8) and, with ":1", each
     tile's positions over several work-items meeting in local memory."""
@@ -139,7 +139,7 @@ def test_the_gpu_plans_match_the_oracle(runtime, as_gpu, form):
         Add("add", "sigmoid", inputs=("b", "a")),
         GlobalAvgPool("gap")))
     weights, x, ref = fresh(net, 2, 5)
-    prepared = VectorisedNet(runtime, net, weights, 2, winograd=form)
+    prepared = VectorisedNet(runtime, net, weights, 2, winograd=form, pointwise="never")
     try:
         check(prepared, net, weights, x, ref)
         plan = prepared.config["layers"]["a"]["winograd"]

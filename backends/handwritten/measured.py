@@ -22,7 +22,7 @@ ROUNDS = 5          # rounds at most, each form in turn in each
 MIN_ROUNDS = 1      # ... and at least
 REPEATS = 8         # runs of a form back to back in one round, while one run takes under ...
 SHORT_MS = 1.0      # ... this many milliseconds (else one run a round: its launches are then noise)
-CAP_S = 0.5         # seconds in all after which no new round starts
+CAP_S = 0.25        # seconds in all after which no new round starts
 HOW = (f"host time of a form's ops enqueued back to back ({REPEATS} runs a round where one takes under "
        f"{SHORT_MS} ms) and one finish, the least of up to {ROUNDS} rounds in turn after one untimed run")
 
