@@ -181,7 +181,7 @@ class HandwrittenNet(OpenCLNet):
 
     def run_layer(self, index, x):
         """As OpenCLNet's, an add's list of inputs included."""
-        xs = [self.check_input(a, index) for a in x] if isinstance(x, (list, tuple)) else self.check_input(x, index)
+        xs = self.check_inputs(x, index)
         op = self.ops[index]
         op.write_input(xs)
         op.enqueue(Recorder(self.rt.queue, enabled=False))

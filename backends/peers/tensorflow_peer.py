@@ -41,7 +41,7 @@ from .keras_layers import keras_layer, modules as _modules
 MODES = ("graph", "xla")
 # every kind a loaded net can hold (batch norms are folded by then), in graphs
 KINDS = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
-FEATURES = frozenset(Feature)
+FEATURES = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD, Feature.RELU6, Feature.TANH})
 
 
 def _sync(tensor) -> None:

@@ -41,6 +41,8 @@ from ..host import cpu_name
 from .graph_walk import GraphWalk
 from .torch_layers import layer_fn
 
+FEATURES = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD, Feature.RELU6, Feature.TANH})
+
 MODES = ("eager", "eager-channels-last", "cuda-graph", "cuda-graph-channels-last", "compile")
 GRAPH_WARMUP = 3   # eager passes on the capture stream before capturing: cuDNN's autotuner, handles, allocator
 COMPILE_WARMUP = 2   # calls at prepare: the first compiles, the second checks that nothing recompiles
@@ -274,7 +276,7 @@ class TorchBackend(Backend):
     summary = "peer: PyTorch on its best device (cuDNN/cuBLAS with TF32 off on CUDA, else CPU)"
     # every kind a loaded net can hold (batch norms are folded by then), in graphs
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
-    supported_features = frozenset(Feature)
+    supported_features = FEATURES
 
     @classmethod
     def unavailable_reason(cls):
