@@ -593,6 +593,7 @@ class Net:
     layers: tuple
     default_batch: int = 1
     description: str = ""
+    fixed_batch: int | None = None   # the only batch it runs at: an imported model whose graph fixes it
     shapes: tuple = field(init=False, repr=False, compare=False)    # input, then each layer's output
     _sources: tuple = field(init=False, repr=False, compare=False)  # per layer: indices read, -1 the input
 
