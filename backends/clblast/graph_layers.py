@@ -25,11 +25,10 @@ from .library import pyclblast
 from .own_kernels import own_kernel, own_step
 from .tuned import COPY_KERNELS, GEMV_KERNELS
 
-# what the CLBlast backends run
-KINDS = frozenset({LayerKind.CONV, LayerKind.SUBSAMPLE, LayerKind.MAXPOOL, LayerKind.DENSE, LayerKind.ADD,
-                   LayerKind.GLOBAL_AVGPOOL})
-FEATURES = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD, Feature.RELU6,
-                      Feature.TANH})
+# what the CLBlast backends run: every kind a loaded net holds (batch norms are folded on loading);
+# the zoo's are zoo_layers.py's
+KINDS = frozenset(LayerKind) - {LayerKind.BATCHNORM}
+FEATURES = frozenset(Feature)
 
 
 class AxpyAddOp(ClblastOp):

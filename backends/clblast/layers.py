@@ -120,7 +120,7 @@ class Im2colConvOp(ClblastOp):
     def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, col_buf, groups=1):
         n = owner.batch
         plan = ConvPlan.of(n, owner.net.in_shape(index), owner.net.out_shape(index), weight.shape[2:], stride,
-                           pad, groups)
+                           pad, groups, getattr(layer, "dilation", (1, 1)))
         super().__init__(owner, layer, index, in_buf, out_buf, problem=problems.plan_gemm(plan))
         self.plan = plan
         self.pad = Padder(owner, self, plan, self.in_shape)
