@@ -8,7 +8,7 @@ cannot (labelled "(own kernel)"); clblast-best times both where there are two.
             concatenation's whose offset meets the device's alignment), so the
             concatenation itself does nothing; else xCOPY of each input into
             its slice, once per image
-  mul       elementwise: xHAD (z = x .* y); a per-channel gate: N*C GEMMs of
+  mul       elementwise: a fill of zeros and xHAD (z = x .* y); a per-channel gate: N*C GEMMs of
             k = 1 (each plane times its gate value) in one xGEMMSTRIDEDBATCHED;
             or mul_activate (own kernel), either case; then the activation
   channels  xCOPY of each run of consecutive channels, once per image; or
@@ -89,16 +89,18 @@ class PlacedConcatOp(ClblastOp):
 
 
 class HadMulOp(ClblastOp):
-    """z = x .* y through xHAD, then the activation (own kernel)."""
+    """z = x .* y through xHAD, after a fill of zeros (xHAD reads z even at beta 0, and
+    0 times a NaN is NaN), then the activation (own kernel)."""
 
     kernels = COPY_KERNELS   # xHAD runs CLBlast's Xaxpy kernels' parameters
 
     def __init__(self, owner, layer, index, in_bufs, out_buf, sets=()):
         super().__init__(owner, layer, index, in_bufs, out_buf, sets=list(sets))
-        self.recipe = ["xHAD"] + self._activation_step()
+        self.recipe = ["fill 0", "xHAD"] + self._activation_step()
 
     def enqueue(self, rec):
         self.apply()
+        rec.kernel("fill 0", cl.enqueue_fill_buffer(self.queue, self.out_buf, np.float32(0), 0, 4 * self.out_count))
         with rec.library("xHAD"):
             library.had(self.queue, self.out_count, self.in_bufs[0], self.in_bufs[1], self.out_buf)
         self._activate(rec)

@@ -48,6 +48,7 @@ from .layout import round_up
 from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp, OutputEdge
 from .residual import FoldsResidualAdds, ResidualConvOp
 from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
+from .zoo import KINDS as ZOO_KINDS, concat_views, zoo_op
 
 SOURCE = "vectorised.cl"
 MAX_ADD_INPUTS = 4   # kernels/vectorised.cl's add
@@ -143,9 +144,14 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
                 "YC": dst.c, "YC4": dst.c_stored, "YH": dst.h, "YW": dst.w,
                 "YHP": dst.hp, "YWP": dst.wp, "YPT": dst.pad_h, "YPL": dst.pad_w,
                 "FH": kernel[0], "FW": kernel[1], "SH": stride[0], "SW": stride[1],
-                "ACT": ACT_CODES[layer.activation]}
+                "ACT": ACT_CODES[layer.activation], "YS": dst.c_pitch // 4, "YO": dst.c_offset // 4}
+
+    def concat_views(self):
+        return concat_views(self.net, self.layouts)
 
     def make_op(self, index, layer, params):
+        if layer.kind in ZOO_KINDS:   # the classification zoo's layers: zoo.py
+            return zoo_op(self, index, layer, params)
         src, dst = self.input_layout(index), self.layouts[index + 1]
         act = ACT_CODES[layer.activation]
         if layer.kind == "dense":
@@ -323,6 +329,6 @@ class VectorisedBackend(HandwrittenBackend):
                "the 1x1 conv after it (one kernel, the depthwise output kept in local memory, not global) where "
                "that measured faster at prepare, else their own kernels")
     net_class = VectorisedNet
-    supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
-    supported_features = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD,
-                                     Feature.RELU6, Feature.TANH})
+    supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS
+    # no dilation: the conv kernels read a filter row's taps as one contiguous run
+    supported_features = frozenset(Feature) - {Feature.DILATION}
