@@ -42,6 +42,12 @@
 #include "common.h"
 
 #define XV (XC4 / 4)   // float4s per input pixel
+#ifndef DH   // a dilated conv's taps DH rows and DW columns apart (conv, depthwise)
+#define DH 1
+#endif
+#ifndef DW
+#define DW 1
+#endif
 #define YV (YC4 / 4)   // float4s per output pixel
 
 // YS, YO: the output buffer's float4s per pixel and the first one of this layer's (a view of
@@ -100,6 +106,18 @@ __kernel void conv(__global const float4* restrict x,
     const __global float4* xp = x + X_PIXEL(n, row * SH - PT, col * SW - PL);
     const __global float4* wp = w + 4 * c4 * FILTER;
     ACC4_START;
+#if DH > 1 || DW > 1
+    // dilated: the taps of a filter row are DW pixels apart, so each is a run of XV float4s
+    for (int fy = 0; fy < FH; fy++) {
+        const __global float4* xr = xp + fy * DH * XWP * XV;
+        const __global float4* wr = wp + fy * FW * XV;
+        for (int fx = 0; fx < FW; fx++)
+            for (int c = 0; c < XV; c++) {
+                const float4 v = xr[fx * DW * XV + c];
+                ACC4_STEP(v, wr + fx * XV + c, FILTER);
+            }
+    }
+#else
     for (int fy = 0; fy < FH; fy++) {
         const __global float4* xr = xp + fy * XWP * XV;
         const __global float4* wr = wp + fy * FW * XV;
@@ -108,6 +126,7 @@ __kernel void conv(__global const float4* restrict x,
             ACC4_STEP(v, wr + i, FILTER);
         }
     }
+#endif
     ACC4_END;
 #if RESIDUAL
     // the residual add fused: y = activation of the add (conv + bias + res)
@@ -185,7 +204,7 @@ __kernel void depthwise(__global const float4* restrict x,
     float4 acc = b[c4];
     for (int fy = 0; fy < FH; fy++)
         for (int fx = 0; fx < FW; fx++)
-            acc = mad(xp[(fy * XWP + fx) * XV], w[(fy * FW + fx) * XV + c4], acc);
+            acc = mad(xp[(fy * DH * XWP + fx * DW) * XV], w[(fy * FW + fx) * XV + c4], acc);
     y[Y_PIXEL(n, row, col) + c4] = zero_tail(activate4(acc), c4);
 }
 #endif

@@ -212,8 +212,9 @@ class MobileNetV3Block(nn.Module):
     """MobileNet-v3's bottleneck: expand 1x1 + hardswish, depthwise 3x3 + hardswish, a
     squeeze-and-excitation gate (ReLU, hardsigmoid), project 1x1, add; a hardswish head."""
 
-    def __init__(self, c: int = 8, hidden: int = 16):
+    def __init__(self, c: int = 8, hidden: int = 16, head: bool = True):
         super().__init__()
+        self.with_head = head
         self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c), nn.Hardswish())
         self.expand = nn.Sequential(nn.Conv2d(c, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.Hardswish())
         self.depthwise = nn.Sequential(nn.Conv2d(hidden, hidden, 3, 1, 1, groups=hidden, bias=False),
@@ -225,6 +226,8 @@ class MobileNetV3Block(nn.Module):
     def forward(self, x):
         x = self.stem(x)
         x = x + self.project(self.se(self.depthwise(self.expand(x))))
+        if not self.with_head:
+            return x
         return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
@@ -244,6 +247,21 @@ class MBConv(nn.Module):
     def forward(self, x):
         x = self.stem(x)
         return x + self.project(self.se(self.depthwise(self.expand(x))))
+
+
+class ZooChain(nn.Module):
+    """Every zoo block on the same input, each pooled to (N, C, 1, 1), concatenated, and a
+    classifier with a softmax: one model through every backend, for the suite's time."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Fire(), DenseBlock(), ShuffleUnit(), Inception(), MobileNetV3Block(head=False),
+                                     MBConv()])
+        self.fc = nn.Linear(16 + 10 + 16 + 22 + 8 + 8, 6)   # each block's channels
+
+    def forward(self, x):
+        pooled = [nn.functional.adaptive_avg_pool2d(block(x), 1) for block in self.blocks]
+        return torch.softmax(self.fc(torch.flatten(torch.cat(pooled, 1), 1)), 1)
 
 
 class SigmoidBeside(nn.Module):
@@ -273,7 +291,7 @@ MODELS = {"resnet-style": TinyResNet, "mobilenet-style": TinyMobileNet, "dilated
           "leaky": LeakyHead, "fire": Fire, "dense-block": DenseBlock, "shuffle-unit": ShuffleUnit,
           "inception": Inception, "mobilenet-v3-block": MobileNetV3Block, "mbconv": MBConv,
           "fixed-batch": FixedBatchFlatten,
-          "sigmoid-beside": SigmoidBeside}
+          "sigmoid-beside": SigmoidBeside, "zoo-chain": ZooChain}
 # the blocks of issue 36's "done when": each a model of the classification zoo in small
 ZOO_BLOCKS = ["fire", "dense-block", "shuffle-unit", "inception", "mobilenet-v3-block", "mbconv"]
 

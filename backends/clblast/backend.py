@@ -33,7 +33,6 @@ from importlib import metadata
 import numpy as np
 import pyopencl as cl
 
-from nets import Feature
 from nets.errors import Unsupported
 
 from ..base import layer_params
@@ -248,7 +247,6 @@ class ClblastInProcess(OpenCLBackend):
 class ClblastConvgemmInProcess(ClblastInProcess):
     name = "clblast-convgemm"
     conv_method = "convgemm"
-    supported_features = FEATURES - {Feature.DILATION}   # its xCONVGEMM calls run undilated filters only
 
 
 def _has_tuning(runtime) -> bool:
@@ -273,7 +271,6 @@ class ClblastBackend(IsolatedBackend):
 
 class ClblastConvgemmBackend(ClblastBackend):
     name = "clblast-convgemm"
-    supported_features = FEATURES - {Feature.DILATION}
     summary = ("CLBlast's fused batched xCONVGEMM for conv/subsampling (+ own bias kernel); the rest as clblast; "
                "tuned or database parameters, whichever is faster")
     inner = "backends.clblast.backend:ClblastConvgemmInProcess"

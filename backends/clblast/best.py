@@ -326,10 +326,9 @@ class ClblastBestNet(OpenCLNet):
                     for way, batched in ways:
                         out[f"{prefix}-{way}{route}"] = (lambda s=sets, r=route, bt=batched: GemmConvOp(
                             self, layer, i, src, dst, w, b, col, s, r, bt))
-            if layer.dilation == (1, 1):   # our xCONVGEMM calls run undilated filters only
-                sets = self._sets(cg)
-                out["convgemm"] = lambda: ConvgemmOp(self, layer, i, src, dst, w, b, stride, pad, sets=sets,
-                                                     groups=layer.groups)
+            sets = self._sets(cg) if layer.dilation == (1, 1) else []   # a dilated one: the database's
+            out["convgemm"] = lambda: ConvgemmOp(self, layer, i, src, dst, w, b, stride, pad, sets=sets,
+                                                 groups=layer.groups)
         if layer.kind == "subsample":
             out["avgpool"] = lambda: AvgPoolOp(self, layer, i, src, dst, params["coeff"], params["bias"])
             sparse = subsample_as_conv_weight(params["coeff"], layer.kernel)

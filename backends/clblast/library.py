@@ -209,15 +209,17 @@ def im2col(queue, channels, height, width, kernel, pad, stride, im, im_offset, c
 
 
 def convgemm(queue, channels, height, width, kernel, pad, stride, num_kernels, batch,
-             im, im_offset, weight, weight_offset, out, out_offset, mode=CROSS_CORRELATION) -> None:
+             im, im_offset, weight, weight_offset, out, out_offset, mode=CROSS_CORRELATION, dilation=(1, 1)) -> None:
     """xCONVGEMM: NCHW input, KCHW weights -> NKHW output, overwritten (no beta, no bias)."""
     lib = load_library()
-    patches = output_size(height, kernel[0], pad[0], stride[0]) * output_size(width, kernel[1], pad[1], stride[1])
+    patches = (output_size(height, kernel[0], pad[0], stride[0], dilation[0])
+               * output_size(width, kernel[1], pad[1], stride[1], dilation[1]))
     _check_fits("xCONVGEMM", "image", im, im_offset, batch * channels * height * width)
     _check_fits("xCONVGEMM", "kernel", weight, weight_offset, num_kernels * channels * kernel[0] * kernel[1])
     _check_fits("xCONVGEMM", "result", out, out_offset, batch * num_kernels * patches)
-    args = [mode, channels, height, width, kernel[0], kernel[1], pad[0], pad[1], stride[0], stride[1], 1, 1,
-            num_kernels, batch, im.int_ptr, im_offset, weight.int_ptr, weight_offset, out.int_ptr, out_offset]
+    args = [mode, channels, height, width, kernel[0], kernel[1], pad[0], pad[1], stride[0], stride[1], dilation[0],
+            dilation[1], num_kernels, batch, im.int_ptr, im_offset, weight.int_ptr, weight_offset, out.int_ptr,
+            out_offset]
     _call("xCONVGEMM", lib.CLBlastSconvgemm, args, queue)
 
 

@@ -154,7 +154,7 @@ def layer_compositions(net, batch: int, i: int) -> list[dict[Problem, int]]:
     layer, src, dst = net.layers[i], net.in_shape(i), net.out_shape(i)
     if layer.kind == "conv":
         plan = ConvPlan.of(batch, src, dst, layer.kernel, layer.stride, layer.padding, layer.groups, layer.dilation)
-        if layer.dilation != (1, 1):   # xIM2COL takes the dilation; xCONVGEMM is not used for it (no tuning key)
+        if layer.dilation != (1, 1):   # xCONVGEMM's problem key has no dilation: CLBlast's database runs it
             return [{plan_gemm(plan): 1}]
         return [{plan_gemm(plan): 1}, {plan_convgemm(plan): plan_convgemm_calls(plan)}]
     if layer.kind == "mul" and tuple(net.in_shapes(i)[1]) != tuple(src):   # a gate: N*C GEMMs 1 x H*W x 1

@@ -144,7 +144,8 @@ class VectorisedNet(FoldsResidualAdds, HandwrittenNet):
                 "YC": dst.c, "YC4": dst.c_stored, "YH": dst.h, "YW": dst.w,
                 "YHP": dst.hp, "YWP": dst.wp, "YPT": dst.pad_h, "YPL": dst.pad_w,
                 "FH": kernel[0], "FW": kernel[1], "SH": stride[0], "SW": stride[1],
-                "ACT": ACT_CODES[layer.activation], "YS": dst.c_pitch // 4, "YO": dst.c_offset // 4}
+                "ACT": ACT_CODES[layer.activation], "YS": dst.c_pitch // 4, "YO": dst.c_offset // 4,
+                "DH": getattr(layer, "dilation", (1, 1))[0], "DW": getattr(layer, "dilation", (1, 1))[1]}
 
     def concat_views(self):
         return concat_views(self.net, self.layouts)
@@ -330,5 +331,4 @@ class VectorisedBackend(HandwrittenBackend):
                "that measured faster at prepare, else their own kernels")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS
-    # no dilation: the conv kernels read a filter row's taps as one contiguous run
-    supported_features = frozenset(Feature) - {Feature.DILATION}
+    supported_features = frozenset(Feature)
