@@ -20,7 +20,8 @@ folded into the convolution that makes r), and the activations linear,
 relu, relu6, sigmoid, tanh, silu (swish), hard_silu (hard_swish),
 hard_sigmoid and softmax (a layer of its own, last), given on a layer or
 as a separate Activation/ReLU layer folded into the layer that makes its
-input (when nothing else reads it).  MobileNetV3's hard sigmoid written
+input (when nothing else reads it; else a layer of its own, a selection of
+every channel with the activation).  MobileNetV3's hard sigmoid written
 with operators, relu6(x + 3) * (1 / 6), is one hardsigmoid.  Input is
 channels_last (H, W, C) float32.  Everything else is refused with a
 UserError naming the layer and what we lack, never approximated.
@@ -45,8 +46,8 @@ import numpy as np
 from .errors import UserError
 
 from .layouts import hwc_rows_to_chw
-from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Concat, Conv, Dense, GlobalAvgPool, MaxPool, Mul, Net, Softmax,
-                   Subsample)
+from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Channels, Concat, Conv, Dense, GlobalAvgPool, MaxPool, Mul, Net,
+                   Softmax, Subsample)
 from .weights import validate_weights
 
 ACTIVATION = {"linear": "none", "relu": "relu", "relu6": "relu6", "sigmoid": "sigmoid", "tanh": "tanh",
@@ -230,10 +231,15 @@ class _Builder:
         # readers of the layer's output itself (not of a padding or scalar operations still pending on it)
         read = sum(self.readers.get(k, 0) for k, v in self.values.items()
                    if v.layer == self.source and not v.ops and v.pad is None)
-        if read > 1:
-            raise UserError(f"{what}: the output of {last['name']} is also read by another layer; our "
-                            f"activations are part of the layer that makes them")
-        if last["activation"] != "none" or last["cls"] is Softmax:
+        if read > 1 or last["activation"] != "none":   # a layer of its own: a selection of every channel
+            if len(self.shape) != 3 or self.flatten_from is not None:
+                raise UserError(f"{what}: the output of {last['name']} is also read by another layer, or has an "
+                                f"activation already, and is not an image: our activations on (N, features) are "
+                                f"part of the layer that makes them")
+            self.add(Channels, what.split()[1] if what.startswith("layer ") else f"{self.source}_{act}", {},
+                     activation=act, order=tuple(range(self.shape[0])))
+            return
+        if last["cls"] is Softmax:
             raise UserError(f"{what}: a second activation after {last['name']} ({last['activation']}) "
                             f"is not supported; our layers carry one activation each")
         last["activation"] = act

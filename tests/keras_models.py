@@ -147,6 +147,10 @@ def refusal(case: str) -> str:
         inp = keras.Input((8, 8, 2))
         a = L.Conv2D(2, 3, padding="same", name="c")(inp)
         model = keras.Model(inp, L.Add()([a, L.Activation("relu", name="act")(a)]))
+    elif case == "dense-branch-activation":   # the same on a dense layer's (N, features): no layer for it
+        inp = keras.Input((8, 8, 2))
+        a = L.Dense(3, name="d")(L.Flatten()(inp))
+        model = keras.Model(inp, L.Add()([a, L.Activation("relu", name="act")(a)]))
     else:
         layers = _refusals(keras.layers)[case]
         layers, shape = layers if isinstance(layers, tuple) else (layers, (8, 8, 2))
