@@ -624,6 +624,10 @@ def _transpose(g: _Graph, node, attrs: dict) -> None:
     x = _computed(g, node.input[0])
     perm = list(a["perm"] or reversed(range(len(x.shape) + 1)))
     n = len(x.shape) + 1
+    if perm == [0, 2, 3, 1]:
+        raise _Refused("a transpose to channels-last (N, H, W, C) is not supported: our nets are NCHW, and what "
+                       "follows it in the models that do this (ConvNeXt's and Swin's LayerNormalization, a Linear "
+                       "on each pixel) has no layer of ours")
     if x.flat or perm[0] != 0 or perm[-2:] != [n - 2, n - 1] or x.act != "none" or x.pad is not None:
         raise _Refused(f"a transpose by {perm} is not supported (only one that swaps the channel dimensions of a "
                        f"channel shuffle, keeping N, H and W in place)")
