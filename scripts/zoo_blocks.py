@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 
-def _export(folder: Path, size: int) -> dict[str, tuple[str, np.ndarray]]:
+def _export(folder: Path, size: int, keras: bool = True) -> dict[str, tuple[str, np.ndarray]]:
     """Each block's model file, and the framework's output on the input saved as x.npy."""
     import onnx_models
     x = np.random.default_rng(0).random((2, 3, size, size), dtype=np.float32)
@@ -35,6 +35,8 @@ def _export(folder: Path, size: int) -> dict[str, tuple[str, np.ndarray]]:
     for name in onnx_models.ZOO_BLOCKS:
         path = folder / f"{name}.onnx"
         out[name] = (str(path), onnx_models.export(name, str(path), x))
+    if not keras:
+        return out
     # Keras in a child, as the tests do (TensorFlow beside PoCL breaks its compiler)
     from backends.isolated import Worker
     worker = Worker("keras zoo model")
@@ -51,17 +53,19 @@ def _export(folder: Path, size: int) -> dict[str, tuple[str, np.ndarray]]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backends", default="all")
+    p.add_argument("--skip-keras", action="store_true", help="the ONNX blocks only (no TensorFlow here)")
     p.add_argument("--size", type=int, default=16, help="the images' height and width (the Keras model takes 16)")
     args = p.parse_args(argv)
     failed = 0
     with tempfile.TemporaryDirectory(prefix="zoo-blocks-") as tmp:
         folder = Path(tmp)
-        for name, (path, framework) in _export(folder, args.size).items():
+        for name, (path, framework) in _export(folder, args.size, not args.skip_keras).items():
             x = folder / ("xk.npy" if name == "keras-zoo" else "x.npy")
             outs = folder / f"{name}-outs"
-            run = subprocess.run([str(Path(sys.executable).with_name("compare")), "check", "--net", path,
+            run = subprocess.run([sys.executable, "-m", "compare", "check", "--net", path,
                                   "--backends", args.backends, "--input", str(x), "--save-outputs", str(outs)],
-                                 capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+                                 capture_output=True, text=True, cwd=ROOT,
+                                 env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
             failed += run.returncode != 0
             table = False
             for line in run.stdout.splitlines():
