@@ -625,6 +625,12 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
             handlers[cls](b, layer, what)
         elif cls in REFUSED:
             raise UserError(f"{what}: {REFUSED[cls]}")
+        elif isinstance(layer, keras.Model):   # ConvNeXt's stem and downsampling: name what is inside too
+            lacking = sorted({type(inner).__name__ for inner in layer.layers} - set(handlers) - set(merging)
+                             - {"InputLayer", "Dropout", "Flatten"})
+            raise UserError(f"{what}: a model nested in the model is not supported"
+                            + (f", nor what it holds: {', '.join(lacking)}" if lacking else
+                               " (its layers are: save it flattened into the outer model)"))
         else:
             raise UserError(f"{what}: layer type {cls} is not supported (supported: {SUPPORTED})")
         b.values[layer.name] = last = _Value(b.source, b.shape, b.flatten_from, b.pad, b.ops)
