@@ -612,6 +612,10 @@ def _reshaped(g: _Graph, name: str, x: _Value, rest: tuple, target: list) -> _Va
     full = g.out_shapes.get(x.layer) if x.flat else None
     if x.flat and full is not None and tuple(full) == rest:   # a flatten undone: the layer's own shape
         return _Value(x.layer, rest)
+    if not x.flat and len(x.shape) == 3 and rest == (x.shape[0], x.shape[1] * x.shape[2]):
+        raise _Refused(f"a reshape of {x.shape} per image to {target}, its pixels a sequence of tokens (a vision "
+                       f"transformer's patches), is not supported: our nets hold images of channels, and what "
+                       f"follows (attention, LayerNormalization, GELU) has no layer of ours")
     if not x.flat and x.act == "none" and x.pad is None and len(rest) >= 3 and rest[-2:] == tuple(x.shape[-2:]):
         order = x.order if x.order is not None else np.arange(int(np.prod(x.shape[:-2])))
         return _Value(x.layer, rest, order=order.reshape(rest[:-2]))
