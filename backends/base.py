@@ -95,7 +95,8 @@ class PreparedNet(ABC):
     @abstractmethod
     def run_layer(self, index: int, x: np.ndarray) -> np.ndarray:
         """Layer `index` alone on a canonical input; returns its canonical output.
-        A layer that reads several inputs (an add) gets them as a list, in order."""
+        A layer that reads several inputs (an add, a concatenation) gets them as a
+        list, in order (check them with check_inputs)."""
 
     def layer_outputs(self, x: np.ndarray) -> list[np.ndarray]:
         """Every layer's output when the net runs end to end on `x` (a chain here;
@@ -130,8 +131,15 @@ class PreparedNet(ABC):
         """Release device memory; the object is unusable afterwards."""
 
     # -- helpers for subclasses
-    def check_input(self, x: np.ndarray, index: int = 0) -> np.ndarray:
-        want = (self.batch,) + tuple(self.net.in_shape(index))
+    def check_inputs(self, x, index: int) -> list[np.ndarray] | np.ndarray:
+        """run_layer's `x` checked: a list of one array per input of layer `index`, or one array."""
+        if isinstance(x, (list, tuple)):
+            return [self.check_input(a, index, k) for k, a in enumerate(x)]
+        return self.check_input(x, index)
+
+    def check_input(self, x: np.ndarray, index: int = 0, which: int = 0) -> np.ndarray:
+        """`x` as input `which` of layer `index` (the net's input: layer 0's first), checked."""
+        want = (self.batch,) + tuple(self.net.in_shapes(index)[which])
         if not isinstance(x, np.ndarray):
             raise UserError(f"input must be a numpy array of shape {want}, got {type(x).__name__}")
         if x.dtype != np.float32:

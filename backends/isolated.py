@@ -215,7 +215,7 @@ class IsolatedNet(PreparedNet):
 
     def run_layer(self, index, x):
         if isinstance(x, (list, tuple)):   # a layer reading several inputs (an add): one array each
-            return self._call("run_layer", index, [self.check_input(a, index) for a in x])
+            return self._call("run_layer", index, self.check_inputs(x, index))
         return self._call("run_layer", index, self.check_input(x, index))
 
     def layer_outputs(self, x):

@@ -91,12 +91,21 @@ def _host_need(net, names: list[str], mode: str, interleave: bool) -> HostNeed:
                      backends_at_once=len(names) if interleave else 1, outputs_kept=len(names))
 
 
+def fixed_batch(net, batch: int | None) -> None:
+    """A UserError where `net` runs at one batch only (an imported graph fixes it) and `batch` is another."""
+    if batch is not None and net.fixed_batch is not None and batch != net.fixed_batch:
+        raise UserError(f"{net.name} runs at batch {net.fixed_batch} only ({net.description.split('; ', 1)[-1]}), "
+                        f"not {batch}: run it with --batch {net.fixed_batch}, or export it with a dynamic batch "
+                        f"(torch.onnx.export's dynamic_axes) so that it reshapes to (-1, ...)")
+
+
 def _plan(args, mode: str) -> Plan:
     if not args.timeout_s > 0:
         raise UserError(f"--timeout-s must be a positive number of seconds, not {args.timeout_s}")
     net, model_weights = load_net(args.net)
     names = backends.parse_names(args.backends)
     batch = positive("--batch", args.batch) if args.batch is not None else None
+    fixed_batch(net, batch)   # before any work; an input file's batch is checked below
     data = getattr(args, "data", None)
     need = _host_need(net, names, mode, getattr(args, "interleave", False))
     if args.input and data:
@@ -130,6 +139,7 @@ def _plan(args, mode: str) -> Plan:
         weights = init_weights(net, args.seed)
         weights_source = {"kind": "seed", "seed": args.seed}
     weights_source["sha256_16"] = weights_digest(weights)
+    fixed_batch(net, batch)
     return Plan(net=net, batch=batch, weights=weights, x=x, backends=names,
                 explicit=args.backends.strip() != "all", device=args.device,
                 repeats=positive("--repeats", args.repeats), warmup=positive("--warmup", args.warmup),
@@ -170,6 +180,8 @@ def _sweep_plans(args) -> tuple[Plan, list[int], Iterator[Plan]]:
     args.batch = given[0] if given else None
     base = _plan(args, "both")
     batches = given or default_batches(base.net.name)
+    for batch in batches:
+        fixed_batch(base.net, batch)
     check_fits(base.net, batches[-1], _host_need(base.net, base.backends, "both", base.interleave),
                f"batch {batches[-1]} of the sweep", "batches up to {} fit")   # the largest, before any runs
 

@@ -6,7 +6,9 @@ compiler breaks beside it), so a Keras file is read in a child process
 (backends/isolated.py) that sends back the net and its weights.  The onnx
 package is light and carries no LLVM: an ONNX file is read here.  Batch
 normalisation in a model is folded into the convolution before it
-(nets/batchnorm.py) as the model is loaded."""
+(nets/batchnorm.py) as the model is loaded, and a per-channel affine map
+(an input's rescaling, a batch norm before a convolution) into the
+convolution after it where that is exact (nets/affine.py)."""
 from __future__ import annotations
 
 import os
@@ -17,6 +19,7 @@ import numpy as np
 import nets
 from backends.isolated import call_isolated
 from nets import Net
+from nets.affine import fold_channel_affines
 from nets.batchnorm import fold_batchnorm
 from nets.errors import UserError
 
@@ -43,4 +46,4 @@ def load_net(name: str) -> LoadedNet:
         net, weights = load_onnx(name)
     else:
         return LoadedNet(nets.get_net(name), None)
-    return LoadedNet(*fold_batchnorm(net, weights))
+    return LoadedNet(*fold_channel_affines(*fold_batchnorm(net, weights)))

@@ -2,7 +2,9 @@
 
 Written from the layers' definitions, not for speed, and on purpose unlike
 the numpy backend: convolution here is a sum of shifted inputs (one term per
-filter tap), pooling takes windows explicitly.  Its own tests are worked out
+filter tap, a dilated filter's taps spaced apart), pooling takes windows
+explicitly, and an average pool's divisor is counted here from a mask of
+the elements that count, where the numpy backend takes the spec's formula.  Its own tests are worked out
 by hand (tests/test_oracle.py), and issue 7's TensorFlow cross-check tests
 it against code we did not write.
 """
@@ -23,6 +25,12 @@ def activate(x: np.ndarray, name: str) -> np.ndarray:
         return 1.0 / (1.0 + np.exp(-x))
     if name == "tanh":
         return np.tanh(x)
+    if name == "hardsigmoid":   # PyTorch's: relu6(x + 3) / 6
+        return np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0
+    if name == "hardswish":
+        return x * np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0
+    if name == "silu":
+        return x / (1.0 + np.exp(-x))
     return x
 
 
@@ -32,22 +40,25 @@ def _pad4(pad) -> tuple:
     return ((0, 0), (0, 0), (top, bottom), (left, right))
 
 
-def conv(x, weight, bias, stride=(1, 1), pad=(0, 0), groups=1):
+def conv(x, weight, bias, stride=(1, 1), pad=(0, 0), groups=1, dilation=(1, 1)):
     """x (N,C,H,W), weight (K,C/groups,FH,FW) -> (N,K,OH,OW); cross-correlation,
-    each group of K/groups kernels reading its own C/groups channels."""
+    each group of K/groups kernels reading its own C/groups channels; tap
+    (dy, dx) reads the input dilation * (dy, dx) from the window's corner."""
     x = np.pad(np.asarray(x, np.float64), _pad4(pad))
     weight = np.asarray(weight, np.float64)
     n, c, h, w = x.shape
     k, cg, fh, fw = weight.shape
     g = groups
     sh, sw = stride
-    oh, ow = (h - fh) // sh + 1, (w - fw) // sw + 1
+    dh, dw = dilation
+    oh, ow = (h - (fh - 1) * dh - 1) // sh + 1, (w - (fw - 1) * dw - 1) // sw + 1
     xg = x.reshape(n, g, cg, h, w)
     wg = weight.reshape(g, k // g, cg, fh, fw)
     out = np.zeros((n, g, k // g, oh, ow))
     for dy in range(fh):
         for dx in range(fw):
-            tap = xg[:, :, :, dy:dy + sh * (oh - 1) + 1:sh, dx:dx + sw * (ow - 1) + 1:sw]   # (N,G,C/g,OH,OW)
+            y0, x0 = dy * dh, dx * dw
+            tap = xg[:, :, :, y0:y0 + sh * (oh - 1) + 1:sh, x0:x0 + sw * (ow - 1) + 1:sw]   # (N,G,C/g,OH,OW)
             out += np.einsum("ngchw,gkc->ngkhw", tap, wg[:, :, :, dy, dx], optimize=True)  # sum over C/g
     return out.reshape(n, k, oh, ow) + np.asarray(bias, np.float64)[None, :, None, None]
 
@@ -67,6 +78,62 @@ def maxpool(x, kernel=(2, 2), stride=(2, 2), pad=(0, 0)):
     """Padding holds -inf, so it never wins."""
     x = np.pad(np.asarray(x, np.float64), _pad4(pad), constant_values=-np.inf)
     return _windows(x, kernel, stride).max(axis=(4, 5))
+
+
+def avgpool(x, kernel, stride, pad=(0, 0), ceil_mode=False, count_include_pad=True):
+    """Each window's sum over the elements that count.  The input is padded with
+    zeros, and with more at the bottom and right for a ceil-mode window that
+    runs past the padding; a mask padded the same way holds 1 where an element
+    counts (the input, and the padding with count_include_pad; never the
+    ceil-mode overhang), and its window sums are the divisors."""
+    x = np.asarray(x, np.float64)
+    n, c, h, w = x.shape
+    (_, _), (_, _), (top, bottom), (left, right) = _pad4(pad)
+    rows, cols = h + top + bottom, w + left + right
+    oh = _ceil_or_floor(rows, kernel[0], stride[0], top + h, ceil_mode)
+    ow = _ceil_or_floor(cols, kernel[1], stride[1], left + w, ceil_mode)
+    more_rows = max(0, (oh - 1) * stride[0] + kernel[0] - rows)
+    more_cols = max(0, (ow - 1) * stride[1] + kernel[1] - cols)
+    widths = ((0, 0), (0, 0), (top, bottom + more_rows), (left, right + more_cols))
+    padded = np.pad(x, widths)
+    mask = np.zeros((1, 1) + padded.shape[2:])
+    if count_include_pad:
+        mask[..., :rows, :cols] = 1.0
+    else:
+        mask[..., top:top + h, left:left + w] = 1.0
+    sums = _windows(padded, kernel, stride).sum(axis=(4, 5))[:, :, :oh, :ow]
+    counts = _windows(mask, kernel, stride).sum(axis=(4, 5))[:, :, :oh, :ow]
+    return sums / counts
+
+
+def _ceil_or_floor(padded: int, k: int, s: int, last_start_below: int, ceil_mode: bool) -> int:
+    """Windows along an axis of `padded` elements; in ceil mode one more where a
+    window would be cut short, unless it would start at or past `last_start_below`
+    (the end of the input: a window must start inside it or in the padding before)."""
+    if not ceil_mode:
+        return (padded - k) // s + 1
+    out = -(-(padded - k) // s) + 1
+    return out - 1 if (out - 1) * s >= last_start_below else out
+
+
+def concat(xs):
+    return np.concatenate([np.asarray(a, np.float64) for a in xs], axis=1)
+
+
+def multiply(x, other):
+    """Elementwise; an (N, C, 1, 1) `other` scales each channel of `x`."""
+    return np.asarray(x, np.float64) * np.asarray(other, np.float64)
+
+
+def channels(x, order):
+    return np.asarray(x, np.float64)[:, list(order)]
+
+
+def softmax(x):
+    """Over each image's features, flattened in C, H, W order."""
+    x = np.asarray(x, np.float64).reshape(len(x), -1)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
 
 
 def global_avgpool(x):
@@ -90,7 +157,7 @@ def layer_forward(layer: Layer, x, weights: dict[str, np.ndarray]) -> np.ndarray
     xs = list(x) if isinstance(x, (list, tuple)) else [x]
     p = {k.split(".", 1)[1]: v for k, v in weights.items() if k.split(".", 1)[0] == layer.name}
     if layer.kind == LayerKind.CONV:
-        y = conv(xs[0], p["weight"], p["bias"], layer.stride, layer.pad, layer.groups)
+        y = conv(xs[0], p["weight"], p["bias"], layer.stride, layer.pad, layer.groups, layer.dilation)
     elif layer.kind == LayerKind.SUBSAMPLE:
         y = subsample(xs[0], p["coeff"], p["bias"], layer.kernel, layer.stride)
     elif layer.kind == LayerKind.MAXPOOL:
@@ -103,6 +170,16 @@ def layer_forward(layer: Layer, x, weights: dict[str, np.ndarray]) -> np.ndarray
         y = global_avgpool(xs[0])
     elif layer.kind == LayerKind.BATCHNORM:
         y = batchnorm(xs[0], p["scale"], p["bias"], p["mean"], p["var"], layer.eps)
+    elif layer.kind == LayerKind.AVGPOOL:
+        y = avgpool(xs[0], layer.kernel, layer.stride, layer.pad, layer.ceil_mode, layer.count_include_pad)
+    elif layer.kind == LayerKind.CONCAT:
+        y = concat(xs)
+    elif layer.kind == LayerKind.MUL:
+        y = multiply(xs[0], xs[1])
+    elif layer.kind == LayerKind.CHANNELS:
+        y = channels(xs[0], layer.order)
+    elif layer.kind == LayerKind.SOFTMAX:
+        y = softmax(xs[0])
     else:
         raise ValueError(f"oracle: unknown layer kind {layer.kind!r}")
     return activate(y, layer.activation)

@@ -6,7 +6,10 @@
 // coefficient, bias and activation folded in.  For the graph nets: a copy
 // into a zero-padded buffer (asymmetric padding, which xIM2COL and
 // xCONVGEMM cannot take), the sum of two layers with the activation fused
-// (a residual add), and the global average pool.
+// (a residual add), and the global average pool.  For the classification zoo
+// (issue 36): a product, elementwise or by a per-channel gate; a selection of
+// channels (a shuffle, a slice); an average pool with padding and ceil mode;
+// a softmax.
 //
 // Compiled once per layer with -D constants:
 //   ACT      0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh
@@ -18,6 +21,14 @@
 //   CHANNELS                        subsample: C
 //   H, W, PH, PW, PT, PL            pad_copy: (N*C, H, W) -> (N*C, PH, PW), placed at row PT, column PL
 //   PLANES, PLANE                   global_avgpool: PLANES planes of PLANE elements -> their means
+//   COUNT, MUL, GATE_PLANE          mul_activate: y = act(a * b), b one value per plane of
+//                                   GATE_PLANE elements (a gate) or, with GATE_PLANE 0, elementwise
+//   COUNT, GATHER, CIN, COUT, GPLANE  gather_channels: (N, CIN, GPLANE) -> (N, COUT, GPLANE), channel j
+//                                   the input's order[j]
+//   H, W, OH, OW, KH, KW, SH, SW, PT, PL, PB, PR, INCLUDE_PAD
+//                                   avgpool: padding on each side; INCLUDE_PAD counts it in the
+//                                   divisor (never a ceil-mode window's part past it)
+//   ROWS, FEATURES                  softmax: ROWS rows of FEATURES, each exp(x - max) / sum
 
 #include "common.h"
 
@@ -46,7 +57,7 @@ __kernel void add_activate(__global const float *a, __global const float *b, __g
 }
 #endif
 
-#if defined(KH) && !defined(CHANNELS)
+#if defined(KH) && !defined(CHANNELS) && !defined(INCLUDE_PAD)
 #ifndef PT
 #define PT 0
 #endif
@@ -119,5 +130,78 @@ __kernel void subsample(__global const float *x, __global float *y,
         for (int fx = 0; fx < KW; fx++)
             sum += src[fy * W + fx];
     y[(size_t)plane * (OH * OW) + oy * OW + ox] = activate(sum * (coeff[c] / (float)(KH * KW)) + bias[c]);
+}
+#endif
+
+#if defined(COUNT) && defined(MUL)
+// y = activation(a * b): b elementwise (GATE_PLANE 0), or one value per plane of
+// GATE_PLANE elements, the (N, C, 1, 1) gate of a squeeze-and-excitation block.
+__kernel void mul_activate(__global const float *a, __global const float *b, __global float *y) {
+    const size_t i = get_global_id(0);
+    if (i >= COUNT) return;
+#if GATE_PLANE
+    y[i] = activate(a[i] * b[i / GATE_PLANE]);
+#else
+    y[i] = activate(a[i] * b[i]);
+#endif
+}
+#endif
+
+#if defined(COUNT) && defined(GATHER)
+// Output channel j of each image is input channel order[j] (a shuffle or a slice), then the activation.
+__kernel void gather_channels(__global const float *x, __global const int *order, __global float *y) {
+    const size_t i = get_global_id(0);
+    if (i >= COUNT) return;
+    const size_t p = i % GPLANE, j = (i / GPLANE) % COUT, n = i / ((size_t)GPLANE * COUT);
+    y[i] = activate(x[(n * CIN + order[j]) * GPLANE + p]);
+}
+#endif
+
+#if defined(INCLUDE_PAD)
+// The mean of each window (NDRange as maxpool's): the sum of the taps inside the
+// input over the divisor, the window's rows and columns inside the input (and its
+// padding, with INCLUDE_PAD); a ceil-mode window's part past the padding never counts.
+__kernel void avgpool(__global const float *x, __global float *y) {
+    const int ox = get_global_id(0), oy = get_global_id(1), plane = get_global_id(2);
+    if (ox >= OW || oy >= OH) return;
+    const int y0 = oy * SH - PT, x0 = ox * SW - PL;
+    __global const float *src = x + (size_t)plane * (H * W);
+    float sum = 0.0f;
+    for (int fy = 0; fy < KH; fy++) {
+        const int iy = y0 + fy;
+        if (iy < 0 || iy >= H) continue;
+        for (int fx = 0; fx < KW; fx++) {
+            const int ix = x0 + fx;
+            if (ix >= 0 && ix < W)
+                sum += src[iy * W + ix];
+        }
+    }
+#if INCLUDE_PAD
+    const int rows = min(y0 + KH, H + PB) - y0, cols = min(x0 + KW, W + PR) - x0;
+#else
+    const int rows = min(y0 + KH, H) - max(y0, 0), cols = min(x0 + KW, W) - max(x0, 0);
+#endif
+    y[(size_t)plane * (OH * OW) + oy * OW + ox] = activate(sum / (float)(rows * cols));
+}
+#endif
+
+#if defined(ROWS) && defined(FEATURES)
+// One work-item per row (an image's features): exp(x - max) / sum, in three passes.
+__kernel void softmax(__global const float *x, __global float *y) {
+    const size_t r = get_global_id(0);
+    if (r >= ROWS) return;
+    __global const float *src = x + r * FEATURES;
+    __global float *dst = y + r * FEATURES;
+    float m = -INFINITY;
+    for (int i = 0; i < FEATURES; i++)
+        m = max_keep_nan(m, src[i]);
+    float sum = 0.0f;
+    for (int i = 0; i < FEATURES; i++) {
+        dst[i] = exp(src[i] - m);
+        sum += dst[i];
+    }
+    const float inv = 1.0f / sum;
+    for (int i = 0; i < FEATURES; i++)
+        dst[i] *= inv;
 }
 #endif

@@ -3,11 +3,12 @@
 // which kernels/__init__.py pastes in on the host, so every driver's
 // program cache sees the header's text in the source it hashes.
 //
-// -D ACT: 0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh (required).  With YC and YC4 defined
+// -D ACT: 0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh, 5 hardsigmoid, 6 hardswish, 7 silu (required).
+// hardsigmoid is PyTorch's, relu6(x + 3) / 6; hardswish x times it; silu x * sigmoid(x).  With YC and YC4 defined
 // (output channels, and as stored: a multiple of 4), zero_tail too.
 
 #ifndef ACT
-#error "ACT must be defined: 0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh"
+#error "ACT must be defined: 0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh, 5 hardsigmoid, 6 hardswish, 7 silu"
 #endif
 
 // A NaN (an element never written: buffers start poisoned with NaN) passes
@@ -28,6 +29,12 @@ inline float relu6(float v)
     return v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
 }
 
+// relu6(v + 3) / 6: MobileNet-v3's gate
+inline float hardsigmoid(float v)
+{
+    return relu6(v + 3.0f) * (1.0f / 6.0f);
+}
+
 // The layer's activation (-D ACT).
 inline float activate(float v)
 {
@@ -39,9 +46,21 @@ inline float activate(float v)
     return relu6(v);
 #elif ACT == 4
     return tanh(v);
+#elif ACT == 5
+    return hardsigmoid(v);
+#elif ACT == 6
+    return v * hardsigmoid(v);
+#elif ACT == 7
+    return v * sigmoid(v);
 #else
     return v;
 #endif
+}
+
+// min(max(v, 0), 6) of four values; a NaN passes through, as in relu6
+inline float4 relu6_4(float4 v)
+{
+    return select(select(v, (float4)(6.0f), isgreater(v, (float4)(6.0f))), (float4)(0.0f), isless(v, (float4)(0.0f)));
 }
 
 // Activation `act` (an ACT code) of four values; a constant `act` folds to one case.
@@ -54,9 +73,15 @@ inline float4 activation4(float4 v, const int act)
     case 2:
         return 1.0f / (1.0f + exp(-v));
     case 3:
-        return select(select(v, (float4)(6.0f), isgreater(v, (float4)(6.0f))), (float4)(0.0f), isless(v, (float4)(0.0f)));
+        return relu6_4(v);
     case 4:
         return tanh(v);
+    case 5:
+        return relu6_4(v + 3.0f) * (1.0f / 6.0f);
+    case 6:
+        return v * relu6_4(v + 3.0f) * (1.0f / 6.0f);
+    case 7:
+        return v / (1.0f + exp(-v));
     default:
         return v;
     }

@@ -45,6 +45,12 @@
 #define XV (XC4 / 4)
 #define YV (YC4 / 4)
 #define KV (KP / 4)
+#ifndef YS   // the output buffer's float4s per pixel and the first of this layer's (a concatenation's view)
+#define YS YV
+#endif
+#ifndef YO
+#define YO 0
+#endif
 
 // Index arithmetic that divides is unsigned: LLVM then needs no `freeze`
 // of a possibly-overflowing signed sum before splitting a division from its
@@ -55,7 +61,7 @@ inline uint y_pixel(uint p)
 {
     const uint n = p / (YH * YW), rem = p - n * (YH * YW);
     const uint oy = rem / YW, ox = rem - oy * YW;
-    return ((n * YHP + oy + YPT) * YWP + ox + YPL) * YV;
+    return ((n * YHP + oy + YPT) * YWP + ox + YPL) * YS + YO;
 }
 
 #if RESIDUAL

@@ -28,17 +28,37 @@
 //   MC, DACT          dw_pw: the depthwise's channels (stored: XC4) and activation
 //   TP, G, CPS        dw_pw: pixels per work-group, work-items per pixel, groups
 //                     of four output channels per work-group
-// CONV, DEPTHWISE, DW_PW, SUBSAMPLE, MAXPOOL, ADD, GLOBAL_AVGPOOL, DENSE_GEMV
-// or DENSE_BATCHED picks the kernel.
+//   YS, YO            the output buffer's float4s per pixel and this layer's first there
+//                     (a view of a concatenation's buffer, written in place); default YV, 0
+//   XC, COFF          concat_copy: the input's channels, their first channel in the output
+//   GATE              mul: 1 when the second input is an (N, C, 1, 1) gate
+//   PB, PR, INCLUDE_PAD  avgpool: padding below / right; count the padding in the divisor
+//   FEATURES          softmax: the input's C * H * W
+// CONV, DEPTHWISE, DW_PW, SUBSAMPLE, MAXPOOL, ADD, GLOBAL_AVGPOOL, DENSE_GEMV,
+// DENSE_BATCHED, CONCAT_COPY, GATHER, MUL, AVGPOOL or SOFTMAX picks the kernel.
 // Global sizes are rounded up to the work-group shape: every kernel returns
 // early for the work-items past the edge.
 
 #include "common.h"
 
 #define XV (XC4 / 4)   // float4s per input pixel
+#ifndef DH   // a dilated conv's taps DH rows and DW columns apart (conv, depthwise)
+#define DH 1
+#endif
+#ifndef DW
+#define DW 1
+#endif
 #define YV (YC4 / 4)   // float4s per output pixel
 
-#define Y_PIXEL(n, row, col) ((((n) * YHP + (row) + YPT) * YWP + (col) + YPL) * YV)
+// YS, YO: the output buffer's float4s per pixel and the first one of this layer's (a view of
+// a concatenation's buffer, written in place: handwritten/zoo.py); else YV and 0
+#ifndef YS
+#define YS YV
+#endif
+#ifndef YO
+#define YO 0
+#endif
+#define Y_PIXEL(n, row, col) ((((n) * YHP + (row) + YPT) * YWP + (col) + YPL) * YS + YO)
 // input pixel (row, col) of the interior; rows and columns of the border are -1, -2...
 #define X_PIXEL(n, row, col) ((((n) * XHP + (row) + XPT) * XWP + (col) + XPL) * XV)
 
@@ -86,6 +106,18 @@ __kernel void conv(__global const float4* restrict x,
     const __global float4* xp = x + X_PIXEL(n, row * SH - PT, col * SW - PL);
     const __global float4* wp = w + 4 * c4 * FILTER;
     ACC4_START;
+#if DH > 1 || DW > 1
+    // dilated: the taps of a filter row are DW pixels apart, so each is a run of XV float4s
+    for (int fy = 0; fy < FH; fy++) {
+        const __global float4* xr = xp + fy * DH * XWP * XV;
+        const __global float4* wr = wp + fy * FW * XV;
+        for (int fx = 0; fx < FW; fx++)
+            for (int c = 0; c < XV; c++) {
+                const float4 v = xr[fx * DW * XV + c];
+                ACC4_STEP(v, wr + fx * XV + c, FILTER);
+            }
+    }
+#else
     for (int fy = 0; fy < FH; fy++) {
         const __global float4* xr = xp + fy * XWP * XV;
         const __global float4* wr = wp + fy * FW * XV;
@@ -94,6 +126,7 @@ __kernel void conv(__global const float4* restrict x,
             ACC4_STEP(v, wr + i, FILTER);
         }
     }
+#endif
     ACC4_END;
 #if RESIDUAL
     // the residual add fused: y = activation of the add (conv + bias + res)
@@ -171,7 +204,7 @@ __kernel void depthwise(__global const float4* restrict x,
     float4 acc = b[c4];
     for (int fy = 0; fy < FH; fy++)
         for (int fx = 0; fx < FW; fx++)
-            acc = mad(xp[(fy * XWP + fx) * XV], w[(fy * FW + fx) * XV + c4], acc);
+            acc = mad(xp[(fy * DH * XWP + fx * DW) * XV], w[(fy * FW + fx) * XV + c4], acc);
     y[Y_PIXEL(n, row, col) + c4] = zero_tail(activate4(acc), c4);
 }
 #endif
@@ -380,5 +413,111 @@ __kernel void dense_batched(__global const float4* restrict x,
         acc = mad(xn[i], wj[i], acc);
 #endif
     y[n * YC4 + j] = activate(dot(acc, (float4)(1.0f)) + b[j]);
+}
+#endif
+
+// ---- the classification zoo's layers (issue 36; backends/handwritten/zoo.py)
+
+#if defined(CONCAT_COPY) || defined(GATHER) || defined(SOFTMAX)
+// float views of the buffers, for kernels that move single channels
+#define XF_PIXEL(n, row, col) (X_PIXEL(n, row, col) * 4)
+#define YF_PIXEL(n, row, col) (Y_PIXEL(n, row, col) * 4)
+#endif
+
+#ifdef CONCAT_COPY
+// One input of a concatenation that its producer did not write in place, copied into
+// its slice (channels COFF .. COFF + XC - 1 of each output pixel), with the activation.
+// One work-item per (image * row, column, channel).
+__kernel void concat_copy(__global const float* restrict x, __global float* restrict y)
+{
+    const int r = get_global_id(0), col = get_global_id(1), c = get_global_id(2);
+    if (r >= N * YH || col >= YW || c >= XC)
+        return;
+    const int n = r / YH, row = r - n * YH;
+    y[YF_PIXEL(n, row, col) + COFF + c] = activate(x[XF_PIXEL(n, row, col) + c]);
+}
+#endif
+
+#ifdef GATHER
+// A selection of channels: output channel j is input channel order[j] (a shuffle, a slice),
+// then the activation; one work-item per (image * row, column, output channel).
+__kernel void gather(__global const float* restrict x, __global const int* restrict order,
+                     __global float* restrict y)
+{
+    const int r = get_global_id(0), col = get_global_id(1), j = get_global_id(2);
+    if (r >= N * YH || col >= YW || j >= YC)
+        return;
+    const int n = r / YH, row = r - n * YH;
+    y[YF_PIXEL(n, row, col) + j] = activate(x[XF_PIXEL(n, row, col) + order[j]]);
+}
+#endif
+
+#ifdef MUL
+// The product of two inputs, each read through its own border (X<i>HP...), or of the
+// first by a per-channel gate (GATE: the second is (N, C, 1, 1)); then the activation.
+#define M_AT(i, n, row, col) \
+    ((((n) * X##i##HP + (row) + X##i##PT) * X##i##WP + (col) + X##i##PL) * YV)
+
+__kernel void mul(__global const float4* restrict x0, __global const float4* restrict x1,
+                  __global float4* restrict y)
+{
+    const int r = get_global_id(0), col = get_global_id(1), c4 = get_global_id(2);
+    if (r >= N * YH || col >= YW || c4 >= YV)
+        return;
+    const int n = r / YH, row = r - n * YH;
+#if GATE
+    const float4 g = x1[M_AT(1, n, 0, 0) + c4];
+#else
+    const float4 g = x1[M_AT(1, n, row, col) + c4];
+#endif
+    y[Y_PIXEL(n, row, col) + c4] = zero_tail(activate4(x0[M_AT(0, n, row, col) + c4] * g), c4);
+}
+#endif
+
+#ifdef AVGPOOL
+// The mean of each window over the taps inside the input; the divisor counts the window's
+// rows and columns inside the input, and its padding too with INCLUDE_PAD (never a
+// ceil-mode window's part past the padding).  Four channels per work-item, ids as conv's.
+__kernel void avgpool(__global const float4* restrict x, __global float4* restrict y)
+{
+    const int r = get_global_id(0), col = get_global_id(1), c4 = get_global_id(2);
+    if (r >= N * YH || col >= YW || c4 >= YV)
+        return;
+    const int n = r / YH, row = r - n * YH;
+    const int y0 = row * SH - PT, x0 = col * SW - PL;
+    float4 sum = 0.0f;
+    for (int fy = max(0, -y0); fy < min(FH, XH - y0); fy++)
+        for (int fx = max(0, -x0); fx < min(FW, XW - x0); fx++)
+            sum += x[X_PIXEL(n, y0 + fy, x0 + fx) + c4];
+#if INCLUDE_PAD
+    const int rows = min(y0 + FH, XH + PB) - y0, cols = min(x0 + FW, XW + PR) - x0;
+#else
+    const int rows = min(y0 + FH, XH) - max(y0, 0), cols = min(x0 + FW, XW) - max(x0, 0);
+#endif
+    y[Y_PIXEL(n, row, col) + c4] = zero_tail(activate4(sum / (float)(rows * cols)), c4);
+}
+#endif
+
+#ifdef SOFTMAX
+// exp(x - max) / sum over each image's features in C, H, W order: one work-item per image.
+__kernel void softmax(__global const float* restrict x, __global float* restrict y)
+{
+    const int n = get_global_id(0);
+    if (n >= N)
+        return;
+    float m = -INFINITY, sum = 0.0f;
+    for (int c = 0; c < XC; c++)
+        for (int row = 0; row < XH; row++)
+            for (int col = 0; col < XW; col++)
+                m = max_keep_nan(m, x[XF_PIXEL(n, row, col) + c]);
+    for (int c = 0; c < XC; c++)
+        for (int row = 0; row < XH; row++)
+            for (int col = 0; col < XW; col++)
+                sum += exp(x[XF_PIXEL(n, row, col) + c] - m);
+    const float inv = 1.0f / sum;
+    for (int c = 0; c < XC; c++)
+        for (int row = 0; row < XH; row++)
+            for (int col = 0; col < XW; col++)
+                y[YF_PIXEL(n, 0, 0) + (c * XH + row) * XW + col] = exp(x[XF_PIXEL(n, row, col) + c] - m) * inv;
 }
 #endif

@@ -7,15 +7,15 @@ from .errors import UserError
 from .lenet import LENET
 from .mobilenet_v2 import MOBILENET_V2
 from .resnet18 import RESNET18
-from .spec import (ACTIVATIONS, NET_INPUT, STUDY_ACTIVATIONS, STUDY_KINDS, Activation, Add, BatchNorm, Conv, Dense,
-                   Feature, GlobalAvgPool, Layer, LayerKind, MaxPool, Net, Subsample)
+from .spec import (ACTIVATIONS, NET_INPUT, STUDY_ACTIVATIONS, STUDY_KINDS, Activation, Add, AvgPool, BatchNorm, Channels,
+                   Concat, Conv, Dense, Feature, GlobalAvgPool, Layer, LayerKind, MaxPool, Mul, Net, Softmax, Subsample)
 from .vgg16 import VGG16
 
 NETS = {net.name: net for net in (LENET, VGG16, RESNET18, MOBILENET_V2)}
 
-__all__ = ["ACTIVATIONS", "NET_INPUT", "STUDY_ACTIVATIONS", "STUDY_KINDS", "Activation", "Add", "BatchNorm", "Conv",
-           "Dense", "Feature", "GlobalAvgPool", "Layer", "LayerKind", "MaxPool", "Net", "Subsample", "NETS", "LENET",
-           "VGG16", "RESNET18", "MOBILENET_V2", "get_net"]
+__all__ = ["ACTIVATIONS", "NET_INPUT", "STUDY_ACTIVATIONS", "STUDY_KINDS", "Activation", "Add", "AvgPool", "BatchNorm",
+           "Channels", "Concat", "Conv", "Dense", "Feature", "GlobalAvgPool", "Layer", "LayerKind", "MaxPool", "Mul",
+           "Net", "Softmax", "Subsample", "NETS", "LENET", "VGG16", "RESNET18", "MOBILENET_V2", "get_net"]
 
 
 def get_net(name: str) -> Net:

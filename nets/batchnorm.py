@@ -9,8 +9,11 @@ A batch normalisation folds when it reads a convolution (or a dense layer)
 that has no activation of its own and that no other layer reads; the folded
 layer keeps the convolution's name, takes the normalisation's activation,
 and the layers that read the normalisation read it instead.  One that does
-not fold stays a BatchNorm layer: the reference runs it, other backends say
-UNSUPPORTED.
+not fold (DenseNet's and ResNet-v2's, before their convolutions: it reads a
+concatenation or an add) is the per-channel affine map it is, x * s + shift:
+a depthwise 1x1 convolution of weight s and bias shift, under its own name,
+which every backend that runs depthwise convolutions runs (nets/affine.py
+then folds one into the convolution after it where that is exact).
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from .spec import NET_INPUT, LayerKind, Net
+from .spec import NET_INPUT, Conv, LayerKind, Net
 
 _FOLDS_INTO = (LayerKind.CONV, LayerKind.DENSE)
 
@@ -56,7 +59,10 @@ def fold_batchnorm(net: Net, weights: dict[str, np.ndarray]) -> tuple[Net, dict[
         replaced[src] = dataclasses.replace(before, activation=layer.activation)
         renamed[layer.name] = before.name
         dropped.add(i)
-    if not dropped:
+    for i, layer in enumerate(net.layers):
+        if layer.kind == LayerKind.BATCHNORM and i not in dropped:
+            replaced[i] = _as_affine_conv(layer, net.in_shape(i)[0], weights)
+    if not dropped and not replaced:
         return net, weights
     layers = []
     for i, layer in enumerate(net.layers):
@@ -68,3 +74,14 @@ def fold_batchnorm(net: Net, weights: dict[str, np.ndarray]) -> tuple[Net, dict[
         default = (layers[-1].name if layers else NET_INPUT,)
         layers.append(dataclasses.replace(replaced.get(i, layer), inputs=() if names == default else names))
     return dataclasses.replace(net, layers=tuple(layers)), weights
+
+
+def _as_affine_conv(layer, channels: int, weights: dict) -> Conv:
+    """Batch norm `layer` as a depthwise 1x1 convolution (weights updated in place)."""
+    scale, shift, mean, var = (np.asarray(weights.pop(f"{layer.name}.{p}"), np.float64)
+                               for p in ("scale", "bias", "mean", "var"))
+    s = scale / np.sqrt(var + layer.eps)
+    weights[f"{layer.name}.weight"] = s.reshape(channels, 1, 1, 1).astype(np.float32)
+    weights[f"{layer.name}.bias"] = (shift - mean * s).astype(np.float32)
+    return Conv(layer.name, layer.activation, inputs=layer.inputs, out_channels=channels, kernel=(1, 1),
+                groups=channels)

@@ -2,17 +2,29 @@
 functional (skip connections), as one of our nets plus its trained weights
 in our layouts.
 
-Supported: Conv2D (valid or same padding, any strides and groups, no
-dilation), DepthwiseConv2D, BatchNormalization (folded into the convolution
-before it when the model is loaded), MaxPooling2D (valid or same),
-AveragePooling2D (valid; our Subsample with coefficient 1, bias 0),
-GlobalAveragePooling2D, Add, Dense after Flatten, GlobalAveragePooling2D or
-Dense, Flatten, and the activations linear, relu, relu6, sigmoid, tanh,
-given on a layer or as a separate Activation/ReLU layer that is folded into
-the layer that makes its input (when nothing else reads it).  Dropout is
-accepted: it is the identity at inference.  Input is channels_last (H, W, C)
-float32.  Everything else is refused with a UserError naming the layer and
-why, never approximated.
+Supported (what the image classifiers of keras.applications use): Conv2D
+(valid or same padding, any strides, groups and dilation), DepthwiseConv2D,
+SeparableConv2D (a depthwise then a 1x1 convolution), BatchNormalization
+(folded into the convolution before it when the model is loaded, else the
+per-channel affine map it is), ZeroPadding2D (the padding of the
+convolution or pooling after it), MaxPooling2D and AveragePooling2D (valid
+or same; a 'same' average pool divides by the input's elements in each
+window, as TensorFlow does), GlobalAveragePooling2D, Add, Multiply
+(elementwise, or by an (N, 1, 1, C) gate: squeeze-and-excitation),
+Concatenate along the channels, Rescaling and Normalization (an affine map
+per channel, folded into the convolution after it where exact:
+nets/affine.py), Reshape between (N, C) and (N, 1, 1, C), Dense after
+Flatten, GlobalAveragePooling2D or Dense, Flatten, Dropout (the identity at
+inference), InceptionResNetV2's CustomScaleLayer (x + scale * r: the scale
+folded into the convolution that makes r), and the activations linear,
+relu, relu6, sigmoid, tanh, silu (swish), hard_silu (hard_swish),
+hard_sigmoid and softmax (a layer of its own, last), given on a layer or
+as a separate Activation/ReLU layer folded into the layer that makes its
+input (when nothing else reads it; else a layer of its own, a selection of
+every channel with the activation).  MobileNetV3's hard sigmoid written
+with operators, relu6(x + 3) * (1 / 6), is one hardsigmoid.  Input is
+channels_last (H, W, C) float32.  Everything else is refused with a
+UserError naming the layer and what we lack, never approximated.
 
 Layouts: Conv2D kernel (FH,FW,C/g,K) -> (K,C/g,FH,FW); DepthwiseConv2D
 kernel (FH,FW,C,M) -> (C*M,1,FH,FW), output channel c*M+m as Keras's.
@@ -34,22 +46,26 @@ import numpy as np
 from .errors import UserError
 
 from .layouts import hwc_rows_to_chw
-from .spec import NET_INPUT, Add, BatchNorm, Conv, Dense, GlobalAvgPool, MaxPool, Net, Subsample
+from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Channels, Concat, Conv, Dense, GlobalAvgPool, MaxPool, Mul, Net,
+                   Softmax, Subsample)
 from .weights import validate_weights
 
-ACTIVATION = {"linear": "none", "relu": "relu", "relu6": "relu6", "sigmoid": "sigmoid", "tanh": "tanh"}
+ACTIVATION = {"linear": "none", "relu": "relu", "relu6": "relu6", "sigmoid": "sigmoid", "tanh": "tanh",
+              "silu": "silu", "swish": "silu", "hard_silu": "hardswish", "hard_swish": "hardswish",
+              "hard_sigmoid": "hardsigmoid"}
 SUFFIXES = (".keras", ".h5")
 
-# Layer types refused with a reason that says what to do instead.
+# Layer types refused with a reason that says what we lack.
 REFUSED = {
-    "Softmax": "softmax is not one of our activations (none, relu, relu6, sigmoid, tanh); remove it, it "
-               "does not change the top-1 class",
     "Conv1D": "only 2-D convolutions are supported",
     "Conv3D": "only 2-D convolutions are supported",
-    "ZeroPadding2D": "a separate padding layer is not supported; use padding='same' on the convolution",
-    "SeparableConv2D": "separable convolution is not supported",
     "Conv2DTranspose": "transposed convolution is not supported",
+    "Cropping2D": "cropping is not supported",
+    "LayerNormalization": "layer normalisation is not supported (only batch normalisation)",
 }
+SUPPORTED = ("Conv2D, DepthwiseConv2D, SeparableConv2D, BatchNormalization, ZeroPadding2D, MaxPooling2D, "
+             "AveragePooling2D, GlobalAveragePooling2D, Add, Multiply, Concatenate, Rescaling, Normalization, "
+             "Reshape, Dense, Flatten, Activation, ReLU, Softmax, Dropout")
 
 
 def _keras():
@@ -129,10 +145,13 @@ def _sanitise(name: str, taken: set) -> str:
 
 
 def _activation_name(layer, what: str) -> str:
+    """Our name of `layer`'s activation ('softmax' included: a layer of its own, added by the caller)."""
     fn = getattr(layer, "activation", None)
     name = getattr(fn, "__name__", str(fn)) if fn is not None else "linear"
+    if name == "softmax":
+        return name
     if name not in ACTIVATION:
-        raise UserError(f"{what}: activation {name!r} is not supported (only {', '.join(ACTIVATION)})")
+        raise UserError(f"{what}: activation {name!r} is not supported (only {', '.join(ACTIVATION)}, softmax)")
     return ACTIVATION[name]
 
 
@@ -144,11 +163,21 @@ def _same_pad(size: int, kernel: int, stride: int) -> int:
 @dataclass
 class _Value:
     """What a Keras layer's output is to us: the layer of ours that makes it, its
-    shape (C, H, W) or (F,), and the (C, H, W) of a Flatten not yet consumed by a Dense."""
+    shape (C, H, W) or (F,), the (C, H, W) of a Flatten not yet consumed by a Dense,
+    zeros still to pad around it (top, left, bottom, right; a ZeroPadding2D waiting
+    for the layer it belongs to), and scalar operations still to apply
+    (MobileNetV3's relu6(x + 3) * (1/6), as ('add', 3), ('relu6',), ('mul', 1/6))."""
 
     layer: str
     shape: tuple
     flatten_from: tuple | None = None
+    pad: tuple | None = None
+    ops: tuple = ()
+
+
+# a chain of scalar operations that is one of our activations
+_OP_ACTIVATIONS = {(("add", 3.0), ("relu6",), ("mul", 1 / 6)): "hardsigmoid",
+                   (("add", 3.0), ("relu6",), ("div", 6.0)): "hardsigmoid"}
 
 
 class _Builder:
@@ -159,12 +188,15 @@ class _Builder:
         self.shape = in_shape
         self.flatten_from: tuple | None = None
         self.source = NET_INPUT
+        self.pad: tuple | None = None
+        self.ops: tuple = ()
         self.readers = readers                # Keras layer name -> how many layers read its output
         self.values: dict[str, _Value] = {}   # Keras layer name -> its output
         self.layers: list[dict] = []          # spec class, kwargs; activation filled in later
         self.weights: dict[str, np.ndarray] = {}
         self.names: set = {NET_INPUT}
         self.notes: list[str] = []
+        self.shapes: dict[str, tuple] = {NET_INPUT: in_shape}   # our layer -> its output shape
 
     def add(self, cls, name, params: dict, inputs: tuple | None = None, **kwargs):
         name = _sanitise(name, self.names)
@@ -173,24 +205,52 @@ class _Builder:
         for p, arr in params.items():
             self.weights[f"{name}.{p}"] = np.ascontiguousarray(arr, dtype=np.float32)
         spec = cls(name, "none", inputs=inputs or (), **kwargs)
-        self.shape = tuple(spec.out_shape(self.shape))
+        in_shapes = [self.shapes[n] for n in (inputs or (self.source,))]
+        self.shape = tuple(spec.out_shape_of(in_shapes))
+        self.shapes[name] = self.shape
         self.source = name
+        self.pad = None
+        return name
+
+    def layer(self, name: str) -> dict | None:
+        return next((d for d in self.layers if d["name"] == name), None)
 
     def fold_activation(self, act: str, what: str):
         """`act` into the layer that makes this layer's input, which nothing else may read."""
         if act == "none":
             return
+        if act == "softmax":
+            self.materialise(what)
+            self.add(Softmax, what.split()[1] if what.startswith("layer ") else "softmax", {})
+            return
         if self.source == NET_INPUT:
             raise UserError(f"{what}: an activation before any other layer is not supported")
-        last = next(d for d in self.layers if d["name"] == self.source)
-        read = sum(self.readers.get(k, 0) for k, v in self.values.items() if v.layer == self.source)
-        if read > 1:
-            raise UserError(f"{what}: the output of {last['name']} is also read by another layer; our "
-                            f"activations are part of the layer that makes them")
-        if last["activation"] != "none":
+        if self.pad is not None:
+            raise UserError(f"{what}: an activation after a ZeroPadding2D is not supported; pad after it")
+        last = self.layer(self.source)
+        # readers of the layer's output itself (not of a padding or scalar operations still pending on it)
+        read = sum(self.readers.get(k, 0) for k, v in self.values.items()
+                   if v.layer == self.source and not v.ops and v.pad is None)
+        if read > 1 or last["activation"] != "none":   # a layer of its own: a selection of every channel
+            if len(self.shape) != 3 or self.flatten_from is not None:
+                raise UserError(f"{what}: the output of {last['name']} is also read by another layer, or has an "
+                                f"activation already, and is not an image: our activations on (N, features) are "
+                                f"part of the layer that makes them")
+            self.add(Channels, what.split()[1] if what.startswith("layer ") else f"{self.source}_{act}", {},
+                     activation=act, order=tuple(range(self.shape[0])))
+            return
+        if last["cls"] is Softmax:
             raise UserError(f"{what}: a second activation after {last['name']} ({last['activation']}) "
                             f"is not supported; our layers carry one activation each")
         last["activation"] = act
+
+    def materialise(self, what: str):
+        """A pending ZeroPadding2D made a layer of its own (an identity depthwise 1x1 conv that pads)."""
+        if self.pad is None:
+            return
+        c = _spatial(self, what)[0]
+        self.add(Conv, f"{self.source}_pad", {"weight": np.ones((c, 1, 1, 1)), "bias": np.zeros(c)},
+                 out_channels=c, kernel=(1, 1), pad=self.pad, groups=c)
 
     def net(self, name: str, description: str, input_shape: tuple) -> Net:
         specs, previous = [], NET_INPUT
@@ -203,7 +263,7 @@ class _Builder:
 
 
 def _spatial(b: _Builder, what: str) -> tuple:
-    if len(b.shape) != 3:
+    if len(b.shape) != 3 or b.flatten_from is not None:
         raise UserError(f"{what}: needs a (H, W, C) input, but follows a Flatten or Dense layer")
     return b.shape
 
@@ -214,36 +274,68 @@ def _channels_last(layer, what: str) -> None:
 
 
 def _window(b: _Builder, layer, what: str) -> tuple:
-    """A convolution's input shape, window, stride and padding, refusing what we cannot run."""
+    """A convolution's input shape, window, stride, dilation and padding (a ZeroPadding2D's before it included)."""
     c, h, w = _spatial(b, what)
     _channels_last(layer, what)
-    if tuple(layer.dilation_rate) != (1, 1):
-        raise UserError(f"{what}: dilation_rate {tuple(layer.dilation_rate)} is not supported (only 1)")
-    kernel, stride = tuple(layer.kernel_size), tuple(layer.strides)
-    return (c, h, w), kernel, stride, _pool_or_conv_pad(layer.padding, (h, w), kernel, stride, what)
+    kernel, stride, dilation = tuple(layer.kernel_size), tuple(layer.strides), tuple(layer.dilation_rate)
+    before = b.pad or (0, 0, 0, 0)
+    padded = (h + before[0] + before[2], w + before[1] + before[3])
+    span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
+    own = _pool_or_conv_pad(layer.padding, padded, span, stride, what)
+    own = own if len(own) == 4 else own + own
+    pad = tuple(int(x + y) for x, y in zip(before, own))
+    return (c, h, w), kernel, stride, pad, dilation
 
 
 def _conv(b: _Builder, layer, what: str):
-    _, kernel, stride, pad = _window(b, layer, what)
+    _, kernel, stride, pad, dilation = _window(b, layer, what)
     arrays = layer.get_weights()
     weight = conv_kernel_from_keras(arrays[0])
     bias = arrays[1] if layer.use_bias else np.zeros(layer.filters, np.float32)
-    b.add(Conv, layer.name, {"weight": weight, "bias": bias}, activation=_activation_name(layer, what),
-          out_channels=layer.filters, kernel=kernel, stride=stride, pad=pad, groups=getattr(layer, "groups", 1))
+    _with_softmax(b, layer, what, lambda act: b.add(
+        Conv, layer.name, {"weight": weight, "bias": bias}, activation=act, out_channels=layer.filters,
+        kernel=kernel, stride=stride, pad=pad, groups=getattr(layer, "groups", 1), dilation=dilation))
+
+
+def _with_softmax(b: _Builder, layer, what: str, build) -> None:
+    """build(activation) the layer, then a Softmax layer where its activation is softmax."""
+    act = _activation_name(layer, what)
+    build("none" if act == "softmax" else act)
+    if act == "softmax":
+        b.add(Softmax, f"{layer.name}_softmax", {})
+
+
+def _depthwise_weight(kernel: np.ndarray) -> np.ndarray:
+    """Keras's depthwise kernel (FH, FW, C, M) -> ours (C*M, 1, FH, FW)."""
+    fh, fw, c, m = kernel.shape
+    return np.ascontiguousarray(kernel.reshape(fh, fw, c * m).transpose(2, 0, 1)[:, None])
 
 
 def _depthwise(b: _Builder, layer, what: str):
-    (c, _, _), kernel, stride, pad = _window(b, layer, what)
+    (c, _, _), kernel, stride, pad, dilation = _window(b, layer, what)
     arrays = layer.get_weights()
     m = layer.depth_multiplier
-    fh, fw = kernel
-    weight = np.ascontiguousarray(arrays[0].reshape(fh, fw, c * m).transpose(2, 0, 1)[:, None])
     bias = arrays[1] if layer.use_bias else np.zeros(c * m, np.float32)
-    b.add(Conv, layer.name, {"weight": weight, "bias": bias}, activation=_activation_name(layer, what),
-          out_channels=c * m, kernel=kernel, stride=stride, pad=pad, groups=c)
+    _with_softmax(b, layer, what, lambda act: b.add(
+        Conv, layer.name, {"weight": _depthwise_weight(arrays[0]), "bias": bias}, activation=act,
+        out_channels=c * m, kernel=kernel, stride=stride, pad=pad, groups=c, dilation=dilation))
+
+
+def _separable(b: _Builder, layer, what: str):
+    """A depthwise convolution (no bias), then a 1x1 one with the bias and the activation."""
+    (c, _, _), kernel, stride, pad, dilation = _window(b, layer, what)
+    depthwise, pointwise, *rest = layer.get_weights()
+    m = layer.depth_multiplier
+    b.add(Conv, f"{layer.name}_depthwise", {"weight": _depthwise_weight(depthwise), "bias": np.zeros(c * m)},
+          out_channels=c * m, kernel=kernel, stride=stride, pad=pad, groups=c, dilation=dilation)
+    bias = rest[0] if layer.use_bias else np.zeros(layer.filters, np.float32)
+    _with_softmax(b, layer, what, lambda act: b.add(
+        Conv, layer.name, {"weight": conv_kernel_from_keras(pointwise), "bias": bias}, activation=act,
+        out_channels=layer.filters, kernel=(1, 1)))
 
 
 def _batchnorm(b: _Builder, layer, what: str):
+    b.materialise(what)
     c, _, _ = _spatial(b, what)
     if layer.axis not in (-1, 3, [-1], [3]):
         raise UserError(f"{what}: axis {layer.axis} is not supported; only the channels (-1) of channels_last")
@@ -254,7 +346,30 @@ def _batchnorm(b: _Builder, layer, what: str):
     b.add(BatchNorm, layer.name, {"scale": scale, "bias": shift, "mean": mean, "var": var}, eps=float(layer.epsilon))
 
 
+def _affine(b: _Builder, layer, what: str, scale, shift):
+    """x * scale + shift per channel (Rescaling, Normalization): a depthwise 1x1 convolution."""
+    b.materialise(what)
+    c, _, _ = _spatial(b, what)
+    scale = np.broadcast_to(np.asarray(scale, np.float64).reshape(-1), (c,))
+    shift = np.broadcast_to(np.asarray(shift, np.float64).reshape(-1), (c,))
+    b.add(Conv, layer.name, {"weight": scale.reshape(c, 1, 1, 1), "bias": shift}, out_channels=c, kernel=(1, 1),
+          groups=c)
+
+
+def _rescaling(b: _Builder, layer, what: str):
+    _affine(b, layer, what, layer.scale, layer.offset)
+
+
+def _normalization(b: _Builder, layer, what: str):
+    if tuple(np.atleast_1d(layer.axis)) not in ((-1,), (3,)) or getattr(layer, "invert", False):
+        raise UserError(f"{what}: only a normalisation of the channels (axis -1), not inverted, is supported")
+    mean = np.asarray(layer.mean, np.float64).reshape(-1)
+    std = np.maximum(np.sqrt(np.asarray(layer.variance, np.float64).reshape(-1)), 1e-7)   # Keras's epsilon
+    _affine(b, layer, what, 1.0 / std, -mean / std)
+
+
 def _global_pool(b: _Builder, layer, what: str):
+    b.materialise(what)
     c, _, _ = _spatial(b, what)
     _channels_last(layer, what)
     b.add(GlobalAvgPool, layer.name, {})
@@ -262,7 +377,18 @@ def _global_pool(b: _Builder, layer, what: str):
         b.flatten_from, b.shape = (c, 1, 1), (c,)
 
 
+def _zero_padding(b: _Builder, layer, what: str):
+    _spatial(b, what)
+    _channels_last(layer, what)
+    (top, bottom), (left, right) = layer.padding
+    before = b.pad or (0, 0, 0, 0)
+    b.pad = (before[0] + top, before[1] + left, before[2] + bottom, before[3] + right)
+
+
 def _add(b: _Builder, layer, what: str, inputs: list):
+    for i, v in enumerate(inputs):
+        if v.pad is not None or v.ops:
+            raise UserError(f"{what}: its input {i} is still a ZeroPadding2D or a scalar operation's; not supported")
     shapes = {(v.shape, v.flatten_from) for v in inputs}
     if len(shapes) != 1:
         raise UserError(f"{what}: adds tensors of shapes {[v.shape for v in inputs]}; only equal shapes are "
@@ -270,6 +396,54 @@ def _add(b: _Builder, layer, what: str, inputs: list):
     if inputs[0].flatten_from is not None:
         raise UserError(f"{what}: an add after a Flatten is not supported; add before flattening")
     b.add(Add, layer.name, {}, inputs=tuple(v.layer for v in inputs))
+
+
+def _scaled_add(b: _Builder, layer, what: str, inputs: list):
+    """InceptionResNetV2's CustomScaleLayer: x + r * scale, the scale folded into the conv that makes r."""
+    x, r = inputs
+    maker = b.layer(r.layer)
+    read = sum(b.readers.get(k, 0) for k, v in b.values.items() if v.layer == r.layer)
+    if maker is None or maker["cls"] is not Conv or maker["activation"] != "none" or read > 1 or r.pad or r.ops:
+        raise UserError(f"{what}: x + r * scale is supported only where r is a convolution's output (no "
+                        f"activation) that nothing else reads, so the scale folds into it")
+    for p in ("weight", "bias"):
+        b.weights[f"{maker['name']}.{p}"] = b.weights[f"{maker['name']}.{p}"] * np.float32(layer.scale)
+    _add(b, layer, what, inputs)
+
+
+def _multiply(b: _Builder, layer, what: str, inputs: list):
+    """x * gate (the gate (1, 1, C): squeeze-and-excitation) or an elementwise product."""
+    if any(v.pad is not None or v.ops or v.flatten_from is not None for v in inputs) or len(inputs) != 2:
+        raise UserError(f"{what}: only a product of two (H, W, C) tensors, or of one by a (1, 1, C) gate, "
+                        f"is supported")
+    x, g = inputs
+    if x.shape == (g.shape[0], 1, 1) and g.shape != x.shape:
+        x, g = g, x   # ours takes the gate second
+    if g.shape != x.shape and g.shape != (x.shape[0], 1, 1):
+        raise UserError(f"{what}: multiplies shapes {x.shape} and {g.shape}; only equal shapes, or a tensor by a "
+                        f"(1, 1, C) gate of its channels, are supported")
+    b.add(Mul, layer.name, {}, inputs=(x.layer, g.layer))
+
+
+def _concatenate(b: _Builder, layer, what: str, inputs: list):
+    if layer.axis not in (-1, 3):
+        raise UserError(f"{what}: a concatenation along axis {layer.axis} is not supported (only the channels, -1)")
+    if any(v.pad is not None or v.ops or v.flatten_from is not None or len(v.shape) != 3 for v in inputs):
+        raise UserError(f"{what}: only a concatenation of (H, W, C) tensors is supported")
+    b.add(Concat, layer.name, {}, inputs=tuple(v.layer for v in inputs))
+
+
+def _reshape(b: _Builder, layer, what: str):
+    """(N, C) <-> (N, 1, 1, C): the views a squeeze-and-excitation gate and a conv head use."""
+    target = tuple(int(d) for d in layer.target_shape)
+    features = int(np.prod(b.shape))
+    made = b.shapes[b.source]
+    if len(target) == 3 and target[:2] == (1, 1) and target[2] == features and tuple(made) == (features, 1, 1):
+        b.shape, b.flatten_from = (features, 1, 1), None
+    elif target in ((features,), (-1,)) and len(b.shape) == 3 and b.shape[1:] == (1, 1):
+        b.flatten_from, b.shape = tuple(b.shape), (features,)
+    else:
+        raise UserError(f"{what}: a reshape of {b.shape} to {target} is not supported (only (C,) <-> (1, 1, C))")
 
 
 def _pool_or_conv_pad(padding: str, size: tuple, kernel: tuple, stride: tuple, what: str) -> tuple:
@@ -288,13 +462,26 @@ def _pool(b: _Builder, layer, what: str, cls):
     _channels_last(layer, what)
     kernel = tuple(layer.pool_size)
     stride = tuple(layer.strides) if layer.strides is not None else kernel
-    pad = _pool_or_conv_pad(layer.padding, (h, w), kernel, stride, what)
+    if b.pad is not None and cls is MaxPool:
+        # zeros before a max-pool win over negative values, our max-pool's padding never does: the same
+        # only where the input is never negative
+        maker = b.layer(b.source)
+        if maker is None or maker["activation"] not in ("relu", "relu6"):
+            b.materialise(what)
+            c, h, w = b.shape
+    before = b.pad or (0, 0, 0, 0)
+    padded = (h + before[0] + before[2], w + before[1] + before[3])
+    own = _pool_or_conv_pad(layer.padding, padded, kernel, stride, what)
+    own = own if len(own) == 4 else own + own
+    pad = tuple(int(x + y) for x, y in zip(before, own))
     if cls is Subsample:
-        if any(pad):
-            raise UserError(f"{what}: padding {layer.padding!r} pads this input, and an average pool's padding "
-                            f"is not supported; use padding='valid'")
-        b.add(cls, layer.name, {"coeff": np.ones(c, np.float32), "bias": np.zeros(c, np.float32)},
-              kernel=kernel, stride=stride)
+        if not any(pad):
+            b.add(cls, layer.name, {"coeff": np.ones(c, np.float32), "bias": np.zeros(c, np.float32)},
+                  kernel=kernel, stride=stride)
+        elif b.pad is not None and any(own):
+            raise UserError(f"{what}: a 'same' average pool after a ZeroPadding2D is not supported")
+        else:   # TensorFlow's 'same' divides by the input's elements in each window; a ZeroPadding2D's zeros count
+            b.add(AvgPool, layer.name, {}, kernel=kernel, stride=stride, pad=pad, count_include_pad=b.pad is not None)
     else:   # Keras's max-pool padding never wins, as ours
         b.add(cls, layer.name, {}, kernel=kernel, stride=stride, pad=pad)
 
@@ -308,8 +495,8 @@ def _dense(b: _Builder, layer, what: str):
     if b.flatten_from is not None:
         weight = dense_rows_from_keras(weight, b.flatten_from)
         b.shape, b.flatten_from = b.flatten_from, None   # our Dense flattens its C,H,W input itself
-    b.add(Dense, layer.name, {"weight": weight, "bias": bias}, activation=_activation_name(layer, what),
-          out_features=layer.units)
+    _with_softmax(b, layer, what, lambda act: b.add(Dense, layer.name, {"weight": weight, "bias": bias},
+                                                    activation=act, out_features=layer.units))
 
 
 def _relu(b: _Builder, layer, what: str):
@@ -317,23 +504,49 @@ def _relu(b: _Builder, layer, what: str):
     if (layer.max_value is not None and not six) or float(layer.negative_slope) != 0 or float(layer.threshold) != 0:
         raise UserError(f"{what}: only a plain ReLU or ReLU6 is supported (max_value 6 or none, no "
                         f"negative_slope or threshold)")
+    if b.ops:
+        b.ops = b.ops + (("relu6" if six else "relu",),)
+        return
     b.fold_activation("relu6" if six else "relu", what)
 
 
-def _inbound(keras, model, what_model: str) -> dict[str, list[str]]:
-    """Keras layer name -> the names of the layers it reads, in order."""
-    layers = [layer for layer in model.layers if type(layer).__name__ != "InputLayer"]
+def _scalar_op(b: _Builder, op, what: str, node):
+    """x + c, x * c, x / c with a number c (Keras operators on a tensor): kept, until the chain
+    is one of our activations (MobileNetV3's hard sigmoid)."""
+    kind = {"Add": "add", "Multiply": "mul", "Divide": "div", "TrueDivide": "div"}.get(type(op).__name__)
+    args = list(node.arguments.args)
+    numbers = [a for a in args if isinstance(a, (int, float))]
+    if kind is None or len(args) != 2 or len(numbers) != 1 or (kind == "div" and args[1] is not numbers[0]):
+        raise UserError(f"{what}: the operation {type(op).__name__} is supported only of a tensor and a number "
+                        f"(MobileNetV3's relu6(x + 3) / 6)")
+    b.ops = b.ops + ((kind, float(numbers[0])),)
+    act = next((a for chain, a in _OP_ACTIVATIONS.items() if _same_chain(chain, b.ops)), None)
+    if act is not None:
+        b.ops = ()
+        b.fold_activation(act, what)
+
+
+def _same_chain(chain: tuple, ops: tuple) -> bool:
+    return len(chain) == len(ops) and all(a[0] == o[0] and (len(a) == 1 or abs(a[1] - o[1]) < 1e-6)
+                                          for a, o in zip(chain, ops))
+
+
+def _inbound(keras, model, what_model: str) -> tuple[list, dict[str, list[str]]]:
+    """The model's operations in order (layers, and Keras operators on tensors), and
+    for each the names of the operations it reads."""
     if isinstance(model, keras.Sequential):
+        layers = [layer for layer in model.layers if type(layer).__name__ != "InputLayer"]
         names = [NET_INPUT] + [layer.name for layer in layers]
-        return {layer.name: [names[i]] for i, layer in enumerate(layers)}
+        return layers, {layer.name: [names[i]] for i, layer in enumerate(layers)}
+    ops = [op for op in model.operations if type(op).__name__ != "InputLayer"]
     inbound = {}
-    for layer in layers:
-        nodes = layer._inbound_nodes
+    for op in ops:
+        nodes = op._inbound_nodes
         if len(nodes) != 1:
-            raise UserError(f"{what_model}: layer {layer.name} is used {len(nodes)} times; only layers used "
+            raise UserError(f"{what_model}: layer {op.name} is used {len(nodes)} times; only layers used "
                             f"once are supported")
-        inbound[layer.name] = [t._keras_history.operation.name for t in nodes[0].input_tensors]
-    return inbound
+        inbound[op.name] = [t._keras_history.operation.name for t in nodes[0].input_tensors]
+    return ops, inbound
 
 
 def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.ndarray]]:
@@ -352,7 +565,7 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
     if len(shape) != 4 or any(d is None for d in shape[1:]):
         raise UserError(f"{what_model}: input shape {shape[1:]} is not a fixed (H, W, C) image")
     h, w, c = (int(d) for d in shape[1:])
-    inbound = _inbound(keras, model, what_model)
+    ops, inbound = _inbound(keras, model, what_model)
     readers: dict[str, int] = {}
     for names in inbound.values():
         for n in names:
@@ -361,50 +574,73 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
     handlers = {
         "Conv2D": _conv,
         "DepthwiseConv2D": _depthwise,
+        "SeparableConv2D": _separable,
         "BatchNormalization": _batchnorm,
         "MaxPooling2D": lambda b_, l_, w_: _pool(b_, l_, w_, MaxPool),
         "AveragePooling2D": lambda b_, l_, w_: _pool(b_, l_, w_, Subsample),
         "GlobalAveragePooling2D": _global_pool,
+        "ZeroPadding2D": _zero_padding,
+        "Rescaling": _rescaling,
+        "Normalization": _normalization,
+        "Reshape": _reshape,
         "Dense": _dense,
         "ReLU": _relu,
+        "Softmax": lambda b_, l_, w_: b_.fold_activation("softmax", w_),
         "Activation": lambda b_, l_, w_: b_.fold_activation(_activation_name(l_, w_), w_),
     }
+    merging = {"Add": _add, "Multiply": _multiply, "Concatenate": _concatenate, "CustomScaleLayer": _scaled_add}
     input_names = {t._keras_history.operation.name for t in model.inputs}
     last = None
-    for layer in model.layers:
+    for layer in ops:
         cls = type(layer).__name__
         what = f"layer {layer.name} ({cls})"
-        if cls == "InputLayer":
-            continue
         dtype = getattr(layer, "compute_dtype", "float32")
         if dtype != "float32":
             raise UserError(f"{what}: computes in {dtype}; only float32 models are supported")
         inputs = [_Value(NET_INPUT, (c, h, w)) if n in input_names or n == NET_INPUT else b.values[n]
                   for n in inbound[layer.name]]
         b.source, b.shape, b.flatten_from = inputs[0].layer, inputs[0].shape, inputs[0].flatten_from
-        if cls == "Dropout":
+        b.pad, b.ops = inputs[0].pad, inputs[0].ops
+        is_layer = isinstance(layer, keras.layers.Layer)
+        if not is_layer:
+            _scalar_op(b, layer, f"operation {layer.name} ({cls})", layer._inbound_nodes[0])
+        elif cls == "Dropout":
             b.notes.append(f"{layer.name}: Dropout skipped (identity at inference)")
         elif cls == "Flatten":
             _channels_last(layer, what)
+            b.materialise(what)
             b.flatten_from = _spatial(b, what)
             b.shape = (int(np.prod(b.shape)),)
-        elif cls == "Add":
-            _add(b, layer, what, inputs)
+        elif cls in merging:
+            merging[cls](b, layer, what, inputs)
         elif len(inputs) != 1:
-            raise UserError(f"{what}: reads {len(inputs)} tensors; only Add reads more than one")
+            raise UserError(f"{what}: reads {len(inputs)} tensors; only Add, Multiply and Concatenate read more "
+                            f"than one")
+        elif b.ops and cls not in ("ReLU",):
+            raise UserError(f"{what}: follows scalar operations {b.ops} that are not one of our activations")
         elif cls in handlers:
+            if cls not in ("ZeroPadding2D", "Conv2D", "DepthwiseConv2D", "SeparableConv2D", "MaxPooling2D",
+                           "AveragePooling2D"):
+                b.materialise(what)
             handlers[cls](b, layer, what)
         elif cls in REFUSED:
             raise UserError(f"{what}: {REFUSED[cls]}")
+        elif isinstance(layer, keras.Model):   # ConvNeXt's stem and downsampling: name what is inside too
+            lacking = sorted({type(inner).__name__ for inner in layer.layers} - set(handlers) - set(merging)
+                             - {"InputLayer", "Dropout", "Flatten"})
+            raise UserError(f"{what}: a model nested in the model is not supported"
+                            + (f", nor what it holds: {', '.join(lacking)}" if lacking else
+                               " (its layers are: save it flattened into the outer model)"))
         else:
-            raise UserError(f"{what}: layer type {cls} is not supported (supported: Conv2D, DepthwiseConv2D, "
-                            f"BatchNormalization, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Add, "
-                            f"Dense, Flatten, Activation, ReLU, Dropout)")
-        b.values[layer.name] = last = _Value(b.source, b.shape, b.flatten_from)
+            raise UserError(f"{what}: layer type {cls} is not supported (supported: {SUPPORTED})")
+        b.values[layer.name] = last = _Value(b.source, b.shape, b.flatten_from, b.pad, b.ops)
     if not b.layers:
         raise UserError(f"{what_model}: the model has no layer we can run")
     output = b.values.get(model.outputs[0]._keras_history.operation.name)
-    if output is None or output is not last or output.layer != b.layers[-1]["name"]:
+    if output is not None and (output.pad or output.ops):
+        raise UserError(f"{what_model}: the model ends in a ZeroPadding2D or a scalar operation; we take one only "
+                        f"before the convolution or pooling it belongs to (or an activation it spells)")
+    if output is None or output is not last or output.layer != b.layers[-1]["name"] or output.pad or output.ops:
         raise UserError(f"{what_model}: the output is not made by the last layer; only models whose last layer "
                         f"makes the output are supported")
     if output.flatten_from is not None and output.flatten_from[1:] != (1, 1):

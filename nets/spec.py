@@ -10,22 +10,52 @@ Activations between layers are NCHW float32 for the spatial layers and
 (N, features) for dense layers.  A dense layer that follows a spatial layer
 flattens it in C, H, W order.
 
+Most layers read one input of one shape; an add and a multiply read two or
+more of one shape (a multiply's second may be an (N, C, 1, 1) gate, read by
+every pixel), a concatenation several of one height and width.  A layer
+checks its inputs' shapes in out_shape_of().
+
 FLOPs, per image:
 - convolution: a multiply-add counts as two operations, over the channels
   each output really reads: 2 * K * (C / groups) * FH * FW * OH * OW, so a
-  grouped or depthwise convolution counts 1/groups of the dense one's;
+  grouped or depthwise convolution counts 1/groups of the dense one's; a
+  dilated one counts as the undilated one (the taps it reads, not its span);
 - dense: 2 * inputs * outputs;
 - pooling: one operation per window element read (padding included),
-  subsampling two more per output for its coefficient and bias; a global
-  average pool one per input element;
+  subsampling two more per output for its coefficient and bias, an average
+  pool one more per output for its division (the divisor is a count of the
+  window's elements, worked out at prepare: no operation); a global average
+  pool one per input element;
 - add: one operation per output element for each input after the first;
+- multiply: one per output element (a gate's broadcast is not counted);
+- concatenation and channel selection (a shuffle or a slice): none, they
+  move data and compute nothing;
+- softmax: three per element (the exponential, its share of the sum and the
+  division; subtracting the maximum first, for range, is not counted);
 - batch normalisation (only before it is folded): two per element;
-- activations are not counted.
+- activations are not counted, the newer ones (hardswish, hardsigmoid, silu)
+  no more than relu.
+
+Activations, each elementwise (the oracle, compare/oracle.py, holds the formulas):
+relu, relu6 = min(max(x, 0), 6), sigmoid, tanh; hardsigmoid = min(max(x/6 + 1/2, 0), 1),
+PyTorch's and Keras 3's, which is ONNX's HardSigmoid with alpha 1/6 and beta 1/2 (not
+ONNX's default alpha 0.2: importers refuse any other alpha or beta);
+hardswish = x * hardsigmoid(x); silu = x * sigmoid(x) (Keras's swish).
+
+Pooling windows: a max-pool's padding never wins (as if it held -inf), so its
+ceil mode (an extra window at the bottom or right that runs past the padded
+input) is exactly more padding there, and the importers write it so.  An
+average pool's divisor depends on what the window covers: `count_include_pad`
+counts the padding, never the part of a ceil-mode window past it (PyTorch's
+rule, which ONNX and Keras exports of these models follow); without it only
+the input's own elements count (Keras's 'same').
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+import numpy as np
 
 NET_INPUT = "input"   # the name a layer uses for the net's input
 
@@ -40,6 +70,11 @@ class LayerKind(StrEnum):
     ADD = "add"
     GLOBAL_AVGPOOL = "global_avgpool"
     BATCHNORM = "batchnorm"
+    AVGPOOL = "avgpool"        # average pooling with padding or ceil mode (a plain one is a subsampling)
+    CONCAT = "concat"          # along channels
+    MUL = "mul"                # elementwise, or by a per-channel gate
+    CHANNELS = "channels"      # a selection of channels: a shuffle, a slice
+    SOFTMAX = "softmax"        # over each image's features
 
 
 class Activation(StrEnum):
@@ -48,6 +83,9 @@ class Activation(StrEnum):
     SIGMOID = "sigmoid"
     RELU6 = "relu6"   # min(max(x, 0), 6), MobileNet-v2's
     TANH = "tanh"
+    HARDSIGMOID = "hardsigmoid"   # min(max(x/6 + 1/2, 0), 1): PyTorch's, Keras 3's (see the module docstring)
+    HARDSWISH = "hardswish"       # x * hardsigmoid(x), MobileNet-v3's
+    SILU = "silu"                 # x * sigmoid(x), EfficientNet's (Keras: swish)
 
 
 class Feature(StrEnum):
@@ -60,13 +98,20 @@ class Feature(StrEnum):
     POOL_PAD = "max-pool padding"
     RELU6 = "the relu6 activation"
     TANH = "the tanh activation"
+    HARDSIGMOID = "the hardsigmoid activation"
+    HARDSWISH = "the hardswish activation"
+    SILU = "the silu activation"
+    DILATION = "dilated convolution"
+    GATE = "a multiply by a per-channel (N, C, 1, 1) gate"
 
 
 ACTIVATIONS = tuple(a.value for a in Activation)
 # the study's kinds and activations, which every backend runs
 STUDY_KINDS = frozenset({LayerKind.CONV, LayerKind.SUBSAMPLE, LayerKind.MAXPOOL, LayerKind.DENSE})
 STUDY_ACTIVATIONS = ("none", "relu", "sigmoid")
-_ACTIVATION_FEATURE = {Activation.RELU6: Feature.RELU6, Activation.TANH: Feature.TANH}
+_ACTIVATION_FEATURE = {Activation.RELU6: Feature.RELU6, Activation.TANH: Feature.TANH,
+                       Activation.HARDSIGMOID: Feature.HARDSIGMOID, Activation.HARDSWISH: Feature.HARDSWISH,
+                       Activation.SILU: Feature.SILU}
 
 
 def _out_size(size: int, kernel: int, stride: int, before: int, after: int, what: str) -> int:
@@ -74,6 +119,14 @@ def _out_size(size: int, kernel: int, stride: int, before: int, after: int, what
     if span < 0:
         raise ValueError(f"{what}: window {kernel} is larger than the padded input {size + before + after}")
     return span // stride + 1
+
+
+def ceil_out_size(size: int, kernel: int, stride: int, before: int, after: int) -> int:
+    """Outputs along one axis in ceil mode: one more window where the last would
+    start inside the input (or its padding before) and run past the padding after."""
+    span = size + before + after - kernel
+    out = -(-span // stride) + 1
+    return out - 1 if (out - 1) * stride >= size + before else out
 
 
 def _padding(pad: tuple, what: str) -> tuple:
@@ -114,9 +167,17 @@ class Layer:
 
     kind = None   # each class's LayerKind (a class attribute, not a field)
     arity = 1     # how many inputs it reads
+    flat_input = False   # True: it also reads a (features,) input (a dense layer's), flattening a C,H,W one
 
     def out_shape(self, in_shape: tuple) -> tuple:  # per image, without the batch
         raise NotImplementedError
+
+    def out_shape_of(self, in_shapes: list) -> tuple:
+        """The output shape for inputs of `in_shapes` (one per input, in order);
+        a ValueError where they do not fit together (here: unless all are equal)."""
+        if any(s != in_shapes[0] for s in in_shapes):
+            raise ValueError(f"{self.name} ({self.kind}) adds inputs of different shapes {list(in_shapes)}")
+        return tuple(self.out_shape(in_shapes[0]))
 
     def param_shapes(self, in_shape: tuple) -> dict[str, tuple]:
         return {}
@@ -138,7 +199,8 @@ class Conv(Layer):
     """2-D convolution (cross-correlation) with bias; weight is (K, C / groups, FH, FW).
     pad is (rows, cols) or (top, left, bottom, right); groups split the input
     and output channels into that many independent convolutions (groups == C:
-    depthwise)."""
+    depthwise); dilation (rows, cols) spaces the filter's taps that far apart,
+    so a window spans (FH - 1) * dilation + 1 rows."""
 
     kind = LayerKind.CONV
 
@@ -147,13 +209,22 @@ class Conv(Layer):
     stride: tuple = (1, 1)
     pad: tuple = (0, 0)
     groups: int = 1
+    dilation: tuple = (1, 1)
 
     def __post_init__(self):
         super().__post_init__()
         object.__setattr__(self, "pad", _padding(self.pad, self.name))
+        object.__setattr__(self, "dilation", tuple(int(d) for d in self.dilation))
         if self.groups < 1 or self.out_channels % self.groups:
             raise ValueError(f"{self.name}: {self.out_channels} output channels do not split into "
                              f"{self.groups} groups")
+        if len(self.dilation) != 2 or min(self.dilation) < 1:
+            raise ValueError(f"{self.name}: dilation must be (rows, cols), at least 1; not {self.dilation}")
+
+    @property
+    def span(self) -> tuple:
+        """The rows and columns a window covers, its dilation included."""
+        return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilation))
 
     @property
     def padding(self) -> tuple:
@@ -165,9 +236,10 @@ class Conv(Layer):
         if c % self.groups:
             raise ValueError(f"{self.name}: {c} input channels do not split into {self.groups} groups")
         top, left, bottom, right = self.padding
+        fh, fw = self.span
         return (self.out_channels,
-                _out_size(h, self.kernel[0], self.stride[0], top, bottom, self.name),
-                _out_size(w, self.kernel[1], self.stride[1], left, right, self.name))
+                _out_size(h, fh, self.stride[0], top, bottom, self.name),
+                _out_size(w, fw, self.stride[1], left, right, self.name))
 
     def param_shapes(self, in_shape):
         return {"weight": (self.out_channels, in_shape[0] // self.groups) + tuple(self.kernel),
@@ -181,6 +253,8 @@ class Conv(Layer):
         extra = {Feature.GROUPS} if self.groups != 1 else set()
         if len(self.pad) == 4:
             extra.add(Feature.ASYMMETRIC_PAD)
+        if self.dilation != (1, 1):
+            extra.add(Feature.DILATION)
         return super().features() | extra
 
 
@@ -249,6 +323,7 @@ class Dense(Layer):
     """Fully connected: y = x @ weight + bias, weight is (in, out)."""
 
     kind = LayerKind.DENSE
+    flat_input = True
 
     out_features: int = 1
 
@@ -320,6 +395,196 @@ class BatchNorm(Layer):
 
 
 @dataclass(frozen=True)
+class AvgPool(Layer):
+    """The mean of each window of one channel, with padding (as Conv's) and ceil
+    mode; the divisor per output is what `count_include_pad` says (the module
+    docstring).  A plain average pool (no padding, no ceil-mode window) is
+    imported as a Subsample of coefficient 1, which every backend runs."""
+
+    kind = LayerKind.AVGPOOL
+
+    kernel: tuple = (2, 2)
+    stride: tuple = (2, 2)
+    pad: tuple = (0, 0)
+    ceil_mode: bool = False
+    count_include_pad: bool = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "pad", _padding(self.pad, self.name))
+        object.__setattr__(self, "ceil_mode", bool(self.ceil_mode))
+        object.__setattr__(self, "count_include_pad", bool(self.count_include_pad))
+        top, left, bottom, right = self.padding
+        if max(top, bottom) >= self.kernel[0] or max(left, right) >= self.kernel[1]:
+            raise ValueError(f"{self.name}: padding {self.padding} as wide as the window {self.kernel} "
+                             f"makes windows of padding alone")
+
+    @property
+    def padding(self) -> tuple:
+        """(top, left, bottom, right)."""
+        return self.pad if len(self.pad) == 4 else self.pad + self.pad
+
+    def out_shape(self, in_shape):
+        c, h, w = in_shape
+        top, left, bottom, right = self.padding
+        if self.ceil_mode:
+            return (c, ceil_out_size(h, self.kernel[0], self.stride[0], top, bottom),
+                    ceil_out_size(w, self.kernel[1], self.stride[1], left, right))
+        return (c, _out_size(h, self.kernel[0], self.stride[0], top, bottom, self.name),
+                _out_size(w, self.kernel[1], self.stride[1], left, right, self.name))
+
+    def overhang(self, in_shape) -> tuple:
+        """(bottom, right): how far the last ceil-mode window runs past the padding (never counted)."""
+        _, oh, ow = self.out_shape(in_shape)
+        top, left, bottom, right = self.padding
+        return (max(0, (oh - 1) * self.stride[0] + self.kernel[0] - (in_shape[1] + top + bottom)),
+                max(0, (ow - 1) * self.stride[1] + self.kernel[1] - (in_shape[2] + left + right)))
+
+    def divisors(self, in_shape) -> np.ndarray:
+        """(OH, OW) float32: each output's divisor, the window's elements that count."""
+        _, h, w = in_shape
+        _, oh, ow = self.out_shape(in_shape)
+        top, left, bottom, right = self.padding
+        counted = [(-top, h + bottom), (-left, w + right)] if self.count_include_pad else [(0, h), (0, w)]
+
+        def along(n_out, k, s, before, lo_hi):
+            lo, hi = lo_hi
+            starts = np.arange(n_out) * s - before
+            return np.minimum(starts + k, hi) - np.maximum(starts, lo)
+        rows = along(oh, self.kernel[0], self.stride[0], top, counted[0])
+        cols = along(ow, self.kernel[1], self.stride[1], left, counted[1])
+        return np.outer(rows, cols).astype(np.float32)
+
+    def flops(self, in_shape):
+        c, oh, ow = self.out_shape(in_shape)
+        return c * oh * ow * (self.kernel[0] * self.kernel[1] + 1)
+
+
+@dataclass(frozen=True)
+class Concat(Layer):
+    """Its inputs, two or more of one height and width, side by side along the
+    channels in the order named; then its activation."""
+
+    kind = LayerKind.CONCAT
+
+    def __post_init__(self):
+        super().__post_init__()
+        if len(self.inputs) < 2:
+            raise ValueError(f"{self.name}: a concatenation names the two or more layers it joins, not {self.inputs}")
+
+    @property
+    def arity(self):
+        return len(self.inputs)
+
+    def out_shape_of(self, in_shapes):
+        if any(len(s) != 3 or s[1:] != in_shapes[0][1:] for s in in_shapes):
+            raise ValueError(f"{self.name} (concat) joins inputs of different heights and widths {list(in_shapes)}")
+        return (sum(s[0] for s in in_shapes),) + tuple(in_shapes[0][1:])
+
+    def out_shape(self, in_shape):
+        raise ValueError(f"{self.name}: a concatenation's shape depends on all its inputs (out_shape_of)")
+
+    def flops(self, in_shape):
+        return 0
+
+    @staticmethod
+    def offsets(in_shapes: list) -> list[int]:
+        """The first channel of each input in the output."""
+        out, at = [], 0
+        for s in in_shapes:
+            out.append(at)
+            at += s[0]
+        return out
+
+
+@dataclass(frozen=True)
+class Mul(Layer):
+    """The elementwise product of its two inputs, then its activation: of one
+    shape, or the second an (N, C, 1, 1) gate that scales each channel of the
+    first (squeeze-and-excitation)."""
+
+    kind = LayerKind.MUL
+    arity = 2
+
+    def __post_init__(self):
+        super().__post_init__()
+        if len(self.inputs) != 2:
+            raise ValueError(f"{self.name}: a multiply names the two layers it multiplies, not {self.inputs}")
+
+    def out_shape_of(self, in_shapes):
+        x, g = in_shapes
+        if g != x and tuple(g) != (x[0], 1, 1):
+            raise ValueError(f"{self.name} (mul) multiplies shapes {list(in_shapes)}; the second must be the "
+                             f"first's, or ({x[0]}, 1, 1), a gate per channel")
+        return tuple(x)
+
+    def out_shape(self, in_shape):
+        return tuple(in_shape)
+
+    @staticmethod
+    def is_gate(in_shapes: list) -> bool:
+        return tuple(in_shapes[1]) != tuple(in_shapes[0])
+
+    def flops(self, in_shape):
+        return _size(in_shape)
+
+
+@dataclass(frozen=True)
+class Channels(Layer):
+    """A selection of its input's channels: output channel j is input channel
+    order[j].  A channel shuffle is a permutation, a slice (Split, chunk) a
+    range; importers fold one into the convolution that reads it where they can."""
+
+    kind = LayerKind.CHANNELS
+
+    order: tuple = ()
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "order", tuple(int(c) for c in self.order))
+        if not self.order or min(self.order) < 0:
+            raise ValueError(f"{self.name}: order must list the input channels to keep, not {self.order}")
+
+    def out_shape(self, in_shape):
+        if max(self.order) >= in_shape[0]:
+            raise ValueError(f"{self.name}: order names channel {max(self.order)} of an input of {in_shape[0]}")
+        return (len(self.order),) + tuple(in_shape[1:])
+
+    def flops(self, in_shape):
+        return 0
+
+    def runs(self) -> list[tuple[int, int, int]]:
+        """(first input channel, first output channel, count) of each run of consecutive channels."""
+        out = []
+        for j, c in enumerate(self.order):
+            if out and out[-1][0] + out[-1][2] == c:
+                out[-1] = (out[-1][0], out[-1][1], out[-1][2] + 1)
+            else:
+                out.append((c, j, 1))
+        return out
+
+
+@dataclass(frozen=True)
+class Softmax(Layer):
+    """exp(x - max) / sum over each image's features (a C,H,W input flattened
+    in that order, as a dense layer reads it); the classifier's last layer."""
+
+    kind = LayerKind.SOFTMAX
+    flat_input = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.activation != "none":
+            raise ValueError(f"{self.name}: a softmax carries no activation of its own")
+
+    def out_shape(self, in_shape):
+        return (_size(in_shape),)
+
+    def flops(self, in_shape):
+        return 3 * _size(in_shape)
+
+
+@dataclass(frozen=True)
 class Net:
     """A named graph of layers with a fixed per-image input shape; its output is the last layer's."""
 
@@ -328,6 +593,7 @@ class Net:
     layers: tuple
     default_batch: int = 1
     description: str = ""
+    fixed_batch: int | None = None   # the only batch it runs at: an imported model whose graph fixes it
     shapes: tuple = field(init=False, repr=False, compare=False)    # input, then each layer's output
     _sources: tuple = field(init=False, repr=False, compare=False)  # per layer: indices read, -1 the input
 
@@ -345,16 +611,16 @@ class Net:
                                  f"{NET_INPUT!r} nor a layer before it")
             src = tuple(index[n] for n in names)
             in_shapes = [shapes[s + 1] for s in src]
-            if layer.kind != LayerKind.DENSE and len(in_shapes[0]) != 3:
+            if not layer.flat_input and any(len(s) != 3 for s in in_shapes):
                 raise ValueError(f"net {self.name}: {layer.name} ({layer.kind}) needs a C,H,W input, "
                                  f"but follows a dense layer")
             if len(src) != layer.arity:
                 raise ValueError(f"net {self.name}: {layer.name} ({layer.kind}) reads {layer.arity} input(s), "
                                  f"not {len(src)}")
-            if any(s != in_shapes[0] for s in in_shapes):
-                raise ValueError(f"net {self.name}: {layer.name} ({layer.kind}) adds inputs of different "
-                                 f"shapes {in_shapes}")
-            shapes.append(tuple(layer.out_shape(in_shapes[0])))
+            try:
+                shapes.append(tuple(layer.out_shape_of(in_shapes)))
+            except ValueError as exc:
+                raise ValueError(f"net {self.name}: {exc}") from None
             sources.append(src)
             index[layer.name] = i
         object.__setattr__(self, "shapes", tuple(shapes))
@@ -367,6 +633,10 @@ class Net:
     def in_shape(self, i: int) -> tuple:
         """The shape of layer i's (first) input."""
         return self.shapes[self._sources[i][0] + 1]
+
+    def in_shapes(self, i: int) -> list:
+        """The shapes of all of layer i's inputs, in order."""
+        return [self.shapes[s + 1] for s in self._sources[i]]
 
     def out_shape(self, i: int) -> tuple:
         return self.shapes[i + 1]
@@ -383,6 +653,8 @@ class Net:
     def layer_features(self, i: int) -> frozenset:
         """What of Feature layer i uses, its inputs included."""
         extra = {Feature.GRAPH} if self._sources[i] != (i - 1,) else set()
+        if self.layers[i].kind == LayerKind.MUL and Mul.is_gate(self.in_shapes(i)):
+            extra.add(Feature.GATE)
         return self.layers[i].features() | extra
 
     def layer_index(self, name: str) -> int:
@@ -433,6 +705,6 @@ def layer_category(layer: Layer, in_shape: tuple) -> str:
         if layer.groups == in_shape[0] == layer.out_channels:
             return f"depthwise {window}"
         return f"grouped conv {window}"
-    if layer.kind in (LayerKind.MAXPOOL, LayerKind.SUBSAMPLE, LayerKind.GLOBAL_AVGPOOL):
+    if layer.kind in (LayerKind.MAXPOOL, LayerKind.SUBSAMPLE, LayerKind.GLOBAL_AVGPOOL, LayerKind.AVGPOOL):
         return "pooling"
     return str(layer.kind.value)

@@ -14,7 +14,7 @@ mkdir -p .offline/whl .offline/deb
 platforms="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
 # pyopencl and what it imports; tabulate; what building pyclblast needs
 "$python" -m pip download -q --only-binary=:all: --python-version "$pyver" --implementation cp $platforms \
-    -d .offline/whl pyopencl tabulate cython scikit-build-core
+    -d .offline/whl pyopencl tabulate cython scikit-build-core onnx
 # pyclblast has no wheel: its source builds there against Debian's CLBlast
 "$python" -m pip download -q --no-deps --no-binary pyclblast -d .offline/whl pyclblast==1.4.0
 # tinygrad, the `tinygrad` peer: pure Python, no dependencies

@@ -22,6 +22,10 @@ if ! "$python" -c "import pyopencl, pyclblast, tabulate" 2>/dev/null; then
     "$python" -m pip install -q --no-index --find-links .offline/whl pyopencl tabulate cython scikit-build-core
     "$python" -m pip install -q --no-index --no-build-isolation --find-links .offline/whl .offline/whl/pyclblast-*.tar.gz
 fi
+# onnx, for an ONNX model (scripts/zoo_blocks.py exports the zoo's blocks with the torch there)
+if ! "$python" -c "import onnx" 2>/dev/null && ls .offline/whl/onnx-*.whl >/dev/null 2>&1; then
+    "$python" -m pip install -q --no-index --find-links .offline/whl onnx
+fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 # NVIDIA ships libnvidia-opencl but the image may lack the ICD file naming it

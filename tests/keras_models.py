@@ -69,6 +69,35 @@ def functional_model():
     return model
 
 
+def zoo_model():
+    """The layers keras.applications' classifiers use beyond those above: Rescaling and
+    Normalization at the input, ZeroPadding2D before a strided convolution, swish,
+    SeparableConv2D with hard_swish, a 'same' average pool, Concatenate, a
+    squeeze-and-excitation gate (Reshape, MobileNetV3's hard sigmoid written with
+    operators, Multiply), a dilated depthwise convolution, a softmax classifier."""
+    keras = _keras()
+    L = keras.layers
+    keras.utils.set_random_seed(7)
+    inp = keras.Input((16, 16, 3))
+    x = L.Rescaling(1 / 127.5, offset=-1.0)(inp)
+    x = L.Normalization(mean=[0.1, -0.2, 0.05], variance=[0.8, 1.2, 0.9])(x)
+    x = L.ZeroPadding2D(((0, 1), (0, 1)), name="pad")(x)
+    x = L.Conv2D(8, 3, strides=2, activation="swish", name="stem")(x)
+    a = L.Conv2D(4, 1, activation="relu", name="a")(x)
+    b = L.SeparableConv2D(4, 3, padding="same", activation="hard_swish", name="b")(x)
+    c = L.AveragePooling2D(3, strides=1, padding="same", name="c")(x)
+    d = L.MaxPooling2D(3, strides=1, name="d")(L.ZeroPadding2D(1, name="d_pad")(a))   # zeros after a relu
+    joined = L.Concatenate(name="cat")([a, b, c, d])
+    g = L.Reshape((1, 1, 20))(L.GlobalAveragePooling2D(name="squeeze")(joined))
+    g = L.Conv2D(8, 1, activation="relu", name="reduce")(g)
+    g = L.Conv2D(20, 1, name="expand")(g)
+    g = L.ReLU(6.0)(g + 3.0) * (1.0 / 6.0)
+    y = L.Multiply(name="excite")([joined, g])
+    y = L.DepthwiseConv2D(3, dilation_rate=2, padding="same", name="dilated")(y)
+    out = L.Dense(5, activation="softmax", name="classes")(L.GlobalAveragePooling2D()(y))
+    return keras.Model(inp, out)
+
+
 def keras_output(model, x_nchw: np.ndarray) -> np.ndarray:
     """Keras's own output for our canonical input, in our canonical layout."""
     y = np.asarray(model(x_nchw.transpose(0, 2, 3, 1), training=False))
@@ -90,11 +119,9 @@ def save(builder: str, folder: str, x: np.ndarray, suffixes=("keras", "h5")) -> 
 # or (layers, input shape); the test holds the words each message must contain.
 def _refusals(L):
     return {
-        "softmax-activation": [L.Flatten(), L.Dense(3, activation="softmax", name="out")],
-        "softmax-layer": [L.Flatten(), L.Dense(3), L.Softmax()],
-        "dilation": [L.Conv2D(2, 3, dilation_rate=2, name="dil")],
-        "avgpool-same": [L.AveragePooling2D(3, padding="same")],
-        "zero-padding": [L.ZeroPadding2D(1, name="zp")],
+        "zero-padding": [L.Conv2D(2, 3), L.ZeroPadding2D(1, name="zp")],
+        "gelu": [L.Conv2D(2, 3), L.Activation("gelu", name="g")],
+        "cropping": [L.Cropping2D(1, name="crop")],
         "dense-on-image": [L.Dense(3, name="pixelwise")],
         "second-activation": [L.Conv2D(2, 3, activation="relu"), L.Activation("sigmoid", name="twice")],
         "relu5": [L.ReLU(max_value=5.0, name="relu5")],
@@ -119,6 +146,10 @@ def refusal(case: str) -> str:
     elif case == "branch-activation":   # the conv's output is read by the add too: relu cannot fold into it
         inp = keras.Input((8, 8, 2))
         a = L.Conv2D(2, 3, padding="same", name="c")(inp)
+        model = keras.Model(inp, L.Add()([a, L.Activation("relu", name="act")(a)]))
+    elif case == "dense-branch-activation":   # the same on a dense layer's (N, features): no layer for it
+        inp = keras.Input((8, 8, 2))
+        a = L.Dense(3, name="d")(L.Flatten()(inp))
         model = keras.Model(inp, L.Add()([a, L.Activation("relu", name="act")(a)]))
     else:
         layers = _refusals(keras.layers)[case]

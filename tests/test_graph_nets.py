@@ -14,8 +14,8 @@ from compare.checking import compare_arrays
 from compare.cli import main
 from nets.errors import Unsupported
 from conftest import backend_or_skip
-from nets import (LENET, MOBILENET_V2, RESNET18, VGG16, Add, Conv, Dense, Feature, GlobalAvgPool, LayerKind, MaxPool,
-                  Net, get_net)
+from nets import (LENET, MOBILENET_V2, RESNET18, VGG16, Add, AvgPool, Channels, Concat, Conv, Dense, Feature,
+                  GlobalAvgPool, LayerKind, MaxPool, Mul, Net, Softmax, get_net)
 from nets.weights import init_weights, make_input
 
 
@@ -116,6 +116,28 @@ def test_graph_specs_are_checked():
         Net("n", (4, 4, 4), (Conv("c", out_channels=3, groups=3),))
     with pytest.raises(ValueError, match="windows of padding alone"):
         MaxPool("m", kernel=(2, 2), pad=(2, 2))
+
+
+def test_the_zoo_kinds_check_their_inputs_and_count_their_flops():
+    net = Net("z", (4, 6, 6), (Conv("a", out_channels=2, pad=(1, 1)), Concat("cat", inputs=("input", "a")),
+                               GlobalAvgPool("pool"), Mul("gate", "hardsigmoid", inputs=("cat", "pool")),
+                               Channels("half", order=(5, 4, 3)), AvgPool("avg", kernel=(3, 3), stride=(2, 2),
+                                                                            pad=(1, 1), ceil_mode=True),
+                               Dense("fc", out_features=3), Softmax("p")))
+    assert [net.out_shape(i) for i in (1, 3, 4, 5, 7)] == [(6, 6, 6), (6, 6, 6), (3, 6, 6), (3, 4, 4), (3,)]
+    assert net.layer_features(3) == {Feature.GRAPH, Feature.GATE, Feature.HARDSIGMOID}
+    # concat and channel selections move data only; a multiply one per element; an average pool its window
+    # and a division; a softmax three per element
+    assert [net.layers[i].flops(net.in_shape(i)) for i in (1, 3, 4, 5, 7)] == [0, 6 * 36, 0, 3 * 16 * 10, 9]
+    with pytest.raises(ValueError, match=r"cat \(concat\) joins inputs of different heights and widths"):
+        Net("n", (1, 4, 4), (MaxPool("m"), Concat("cat", inputs=("input", "m"))))
+    with pytest.raises(ValueError, match=r"the second must be the first's, or \(1, 1, 1\)"):
+        Net("n", (1, 4, 4), (MaxPool("m"), Mul("mul", inputs=("input", "m"))))
+    with pytest.raises(ValueError, match="order names channel 3 of an input of 1"):
+        Net("n", (1, 4, 4), (Channels("c", order=(0, 3)),))
+    with pytest.raises(ValueError, match="carries no activation"):
+        Softmax("s", "relu")
+    assert Conv("d", dilation=(2, 2)).features() == {Feature.DILATION}
 
 
 def test_the_features_a_layer_uses():

@@ -90,13 +90,10 @@ def test_same_padding_at_stride_2_matches_keras_where_it_is_symmetric(keras_chil
 
 
 @pytest.mark.parametrize("case, words", [
-    ("softmax-activation", ["layer out (Dense)", "'softmax'"]),
-    ("softmax-layer", ["(Softmax)", "softmax is not one of our activations"]),
-    ("dilation", ["layer dil (Conv2D)", "dilation_rate (2, 2)"]),
-    ("avgpool-same", ["an average pool's padding is not supported"]),
-    ("zero-padding", ["layer zp (ZeroPadding2D)", "padding='same'"]),
+    ("zero-padding", ["ends in a ZeroPadding2D", "before the convolution or pooling it belongs to"]),
+    ("gelu", ["layer g (Activation)", "activation 'gelu' is not supported"]),
+    ("cropping", ["layer crop (Cropping2D)", "cropping is not supported"]),
     ("dense-on-image", ["layer pixelwise (Dense)", "only Dense after Flatten"]),
-    ("second-activation", ["layer twice", "second activation"]),
     ("relu5", ["layer relu5 (ReLU)", "plain ReLU or ReLU6"]),
     ("activation-first", ["an activation before any other layer"]),
     ("leaky-relu", ["layer leaky (LeakyReLU)", "not supported"]),
@@ -104,7 +101,7 @@ def test_same_padding_at_stride_2_matches_keras_where_it_is_symmetric(keras_chil
     ("flatten-twice", ["layer again (Flatten)", "follows a Flatten or Dense"]),
     ("flat-input", ["is not a fixed (H, W, C) image"]),
     ("shared-layer", ["layer twice_used is used 2 times"]),
-    ("branch-activation", ["layer act (Activation)", "also read by another layer"]),
+    ("dense-branch-activation", ["layer act (Activation)", "also read by another layer", "not an image"]),
 ])
 def test_unsupported_models_are_refused_by_name(keras_child, case, words):
     message = keras_child.call("keras_models", "refusal", case)
@@ -124,6 +121,33 @@ def test_a_functional_model_with_skips_and_batch_norms_matches_keras(keras_child
     assert net.layers[[layer.name for layer in net.layers].index("skip")].activation == "relu"
     got = NumpyNet(net, weights, 2).forward(x)
     assert compare_arrays(got, keras_out.astype(np.float64)).passed
+
+
+def test_the_zoo_layers_match_keras(keras_child, tmp_path):
+    # issue 36: ZeroPadding2D, Rescaling, Normalization, Concatenate, Multiply by a gate, swish, hard_swish,
+    # SeparableConv2D, 'same' average pooling, a dilated depthwise conv, softmax
+    x = (np.random.default_rng(4).random((2, 3, 16, 16)) * 255).astype(np.float32)
+    paths, keras_out = keras_child.call("keras_models", "save", "zoo_model", str(tmp_path), x, ("keras",))
+    net, weights = load_net(paths["keras"])
+    kinds = [layer.kind for layer in net.layers]
+    assert {"concat", "mul", "avgpool", "softmax"} <= set(kinds) and kinds[-1] == "softmax"
+    layer = {layer.name: layer for layer in net.layers}
+    assert layer["stem"].pad == (0, 0, 1, 1) and layer["stem"].activation == "silu"   # the ZeroPadding2D's zeros
+    assert layer["d"].pad == (1, 1) and layer["b"].activation == "hardswish" and layer["expand"].activation == \
+        "hardsigmoid"
+    assert layer["dilated"].dilation == (2, 2) and not layer["c"].count_include_pad
+    # Rescaling then Normalization: one affine map (the second took the first); its shift keeps it out of the
+    # padded stem
+    affine = [layer for layer in net.layers if layer.kind == "conv" and layer.kernel == (1, 1) and layer.groups == 3]
+    assert len(affine) == 1 and net.layers[0] is affine[0]
+    got = NumpyNet(net, weights, 2).forward(x)
+    assert compare_arrays(got, keras_out.astype(np.float64)).passed
+
+
+def test_an_activation_on_a_tensor_read_elsewhere_is_a_layer_of_its_own(keras_child):
+    # ResNet-v2's and NASNet's: the activation's input also feeds another branch
+    for case in ("branch-activation", "second-activation"):
+        assert keras_child.call("keras_models", "refusal", case) == "", case
 
 
 def test_a_refusal_crosses_the_process_boundary_as_a_user_error(keras_child, tmp_path):

@@ -32,7 +32,7 @@ def exported(tmp_path_factory):
     folder = tmp_path_factory.mktemp("onnx")
     x = np.random.default_rng(0).random((2, 3, 32, 32), dtype=np.float32)
     out = {}
-    for name in STYLES + ["dilated", "leaky"]:
+    for name in STYLES + ["dilated", "leaky", "fixed-batch", "sigmoid-beside"] + onnx_models.ZOO_BLOCKS:
         path = folder / f"{name}.onnx"
         out[name] = (str(path), onnx_models.export(name, str(path), x))
     return out, x
@@ -48,6 +48,58 @@ def test_the_reference_gives_pytorchs_output(exported, name):
     assert LayerKind.ADD in {layer.kind for layer in net.layers}
     result = compare_arrays(NumpyNet(net, weights, len(x)).forward(x), torch_out.astype(np.float64))
     assert result.passed, result
+
+
+@pytest.mark.parametrize("name", onnx_models.ZOO_BLOCKS + ["dilated"])
+def test_the_zoo_blocks_give_pytorchs_output(exported, name):
+    # SqueezeNet's fire module, DenseNet's dense block, ShuffleNet-v2's units, an Inception block,
+    # MobileNet-v3's and EfficientNet's blocks, a dilated conv: imported, folded, run by the reference
+    models, x = exported
+    path, torch_out = models[name]
+    net, weights = load_net(path)
+    assert LayerKind.BATCHNORM not in {layer.kind for layer in net.layers}
+    result = compare_arrays(NumpyNet(net, weights, len(x)).forward(x), torch_out.astype(np.float64))
+    assert result.passed, result
+
+
+def test_the_zoo_blocks_import_as_the_kinds_they_are(exported):
+    def kinds(name):
+        net, _ = load_net(exported[0][name][0])
+        return [layer.kind for layer in net.layers], net
+    fire, _ = kinds("fire")
+    assert fire.count(LayerKind.CONCAT) == 1 and fire[0] == LayerKind.MAXPOOL
+    # a shuffle before a 1x1 conv is folded into its weights; the half that goes on unconvolved is selected
+    shuffle, net = kinds("shuffle-unit")
+    assert shuffle.count(LayerKind.CHANNELS) == 2 and net.layers[-1].kind == LayerKind.CHANNELS
+    inception, net = kinds("inception")
+    pools = [layer for layer in net.layers if layer.kind == LayerKind.AVGPOOL]
+    assert [p.count_include_pad for p in pools] == [True, False] and pools[1].ceil_mode
+    # the ceil-mode max-pool as padding at the bottom and right: 3x3 windows, stride 2, on 32: 16, not floor's 15
+    assert net.out_shape(0) == (3, 16, 16) and net.layers[0].padding == (0, 0, 1, 1)
+    # 3x3/2, padding 1, on 16: ceil's 9 windows, the last running one past the padding
+    assert net.layers[-1].kind == LayerKind.AVGPOOL and net.output_shape == (22, 9, 9)
+    v3, net = kinds("mobilenet-v3-block")
+    assert {layer.activation for layer in net.layers} >= {"hardswish", "hardsigmoid"} and LayerKind.MUL in v3
+    mb, net = kinds("mbconv")
+    assert "silu" in {layer.activation for layer in net.layers} and LayerKind.MUL in mb
+    dense, net = kinds("dense-block")
+    # each pre-activation batch norm reads a concatenation: a depthwise 1x1 conv, its ReLU kept
+    assert any(layer.kind == LayerKind.CONV and layer.groups == layer.out_channels > 1 and layer.kernel == (1, 1)
+               and layer.activation == "relu" for layer in net.layers)
+
+
+def test_a_reshape_that_fixes_the_batch_runs_at_that_batch_only(exported, capsys, tmp_path):
+    # issue 35: a Reshape to (1, features) ran at --batch 2 as if it were a flatten
+    path = exported[0]["fixed-batch"][0]
+    net, _ = load_net(path)
+    assert net.fixed_batch == 1 and net.default_batch == 1
+    assert main(["check", "--net", path, "--batch", "2", "--backends", "numpy"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "runs at batch 1 only" in err and "--batch 1" in err, err
+    np.save(tmp_path / "x.npy", exported[1])   # an input file of two images: refused the same
+    assert main(["check", "--net", path, "--input", str(tmp_path / "x.npy"), "--backends", "numpy"]) == 2
+    assert "runs at batch 1 only" in capsys.readouterr().err
+    assert main(["check", "--net", path, "--batch", "1", "--backends", "numpy"]) == 0
 
 
 @pytest.mark.parametrize("name", STYLES)
@@ -94,7 +146,8 @@ def test_a_backend_without_graphs_says_unsupported(exported, tmp_path, capsys):
 
 @pytest.mark.parametrize("name, words", [
     ("leaky", ["node /act/LeakyRelu (LeakyRelu)", "operator LeakyRelu is not supported"]),
-    ("dilated", ["node /conv/Conv (Conv)", "dilations (2, 2) are not supported"]),
+    # the sigmoid is fine; what we lack is an activation on a flattened tensor that is read elsewhere too
+    ("sigmoid-beside", ["(Add)", "the sigmoid of a flattened tensor whose layer is also read elsewhere"]),
 ])
 def test_what_we_lack_is_refused_in_one_line(exported, capsys, name, words):
     path = exported[0][name][0]
@@ -112,3 +165,12 @@ def test_file_errors_are_one_line(tmp_path, capsys):
     bad.write_bytes(b"\x08\x07not a model at all")
     with pytest.raises(UserError, match="cannot be read"):
         load_onnx(bad)
+    # issue 35: an empty file parses as an empty model, which "has 0 inputs"
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    assert main(["check", "--net", str(empty), "--backends", "numpy"]) == 2
+    assert capsys.readouterr().err == f"error: ONNX model file {empty} is empty; export the model again\n"
+    graphless = tmp_path / "graphless.onnx"
+    graphless.write_bytes(b"\x08\x07")   # a valid protobuf: ir_version 7 and nothing else
+    with pytest.raises(UserError, match="is not an ONNX model"):
+        load_onnx(graphless)

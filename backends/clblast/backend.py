@@ -10,7 +10,10 @@ clblast           conv and subsampling (as sparse conv): xCOPY bias init,
                   image and group in one xGEMMBATCHED; a 1x1 stride-1 conv
                   skips xIM2COL; an asymmetric padding is padded first (own
                   kernel); add: xCOPY + xAXPY + activation; global average
-                  pool: xGEMV with a ones vector.
+                  pool: xGEMV with a ones vector.  The classification zoo's layers
+                  (concatenation in place or by xCOPY, xHAD, a gate as a batched
+                  GEMM, channel selections by xCOPY, average pooling and softmax
+                  as own kernels): zoo_layers.py.
 clblast-convgemm  conv and subsampling through CLBlast's fused, batched
                   xCONVGEMM plus an own bias+activation kernel (grouped: one
                   xCONVGEMM per image and group); the rest as `clblast`.
@@ -40,6 +43,8 @@ from . import library, problems
 from .conv_plan import ConvPlan
 from .graph_layers import FEATURES, KINDS, AxpyAddOp, GemvAvgPoolOp
 from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, subsample_as_conv_weight
+from .zoo_layers import (AvgPoolKernelOp, CopyChannelsOp, GateGemmOp, HadMulOp, PlacedConcatOp, SoftmaxOp,
+                         concat_placement, sub_buffer)
 from . import overrides
 from .library import check_library, require_library
 from .record import DeviceId, Store
@@ -53,12 +58,41 @@ def conv_plan(net, batch: int, i: int) -> ConvPlan:
     layer = net.layers[i]
     padding = layer.padding if layer.kind == "conv" else (0, 0)
     return ConvPlan.of(batch, net.in_shape(i), net.out_shape(i), layer.kernel, layer.stride, padding,
-                       getattr(layer, "groups", 1))
+                       getattr(layer, "groups", 1), getattr(layer, "dilation", (1, 1)))
 
 
 def input_buffers(net, i: int, activations: list) -> list:
     """The buffers layer i reads, in its order: activations[0] is the net's input, [j + 1] layer j's output."""
     return [activations[s + 1] for s in net.sources(i)]
+
+
+class OutputBuffers:
+    """Each layer's output buffer: its own, or, for an input a concatenation takes in place
+    (zoo_layers.concat_placement), a region of the concatenation's, which is then made early."""
+
+    def __init__(self, owner):
+        self.owner = owner
+        align = max(owner.rt.device.mem_base_addr_align // 8, 4)
+        self.placed = concat_placement(owner.net, owner.batch, align)
+        self.made: dict[int, object] = {}
+
+    def _own(self, i: int):
+        if i not in self.made:
+            net = self.owner.net
+            self.made[i] = self.owner.alloc(self.owner.batch * int(np.prod(net.out_shape(i))) * 4,
+                                            f"output of {net.layers[i].name}")
+        return self.made[i]
+
+    def of(self, i: int):
+        if i in self.placed:
+            j, offset = self.placed[i]
+            nbytes = self.owner.batch * int(np.prod(self.owner.net.out_shape(i))) * 4
+            return sub_buffer(self.owner, self._own(j), offset, nbytes, f"output of {self.owner.net.layers[i].name}")
+        return self._own(i)
+
+    def in_place(self, j: int) -> list[bool]:
+        """For each input of concatenation j, whether its producer writes it in place."""
+        return [self.placed.get(s, (None,))[0] == j for s in self.owner.net.sources(j)]
 
 
 class ClblastNet(OpenCLNet):
@@ -118,9 +152,10 @@ class ClblastNet(OpenCLNet):
         net, batch = self.net, self.batch
         col_buf = self._col_buffer()
         self.activations.append(self.alloc(batch * int(np.prod(net.in_shape(0))) * 4, "input buffer"))
+        outputs = OutputBuffers(self)
         recipes = {}
         for i, layer in enumerate(net.layers):
-            out = self.alloc(batch * int(np.prod(net.out_shape(i))) * 4, f"output of {layer.name}")
+            out = outputs.of(i)
             srcs = input_buffers(net, i, self.activations)
             self.activations.append(out)
             buf = srcs[0]
@@ -143,6 +178,18 @@ class ClblastNet(OpenCLNet):
                 op = MaxPoolOp(self, layer, i, buf, out)
             elif layer.kind == "dense":
                 op = DenseOp(self, layer, i, buf, out, params["weight"], params["bias"])
+            elif layer.kind == "concat":
+                op = PlacedConcatOp(self, layer, i, srcs, out, outputs.in_place(i))
+            elif layer.kind == "mul" and len(net.in_shapes(i)[1]) == 3 and net.in_shapes(i)[1] != net.in_shape(i):
+                op = GateGemmOp(self, layer, i, srcs, out)
+            elif layer.kind == "mul":
+                op = HadMulOp(self, layer, i, srcs, out)
+            elif layer.kind == "channels":
+                op = CopyChannelsOp(self, layer, i, buf, out)
+            elif layer.kind == "avgpool":
+                op = AvgPoolKernelOp(self, layer, i, buf, out)
+            elif layer.kind == "softmax":
+                op = SoftmaxOp(self, layer, i, buf, out)
             else:
                 raise Unsupported(f"{layer.name}: CLBlast backends have no recipe for layer kind {layer.kind!r}")
             self.ops.append(op)

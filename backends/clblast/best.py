@@ -57,7 +57,9 @@ from .graph_layers import FEATURES, KINDS, AxpyAddOp, FusedAddOp, GemvAvgPoolOp,
 from .layers import ClblastOp, ConvgemmOp, MaxPoolOp, _step_name, as_array, own_kernel, subsample_as_conv_weight
 from .library import check_library, pyclblast, require_library
 from .own_kernels import Padder
-from .backend import ClblastInProcess, clblast_modes, conv_plan, input_buffers
+from .backend import ClblastInProcess, OutputBuffers, clblast_modes, conv_plan, input_buffers
+from .zoo_layers import (AvgPoolKernelOp, CopyChannelsOp, GateGemmOp, GatherChannelsOp, HadMulOp, KernelMulOp,
+                         PlacedConcatOp, SoftmaxOp)
 from .overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from .tuned import COPY_KERNELS, GEMM_KERNELS, GEMV_KERNELS, Tuning, frozen
 
@@ -324,7 +326,7 @@ class ClblastBestNet(OpenCLNet):
                     for way, batched in ways:
                         out[f"{prefix}-{way}{route}"] = (lambda s=sets, r=route, bt=batched: GemmConvOp(
                             self, layer, i, src, dst, w, b, col, s, r, bt))
-            sets = self._sets(cg)
+            sets = self._sets(cg) if layer.dilation == (1, 1) else []   # a dilated one: the database's
             out["convgemm"] = lambda: ConvgemmOp(self, layer, i, src, dst, w, b, stride, pad, sets=sets,
                                                  groups=layer.groups)
         if layer.kind == "subsample":
@@ -357,8 +359,32 @@ class ClblastBestNet(OpenCLNet):
             sets = self._sets(problems.pooling_gemv(n, self.net.in_shape(i)))
             out["gemv-ones"] = lambda: GemvAvgPoolOp(self, layer, i, src, dst, sets)
             out["avgpool-kernel"] = lambda: KernelAvgPoolOp(self, layer, i, src, dst)
+        out.update(self._zoo_candidates(i, layer, srcs, dst))
         if not out:
             raise Unsupported(f"{layer.name}: clblast-best has no composition for layer kind {layer.kind!r}")
+        return out
+
+    def _zoo_candidates(self, i, layer, srcs, dst) -> dict:
+        """The classification zoo's layers (zoo_layers.py): CLBlast's composition and ours, where both exist."""
+        src, out = srcs[0], {}
+        if layer.kind == "concat":
+            out["in-place+xcopy"] = lambda: PlacedConcatOp(self, layer, i, srcs, dst, self.outputs.in_place(i))
+        elif layer.kind == "mul":
+            gate = tuple(self.net.in_shapes(i)[1]) != tuple(self.net.in_shape(i))
+            if gate:
+                n, (c, h, w) = self.batch, self.net.in_shape(i)
+                sets = self._sets(problems.gemm(1, h * w, 1, n * c))
+                out["gate-gemm-batched"] = lambda: GateGemmOp(self, layer, i, srcs, dst, sets)
+            else:
+                out["had"] = lambda: HadMulOp(self, layer, i, srcs, dst)
+            out["mul-kernel"] = lambda: KernelMulOp(self, layer, i, srcs, dst)
+        elif layer.kind == "channels":
+            out["copy-runs"] = lambda: CopyChannelsOp(self, layer, i, src, dst)
+            out["gather-kernel"] = lambda: GatherChannelsOp(self, layer, i, src, dst)
+        elif layer.kind == "avgpool":
+            out["avgpool-kernel"] = lambda: AvgPoolKernelOp(self, layer, i, src, dst)
+        elif layer.kind == "softmax":
+            out["softmax-kernel"] = lambda: SoftmaxOp(self, layer, i, src, dst)
         return out
 
     def _median_ms(self, run, before=None) -> float:
@@ -391,8 +417,9 @@ class ClblastBestNet(OpenCLNet):
         self.activations.append(src)
         self.rt.write(src, np.zeros((batch,) + tuple(net.in_shape(0)), np.float32))   # real data, not NaN
         before = None
+        self.outputs = OutputBuffers(self)
         for i, layer in enumerate(net.layers):
-            dst = self.alloc(batch * int(np.prod(net.out_shape(i))) * 4, f"output of {layer.name}")
+            dst = self.outputs.of(i)
             srcs = input_buffers(net, i, self.activations)
             self.activations.append(dst)
             timed, best, best_ms, best_bufs = {}, None, None, []

@@ -39,9 +39,11 @@ class ConvPlan:
     groups: int
     out_channels: int      # K
     out_plane: int         # OH * OW
+    dilation: tuple = (1, 1)   # xIM2COL's and xCONVGEMM's: the filter's taps that far apart
 
     @classmethod
-    def of(cls, batch: int, in_shape, out_shape, kernel, stride, padding, groups: int = 1) -> "ConvPlan":
+    def of(cls, batch: int, in_shape, out_shape, kernel, stride, padding, groups: int = 1,
+           dilation=(1, 1)) -> "ConvPlan":
         """`padding` is (rows, cols) or (top, left, bottom, right), as the spec's."""
         c, h, w = in_shape
         top, left, bottom, right = tuple(padding) * 2 if len(padding) == 2 else tuple(padding)
@@ -51,7 +53,7 @@ class ConvPlan:
             explicit, pad = (top, left, bottom, right), (0, 0)
             h, w = h + top + bottom, w + left + right
         return cls(int(batch), int(c), int(h), int(w), tuple(kernel), tuple(stride), pad, explicit, int(groups),
-                   int(out_shape[0]), int(out_shape[1] * out_shape[2]))
+                   int(out_shape[0]), int(out_shape[1] * out_shape[2]), tuple(int(d) for d in dilation))
 
     # -- the GEMM of one image and group: (Kg x CKK) @ (CKK x P)
     @property
@@ -90,7 +92,7 @@ class ConvPlan:
     def im2col_geometry(self) -> dict:
         """xIM2COL's arguments: the whole batch as one image of N*C channels."""
         return dict(channels=self.batch * self.channels, height=self.height, width=self.width,
-                    kernel=tuple(self.kernel), pad=self.pad, stride=tuple(self.stride))
+                    kernel=tuple(self.kernel), pad=self.pad, stride=tuple(self.stride), dilation=self.dilation)
 
 
 def group_weights(weight: np.ndarray) -> np.ndarray:

@@ -25,7 +25,8 @@ from .library import pyclblast
 from .own_kernels import own_kernel, own_step
 from .tuned import COPY_KERNELS, GEMV_KERNELS
 
-# what the CLBlast backends run: every kind a loaded net holds (batch norms are folded on loading)
+# what the CLBlast backends run: every kind a loaded net holds (batch norms are folded on loading);
+# the zoo's are zoo_layers.py's
 KINDS = frozenset(LayerKind) - {LayerKind.BATCHNORM}
 FEATURES = frozenset(Feature)
 

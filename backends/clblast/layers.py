@@ -120,7 +120,7 @@ class Im2colConvOp(ClblastOp):
     def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, col_buf, groups=1):
         n = owner.batch
         plan = ConvPlan.of(n, owner.net.in_shape(index), owner.net.out_shape(index), weight.shape[2:], stride,
-                           pad, groups)
+                           pad, groups, getattr(layer, "dilation", (1, 1)))
         super().__init__(owner, layer, index, in_buf, out_buf, problem=problems.plan_gemm(plan))
         self.plan = plan
         self.pad = Padder(owner, self, plan, self.in_shape)
@@ -173,14 +173,15 @@ class ConvgemmOp(ClblastOp):
 
     def __init__(self, owner, layer, index, in_buf, out_buf, weight, bias, stride, pad, sets=None, groups=1):
         plan = ConvPlan.of(owner.batch, owner.net.in_shape(index), owner.net.out_shape(index), weight.shape[2:],
-                           stride, pad, groups)
+                           stride, pad, groups, getattr(layer, "dilation", (1, 1)))
         super().__init__(owner, layer, index, in_buf, out_buf, separate_activation=False, sets=sets,
-                         problem=problems.plan_convgemm(plan))
+                         # a dilated one has no problem of its own (the key has no dilation): the database's
+                         problem=problems.plan_convgemm(plan) if plan.dilation == (1, 1) else None)
         self.plan = plan
         self.pad = Padder(owner, self, plan, self.in_shape)
         one_call = plan.groups == 1
         self.args = dict(channels=plan.cg, height=plan.height, width=plan.width, kernel=tuple(plan.kernel),
-                         pad=plan.pad, stride=tuple(plan.stride), num_kernels=plan.kg,
+                         pad=plan.pad, stride=tuple(plan.stride), dilation=plan.dilation, num_kernels=plan.kg,
                          batch=plan.batch if one_call else 1)
         image, plane = plan.cg * plan.height * plan.width, plan.kg * plan.out_plane
         # (input, weight, output) offsets of each call

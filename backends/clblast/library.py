@@ -150,6 +150,10 @@ def load_library():
         lib.CLBlastSGemmTempBufferSize.argtypes = ([ctypes.c_int] * 3 + [_size] * 9
                                                    + [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_size)])
         lib.CLBlastSGemmTempBufferSize.restype = ctypes.c_int
+    if hasattr(lib, "CLBlastShad"):
+        lib.CLBlastShad.argtypes = ([_size, ctypes.c_float, _mem, _size, _size, _mem, _size, _size, ctypes.c_float,
+                                     _mem, _size, _size] + _QUEUE_EVENT)
+        lib.CLBlastShad.restype = ctypes.c_int
     if hasattr(lib, "CLBlastClearCache"):
         # CLBlast keeps its compiled programs in a C++ static cache; released by
         # the static destructors at exit, after the OpenCL runtime may be gone,
@@ -167,11 +171,12 @@ class BufferTooSmall(ValueError):
     overrun corrupts host memory, so the sizes are checked here first."""
 
 
-def output_size(size: int, kernel: int, pad: int, stride: int) -> int:
-    """im2col's output length along one axis (dilation 1, as CLBlast computes it)."""
-    if size + 2 * pad < kernel:
-        raise ValueError(f"window {kernel} is larger than the padded input {size + 2 * pad}")
-    return (size + 2 * pad - kernel) // stride + 1
+def output_size(size: int, kernel: int, pad: int, stride: int, dilation: int = 1) -> int:
+    """im2col's output length along one axis, as CLBlast computes it."""
+    span = (kernel - 1) * dilation + 1
+    if size + 2 * pad < span:
+        raise ValueError(f"window {span} is larger than the padded input {size + 2 * pad}")
+    return (size + 2 * pad - span) // stride + 1
 
 
 def _check_fits(routine: str, what: str, buf, offset: int, floats: int) -> None:
@@ -196,31 +201,34 @@ def _call(routine: str, fn, args, queue, event: bool = False):
 
 
 def im2col(queue, channels, height, width, kernel, pad, stride, im, im_offset, col, col_offset,
-           mode=CROSS_CORRELATION) -> None:
+           mode=CROSS_CORRELATION, dilation=(1, 1)) -> None:
     """xIM2COL of one image of `channels` channels (offsets in floats).
 
     Writes a row-major (channels*kh*kw, oh*ow) matrix: row (c, fy, fx) holds
     tap (fy, fx) of channel c for every output pixel; padding reads zero.
     """
     lib = load_library()
-    patches = output_size(height, kernel[0], pad[0], stride[0]) * output_size(width, kernel[1], pad[1], stride[1])
+    patches = (output_size(height, kernel[0], pad[0], stride[0], dilation[0])
+               * output_size(width, kernel[1], pad[1], stride[1], dilation[1]))
     _check_fits("xIM2COL", "image", im, im_offset, channels * height * width)
     _check_fits("xIM2COL", "column", col, col_offset, channels * kernel[0] * kernel[1] * patches)
-    args = [mode, channels, height, width, kernel[0], kernel[1], pad[0], pad[1], stride[0], stride[1], 1, 1,
-            im.int_ptr, im_offset, col.int_ptr, col_offset]
+    args = [mode, channels, height, width, kernel[0], kernel[1], pad[0], pad[1], stride[0], stride[1],
+            dilation[0], dilation[1], im.int_ptr, im_offset, col.int_ptr, col_offset]
     _call("xIM2COL", lib.CLBlastSim2col, args, queue)
 
 
 def convgemm(queue, channels, height, width, kernel, pad, stride, num_kernels, batch,
-             im, im_offset, weight, weight_offset, out, out_offset, mode=CROSS_CORRELATION) -> None:
+             im, im_offset, weight, weight_offset, out, out_offset, mode=CROSS_CORRELATION, dilation=(1, 1)) -> None:
     """xCONVGEMM: NCHW input, KCHW weights -> NKHW output, overwritten (no beta, no bias)."""
     lib = load_library()
-    patches = output_size(height, kernel[0], pad[0], stride[0]) * output_size(width, kernel[1], pad[1], stride[1])
+    patches = (output_size(height, kernel[0], pad[0], stride[0], dilation[0])
+               * output_size(width, kernel[1], pad[1], stride[1], dilation[1]))
     _check_fits("xCONVGEMM", "image", im, im_offset, batch * channels * height * width)
     _check_fits("xCONVGEMM", "kernel", weight, weight_offset, num_kernels * channels * kernel[0] * kernel[1])
     _check_fits("xCONVGEMM", "result", out, out_offset, batch * num_kernels * patches)
-    args = [mode, channels, height, width, kernel[0], kernel[1], pad[0], pad[1], stride[0], stride[1], 1, 1,
-            num_kernels, batch, im.int_ptr, im_offset, weight.int_ptr, weight_offset, out.int_ptr, out_offset]
+    args = [mode, channels, height, width, kernel[0], kernel[1], pad[0], pad[1], stride[0], stride[1], dilation[0],
+            dilation[1], num_kernels, batch, im.int_ptr, im_offset, weight.int_ptr, weight_offset, out.int_ptr,
+            out_offset]
     _call("xCONVGEMM", lib.CLBlastSconvgemm, args, queue)
 
 
@@ -271,6 +279,15 @@ def gemm_with_temp(queue, m, n, k, a, b, c, temp, a_ld, b_ld, c_ld, alpha=1.0, b
                                             ctypes.c_void_p(temp.int_ptr if temp is not None else None))
     if status != 0:
         raise ClblastError("xGEMM", status)
+def had(queue, n, x, y, z) -> None:
+    """xHAD: z = x .* y (elementwise, n floats from offset 0 of each buffer); pyclblast has no binding."""
+    lib = load_library()
+    if not hasattr(lib, "CLBlastShad"):
+        raise ClblastError("xHAD", -1024)
+    for what, buf in (("x", x), ("y", y), ("z", z)):
+        _check_fits("xHAD", what, buf, 0, n)
+    args = [n, 1.0, x.int_ptr, 0, 1, y.int_ptr, 0, 1, 0.0, z.int_ptr, 0, 1]
+    _call("xHAD", lib.CLBlastShad, args, queue)
 
 
 def library_file() -> str | None:

@@ -153,8 +153,12 @@ def layer_compositions(net, batch: int, i: int) -> list[dict[Problem, int]]:
     group when grouped); a batch-1 dense layer's GEMV with the weights either way round."""
     layer, src, dst = net.layers[i], net.in_shape(i), net.out_shape(i)
     if layer.kind == "conv":
-        plan = ConvPlan.of(batch, src, dst, layer.kernel, layer.stride, layer.padding, layer.groups)
+        plan = ConvPlan.of(batch, src, dst, layer.kernel, layer.stride, layer.padding, layer.groups, layer.dilation)
+        if layer.dilation != (1, 1):   # xCONVGEMM's problem key has no dilation: CLBlast's database runs it
+            return [{plan_gemm(plan): 1}]
         return [{plan_gemm(plan): 1}, {plan_convgemm(plan): plan_convgemm_calls(plan)}]
+    if layer.kind == "mul" and tuple(net.in_shapes(i)[1]) != tuple(src):   # a gate: N*C GEMMs 1 x H*W x 1
+        return [{gemm(1, src[1] * src[2], 1, batch * src[0]): 1}]
     if layer.kind == "global_avgpool":
         return [{pooling_gemv(batch, src): 1}]
     if layer.kind == "subsample":   # the study's sparse convolution, C channels in and out

@@ -78,6 +78,8 @@ def foldable_depthwise(net: Net, i: int) -> int | None:
     dw = net.layers[d]
     if dw.kind != "conv" or not dw.groups > 1 or dw.groups != dw.out_channels or dw.groups != net.in_shape(d)[0]:
         return None
+    if dw.dilation != (1, 1):   # dw_pw's depthwise reads neighbouring taps
+        return None
     readers = [k for k in range(len(net.layers)) if d in net.sources(k)]
     return d if readers == [i] else None
 

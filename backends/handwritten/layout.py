@@ -25,6 +25,11 @@ asymmetric padding costs only the rows and columns it uses.
 `vectorised` also pads channels to a multiple of 4 (float4 loads); those
 extra channels hold zeros too.  Dense activations are stored as C = features,
 H = W = 1, so one layout class serves both.
+
+A concatenation's input may be written by its producer straight into its
+slice of the concatenation's NHWC buffer (`vectorised`: handwritten/zoo.py):
+that input's layout is then a view, `c_offset` channels into pixels of
+`c_pitch` stored channels, with the concatenation's border.
 """
 from __future__ import annotations
 
@@ -56,6 +61,8 @@ class Layout:
     flat: bool = False
     pad_bottom: int | None = None
     pad_right: int | None = None
+    c_pitch: int | None = None   # stored channels per pixel of the buffer (a view of a concatenation's: more)
+    c_offset: int = 0            # the view's first channel in each pixel
 
     def __post_init__(self):
         if self.order not in ("nchw", "nhwc"):
@@ -68,6 +75,10 @@ class Layout:
             object.__setattr__(self, "pad_right", self.pad_w)
         if self.c_stored < self.c:
             raise ValueError("c_stored must be at least c")
+        if self.c_pitch is None:
+            object.__setattr__(self, "c_pitch", self.c_stored)
+        if self.c_offset + self.c > self.c_pitch or (self.c_pitch != self.c_stored and self.order != "nhwc"):
+            raise ValueError("a view's channels must lie inside an NHWC buffer's pixels")
 
     # -- sizes
     @property
@@ -84,10 +95,15 @@ class Layout:
         return (self.pad_h, self.pad_w, self.pad_bottom, self.pad_right)
 
     @property
+    def is_view(self) -> bool:
+        return self.c_pitch != self.c_stored or self.c_offset != 0
+
+    @property
     def stored_shape(self) -> tuple:
+        """The whole buffer's shape (a view's: the concatenation's)."""
         if self.order == "nchw":
             return (self.batch, self.c_stored, self.hp, self.wp)
-        return (self.batch, self.hp, self.wp, self.c_stored)
+        return (self.batch, self.hp, self.wp, self.c_pitch)
 
     @property
     def nbytes(self) -> int:
@@ -103,7 +119,7 @@ class Layout:
         (no border, no padding channels, and NCHW order or no order to keep):
         the net's edges then need no conversion."""
         plain = self.order == "nchw" or self.c == 1 or self.h * self.w == 1
-        return not any(self.border) and self.c_stored == self.c and plain
+        return not any(self.border) and self.c_stored == self.c and plain and not self.is_view
 
     def kernel_defines(self) -> dict:
         """The -D constants of kernels/layout.cl for this buffer."""
@@ -128,21 +144,21 @@ class Layout:
         out = np.zeros(self.stored_shape, np.float32)
         if fill:
             out.fill(fill)
-        ph, pw = self.pad_h, self.pad_w
+        ph, pw, at = self.pad_h, self.pad_w, self.c_offset
         if self.order == "nchw":
             out[:, :self.c, ph:ph + self.h, pw:pw + self.w] = x
         else:
-            out[:, ph:ph + self.h, pw:pw + self.w, :self.c] = x.transpose(0, 2, 3, 1)
+            out[:, ph:ph + self.h, pw:pw + self.w, at:at + self.c] = x.transpose(0, 2, 3, 1)
         return out
 
     def unpack(self, stored: np.ndarray) -> np.ndarray:
         """The canonical host array held in a stored one."""
         stored = stored.reshape(self.stored_shape)
-        ph, pw = self.pad_h, self.pad_w
+        ph, pw, at = self.pad_h, self.pad_w, self.c_offset
         if self.order == "nchw":
             x = stored[:, :self.c, ph:ph + self.h, pw:pw + self.w]
         else:
-            x = stored[:, ph:ph + self.h, pw:pw + self.w, :self.c].transpose(0, 3, 1, 2)
+            x = stored[:, ph:ph + self.h, pw:pw + self.w, at:at + self.c].transpose(0, 3, 1, 2)
         return np.ascontiguousarray(x).reshape(self.canonical_shape)
 
     def template(self) -> np.ndarray:
@@ -160,6 +176,9 @@ class Layout:
             extra.append("border " + ",".join(str(p) for p in (self.border[:2] if symmetric else self.border)))
         if self.c_stored != self.c:
             extra.append(f"channels {self.c}->{self.c_stored}")
+        if self.is_view:
+            extra.append(f"channels {self.c_offset}..{self.c_offset + self.c - 1} of a concatenation's pixels, "
+                         f"written in place")
         return f"{self.order.upper()} {dims}" + (f" ({', '.join(extra)})" if extra else "")
 
 

@@ -111,6 +111,8 @@ class InputEdge(EdgeOp):
 
     def write_input(self, x):
         # a plain copy, waited for: the upload holds no conversion
+        if isinstance(x, (list, tuple)):   # the first layer reads only the net's input, however often it names it
+            x = x[0]
         x = np.ascontiguousarray(x, np.float32).reshape(self.shape)
         cl.enqueue_copy(self.rt.queue, self.stage, x, is_blocking=True)
 
@@ -135,7 +137,12 @@ class HandwrittenNet(OpenCLNet):
         super().__init__(runtime, net, batch)
         try:
             self.layouts = net_layouts(net, batch, self.order, self.channel_multiple)
-            self.activations = [self._activation_buffer(i, lay) for i, lay in enumerate(self.layouts)]
+            # an input a concatenation takes in place: its layout a view of the concatenation's buffer
+            self.placed = self.concat_views()
+            self.activations = [None if i - 1 in self.placed else self._activation_buffer(i, lay)
+                                for i, lay in enumerate(self.layouts)]
+            for s_, (j, _) in self.placed.items():
+                self.activations[s_ + 1] = self.activations[j + 1]
             layers = {}
             for i, layer in enumerate(net.layers):   # kinds a backend does not declare are refused before this
                 params = layer_params(net, weights, i)
@@ -184,7 +191,7 @@ class HandwrittenNet(OpenCLNet):
 
     def run_layer(self, index, x):
         """As OpenCLNet's, an add's list of inputs included."""
-        xs = [self.check_input(a, index) for a in x] if isinstance(x, (list, tuple)) else self.check_input(x, index)
+        xs = self.check_inputs(x, index)
         op = self.ops[index]
         op.write_input(xs)
         op.enqueue(Recorder(self.rt.queue, enabled=False))
@@ -202,6 +209,11 @@ class HandwrittenNet(OpenCLNet):
         # zero border once, NaN interior (see layout.py); a blocking write
         cl.enqueue_copy(self.rt.queue, buf, layout.template())
         return buf
+
+    def concat_views(self) -> dict:
+        """Producer layer -> (the concatenation it writes into, its first channel there), its
+        layout made a view (self.layouts); none here, a backend that writes in place says which."""
+        return {}
 
     def fused_ops(self) -> list[LayerOp]:
         """The ops of a forward pass; a backend that folds layers together replaces some."""

@@ -100,8 +100,9 @@ class TiledNet(VectorisedNet):
     def make_op(self, index, layer, params):
         if layer.kind != "conv":
             return super().make_op(index, layer, params)
-        if layer.groups > 1:
-            kind = "depthwise" if is_depthwise(layer, self.input_layout(index).c) else "grouped"
+        if layer.groups > 1 or layer.dilation != (1, 1):
+            kind = ("dilated" if layer.dilation != (1, 1) else
+                    "depthwise" if is_depthwise(layer, self.input_layout(index).c) else "grouped")
             self.tile_sources[layer.name] = f"no tile for {kind} convolutions: vectorised's kernel"
             return super().make_op(index, layer, params)
         key = layer_key(self.batch, self.net.in_shape(index), layer)

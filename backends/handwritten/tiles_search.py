@@ -42,7 +42,7 @@ def conv_layers(net, batch: int) -> list[tuple[str, Net, int]]:
     tiles (a grouped or depthwise one runs vectorised's kernels: nothing to search)."""
     found = {}
     for i, layer in enumerate(net.layers):
-        if layer.kind == "conv" and layer.groups == 1:
+        if layer.kind == "conv" and layer.groups == 1 and layer.dilation == (1, 1):   # the tiled convs
             key = layer_key(batch, net.in_shape(i), layer)
             alone = dataclasses.replace(layer, inputs=())   # in a net of its own it reads the input
             found.setdefault(key, (key, Net(f"{net.name}:{layer.name}", net.in_shape(i), (alone,)), batch))

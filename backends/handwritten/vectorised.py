@@ -57,6 +57,7 @@ from .residual import FoldsResidualAdds, ResidualConvOp
 from .pointwise import MODES as POINTWISE_MODES, ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
 from .winograd import MODES as WINOGRAD_MODES, ChoosesWinograd, WinogradOp, with_residual
 from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
+from .zoo import KINDS as ZOO_KINDS, concat_views, zoo_op
 
 SOURCE = "vectorised.cl"
 MAX_ADD_INPUTS = 4   # kernels/vectorised.cl's add
@@ -164,9 +165,15 @@ class VectorisedNet(ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidua
                 "YC": dst.c, "YC4": dst.c_stored, "YH": dst.h, "YW": dst.w,
                 "YHP": dst.hp, "YWP": dst.wp, "YPT": dst.pad_h, "YPL": dst.pad_w,
                 "FH": kernel[0], "FW": kernel[1], "SH": stride[0], "SW": stride[1],
-                "ACT": ACT_CODES[layer.activation]}
+                "ACT": ACT_CODES[layer.activation], "YS": dst.c_pitch // 4, "YO": dst.c_offset // 4,
+                "DH": getattr(layer, "dilation", (1, 1))[0], "DW": getattr(layer, "dilation", (1, 1))[1]}
+
+    def concat_views(self):
+        return concat_views(self.net, self.layouts)
 
     def make_op(self, index, layer, params):
+        if layer.kind in ZOO_KINDS:   # the classification zoo's layers: zoo.py
+            return zoo_op(self, index, layer, params)
         src, dst = self.input_layout(index), self.layouts[index + 1]
         act = ACT_CODES[layer.activation]
         if layer.kind == "dense":
@@ -351,6 +358,5 @@ class VectorisedBackend(HandwrittenBackend):
                "that measured faster at prepare, else their own kernels; 3x3 stride-1 convs as Winograd F(2x2)/F(4x4) "
                "and MobileNet blocks as one kernel each, 1x1s as a blocked GEMM, where measured faster at prepare")
     net_class = VectorisedNet
-    supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
-    supported_features = frozenset({Feature.GRAPH, Feature.GROUPS, Feature.ASYMMETRIC_PAD, Feature.POOL_PAD,
-                                     Feature.RELU6, Feature.TANH})
+    supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS
+    supported_features = frozenset(Feature)

@@ -147,7 +147,7 @@ class OpenCLNet(PreparedNet):
     def run_layer(self, index, x):
         op = self.ops[index]
         if isinstance(x, (list, tuple)):   # a layer reading several inputs (an add)
-            op.write_input([self.check_input(a, index) for a in x])
+            op.write_input(self.check_inputs(x, index))
         else:
             op.write_input(self.check_input(x, index))
         op.enqueue(Recorder(self.rt.queue, enabled=False))

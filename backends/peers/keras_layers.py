@@ -11,6 +11,13 @@ Padding: Keras's own 'valid' or 'same' where it is exactly ours for the
 layer's input size, else an explicit pad first: zeros before a convolution,
 -inf before a max-pool (so padding never wins).  TensorFlow's 'same' puts
 the odd row at the bottom, ours may not, so the rule is worked out per axis.
+An average pool is Keras's own where its padding is 'valid', or 'same'
+without counting the padding (TensorFlow's rule); else the window means of
+the zero-padded input times the window's size over the spec's divisor.
+TensorFlow runs no convolution both strided and dilated: such a one runs at
+stride 1 and its output is subsampled (labelled in the step).
+Concatenation is Concatenate, a channel selection tf.gather, a gate a
+broadcasting multiply, a softmax over the features in C, H, W order.
 
 TensorFlow is imported on first use only (modules()): the parent process
 of the isolated backend imports this module but must never load TensorFlow.
@@ -26,7 +33,8 @@ import numpy as np
 from nets import LayerKind
 from nets.layouts import chw_rows_to_hwc
 
-_ACTIVATION = {"none": "linear", "relu": "relu", "sigmoid": "sigmoid", "relu6": "relu6", "tanh": "tanh"}
+_ACTIVATION = {"none": "linear", "relu": "relu", "sigmoid": "sigmoid", "relu6": "relu6", "tanh": "tanh",
+               "silu": "silu", "hardswish": "hard_silu", "hardsigmoid": "hard_sigmoid"}
 
 
 @lru_cache(maxsize=1)
@@ -92,22 +100,54 @@ def _conv(layer, params: dict, in_shape: tuple, act: str) -> list:
     tf, keras = modules()
     c, h, w = in_shape
     top, left, bottom, right = layer.padding
-    padding = keras_padding(layer.padding, layer.kernel, layer.stride, (h, w))
+    dilation = tuple(layer.dilation)
+    stride = tuple(layer.stride)
+    # TensorFlow has no strided dilated convolution: stride 1, then every stride-th output
+    subsample = stride if dilation != (1, 1) and stride != (1, 1) else None
+    if subsample:
+        stride = (1, 1)
+    padding = keras_padding(layer.padding, layer.span, stride, (h, w))
     parts = []
     if padding is None:
         parts.append(keras.layers.ZeroPadding2D(((top, bottom), (left, right))))
         h, w, padding = h + top + bottom, w + left + right, "valid"
-    kernel, stride, weight = tuple(layer.kernel), tuple(layer.stride), params["weight"]
+    kernel, weight = tuple(layer.kernel), params["weight"]
     if layer.groups == c and c > 1:   # depthwise, each channel to K / C outputs
         multiplier = layer.out_channels // c
         conv = keras.layers.DepthwiseConv2D(kernel, strides=stride, padding=padding, depth_multiplier=multiplier,
-                                            activation=act)
+                                            dilation_rate=dilation, activation=act)
         weight = weight.reshape(c, multiplier, *kernel).transpose(2, 3, 0, 1)
     else:
         conv = keras.layers.Conv2D(layer.out_channels, kernel, strides=stride, padding=padding,
-                                   groups=layer.groups, activation=act)
+                                   groups=layer.groups, dilation_rate=dilation, activation=act)
         weight = weight.transpose(2, 3, 1, 0)
-    return parts + [_built(conv, (None, h, w, c), [weight, params["bias"]])]
+    parts.append(_built(conv, (None, h, w, c), [weight, params["bias"]]))
+    if subsample:
+        parts.append(lambda y: y[:, ::subsample[0], ::subsample[1], :])
+    return parts
+
+
+def _avgpool(layer, act: str, in_shape: tuple) -> list:
+    tf, keras = modules()
+    c, h, w = in_shape
+    kernel, stride = tuple(layer.kernel), tuple(layer.stride)
+    same = keras_padding(layer.padding, kernel, stride, (h, w))
+    if not layer.ceil_mode and (same == "valid" or (same == "same" and not layer.count_include_pad)):
+        return [keras.layers.AveragePooling2D(kernel, strides=stride, padding=same)] + _activation(act)
+    top, left, bottom, right = layer.padding
+    more_rows, more_cols = layer.overhang(in_shape)
+    widths = ((top, bottom + more_rows), (left, right + more_cols))
+    # window means over the padded input, times the window's size over each output's divisor
+    scale = tf.constant((kernel[0] * kernel[1] / layer.divisors(in_shape))[None, :, :, None])
+    pool = keras.layers.AveragePooling2D(kernel, strides=stride, padding="valid")
+    return [keras.layers.ZeroPadding2D(widths), pool, lambda y: y * scale] + _activation(act)
+
+
+def _softmax(x):
+    tf, _ = modules()
+    if x.shape.rank == 4:   # our features run in C, H, W order
+        x = tf.reshape(tf.transpose(x, (0, 3, 1, 2)), (-1, int(np.prod(x.shape[1:]))))
+    return tf.nn.softmax(x, axis=-1)
 
 
 def _maxpool(layer, act: str, in_shape: tuple) -> list:
@@ -148,4 +188,15 @@ def keras_layer(layer, params: dict[str, np.ndarray], in_shape: tuple) -> KerasL
         return KerasLayer([keras.layers.Add()] + _activation(act), arity=layer.arity)
     if kind == LayerKind.GLOBAL_AVGPOOL:
         return KerasLayer([keras.layers.GlobalAveragePooling2D(keepdims=True)] + _activation(act))
+    if kind == LayerKind.AVGPOOL:
+        return KerasLayer(_avgpool(layer, act, in_shape))
+    if kind == LayerKind.CONCAT:
+        return KerasLayer([keras.layers.Concatenate(axis=-1)] + _activation(act), arity=layer.arity)
+    if kind == LayerKind.MUL:   # a (N, 1, 1, C) gate broadcasts over each pixel
+        return KerasLayer([lambda xs: xs[0] * xs[1]] + _activation(act), arity=2)
+    if kind == LayerKind.CHANNELS:
+        order = tf.constant(layer.order, tf.int32)
+        return KerasLayer([lambda x: tf.gather(x, order, axis=-1)] + _activation(act))
+    if kind == LayerKind.SOFTMAX:
+        return KerasLayer([_softmax])
     raise ValueError(f"tensorflow backend: unknown layer kind {kind!r}")

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from nets import STUDY_KINDS, Feature, LayerKind, Net
+from nets import Feature, LayerKind, Net
 from nets.errors import UserError
 
 from ..base import Backend, Family, LayerTiming, PreparedNet, Step, layer_params
@@ -40,7 +40,7 @@ from .keras_layers import keras_layer, modules as _modules
 
 MODES = ("graph", "xla")
 # every kind a loaded net can hold (batch norms are folded by then), in graphs
-KINDS = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
+KINDS = frozenset(LayerKind) - {LayerKind.BATCHNORM}   # batch norms are folded on loading
 FEATURES = frozenset(Feature)
 
 
@@ -100,7 +100,7 @@ class TensorflowNet(PreparedNet):
         # the whole net, NCHW in and out: the conversions at its two ends are inside
         self._whole = self._compile(self._whole_body, [(batch,) + tuple(net.input_shape)])
         # one function per layer on NHWC tensors (run_layer converts on the host) ...
-        self._steps = [self._compile(keras_fn, [_nhwc_shape(batch, net.in_shape(i))] * keras_fn.arity)
+        self._steps = [self._compile(keras_fn, [_nhwc_shape(batch, s) for s in net.in_shapes(i)])
                        for i, keras_fn in enumerate(self._layers)]
         # ... and as run_timed calls them, with the conversions in the first and last
         self._timed = self._timed_steps()
@@ -148,7 +148,7 @@ class TensorflowNet(PreparedNet):
         if last > 0:
             final = self._layers[last]
             steps[last] = self._compile(lambda xs: _to_nchw(final(xs)),
-                                        [_nhwc_shape(self.batch, self.net.in_shape(last))] * final.arity)
+                                        [_nhwc_shape(self.batch, s) for s in self.net.in_shapes(last)])
         return steps
 
     def load_input(self, x):
@@ -189,7 +189,7 @@ class TensorflowNet(PreparedNet):
         """Layer `index` alone on NHWC tensors; an add takes the list of its inputs."""
         tf, _ = _modules()
         xs = list(x) if isinstance(x, (list, tuple)) else [x]
-        xs = [tf.constant(to_nhwc(self.check_input(a, index))) for a in xs]
+        xs = [tf.constant(to_nhwc(self.check_input(a, index, k))) for k, a in enumerate(xs)]
         return to_nchw(self._steps[index](*xs).numpy())
 
     def layer_outputs(self, x):

@@ -8,6 +8,11 @@ C, H, W order); only the dense weight (in, out) is used as the right
 operand of addmm.  Padding that PyTorch's ops cannot express (asymmetric,
 or a max-pool's wider than half its window) is an explicit F.pad first:
 zeros before a convolution, -inf before a max-pool, so padding never wins.
+An average pool is PyTorch's own avg_pool2d (its ceil mode and counting
+rules are the spec's) where its padding is symmetric and at most half the
+window; else the window sums of the zero-padded input (avg_pool2d with
+divisor 1) times 1 / the spec's divisors.  Concatenation is torch.cat, a
+channel selection index_select, a gate a broadcasting multiply.
 """
 from __future__ import annotations
 
@@ -22,7 +27,8 @@ def _activation(torch, name: str) -> Callable | None:
     """The activation, in place on a layer's fresh output; None for none."""
     F = torch.nn.functional
     return {"relu": torch.relu_, "sigmoid": torch.sigmoid_, "tanh": torch.tanh_,
-            "relu6": lambda y: F.hardtanh_(y, 0.0, 6.0)}.get(name)
+            "relu6": lambda y: F.hardtanh_(y, 0.0, 6.0), "hardswish": lambda y: F.hardswish(y, inplace=True),
+            "hardsigmoid": lambda y: F.hardsigmoid(y, inplace=True), "silu": lambda y: F.silu(y, inplace=True)}.get(name)
 
 
 def _explicit_pad(torch, padding: tuple, value: float) -> Callable:
@@ -34,11 +40,24 @@ def _explicit_pad(torch, padding: tuple, value: float) -> Callable:
 def _conv(torch, layer, p: dict) -> Callable:
     F = torch.nn.functional
     weight, bias, stride, groups = p["weight"], p["bias"], tuple(layer.stride), layer.groups
+    dilation = tuple(layer.dilation)
     top, left, bottom, right = layer.padding
     if (top, left) == (bottom, right):   # conv2d's own symmetric padding
-        return lambda xs: F.conv2d(xs[0], weight, bias, stride, (top, left), 1, groups)
+        return lambda xs: F.conv2d(xs[0], weight, bias, stride, (top, left), dilation, groups)
     pad = _explicit_pad(torch, layer.padding, 0.0)
-    return lambda xs: F.conv2d(pad(xs[0]), weight, bias, stride, 0, 1, groups)
+    return lambda xs: F.conv2d(pad(xs[0]), weight, bias, stride, 0, dilation, groups)
+
+
+def _avgpool(torch, layer, in_shape: tuple, dev) -> Callable:
+    F = torch.nn.functional
+    kernel, stride = tuple(layer.kernel), tuple(layer.stride)
+    top, left, bottom, right = layer.padding
+    if (top, left) == (bottom, right) and 2 * top <= kernel[0] and 2 * left <= kernel[1]:
+        return lambda xs: F.avg_pool2d(xs[0], kernel, stride, (top, left), layer.ceil_mode, layer.count_include_pad)
+    more_rows, more_cols = layer.overhang(in_shape)
+    pad = _explicit_pad(torch, (top, left, bottom + more_rows, right + more_cols), 0.0)
+    scale = torch.from_numpy(1.0 / layer.divisors(in_shape)).to(dev)
+    return lambda xs: F.avg_pool2d(pad(xs[0]), kernel, stride, divisor_override=1) * scale
 
 
 def _maxpool(torch, layer) -> Callable:
@@ -59,7 +78,8 @@ def _add(xs):
     return y
 
 
-def layer_fn(torch, layer, params: dict[str, np.ndarray], dev, channels_last: bool) -> tuple[Callable, int]:
+def layer_fn(torch, layer, params: dict[str, np.ndarray], dev, channels_last: bool,
+             in_shape: tuple = ()) -> tuple[Callable, int]:
     """Layer `layer` as a function of the list of its inputs, and the bytes its
     parameters hold on the device.  With `channels_last` the conv weights are
     stored NHWC in memory, so cuDNN and oneDNN pick their NHWC kernels for
@@ -88,6 +108,22 @@ def layer_fn(torch, layer, params: dict[str, np.ndarray], dev, channels_last: bo
     elif kind == LayerKind.GLOBAL_AVGPOOL:
         def op(xs):
             return F.adaptive_avg_pool2d(xs[0], 1)
+    elif kind == LayerKind.AVGPOOL:
+        op = _avgpool(torch, layer, in_shape, dev)
+    elif kind == LayerKind.CONCAT:
+        def op(xs):
+            return torch.cat(xs, 1)
+    elif kind == LayerKind.MUL:
+        def op(xs):   # an (N, C, 1, 1) gate broadcasts over each channel's plane
+            return xs[0] * xs[1]
+    elif kind == LayerKind.CHANNELS:
+        index = torch.tensor(layer.order, dtype=torch.long, device=dev)
+
+        def op(xs):   # a fresh tensor, never a view: the activation may work in place
+            return torch.index_select(xs[0], 1, index)
+    elif kind == LayerKind.SOFTMAX:
+        def op(xs):   # over the features in the logical C,H,W order
+            return torch.softmax(xs[0].reshape(xs[0].shape[0], -1), 1)
     else:
         raise ValueError(f"torch backend: unknown layer kind {kind!r}")
     activate = _activation(torch, layer.activation)

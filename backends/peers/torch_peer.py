@@ -33,13 +33,14 @@ import importlib.util
 import os
 import time
 
-from nets import STUDY_KINDS, Feature, LayerKind, Net
+from nets import Feature, LayerKind, Net
 from nets.errors import Unsupported, UserError
 
 from ..base import Backend, Family, LayerTiming, PreparedNet, Step, layer_params
 from ..host import cpu_name
 from .graph_walk import GraphWalk
 from .torch_layers import layer_fn
+
 
 MODES = ("eager", "eager-channels-last", "cuda-graph", "cuda-graph-channels-last", "compile")
 GRAPH_WARMUP = 3   # eager passes on the capture stream before capturing: cuDNN's autotuner, handles, allocator
@@ -97,8 +98,8 @@ class TorchNet(PreparedNet):
         self.cuda = self.device.type == "cuda"
         self.channels_last = self.mode.endswith("channels-last")
         with torch.inference_mode():
-            fns = [layer_fn(torch, layer, layer_params(net, weights, i), self.device, self.channels_last)
-                   for i, layer in enumerate(net.layers)]
+            fns = [layer_fn(torch, layer, layer_params(net, weights, i), self.device, self.channels_last,
+                            net.in_shape(i)) for i, layer in enumerate(net.layers)]
             self._fns = [f for f, _ in fns]
             self._x = torch.zeros((batch,) + tuple(net.input_shape), dtype=torch.float32, device=self.device)
         self.memory_bytes = sum(n for _, n in fns) + self._x.numel() * 4
@@ -238,15 +239,15 @@ class TorchNet(PreparedNet):
             self._y = self._walk.run(self._x, timed)[-1]
         return timings
 
-    def _device_input(self, x, index: int):
-        """A canonical host input of layer `index` on the device, in this mode's memory format."""
-        return self._enter(self.torch.from_numpy(self.check_input(x, index)).to(self.device))
+    def _device_input(self, x, index: int, which: int = 0):
+        """A canonical host input `which` of layer `index` on the device, in this mode's memory format."""
+        return self._enter(self.torch.from_numpy(self.check_input(x, index, which)).to(self.device))
 
     def run_layer(self, index, x):
         """Layer `index` eagerly, in this mode's memory format; an add takes the list of its inputs."""
         xs = list(x) if isinstance(x, (list, tuple)) else [x]
         with self.torch.inference_mode():
-            y = self._leave(self._fns[index]([self._device_input(a, index) for a in xs]))
+            y = self._leave(self._fns[index]([self._device_input(a, index, k) for k, a in enumerate(xs)]))
         return y.cpu().numpy()
 
     def layer_outputs(self, x):
@@ -274,7 +275,7 @@ class TorchBackend(Backend):
     family = Family.PEER
     summary = "peer: PyTorch on its best device (cuDNN/cuBLAS with TF32 off on CUDA, else CPU)"
     # every kind a loaded net can hold (batch norms are folded by then), in graphs
-    supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL}
+    supported_kinds = frozenset(LayerKind) - {LayerKind.BATCHNORM}   # batch norms are folded on loading
     supported_features = frozenset(Feature)
 
     @classmethod

@@ -24,13 +24,31 @@ def _activate(y: np.ndarray, name: str) -> np.ndarray:
     elif name == "tanh":
         np.tanh(y, out=y)
     elif name == "sigmoid":
-        # exp(-y) overflows to inf for y < -88 in float32; clip keeps it quiet and exact enough
-        np.negative(y, out=y)
-        np.clip(y, -80, 80, out=y)
-        np.exp(y, out=y)
-        y += 1
-        np.reciprocal(y, out=y)
+        _sigmoid(y, out=y)
+    elif name == "silu":
+        y *= _sigmoid(y)
+    elif name == "hardsigmoid":
+        _hardsigmoid(y, out=y)
+    elif name == "hardswish":
+        y *= _hardsigmoid(y)
     return y
+
+
+def _sigmoid(y, out=None):
+    # exp(-y) overflows to inf for y < -88 in float32; clip keeps it quiet and exact enough
+    out = np.negative(y, out=out)
+    np.clip(out, -80, 80, out=out)
+    np.exp(out, out=out)
+    out += 1
+    return np.reciprocal(out, out=out)
+
+
+def _hardsigmoid(y, out=None):
+    """clip(y / 6 + 1/2, 0, 1), PyTorch's hardsigmoid (relu6(y + 3) / 6)."""
+    out = np.add(y, np.float32(3), out=out)
+    np.clip(out, 0, 6, out=out)
+    out /= np.float32(6)
+    return out
 
 
 def _pad(x, pad, value=0.0):
@@ -41,10 +59,13 @@ def _pad(x, pad, value=0.0):
     return np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=value)
 
 
-def _conv(x, weight, bias, stride, pad, groups=1):
+def _conv(x, weight, bias, stride, pad, groups=1, dilation=(1, 1)):
     n, c, h, w = _pad(x, pad).shape
     k, cg, fh, fw = weight.shape
-    win = sliding_window_view(_pad(x, pad), (fh, fw), axis=(2, 3))[:, :, ::stride[0], ::stride[1]]  # N,C,OH,OW,FH,FW
+    dh, dw = dilation
+    # a dilated filter's window spans (FH-1)*dh+1 rows; its taps are every dh-th of them
+    win = sliding_window_view(_pad(x, pad), ((fh - 1) * dh + 1, (fw - 1) * dw + 1), axis=(2, 3))
+    win = win[:, :, ::stride[0], ::stride[1], ::dh, ::dw]   # N,C,OH,OW,FH,FW
     oh, ow = win.shape[2], win.shape[3]
     if groups == 1:
         cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * fh * fw)   # im2col, a row per output pixel
@@ -76,11 +97,30 @@ def _pool(x, kernel, stride, combine):
     return y
 
 
+def _avgpool(layer, x):
+    """Window sums of the zero-padded input (more zeros for a ceil-mode window past
+    the padding), times 1 / the spec's divisor of each output."""
+    _, _, h, w = x.shape
+    top, left, bottom, right = layer.padding
+    more_rows, more_cols = layer.overhang((x.shape[1], h, w))
+    y = _pool(_pad(x, (top, left, bottom + more_rows, right + more_cols)), layer.kernel, layer.stride, np.add)
+    y *= np.float32(1) / layer.divisors(x.shape[1:])
+    return y
+
+
+def _softmax(x):
+    y = x.reshape(len(x), -1) - x.reshape(len(x), -1).max(axis=1, keepdims=True)
+    np.exp(y, out=y)
+    y /= y.sum(axis=1, keepdims=True)
+    return y
+
+
 def _layer(layer, params, xs):
     """Layer `layer` on its inputs `xs` (a list, one array per input)."""
     x = xs[0]
     if layer.kind == LayerKind.CONV:
-        y = _conv(x, params["weight"], params["bias"], tuple(layer.stride), tuple(layer.pad), layer.groups)
+        y = _conv(x, params["weight"], params["bias"], tuple(layer.stride), tuple(layer.pad), layer.groups,
+                  layer.dilation)
     elif layer.kind == LayerKind.SUBSAMPLE:
         y = _pool(x, layer.kernel, layer.stride, np.add)
         y *= (params["coeff"] / np.float32(layer.kernel[0] * layer.kernel[1]))[None, :, None, None]
@@ -99,6 +139,16 @@ def _layer(layer, params, xs):
     elif layer.kind == LayerKind.BATCHNORM:
         s = params["scale"] / np.sqrt(params["var"] + np.float32(layer.eps))
         y = x * s[None, :, None, None] + (params["bias"] - params["mean"] * s)[None, :, None, None]
+    elif layer.kind == LayerKind.AVGPOOL:
+        y = _avgpool(layer, x)
+    elif layer.kind == LayerKind.CONCAT:
+        y = np.concatenate(xs, axis=1)
+    elif layer.kind == LayerKind.MUL:
+        y = x * xs[1]   # an (N, C, 1, 1) gate broadcasts over each channel's plane
+    elif layer.kind == LayerKind.CHANNELS:
+        y = x[:, np.asarray(layer.order)]
+    elif layer.kind == LayerKind.SOFTMAX:
+        y = _softmax(x)
     else:
         raise ValueError(f"numpy backend: unknown layer kind {layer.kind!r}")
     return _activate(y, layer.activation)
@@ -151,7 +201,7 @@ class NumpyNet(PreparedNet):
 
     def run_layer(self, index, x):
         xs = list(x) if isinstance(x, (list, tuple)) else [x]
-        return _layer(self.net.layers[index], self.params[index], [self.check_input(a, index) for a in xs])
+        return _layer(self.net.layers[index], self.params[index], self.check_inputs(xs, index))
 
     def layer_outputs(self, x):
         return self._walk(self.check_input(x), keep=True)
