@@ -26,6 +26,10 @@ fi
 if ! "$python" -c "import onnx" 2>/dev/null && ls .offline/whl/onnx-*.whl >/dev/null 2>&1; then
     "$python" -m pip install -q --no-index --find-links .offline/whl onnx
 fi
+# tinygrad, the search-compiler peer (pure Python): without it the run says UNAVAILABLE
+if ! "$python" -c "import tinygrad" 2>/dev/null && ls .offline/whl/tinygrad-*.whl >/dev/null 2>&1; then
+    "$python" -m pip install -q --no-index --no-deps .offline/whl/tinygrad-*.whl
+fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 # NVIDIA ships libnvidia-opencl but the image may lack the ICD file naming it
