@@ -69,3 +69,20 @@ def test_measured_keeps_the_faster(runtime, monkeypatch, blocked_wins):
     assert {r["chosen"] for r in config["pointwise"].values()} == {"pointwise" if blocked_wins else "direct"}
     assert set(config["pointwise"]) == {"a", "b", "c"}
     assert config["layers"]["c"]["kernel"].startswith("pointwise 1x1" if blocked_wins else "conv")
+
+
+@pytest.mark.parametrize("backend_class", [VectorisedNet, TiledNet])
+def test_a_1x1_writing_into_a_concatenation_keeps_the_kernel_that_takes_its_pitch(runtime, backend_class):
+    """The blocked 1x1's kernel writes whole pixels; one whose output is a slice of a concatenation's
+    buffer stays on the conv kernel (which takes the pitch and offset), forced or not."""
+    from nets import Concat
+    net = Net("pw-concat", (6, 5, 7), (
+        Conv("a", "relu", out_channels=8, kernel=(1, 1)),   # a multiple of 4: written in place
+        Conv("b", "silu", out_channels=9, kernel=(1, 1), inputs=("input",)),
+        Concat("join", inputs=("a", "b")),
+        Conv("c", "none", out_channels=4, kernel=(1, 1))))
+    weights = init_weights(net, 3)
+    x = np.random.default_rng(3).standard_normal((2,) + net.input_shape).astype(np.float32)
+    config = run(backend_class(runtime, net, weights, 2, pointwise="always"), net, weights, x)
+    assert config["layers"]["c"]["kernel"].startswith("pointwise 1x1")
+    assert not config["layers"]["a"]["kernel"].startswith("pointwise")

@@ -98,6 +98,8 @@ def check(prepared, net, weights, x, ref):
     result = check_prepared(prepared, x, ref)
     assert result.status == "PASS", (result.end_to_end, [(r.name, r.rel_l2) for r in result.layers if not r.passed])
     for lay, buf in zip(prepared.layouts, prepared.activations):   # borders and padding channels still zero
+        if lay.is_view:
+            continue   # a slice of a concatenation's buffer: checked as that buffer
         raw = prepared.rt.read(buf, lay.stored_shape)
         inside = np.zeros(lay.stored_shape, bool)
         inside[:, lay.pad_h:lay.pad_h + lay.h, lay.pad_w:lay.pad_w + lay.w, :lay.c] = True
@@ -195,3 +197,24 @@ def test_an_unknown_mode_is_refused(runtime):
     net = Net("t", (1, 4, 4), (Conv("a", out_channels=1, kernel=(3, 3)),))
     with pytest.raises(ValueError, match="winograd 'F3'"):
         VectorisedNet(runtime, net, init_weights(net, 0), 1, winograd="F3")
+
+
+def test_a_3x3_writing_into_a_concatenation_or_dilated_keeps_the_direct_kernel(runtime):
+    """Forced Winograd still leaves a conv whose output is a slice of a concatenation's buffer (its
+    kernels take no channel pitch) and a dilated one (not F(m, 3x3)) to the direct kernel."""
+    from nets import Concat
+    net = Net("wino-concat", (5, 8, 9), (
+        Conv("a", "relu", out_channels=8, kernel=(3, 3), pad=(1, 1)),   # a multiple of 4: written in place
+        Conv("b", "none", out_channels=3, kernel=(3, 3), pad=(2, 2), dilation=(2, 2), inputs=("input",)),
+        Concat("join", inputs=("a", "b")),
+        Conv("c", "none", out_channels=4, kernel=(3, 3), pad=(1, 1)),
+        GlobalAvgPool("gap")))
+    weights, x, ref = fresh(net, 2, 11)
+    prepared = VectorisedNet(runtime, net, weights, 2, winograd="F2", pointwise="never")
+    try:
+        check(prepared, net, weights, x, ref)
+        kernels = {name: prepared.config["layers"][name]["kernel"] for name in ("a", "b", "c")}
+        assert kernels["c"].startswith("winograd") and not kernels["a"].startswith("winograd"), kernels
+        assert not kernels["b"].startswith("winograd"), kernels
+    finally:
+        prepared.close()

@@ -202,6 +202,8 @@ class FusesBlocks:
         dw, pw, ex = net.layers[ch.d], net.layers[ch.i], net.layers[ch.e]
         src, mid, dst, out = self.input_layout(ch.d), self.layouts[ch.d + 1], self.layouts[ch.j + 1], \
             self.layouts[ch.e + 1]
+        if any(lay.is_view for lay in (src, mid, dst, out)):
+            return "a view of a concatenation's buffer, and the block kernel takes no channel pitch"
         xv, yv, zv = mid.c_stored // 4, dst.c_stored // 4, out.c_stored // 4
         local_mem = int(self.rt.info["local_mem_bytes"])
 

@@ -226,6 +226,10 @@ class HandwrittenNet(OpenCLNet):
         """The layout of the buffer layer `index` reads first (in a chain, layouts[index])."""
         return self.layouts[self.net.sources(index)[0] + 1]
 
+    def reads_or_writes_a_view(self, index: int) -> bool:
+        """Layer `index` reads or writes a slice of a concatenation's buffer (layout.py's views)."""
+        return self.input_layout(index).is_view or self.layouts[index + 1].is_view
+
     def make_op(self, index: int, layer, params: dict[str, np.ndarray]) -> KernelOp:
         raise NotImplementedError
 

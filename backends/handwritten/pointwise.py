@@ -91,8 +91,8 @@ class ChoosesPointwise:
     pointwise = "measured"
 
     def choose_form(self, index: int, layer, params: dict, op, bufs: list):
-        if self.pointwise == "never" or not applies(layer):
-            return super().choose_form(index, layer, params, op, bufs)
+        if self.pointwise == "never" or not applies(layer) or self.reads_or_writes_a_view(index):
+            return super().choose_form(index, layer, params, op, bufs)   # its kernel takes no channel pitch
         first = len(self.buffers)
         blocked = build(self, index, params)
         if self.pointwise == "always":

@@ -126,7 +126,8 @@ class ChoosesWinograd:
     winograd = "measured"
 
     def choose_form(self, index: int, layer, params: dict, op, bufs: list):
-        if self.winograd == "never" or not applies(layer, self.input_layout(index).c):
+        if (self.winograd == "never" or not applies(layer, self.input_layout(index).c)
+                or self.reads_or_writes_a_view(index)):   # its kernels take no channel pitch
             return super().choose_form(index, layer, params, op, bufs)
         record = self.config.setdefault("winograd", {})
         if self.winograd in FORCED:

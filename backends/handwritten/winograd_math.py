@@ -60,9 +60,9 @@ def name(m: int) -> str:
 
 
 def applies(layer, in_channels: int) -> bool:
-    """Winograd F(m x m, 3 x 3) computes `layer`: a 3x3 stride-1 conv, not grouped."""
+    """Winograd F(m x m, 3 x 3) computes `layer`: a 3x3 stride-1 conv, not grouped, not dilated."""
     return (layer.kind == "conv" and tuple(layer.kernel) == (3, 3) and tuple(layer.stride) == (1, 1)
-            and layer.groups == 1 and in_channels >= 1)
+            and layer.groups == 1 and tuple(layer.dilation) == (1, 1) and in_channels >= 1)
 
 
 def filter_transform(weight: np.ndarray, m: int, c_stored: int, k_stored: int) -> np.ndarray:

@@ -77,7 +77,7 @@ class TinygradNet(PreparedNet):
         self.width, self._dev = width, owner.device.tinygrad
         self._walk = GraphWalk(net)
         with self._context():
-            built = [_layer(Tensor, layer, layer_params(net, weights, i), self._dev)
+            built = [_layer(Tensor, layer, layer_params(net, weights, i), self._dev, net.in_shape(i))
                      for i, layer in enumerate(net.layers)]
             self._fns = [f for f, _ in built]
             self._x = Tensor(np.zeros((batch,) + tuple(net.input_shape), np.float32), device=self._dev).realize()
@@ -164,13 +164,13 @@ class TinygradNet(PreparedNet):
             self._y = self._walk.run(self._x, timed)[-1]
         return timings
 
-    def _tensor(self, x: np.ndarray, index: int):
-        return self._Tensor(self.check_input(x, index), device=self._dev)
+    def _tensor(self, x: np.ndarray, index: int, which: int = 0):
+        return self._Tensor(self.check_input(x, index, which), device=self._dev)
 
     def run_layer(self, index, x):
         xs = list(x) if isinstance(x, (list, tuple)) else [x]
         with self._context():
-            return self._fns[index]([self._tensor(a, index) for a in xs]).numpy()
+            return self._fns[index]([self._tensor(a, index, k) for k, a in enumerate(xs)]).numpy()
 
     def layer_outputs(self, x):
         fns = self._fns
@@ -183,9 +183,9 @@ class TinygradNet(PreparedNet):
         self._fns = self._jit = self._layer_jits = self._x = self._y = None
 
 
-def _layer(Tensor, layer, params, device):
+def _layer(Tensor, layer, params, device, in_shape):
     from .tinygrad_layers import layer_fn
-    return layer_fn(Tensor, layer, params, device)
+    return layer_fn(Tensor, layer, params, device, in_shape)
 
 
 class TinygradInChild(Backend):
