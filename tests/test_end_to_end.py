@@ -1,7 +1,7 @@
-"""LeNet-5 (batch 100) and VGG-16 (batch 1) on every backend within the
-float32 tolerance of the float64 oracle: LeNet-5 end to end and layer by
-layer, VGG-16 end to end (its 16 layers compound: one wrong layer fails
-it; layer-by-layer checks of its layer types run in test_layers.py, and
+"""LeNet-5 (batch 100) and VGG-16's layers on a 64x64 input (batch 1) on
+every backend within the float32 tolerance of the float64 oracle: LeNet-5
+end to end and layer by layer, VGG-16 end to end (its 16 layers compound:
+one wrong layer fails it; layer-by-layer checks of its layer types run in test_layers.py, and
 on VGG-16 itself in `compare check`).  A backend may refuse a net it
 cannot run (UNSUPPORTED): only where that is its documented limit."""
 import pytest
@@ -11,15 +11,10 @@ from nets.errors import Unsupported
 
 # (backend, net) pairs refused on purpose, with what the reason must say
 REFUSED = {("fused", "vgg_case"): "of local memory for its activations"}
-# (backend, net) pairs too slow for the suite on two cores, checked by hand with `compare check`: tinygrad's
-# untuned VGG-16 compiles for about 20 s and takes 4-5 s a pass on PoCL (its layer kinds run in test_layers.py)
-SLOW = {("tinygrad", "vgg_case"): "compare check --net vgg16 --backends tinygrad,numpy"}
 
 
 @pytest.mark.parametrize("which", ["lenet_case", "vgg_case"])
 def test_net_matches_the_oracle(backend, which, request):
-    if (backend.name, which) in SLOW:
-        pytest.skip(f"too slow for the suite on two cores; by hand: {SLOW[backend.name, which]}")
     case = request.getfixturevalue(which)
     try:
         prepared = backend.prepare(case.net, case.weights, case.batch)
