@@ -29,7 +29,7 @@ demo: setup
 # Under `make test` every backend must be available (none may skip), except
 # those in COMPARE_OPTIONAL, whose libraries this machine need not have.
 test: setup
-	COMPARE_REQUIRE_ALL=1 COMPARE_OPTIONAL= $(BIN)/python -m pytest -q
+	COMPARE_REQUIRE_ALL=1 COMPARE_OPTIONAL= $(BIN)/python -m pytest -q -n 2
 
 clean:
 	rm -rf $(VENV) results reports/local .pytest_cache
