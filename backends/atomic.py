@@ -5,10 +5,23 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+
+
+@contextmanager
+def signals_held():
+    """Ctrl-C and SIGTERM held back for the block (and for any process it starts, which inherits the
+    mask), then delivered: for work that a signal must not cut in half."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)   # a signal held back arrives now
 
 
 def kind(path: str | os.PathLike) -> str | None:

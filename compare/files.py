@@ -4,12 +4,11 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import signal
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from backends.atomic import current_umask, kind
+from backends.atomic import current_umask, kind, signals_held
 
 
 @contextmanager
@@ -25,14 +24,10 @@ def staged_folder(out_dir: str | os.PathLike):
     try:
         stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else "."))
         yield stage
-        held = {signal.SIGINT, signal.SIGTERM}
-        signal.pthread_sigmask(signal.SIG_BLOCK, held)
-        try:
+        with signals_held():
             for f in sorted(stage.iterdir()):
                 os.chmod(f, 0o666 & ~current_umask())
                 os.replace(f, out / f.name)
-        finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)   # a signal held back arrives now
     except BaseException:
         if made:   # the folder this call made goes too, unless something landed in it
             try:

@@ -12,9 +12,10 @@ import sys
 
 import numpy as np
 
+from kernels import kernel_source
 from nets.errors import UserError, raise_if_interrupted
 
-from kernels import kernel_source
+from ..atomic import signals_held
 
 try:  # pyopencl is a hard dependency of the package, but keep `compare --help` alive without it
     import pyopencl as cl
@@ -149,7 +150,10 @@ class Runtime:
         prog = self._programs.get(key)
         if prog is None:
             try:
-                prog = cl.Program(self.context, source).build(options=list(opts))
+                # held: PoCL links with a linker process of its own, which a Ctrl-C to the process
+                # group would kill, and PoCL then aborts the whole process
+                with signals_held():
+                    prog = cl.Program(self.context, source).build(options=list(opts))
             except cl.RuntimeError as exc:
                 raise_if_interrupted()   # a compiler cut short by Ctrl-C reports a failed build
                 log = _build_log(exc)
