@@ -21,15 +21,7 @@
 #define YV (YC4 / 4)
 #define PIXELS (N * YH * YW)
 
-#if KW == 4
-typedef float4 vec;
-#define VLOAD vload4
-#elif KW == 8
-typedef float8 vec;
-#define VLOAD vload8
-#else
-#error "KW is 4 or 8"
-#endif
+#include "kw_store.h"
 
 // Output pixel p's image, row and column (unsigned: no `freeze` for Oclgrind; kernels/tiled_conv.cl).
 #define PIXEL_AT(p, n, row, col) do { \
@@ -80,19 +72,10 @@ __kernel void pointwise(__global const float4* restrict x,
         const uint rp = ((n * RHP + row + RPT) * RWP + col + RPL) * YV;
 #endif
         const vec o = acc[r] + bias;
-        for (int h = 0; h < KW / 4; h++) {
-            const int k4 = k0 / 4 + h;
-            if (k4 >= YV)
-                break;
-#if KW == 4
-            float4 part = o;
-#else
-            float4 part = h ? o.hi : o.lo;
-#endif
+        store_kw(o, k0,
 #if RESIDUAL
-            part += res[rp + k4];
+                 res, rp,
 #endif
-            y[yp + k4] = zero_tail(activate4(part), k4);
-        }
+                 y, yp);
     }
 }

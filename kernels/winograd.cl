@@ -47,15 +47,7 @@
 #define EP (E / PG)                      // positions per work-item
 #define THREADS (KG * TG * PG)
 
-#if KW == 4
-typedef float4 vec;
-#define VLOAD vload4
-#elif KW == 8
-typedef float8 vec;
-#define VLOAD vload8
-#else
-#error "KW is 4 or 8"
-#endif
+#include "kw_store.h"
 
 // One line of the input transform, B^T applied to d[0], d[s], ... d[(a-1)s] in place.
 inline void bt_line(float4* d, const int s)
@@ -172,20 +164,11 @@ inline void output_tile(const vec* mm, const uint t, const int k0, const vec bia
             const uint rp = ((n * RHP + oy + i + RPT) * RWP + ox + j + RPL) * YV;
 #endif
             const vec o = out[i * WM + j] + bias;
-            for (int h = 0; h < KW / 4; h++) {
-                const int k4 = k0 / 4 + h;
-                if (k4 >= YV)
-                    break;
-#if KW == 4
-                float4 part = o;
-#else
-                float4 part = h ? o.hi : o.lo;
-#endif
+            store_kw(o, k0,
 #if RESIDUAL
-                part += res[rp + k4];
+                     res, rp,
 #endif
-                y[yp + k4] = zero_tail(activate4(part), k4);
-            }
+                     y, yp);
         }
 }
 

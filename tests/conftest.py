@@ -74,3 +74,20 @@ def vgg_case():
 
 def rng(seed=0):
     return np.random.default_rng(seed)
+
+
+def assert_borders_zero(prepared) -> None:
+    """Every activation buffer of a hand-written net still zero outside its layer's pixels and channels
+    (its borders and padding channels: the kernels read them as the convolutions' zero padding).  A slice
+    of a concatenation's buffer is checked as that buffer."""
+    for i, (lay, buf) in enumerate(zip(prepared.layouts, prepared.activations)):
+        if lay.is_view:
+            continue
+        raw = prepared.rt.read(buf, lay.stored_shape)
+        inside = np.zeros(lay.stored_shape, bool)
+        rows, cols = slice(lay.pad_h, lay.pad_h + lay.h), slice(lay.pad_w, lay.pad_w + lay.w)
+        if lay.order == "nchw":
+            inside[:, :lay.c, rows, cols] = True
+        else:
+            inside[:, rows, cols, :lay.c] = True
+        assert np.all(raw[~inside] == 0), f"border or padding channels of buffer {i} not zero"

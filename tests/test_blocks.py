@@ -18,7 +18,7 @@ from compare.checking import check_prepared
 from nets import ACTIVATIONS, MOBILENET_V2, Add, Conv, GlobalAvgPool, Net
 from nets.weights import init_weights
 
-from conftest import backend_or_skip
+from conftest import assert_borders_zero, backend_or_skip
 
 
 def test_mobilenet_v2_chains_every_block_into_the_next_expand():
@@ -70,11 +70,7 @@ def random_net(seed: int) -> tuple[Net, int]:
 def check(prepared, net, weights, x):
     result = check_prepared(prepared, x, oracle.forward(net, weights, x))
     assert result.status == "PASS", (result.end_to_end, [(r.name, r.rel_l2) for r in result.layers if not r.passed])
-    for lay, buf in zip(prepared.layouts, prepared.activations):   # borders and padding channels still zero
-        raw = prepared.rt.read(buf, lay.stored_shape)
-        inside = np.zeros(lay.stored_shape, bool)
-        inside[:, lay.pad_h:lay.pad_h + lay.h, lay.pad_w:lay.pad_w + lay.w, :lay.c] = True
-        assert np.all(raw[~inside] == 0)
+    assert_borders_zero(prepared)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from nets import RESNET18, Add, Conv, Dense, GlobalAvgPool, MaxPool, Net
 from nets.errors import Unsupported
 from nets.weights import init_weights
 
-from conftest import backend_or_skip
+from conftest import assert_borders_zero, backend_or_skip
 
 GRAPH_BACKENDS = ["baseline", "vectorised", "vectorised-tiled"]
 DW_PW_BACKENDS = ["vectorised", "vectorised-tiled"]   # baseline keeps the study's kernel per layer
@@ -39,15 +39,7 @@ def _check(prepared, net, weights, x):
     assert check.status == "PASS", (check.end_to_end, [(r.name, r.rel_l2) for r in check.layers if not r.passed])
     for layer, got, want in zip(net.layers, prepared.layer_outputs(x), ref):
         assert compare_arrays(got, want).passed, f"{layer.name} in one pass"
-    for i, (lay, buf) in enumerate(zip(prepared.layouts, prepared.activations)):
-        raw = prepared.rt.read(buf, lay.stored_shape)
-        inside = np.zeros(lay.stored_shape, bool)
-        rows, cols = slice(lay.pad_h, lay.pad_h + lay.h), slice(lay.pad_w, lay.pad_w + lay.w)
-        if lay.order == "nchw":
-            inside[:, :lay.c, rows, cols] = True
-        else:
-            inside[:, rows, cols, :lay.c] = True
-        assert np.all(raw[~inside] == 0), f"border or padding channels of buffer {i} not zero"
+    assert_borders_zero(prepared)
 
 
 def run_case(prepare, net, batch, seed):

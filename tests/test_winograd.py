@@ -20,7 +20,7 @@ from compare.checking import check_prepared
 from nets import ACTIVATIONS, Add, Conv, GlobalAvgPool, Net
 from nets.weights import init_weights
 
-from conftest import backend_or_skip
+from conftest import assert_borders_zero, backend_or_skip
 
 
 def correlate(x, w):
@@ -97,13 +97,7 @@ def random_net(seed: int) -> tuple[Net, int]:
 def check(prepared, net, weights, x, ref):
     result = check_prepared(prepared, x, ref)
     assert result.status == "PASS", (result.end_to_end, [(r.name, r.rel_l2) for r in result.layers if not r.passed])
-    for lay, buf in zip(prepared.layouts, prepared.activations):   # borders and padding channels still zero
-        if lay.is_view:
-            continue   # a slice of a concatenation's buffer: checked as that buffer
-        raw = prepared.rt.read(buf, lay.stored_shape)
-        inside = np.zeros(lay.stored_shape, bool)
-        inside[:, lay.pad_h:lay.pad_h + lay.h, lay.pad_w:lay.pad_w + lay.w, :lay.c] = True
-        assert np.all(raw[~inside] == 0)
+    assert_borders_zero(prepared)
 
 
 @pytest.fixture(scope="module")
