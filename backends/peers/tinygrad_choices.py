@@ -27,6 +27,7 @@ from pathlib import Path
 
 from .. import cache
 from ..atomic import write_text_atomic
+from ..shared_files import locked
 
 SCHEMA = "clblast-compare/tinygrad-search"
 VERSION = 1
@@ -174,9 +175,18 @@ class ChoiceStore:
             return Choices(self.device)
 
     def save(self, choices: Choices) -> Path:
-        """Written whole to a temporary file and renamed: an interrupt leaves the last good file."""
+        """Merged under the folder's lock with what is on disk (another search of the same device, on this
+        machine or a farm's client, may have written since this one loaded), then written whole to a
+        temporary file and renamed: an interrupt leaves the last good file, and no writer loses another's
+        choices.  `choices` gains what the file held."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(self.path, json.dumps(choices.to_json(), indent=1) + "\n")
+        with locked(self.folder):
+            there = self.load()
+            for key, choice in there.kernels.items():
+                choices.kernels.setdefault(key, choice)
+            for name, survey in there.nets.items():
+                choices.nets.setdefault(name, survey)
+            write_text_atomic(self.path, json.dumps(choices.to_json(), indent=1) + "\n")
         return self.path
 
 
