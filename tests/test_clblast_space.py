@@ -1,4 +1,4 @@
-"""The configuration spaces of CLBlast 1.5.3's tuners (backends.tuner.space),
+"""The configuration spaces of CLBlast 1.5.3's tuners (backends.tuning.clblast.space),
 checked against counts the tuner binaries themselves printed.  No OpenCL needed."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from backends.tuner.space import (
+from backends.tuning.clblast.space import (
     DATABASE_PARAMETERS, STAGES, DeviceLimits, Stage, limits_from_device, stages_for,
 )
 
@@ -106,7 +106,7 @@ def test_every_configuration_is_a_complete_override(s):
 
 @pytest.mark.parametrize("s", ALL_STAGES, ids=lambda s: s.name)
 def test_search_order_is_a_fixed_permutation(s):
-    from backends.tuner import space
+    from backends.tuning.clblast import space
     order = s.search_order(H100)
     valid = s.configurations(H100)
     keys = [tuple(c.values()) for c in order]       # every dict lists the names in one order

@@ -92,7 +92,7 @@ def _search_children_of(cache) -> list[str]:
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if (b"backends.tuner.child" in (proc / "cmdline").read_bytes()
+            if (b"backends.tuning.clblast.child" in (proc / "cmdline").read_bytes()
                     and mine in (proc / "environ").read_bytes().split(b"\0")):
                 found.append(proc.name)
         except OSError:   # gone meanwhile, or not ours to read

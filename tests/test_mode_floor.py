@@ -5,7 +5,7 @@ import pytest
 
 from backends.clblast import problems
 from backends.clblast.record import Candidate, DeviceId, ProblemRecord, Store, Verified
-from backends.tuner.space import STAGES, limits_from_device
+from backends.tuning.clblast.space import STAGES, limits_from_device
 from backends.clblast.tuned import PER_PROBLEM, TUNED, frozen, switches_per_pass
 from nets import LENET
 from conftest import backend_or_skip

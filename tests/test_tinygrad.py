@@ -190,15 +190,16 @@ def test_the_searched_mode_runs_the_choices_and_matches_the_oracle_at_random_sha
     monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))
     for k, v in SMALL_SEARCH.items():
         monkeypatch.setenv(k, v)
-    from backends.opencl.runtime import get_runtime
-    from backends.peers.tinygrad_search import tune
+    from backends import tuning
     # dense layers of random sizes: one kernel each, whose search takes a second or two here (a convolution's
     # ten or more, even so limited)
     draw = rng(40)
     nets = [Net(f"r{i}", tuple(int(v) for v in draw.integers(1, 12, 3)),
                 (Dense("d", "sigmoid", out_features=int(draw.integers(2, 40))),)) for i in range(3)]
-    found = tune(get_runtime(), nets, 3, 240, 2, lambda text: None)
-    assert found.left == 0 and found.searched_now >= len(nets), found.lines()
+    harness = tuning.Harness(None, None, lambda path, what: None)
+    said = "\n".join(tuning.tune(tuning.Request(nets, ["tinygrad"], 240, batch=3, harness=harness)).lines)
+    m = re.search(r"tinygrad: (\d+) kernels searched this run at width 2 .*?, (\d+) left", said)
+    assert m and int(m.group(2)) == 0 and int(m.group(1)) >= len(nets), said
     backend = backends.get("tinygrad")   # a child of its own, seeded with what was just searched
     try:
         assert backend.modes() == ["untuned", "searched"]

@@ -12,7 +12,7 @@ import pytest
 from backends.clblast import problems
 from backends.clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from backends.clblast.record import (Candidate, DeviceId, ProblemRecord, StageRecord, Store, Tried, Verified)
-from backends.tuner.space import STAGES, DeviceLimits, limits_from_device
+from backends.tuning.clblast.space import STAGES, DeviceLimits, limits_from_device
 from backends.clblast.tuned import Depth, Tuning
 from nets import LENET, MOBILENET_V2, Conv, Dense, Net, Subsample
 from conftest import backend_or_skip
@@ -82,8 +82,8 @@ def test_a_stage_continues_after_what_was_tried_and_counts_each_once():
 
 
 def test_the_candidates_are_the_database_then_the_best_of_each_kernel():
-    from backends.tuner.search import Search
-    from backends.tuner.verify import TOP
+    from backends.tuning.clblast.search import Search
+    from backends.tuning.clblast.verify import TOP
     search = Search.__new__(Search)
     rec = ProblemRecord(problems.gemm(4, 8, 16))
     for name, kernel in (("xgemm V=1", "Xgemm"), ("xgemm_direct V=1", "XgemmDirect")):
@@ -153,7 +153,7 @@ def test_two_budget_limited_runs_on_this_device_the_second_continuing_the_first(
     """A tiny GEMM on PoCL: what the first run tried is not tried again; the depth grows; then the
     verification times CLBlast's database and the best found, through the routine."""
     backend_or_skip("clblast")
-    from backends.tuner.search import Search
+    from backends.tuning.clblast.search import Search
     from backends.opencl.runtime import device_index, get_runtime
     rt = get_runtime()
     store = Store(DeviceId.of(rt.info, "test"), tmp_path)
@@ -180,7 +180,7 @@ def test_two_budget_limited_runs_on_this_device_the_second_continuing_the_first(
     assert verified == [p] and rec.verified.database().ms > 0 and rec.verified.best_tuned().ms > 0
     assert not rec.needs_verifying()
     # one set per kernel for a net posing the problem twice: timed against the database, summed
-    from backends.tuner.verify import verify_net
+    from backends.tuning.clblast.verify import verify_net
     choice = verify_net(second, "t batch 1", {p: 2}, 90)
     family = choice.families["XgemmDirect"]
     assert family["ms"] > 0 and family["database_ms"] > 0 and store.load_net("t batch 1").to_json() == choice.to_json()
@@ -189,7 +189,7 @@ def test_two_budget_limited_runs_on_this_device_the_second_continuing_the_first(
 
 def test_a_child_times_each_configuration_on_every_problem_of_its_stage_that_lacks_it(tmp_path):
     """Compiling dominates: one child takes a configuration to all the problems still lacking it."""
-    from backends.tuner.search import CHUNK, Search, _Child
+    from backends.tuning.clblast.search import CHUNK, Search, _Child
     store = Store(DEVICE, tmp_path)
     big, small, g = problems.gemm(64, 64, 64), problems.gemm(8, 8, 8, 4), problems.gemv(4, 8, True)
     search = Search("", store, LIMITS, {p: ["t:x"] for p in (big, small, g)})
@@ -212,7 +212,7 @@ def test_a_child_times_each_configuration_on_every_problem_of_its_stage_that_lac
 def fake_children(monkeypatch, body: str) -> None:
     """The search's children replaced by a Python script: `body` runs after the request is read into `req`
     (json, os, sys and time imported); a child stopped as hung is so after 1 s."""
-    from backends.tuner import children, watch
+    from backends.tuning.clblast import children, watch
     script = "import json, os, sys, time\nreq = json.loads(sys.stdin.read())\n" + body + "\n"
 
     def spawn(req):
@@ -232,7 +232,7 @@ def test_a_configuration_that_kills_or_hangs_its_child_is_recorded_and_counted_a
     """A child answers its first configuration and then dies or sleeps for good (as PoCL's heap does on some
     GEMMK=1 kernels: an abort, or a deadlock in malloc): that second one is kept as failed and counts as
     tried, the third is tried by a later child."""
-    from backends.tuner.search import Search
+    from backends.tuning.clblast.search import Search
     fake_children(monkeypatch, "print(json.dumps({'ready': True}), flush=True)\n"
                                "index, _, where = req['configs'][0]\n"
                                "print(json.dumps({'index': index, 'problem': where[0], 'ms': 1.0, 'error': None}), "
@@ -252,7 +252,7 @@ def test_a_process_busy_on_the_processor_is_not_idle_and_a_sleeping_one_is():
     import subprocess
     import sys
     import time
-    from backends.tuner.watch import Watch, cpu_seconds
+    from backends.tuning.clblast.watch import Watch, cpu_seconds
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     asleep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
@@ -273,7 +273,7 @@ def test_a_process_busy_on_the_processor_is_not_idle_and_a_sleeping_one_is():
 def test_one_child_searches_two_problems_of_a_stage_on_this_device(tmp_path):
     """Both records get the configurations tried; a second problem adds no compile of its own."""
     backend_or_skip("clblast")
-    from backends.tuner.search import Search
+    from backends.tuning.clblast.search import Search
     from backends.opencl.runtime import device_index, get_runtime
     rt = get_runtime()
     store = Store(DeviceId.of(rt.info, "test"), tmp_path)
@@ -297,7 +297,7 @@ def test_tune_shows_its_depth_and_refuses_bad_options_in_one_line(tmp_path):
     assert "0% of CLBlast's default search (0 of " in shown.stdout and "gemm 6x784x25 batch 100" in shown.stdout
     assert "lenet batch 100: not tuned: none of its 10 problems searched yet" in shown.stdout
     for argv, message in [(["--budget-s", "0"], "--budget-s must be a positive number of seconds, not 0.0"),
-                          (["--scope", "everything"], "--scope takes clblast, tiles, tinygrad (comma-separated)"),
+                          (["--scope", "everything"], "--scope takes clblast, tiles, tinygrad, opencv or all (comma-separated)"),
                           (["--scope", "tinygrad", "--beam-width", "0"], "--beam-width"),
                           (["--net", "nosuch", "--budget-s", "5"], "unknown net 'nosuch'"),
                           (["--jobs", "0"], "--jobs"),
@@ -393,7 +393,7 @@ def test_tiles_are_measured_and_then_used(tmp_path):
 def test_the_kernel_alone_as_the_tuner_runs_it_computes_the_whole_product():
     backend_or_skip("clblast")
     import numpy as np
-    from backends.tuner.measure import Call
+    from backends.tuning.clblast.measure import Call
     from backends.opencl.runtime import get_runtime
     # VGG-16's conv3_2 GEMM (256 filters, 56x56 pixels, 2304) is the issue's 3200 x 256 x 2304
     assert problems.xgemm_alone(problems.gemm(256, 3136, 2304)).key == "xgemm alone 3200x256x2304"
@@ -407,9 +407,9 @@ def test_the_kernel_alone_as_the_tuner_runs_it_computes_the_whole_product():
 
 def test_the_kernel_alone_is_verified_on_its_tuners_clock_and_the_routine_on_the_wall_clock():
     backend_or_skip("clblast")
-    from backends.tuner.measure import Call
-    from backends.tuner.children import LocalPool
-    from backends.tuner.verify import _verify_child, verify_how
+    from backends.tuning.clblast.measure import Call
+    from backends.tuning.clblast.children import LocalPool
+    from backends.tuning.clblast.verify import _verify_child, verify_how
     from backends.opencl.runtime import device_index, get_runtime
     rt = get_runtime(None)
     alone, routine = problems.Problem(problems.XGEMM_ALONE, (128, 128, 128)), problems.gemm(16, 100, 150)
@@ -479,7 +479,7 @@ def _order(search) -> list:
 
 
 def test_the_search_goes_costliest_first_by_database_time_and_calls_then_by_flops(tmp_path):
-    from backends.tuner.search import Search, _stage_rank
+    from backends.tuning.clblast.search import Search, _stage_rank
     store = Store(DEVICE, tmp_path)
     big, mid = problems.gemm(256, 3136, 2304), problems.gemm(64, 64, 64)
     dw = problems.convgemm(1, (1, 7, 7), 1, (3, 3), (1, 1), (1, 1))    # a depthwise conv: one call per image and group
@@ -501,8 +501,8 @@ def test_the_search_goes_costliest_first_by_database_time_and_calls_then_by_flop
 
 
 def test_measuring_costs_keeps_each_time_and_a_failed_child_leaves_the_flops_order(tmp_path, monkeypatch):
-    from backends.tuner import children
-    from backends.tuner.search import Search
+    from backends.tuning.clblast import children
+    from backends.tuning.clblast.search import Search
     store = Store(DEVICE, tmp_path)
     big, dw = problems.gemm(256, 3136, 2304), problems.convgemm(1, (1, 7, 7), 1, (3, 3), (1, 1), (1, 1))
     small = problems.gemm(8, 8, 8)
@@ -537,7 +537,7 @@ def test_measuring_costs_keeps_each_time_and_a_failed_child_leaves_the_flops_ord
 
 def test_measuring_costs_on_this_device_times_the_database_of_each_problem(tmp_path):
     backend_or_skip("clblast")
-    from backends.tuner.search import Search
+    from backends.tuning.clblast.search import Search
     from backends.opencl.runtime import device_index, get_runtime
     rt = get_runtime()
     store = Store(DeviceId.of(rt.info, "test"), tmp_path)
@@ -625,7 +625,7 @@ def test_clblasts_pass_takes_the_cheapest_composition_of_each_layer():
 
 
 def test_the_search_takes_the_problems_of_clblasts_cheapest_pass_first_most_of_it_per_configuration(tmp_path):
-    from backends.tuner.search import Search
+    from backends.tuning.clblast.search import Search
     store = Store(DEVICE, tmp_path)
     dw_gemm, dw_conv = problems.gemm(1, 196, 9, 384), problems.convgemm(1, (1, 14, 14), 1, (3, 3), (1, 1), (1, 1))
     pw_gemm, pw_conv = problems.gemm(64, 196, 384), problems.convgemm(1, (384, 14, 14), 64, (1, 1), (0, 0), (1, 1))
@@ -642,9 +642,9 @@ def test_the_search_takes_the_problems_of_clblasts_cheapest_pass_first_most_of_i
 
 def test_a_routine_with_every_problem_verified_is_chosen_for_the_net_the_others_keep_the_database(
         tmp_path, monkeypatch):
-    from backends.tuner import children
-    from backends.tuner.search import Search
-    from backends.tuner.verify import verify_net
+    from backends.tuning.clblast import children
+    from backends.tuning.clblast.search import Search
+    from backends.tuning.clblast.verify import verify_net
     store = Store(DEVICE, tmp_path)
     a, b, g = problems.gemm(4, 8, 16), problems.gemm(8, 8, 8), problems.gemv(10, 20, True)
     store.save(verified_record(a, {"database": 0.3, "XgemmDirect": 0.2}))
@@ -671,9 +671,9 @@ def test_a_routine_with_every_problem_verified_is_chosen_for_the_net_the_others_
 
 
 def test_a_routine_none_of_whose_problems_was_verified_again_keeps_its_net_choice_untimed(tmp_path, monkeypatch):
-    from backends.tuner import children
-    from backends.tuner.search import Search
-    from backends.tuner.verify import verify_net
+    from backends.tuning.clblast import children
+    from backends.tuning.clblast.search import Search
+    from backends.tuning.clblast.verify import verify_net
     store = Store(DEVICE, tmp_path)
     a, g = problems.gemm(4, 8, 16), problems.gemv(10, 20, True)
     weights = {a: 1, g: 2}

@@ -2,8 +2,8 @@
 progress of a long search: its rate, per place and in all, and what is left."""
 import pytest
 
-from backends.tuner.budget import COSTS_CAP_S, Budget
-from backends.tuner.rate import Rate, span
+from backends.tuning.budget import COSTS_CAP_S, Budget
+from backends.tuning.clblast.rate import Rate, span
 
 
 class Clock:

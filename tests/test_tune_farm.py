@@ -1,7 +1,8 @@
-"""`compare tune --scheduler`: CLBlast's search spread over a Dask cluster's
-workers (a LocalCluster of two on this machine), the results written by the
-client alone; a worker killed mid-search loses only what it was timing.
-The local search needs no Dask."""
+"""`compare tune --scheduler`: CLBlast's and tinygrad's searches spread over
+a Dask cluster's workers (a LocalCluster of two on this machine), the
+results written by the client alone; a worker killed mid-search loses only
+what it was timing; an address where no scheduler answers is refused in
+one line within the budget.  The local search needs no Dask."""
 import json
 import os
 import re
@@ -19,7 +20,7 @@ ARGV = ["tune", "--net", "lenet", "--batch", "1", "--routines", "gemv", "--scope
 
 
 def test_the_local_search_imports_no_dask():
-    code = ("import sys, compare.tune, compare.tune_cli, backends.tuner, backends.tuner.search\n"
+    code = ("import sys, compare.tune_cli, backends.tuning, backends.tuning.clblast.scope, backends.tuning.tinygrad\n"
             "assert not [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')]")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
 
@@ -27,8 +28,9 @@ def test_the_local_search_imports_no_dask():
 def test_scheduler_and_devices_are_refused_in_one_line_when_wrong(tmp_path):
     env = dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path))
     for argv, message in [(["--devices", "all"], "--devices all tunes every device kind among a farm's workers"),
-                          (["--scheduler", "nowhere"], "--scheduler takes a Dask scheduler's address"),
-                          (["--scheduler", "tcp://127.0.0.1:9", "--scope", "tiles"], "our tiles are tuned here")]:
+                          (["--scheduler", "nowhere"], "--scheduler 'nowhere' names no port"),
+                          (["--scheduler", "tcp://127.0.0.1:9", "--scope", "tiles"], "tiles run here: tune it "
+                                                                                      "without --scheduler")]:
         proc = subprocess.run([sys.executable, "-m", "compare", *ARGV[:-2], *argv], capture_output=True, text=True,
                               env=env, timeout=120)
         assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -108,38 +110,130 @@ def test_two_workers_fill_the_store_and_a_worker_killed_mid_search_loses_only_wh
     assert all(list(r.stages) == ["xgemv V=1", "xgemv V=2", "xgemv V=3"] for r in records)
 
 
-def test_the_farm_tunes_this_machines_kind_or_every_kind_and_names_the_workers_left_out(monkeypatch):
-    from types import SimpleNamespace
-
+def test_the_farm_tunes_this_machines_kind_or_every_kind_and_names_the_workers_left_out():
     from backends.clblast.record import DeviceId
     from backends.clblast.tuned import clblast_version
-    from backends.tuner import farm
-    from backends.tuner.space import DeviceLimits
-    from compare import tune
+    from backends.tuning import farm
+    from backends.tuning.address import Address
+    from backends.tuning.clblast.space import DeviceLimits
     from nets.errors import UserError
     lib, limits = clblast_version(), DeviceLimits(65536, 256, (256, 256, 256))
     a, b = DeviceId("A", "p", "1", lib), DeviceId("B", "p", "2", lib)
     kinds = [farm.Kind(a, limits, False, [farm.Place("tcp://w1:1", "0:0", False, 2)]),
-             farm.Kind(b, limits, True, [farm.Place("tcp://w2:1", "0:0", True, 8), farm.Place("tcp://w4:1", "1:0", True, 8)])]
-    monkeypatch.setattr(farm, "connect", lambda address: (None, kinds, {"tcp://w3:1": "no OpenCL device"}))
-    monkeypatch.setattr(farm, "DaskPool", lambda client, places, jobs: [p.worker for p in places])
-
-    def run(here: str | None, every: bool = False):
-        r = tune.Run([], None, print, scheduler="tcp://s:8786", every_kind=every)
-        if here is None:
-            def no_device():
-                raise UserError("no OpenCL platform")
-            r.runtime = no_device
-        else:
-            r._rt = SimpleNamespace(info={"name": here, "platform": "p", "driver": {"A": "1", "B": "2"}.get(here, "9")})
-        return tune.targets(r)
-    (target, pool, where), = run("B")                     # this machine's kind, on its workers only
-    assert target.device == b and pool == ["tcp://w2:1", "tcp://w4:1"]
-    assert "left out, another device: tcp://w1:1 (A, 1, " in where and "no OpenCL device: tcp://w3:1" in where
-    assert [t.device for t, _, _ in run("B", every=True)] == [a, b]   # --devices all: each kind
+             farm.Kind(b, limits, True, [farm.Place("tcp://w2:1", "0:0", True, 8, label="gpu0"),
+                                         farm.Place("tcp://w4:1", "1:0", True, 8)])]
+    found = farm.Farm(Address("tcp", "s", 8786), None, kinds, {"tcp://w3:1": "no OpenCL device"})
+    (kind,) = farm.kinds_tuned(found, b, False)            # this machine's kind, on its workers only
+    assert [p.name for p in kind.places] == ["gpu0 (tcp://w2:1)", "tcp://w4:1"]
+    where = found.where(kind, False)
+    assert "left out, another device: tcp://w1:1 (A (1, " in where and "no OpenCL device: tcp://w3:1" in where
+    assert farm.kinds_tuned(found, b, True) == kinds       # --devices all: each kind
     with pytest.raises(UserError, match="no worker has this machine's device C"):
-        run("C")
+        farm.kinds_tuned(found, DeviceId("C", "p", "9", lib), False)
     with pytest.raises(UserError, match="tune each with --devices all"):
-        run(None)                                          # no device here, and two kinds there
+        farm.kinds_tuned(found, None, False)               # no device here, and two kinds there
     kinds.pop(0)
-    assert [t.device for t, _, _ in run(None)] == [b]      # no device here: the only kind there is
+    assert farm.kinds_tuned(found, None, False) == [kinds[0]]   # no device here: the only kind there is
+
+
+# -- tinygrad's kernels over the farm
+def test_tinygrad_on_two_workers_fills_the_store_a_local_run_reads_and_says_who_searched_what(tmp_path, monkeypatch):
+    backend_or_skip("tinygrad")
+    distributed = module_or_skip("distributed", "farm")
+    for k, v in {"BEAM_UPCAST_MAX": "1", "BEAM_LOCAL_MAX": "1"}.items():   # a small search: seconds a kernel
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))
+    before = dict(os.environ)
+    try:
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      dashboard_address=None) as c:
+            argv = [sys.executable, "-m", "compare", "tune", "--scope", "tinygrad", "--net", "lenet", "--batch", "1"]
+            proc = subprocess.run(argv + ["--budget-s", "240", "--scheduler", c.scheduler_address],
+                                  capture_output=True, text=True, timeout=600)
+            workers = sorted(c.scheduler_info["workers"])
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"tinygrad: 6 kernels searched this run at width 2 .*, 0 left", proc.stdout), proc.stdout
+    assert f"on 2 worker(s): {', '.join(workers)}" in proc.stdout
+    # the store a local run reads (no --scheduler): every kernel, each naming the worker that searched it
+    shown = subprocess.run(argv + ["--show"], capture_output=True, text=True, timeout=300)
+    assert "lenet batch 1: 6 of 6 distinct kernels searched at width 2" in shown.stdout, shown.stdout + shown.stderr
+    on = re.findall(r"searched in \d+ s on (\S+):", shown.stdout)
+    assert len(on) == 6 and set(on) <= set(workers), shown.stdout
+    choices = json.loads(next(tmp_path.glob("tinygrad-search/*/choices.json")).read_text())
+    assert sorted(c["where"] for c in choices["kernels"]) == sorted(on)
+
+
+# -- addresses where no scheduler answers
+class _Listener:
+    """A TCP listener on a free port of this machine that answers each connection with `reply` (None: says
+    nothing and keeps the connection open)."""
+
+    def __init__(self, reply: bytes | None):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.held = []
+
+        def serve():
+            while True:
+                try:
+                    conn, _ = self.sock.accept()
+                except OSError:
+                    return
+                self.held.append(conn)
+                if reply is not None:
+                    conn.sendall(reply)
+        threading.Thread(target=serve, daemon=True).start()
+
+    def close(self):
+        for c in self.held:
+            c.close()
+        self.sock.close()
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("case, message", [
+    ("http://127.0.0.1:8786", "the scheme 'http' is not a Dask scheduler's"),
+    ("127.0.0.1", "names no port"),
+    ("tcp://127.0.0.1:0", "port 0 is not one from 1 to 65535"),
+    ("tcp://127.0.0.1:70000", "with a port from 1 to 65535"),
+    ("tcp://:8786", "names no host"),
+    ("tcp://h:1/path", "a scheduler's address has a host and a port only"),
+    ("refused", "nothing listens there (connection refused)"),
+    ("silent", "something listens there but said nothing within"),
+    ("http", "the listener there is not a Dask scheduler (it began with b'HTTP/1.1"),
+    ("huge", "the listener there is not a Dask scheduler (it began with b'\\xff"),
+    ("short", "the listener there is not a Dask scheduler (it sent b'"),
+])
+def test_an_address_where_no_scheduler_answers_is_refused_in_one_line_within_the_budget(case, message, tmp_path):
+    module_or_skip("distributed", "farm")
+    replies = {"silent": None, "http": b"HTTP/1.1 400 Bad Request\r\n\r\n", "huge": b"\xff" * 64,
+               "short": (12).to_bytes(8, "little") + b"hello there!"}
+    listener = _Listener(replies[case]) if case in replies else None
+    address = (f"tcp://127.0.0.1:{listener.port}" if listener else
+               f"tcp://127.0.0.1:{_free_port()}" if case == "refused" else case)
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "compare", *ARGV, "--budget-s", "4", "--scheduler", address],
+                              capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path)))
+    finally:
+        if listener:
+            listener.close()
+    took = time.monotonic() - t0
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr and address.split("/")[-1] in lines[0]
+    assert took < 4 + 15, took   # the budget, and the interpreter's start

@@ -6,11 +6,11 @@ import pytest
 from backends.clblast import problems
 from backends.clblast.record import NetChoice, Store
 from backends.clblast.tuned import Tuning
-from backends.tuner import children
-from backends.tuner import verify as verify_module
-from backends.tuner.children import LocalPool
-from backends.tuner.search import Search
-from backends.tuner.verify import verify_net
+from backends.tuning.clblast import children
+from backends.tuning.clblast import verify as verify_module
+from backends.tuning.clblast.children import LocalPool
+from backends.tuning.clblast.search import Search
+from backends.tuning.clblast.verify import verify_net
 from test_tune import DEVICE, LIMITS, fake_children, verified_record
 
 

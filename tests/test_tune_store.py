@@ -98,9 +98,9 @@ def test_a_claim_keeps_another_search_off_until_its_process_is_gone(tmp_path):
     """What a live search claims is skipped by the others; a dead process's claims lapse."""
     import subprocess
     import sys
-    from backends.tuner import claims as claims_module
-    from backends.tuner.claims import Claims
-    from backends.tuner.search import Search
+    from backends.tuning.clblast import claims as claims_module
+    from backends.tuning.clblast.claims import Claims
+    from backends.tuning.clblast.search import Search
     from test_tune import LIMITS
     store = Store(DEVICE, tmp_path)
     p = problems.gemm(4, 8, 16)

@@ -93,6 +93,7 @@ class Choice:
     settings: dict = field(default_factory=dict)   # tinygrad's BEAM_* variables in force, where set
     when: str = ""
     kept: str = "search"           # or 'heuristics': tinygrad's hand-coded schedule timed faster than the search's
+    where: str = ""                # who searched it: this machine's process, or a farm's worker
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -103,7 +104,7 @@ class Choice:
     def from_json(cls, d: dict) -> "Choice":
         return cls(KernelKey.parse(d["key"]), list(d["opts"]), str(d["kernel"]), float(d["search_s"]),
                    d.get("heuristic_ms"), d.get("searched_ms"), dict(d.get("settings") or {}), str(d.get("when", "")),
-                   str(d.get("kept", "search")))
+                   str(d.get("kept", "search")), str(d.get("where", "")))
 
 
 @dataclass

@@ -1,32 +1,24 @@
-"""`compare tune --scope tinygrad`: tinygrad's schedule search (BEAM) of the
-kernels of the nets' passes on this device, under the tuner's budget,
-resumable, its choices kept in the device's tuning folder
-(tinygrad_choices.py) for the `tinygrad` backend's searched modes.
+"""tinygrad's schedule search (BEAM) on one device: the child's side
+(SearchSession: the device opened, the choices seeded, each kernel of a
+net's pass found by compiling it, then searched with tinygrad's own
+search) and the parent's handle on it (LocalSearcher), which the tuning's
+`tinygrad` scope drives (backends/tuning/tinygrad.py), here or on a farm's
+worker (backends/tuning/tinygrad_farm.py).
 
-A run first compiles each net's pass as the backend does (a survey: which
-distinct kernels it has, and what each takes under tinygrad's heuristics),
-for the nets that still have kernels not searched; then searches those,
-the costliest first over all the nets, one kernel at a time with
-tinygrad's own search, saving each choice as it is made.  At the end of
-the budget the kernel in search is given up (tinygrad's search cannot be
-resumed inside a kernel); the next run continues with what is left.  So a
-budget must hold at least a survey and one kernel's search.
-
-The work runs in a child on the device (tinygrad_device.py); the child is
-told the time left, stops its search softly when it is spent, and is
-stopped by force GRACE_S later if it does not answer.
+The child is told the time left, stops its search softly when it is
+spent, and is stopped by force GRACE_S later if it does not answer.
 """
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import threading
-import time
-from dataclasses import dataclass, field
 
-from nets.errors import PassTimeout, Unsupported, UserError
+from nets.errors import PassTimeout, UserError
 from nets.weights import init_weights
 
-from .tinygrad_choices import ChoiceStore, Choices, DeviceId, Survey, net_key
+from .tinygrad_choices import ChoiceStore, DeviceId
 from .tinygrad_device import Child, open_device, tinygrad_version
 
 GRACE_S = 30.0
@@ -98,24 +90,6 @@ class SearchSession:
 
 
 # -- in the parent
-@dataclass
-class TuneResult:
-    store: ChoiceStore
-    width: int
-    searched_now: int = 0
-    search_s: float = 0.0
-    cut: str | None = None           # what the budget's end interrupted, if anything
-    left: int = 0                    # kernels of the nets still not searched
-    depths: list = field(default_factory=list)
-
-    def lines(self) -> list[str]:
-        out = [f"tinygrad: {self.searched_now} kernels searched this run at width {self.width} "
-               f"({self.search_s:.0f} s of search), {self.left} left; written to {self.store.path}"]
-        if self.cut:
-            out.append(f"tinygrad: the budget ended {self.cut}; the next run continues")
-        return out + [f"tinygrad: {d}" for d in self.depths]
-
-
 def store_for(rt) -> ChoiceStore:
     return ChoiceStore(DeviceId.of(rt.info, tinygrad_version() or "none"))
 
@@ -128,136 +102,34 @@ def require() -> None:
         raise UserError(f"--scope tinygrad: {why}")
 
 
-class _Ticker:
-    """Redraws a progress line every second while the child works (it answers only when done)."""
+class LocalSearcher:
+    """A SearchSession in a child on the OpenCL device `device` of this machine: what the tuning's search
+    loop (backends/tuning/tinygrad.py) asks of a searcher, here; on a farm's worker the same runs there."""
 
-    def __init__(self, progress, text):
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(progress, text), daemon=True)
-
-    def _run(self, progress, text):
-        t0 = time.monotonic()
-        while not self._stop.wait(1.0):
-            progress(text(time.monotonic() - t0))
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
-def tune(rt, nets, batch: int | None, budget_s: float, width: int, progress) -> TuneResult:
-    """Survey and search the nets' kernels at `width` within `budget_s` seconds (see the module)."""
-    require()
-    store = store_for(rt)
-    choices = store.load()
-    result = TuneResult(store, width)
-    end = time.monotonic() + budget_s
-    batches = {n.name: batch or n.default_batch for n in nets}
-    try:
-        child = Child(rt.device, "tinygrad search")
-    except Unsupported as exc:
-        raise UserError(f"--scope tinygrad: {exc}") from None
-    try:
-        session = child.worker.request("new", __name__, "SearchSession", (child.target, store))
-        call = _caller(child, session, end)
-        for net in nets:
-            key = net_key(net.name, batches[net.name])
-            depth = choices.depth(key, width)
-            if depth is not None and depth[0] == depth[1]:
-                continue   # all its kernels searched: nothing to survey
-            what = f"compiling {net.name} at batch {batches[net.name]} to find its kernels"
-            with _Ticker(progress, lambda s: f"tinygrad: {what} ({s:.0f} s, {end - time.monotonic():.0f} s left)"):
-                found = call("survey", net, batches[net.name], width)
-            if found is None:
-                result.cut = f"while {what}"
-                break
-            old = choices.nets.get(Survey(key, width).name)
-            costs = {k: ms for k, _, ms in old.kernels} if old else {}
-            choices.nets[Survey(key, width).name] = Survey(key, width, [(k, name, ms if ms is not None else
-                                                                         costs.get(k)) for k, name, ms in found])
-            store.save(choices)
-        todo = _costliest_first(choices, [net_key(n.name, batches[n.name]) for n in nets], width, surveyed_now=result)
-        for i, (key, name) in enumerate(todo):
-            if result.cut:
-                break
-            left = end - time.monotonic()
-            what = f"searching kernel {i + 1} of {len(todo)} ({name})"
-            if left <= 0:
-                result.cut = f"before {what}"
-                break
-            t0 = time.monotonic()
-            with _Ticker(progress, lambda s: f"tinygrad: {what} at width {width} ({s:.0f} s, "
-                                             f"{end - time.monotonic():.0f} s left)"):
-                choice = call("search", key)
-            result.search_s += time.monotonic() - t0
-            if choice is None:
-                result.cut = f"while {what}"
-                break
-            choices.kernels[key] = choice
-            store.save(choices)
-            result.searched_now += 1
-    finally:
-        child.close()
-    result.left = sum(1 for _ in _unsearched(choices, [net_key(n.name, batches[n.name]) for n in nets], width))
-    result.depths = [choices.depth_words(net_key(n.name, batches[n.name]), width) for n in nets]
-    return result
-
-
-def _caller(child: Child, session: int, end: float):
-    """A call into the child's session that gives up (None) when the budget ends before it answers."""
-    def call(method: str, *args):
-        left = end - time.monotonic()
-        if left <= 0:
-            return None
-        margs = args + ((left,) if method == "search" else ())
+    def __init__(self, device, store: ChoiceStore, name: str | None = None):
+        self.name = name or f"{socket.gethostname()} pid {os.getpid()}"
+        self.child = Child(device, "tinygrad search")
         try:
-            return child.worker.request("call", session, method, margs, False, timeout_s=left + GRACE_S)
+            self.session = self.child.worker.request("new", __name__, "SearchSession", (self.child.target, store))
+        except BaseException:
+            self.child.close()
+            raise
+
+    def _call(self, method: str, args: tuple, seconds: float):
+        """The session's answer, or None when `seconds` ran out first (the child is then stopped by force)."""
+        if seconds <= 0:
+            return None
+        try:
+            return self.child.worker.request("call", self.session, method, args, False, timeout_s=seconds + GRACE_S)
         except PassTimeout:
             return None
-    return call
 
+    def survey(self, net, batch: int, width: int, seconds: float):
+        return self._call("survey", (net, batch, width), seconds)
 
-def _unsearched(choices: Choices, nets: list[str], width: int):
-    """(key, name, ms) of every distinct kernel of the surveyed nets not searched yet, each once."""
-    seen = set()
-    for net in nets:
-        survey = choices.nets.get(Survey(net, width).name)
-        for key, name, ms in survey.kernels if survey else ():
-            if key not in choices.kernels and key not in seen:
-                seen.add(key)
-                yield key, name, ms
+    def search(self, key: str, seconds: float):
+        return self._call("search", (key, seconds), seconds)
 
+    def close(self) -> None:
+        self.child.close()
 
-def _costliest_first(choices: Choices, nets: list[str], width: int, surveyed_now: TuneResult):
-    """The kernels to search, those of the longest heuristic time first (untimed ones last, in order)."""
-    if surveyed_now.cut:
-        return []
-    found = list(_unsearched(choices, nets, width))
-    order = sorted(range(len(found)), key=lambda i: (found[i][2] is None, -(found[i][2] or 0.0), i))
-    return [(found[i][0], found[i][1]) for i in order]
-
-
-def show(rt, nets, batch: int | None, width: int) -> str:
-    """The depth of tinygrad's search on this device, per net, from the choices file alone."""
-    store = store_for(rt)
-    choices = store.load()
-    lines = [f"tinygrad search of {rt.info['name']} ({rt.info['driver']}, tinygrad {store.device.tinygrad}), "
-             f"{store.path}: {len(choices.kernels)} kernels searched"
-             + (f" at widths {', '.join(map(str, choices.widths()))}" if choices.kernels else "")]
-    for net in nets:
-        key = net_key(net.name, batch or net.default_batch)
-        lines.append(choices.depth_words(key, width))
-        survey = choices.nets.get(Survey(key, width).name)
-        for k, name, ms in survey.kernels if survey else ():
-            c = choices.kernels.get(k)
-            ms = c.heuristic_ms if c is not None else ms
-            took = f"{ms:.4g} ms on the heuristics" if ms is not None else "untimed on the heuristics"
-            done = ("not searched" if c is None else f"searched in {c.search_s:.0f} s: "
-                    + (f"{c.searched_ms:.4g} ms" if c.searched_ms is not None else "untimed")
-                    + (" (the heuristics' schedule, faster than the search's best)" if c.kept == "heuristics" else ""))
-            lines.append(f"  {name}: {took}; {done}")
-    return "\n".join(lines)

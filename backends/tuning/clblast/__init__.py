@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from nets.errors import UserError
 
-from ..clblast import problems as clblast_problems
-from ..clblast.record import DeviceId, Store, net_key
-from .budget import Budget
+from ...clblast import problems as clblast_problems
+from ...clblast.record import DeviceId, Store, net_key
+from ..budget import Budget
 from .search import Search, SearchFailed
 from .space import DeviceLimits, limits_from_device
 from .verify import verify_net

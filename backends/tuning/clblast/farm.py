@@ -1,12 +1,10 @@
-"""The search spread over a farm of devices through a Dask distributed
-cluster (`compare tune --scheduler tcp://HOST:PORT`): each worker runs the
-same children `--jobs` runs here (children.run_child, on the worker's own
-OpenCL device), each line they write comes back to this process as it
-comes (a worker's log event), and this process is the store's only writer.
+"""CLBlast's search on a farm's workers (backends/tuning/farm.py found them
+and their device kinds): each worker runs the same children `--jobs` runs
+here (children.run_child, on the worker's own OpenCL device), each line
+they write comes back to this process as it comes (a worker's log event),
+and this process is the store's only writer.
 
-Only workers whose OpenCL device is the device kind tuned (the same name,
-platform, driver and CLBlast library: record.DeviceId) take part; the
-others are left out and said.  A worker lost mid-search loses only the
+Only the places of the device kind tuned take part.  A worker lost mid-search loses only the
 configurations its children had not answered: the search hands them to
 the others and says which.  Dask is an optional extra (`farm`): nothing
 else of the project imports this module.
@@ -14,18 +12,15 @@ else of the project imports this module.
 from __future__ import annotations
 
 import itertools
-import os
 import queue
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 
 import distributed
 
-from ..clblast.record import DeviceId
+from ..farm import Place
 from .children import Ended, answers, run_child
-from .space import DeviceLimits
 
 LOST_POLL_S = 2.0     # how often the scheduler is asked which workers are there
 STOP_POLL_S = 2.0     # how often a worker's child asks whether the search stopped it
@@ -33,27 +28,6 @@ RESULT_MARGIN_S = 60.0
 
 
 # -- on the workers
-def probe() -> list[dict]:
-    """This worker's OpenCL devices: each one's index, what names its kind, its limits (run by client.run)."""
-    from ..clblast.tuned import clblast_version
-    from ..opencl.runtime import all_devices, device_info
-    try:
-        found = all_devices()
-    except Exception as exc:  # noqa: BLE001 - no OpenCL here is an answer: no device
-        return [{"error": str(exc)[:200]}]
-    if os.environ.get("PYOPENCL_CTX"):   # a worker started for one device of its machine uses that one only
-        from ..opencl.runtime import select_device
-        chosen = select_device().int_ptr
-        found = [d for d in found if d[2].int_ptr == chosen]
-    version, out = clblast_version(), []
-    for index, _, dev in found:
-        info = device_info(dev)
-        out.append({"index": index, "device": DeviceId.of(info, version).to_json(), "gpu": "GPU" in info["type"],
-                    "limits": [info["local_mem_bytes"], info["max_work_group_size"], info["max_work_item_sizes"]],
-                    "cores": os.cpu_count() or 1})
-    return out
-
-
 def child_on_worker(req: dict, topic: str, child: int, stop_name: str) -> dict:
     """One search child on this worker: each line sent to the client as it comes, and all of them again
     with how the child ended."""
@@ -85,58 +59,6 @@ def answers_on_worker(req: dict, timeout: float) -> tuple[list[dict], bool]:
 
 
 # -- on the client
-@dataclass(frozen=True)
-class Place:
-    """One worker's device of the kind tuned."""
-
-    worker: str     # its address
-    index: str      # the device's 'P:D' there
-    gpu: bool
-    cores: int
-    threads: int = 1     # the worker's threads: its children side by side at most
-    alone: bool = True   # the worker's only device of the kind
-
-    @property
-    def name(self) -> str:
-        """What the records call it: the worker, and the device where the worker has several of the kind."""
-        return self.worker if self.alone else f"{self.worker} device {self.index}"
-
-
-@dataclass
-class Kind:
-    """A device kind among the workers, and where it is."""
-
-    device: DeviceId
-    limits: DeviceLimits
-    gpu: bool
-    places: list[Place]
-
-
-def connect(address: str, timeout_s: float = 30.0):
-    """A client of the scheduler at `address`, and every device kind its workers hold (their order kept);
-    the workers without any OpenCL device, with why."""
-    client = distributed.Client(address, timeout=timeout_s)
-    found = client.run(probe)
-    threads = {w: int(info.get("nthreads", 1)) for w, info in client.scheduler_info().get("workers", {}).items()}
-    kinds: dict[DeviceId, Kind] = {}
-    bare: dict[str, str] = {}
-    for worker, devices in sorted(found.items()):
-        for d in devices:
-            if "error" in d:
-                bare[worker] = d["error"]
-                continue
-            dev = DeviceId(**d["device"])
-            local, group, items = d["limits"]
-            kind = kinds.setdefault(dev, Kind(dev, DeviceLimits(int(local), int(group), tuple(items)), d["gpu"], []))
-            kind.places.append(Place(worker, d["index"], d["gpu"], int(d["cores"]), threads.get(worker, 1)))
-        if not devices:
-            bare[worker] = "no OpenCL device"
-    for kind in kinds.values():   # a worker with several devices of the kind runs children on each
-        many = {p.worker for p in kind.places if sum(q.worker == p.worker for q in kind.places) > 1}
-        kind.places = [Place(p.worker, p.index, p.gpu, p.cores, p.threads, p.worker not in many) for p in kind.places]
-    return client, list(kinds.values()), bare
-
-
 class DaskPool:
     """The search's children on the workers of `places`, `jobs` side by side on each device (default: one
     on a CPU device, whose compiles take every core; half the worker's cores up to 8 on a GPU), at most as

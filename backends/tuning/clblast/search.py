@@ -44,8 +44,8 @@ import queue
 import time
 from dataclasses import dataclass, field
 
-from ..clblast.problems import Problem, cheapest_costs, covering
-from ..clblast.record import ProblemRecord, StageRecord, Store, Tried
+from ...clblast.problems import Problem, cheapest_costs, covering
+from ...clblast.record import ProblemRecord, StageRecord, Store, Tried
 
 from .child import LOST
 from .children import Ended, LocalPool

@@ -15,8 +15,8 @@ import socket
 import time
 from dataclasses import dataclass
 
-from ..clblast.record import Store
-from ..shared_files import read_json, write_json
+from ...clblast.record import Store
+from ...shared_files import read_json, write_json
 
 from .watch import start_ticks
 

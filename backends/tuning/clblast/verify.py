@@ -15,9 +15,9 @@ import datetime as _dt
 import json
 import time
 
-from ..clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
-from ..clblast.problems import GEMV, XGEMM_ALONE, Problem
-from ..clblast.record import Candidate, NetChoice, ProblemRecord, Verified
+from ...clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
+from ...clblast.problems import GEMV, XGEMM_ALONE, Problem
+from ...clblast.record import Candidate, NetChoice, ProblemRecord, Verified
 
 VERIFY_CAP_S = 6.0      # timed rounds per problem at most this long ...
 VERIFY_ROUNDS = 15      # ... and at most this many

@@ -41,12 +41,12 @@ class Ended:
 
 def spawn(req: dict) -> subprocess.Popen:
     """A child of the tuner working on `req`."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     # side by side, children must not each start a thread per core for numpy's BLAS
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     err = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "backends.tuner.child"], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "backends.tuning.clblast.child"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=err, text=True, env=env,
                             start_new_session=True)   # Ctrl-C is the parent's: it stops its children itself
     proc.stderr_file = err

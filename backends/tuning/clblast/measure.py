@@ -19,9 +19,9 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..clblast import library
-from ..clblast.library import pyclblast
-from ..clblast.problems import GEMM, GEMV, XGEMM_ALONE, Problem
+from ...clblast import library
+from ...clblast.library import pyclblast
+from ...clblast.problems import GEMM, GEMV, XGEMM_ALONE, Problem
 
 TOLERANCE = 1e-4   # relative L2 error of a float32 result (the project's float32 tolerance)
 

@@ -47,7 +47,7 @@ def _short(exc: BaseException) -> str:
 
 
 def _put(device, sets) -> None:
-    from ..clblast import overrides
+    from ...clblast import overrides
     for kernel, params in sets:
         overrides.ensure(device, kernel, params)
 
@@ -90,7 +90,7 @@ def _healthy(call) -> bool:
 
 
 def verify(req: dict, call, device) -> None:
-    from ..clblast.problems import XGEMM_ALONE
+    from ...clblast.problems import XGEMM_ALONE
     tuner_clock = call.problem.routine == XGEMM_ALONE
     tick, summary = (call.kernel_ms, min) if tuner_clock else (call.wall_ms, np.median)
     candidates = req["candidates"]
@@ -124,7 +124,7 @@ def verify(req: dict, call, device) -> None:
 def cross(req: dict, rt) -> None:
     """Every candidate set on every problem of a net: the database's first, each median of `rounds` calls."""
     from .measure import Call
-    from ..clblast.problems import Problem
+    from ...clblast.problems import Problem
     calls = [Call(rt, Problem.from_json(p)) for p in req["problems"]]
     _say(ready=True)
     rounds, cap = int(req["rounds"]), float(req["cap_s"])
@@ -152,7 +152,7 @@ def fresh(req: dict, rt) -> None:
     CLBlast's database had run in the same process, and wrong (elements never written) where it ran
     first."""
     from .measure import Call
-    from ..clblast.problems import Problem
+    from ...clblast.problems import Problem
     calls = [Call(rt, Problem.from_json(p)) for p in req["problems"]]   # buffers only: no CLBlast call yet
     _put(rt.device, req["sets"])
     for call in calls:
@@ -175,9 +175,9 @@ def _rounds(call, rounds: int, cap_s: float, tick=None) -> list[float]:
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent stops its children itself
     req = json.loads(sys.stdin.read())
-    from ..opencl.runtime import get_runtime
+    from ...opencl.runtime import get_runtime
     from .measure import Call
-    from ..clblast.problems import Problem
+    from ...clblast.problems import Problem
     rt = get_runtime(req["device"])
     if req["task"] == "cross":
         cross(req, rt)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from backends.clblast import problems as clblast_problems
-from backends.clblast.record import Store, net_key
-from backends.clblast.tuned import Tuning, percent
-from backends.tuner import Asked, Search, Target
+from ...clblast import problems as clblast_problems
+from ...clblast.record import Store, net_key
+from ...clblast.tuned import Tuning, percent
+from . import Asked, Target
+from .search import Search
 
 
 def fresh_line(checked: list[tuple[str, str, str | None]]) -> str:

@@ -1,0 +1,43 @@
+"""The `tiles` scope of `compare tune`: vectorised-tiled's tiles on every
+conv layer of the nets it runs (backends/handwritten/tiles_search.py),
+each candidate checked against the float64 oracle (the harness's check),
+kept in the tiles' cache per device."""
+from __future__ import annotations
+
+from nets.errors import UserError
+
+
+def check(request) -> None:
+    from .. import backend_class, cache
+    from ..handwritten.tiles_tuned import KIND
+    tiled_backend = backend_class("vectorised-tiled")
+    request.tiled = [n for n in request.nets if tiled_backend.unsupported(n) is None]
+    skipped = [n for n in request.nets if n not in request.tiled]
+    if skipped and not request.tiled and request.scopes == ["tiles"]:
+        raise UserError(f"cannot tune tiles for {skipped[0].name}: {tiled_backend.unsupported(skipped[0])}")
+    if skipped:
+        request.progress(f"tiles: {', '.join(n.name for n in skipped)} left out (vectorised-tiled cannot run "
+                         f"{'it' if len(skipped) == 1 else 'them'})")
+    request.harness.check_writable(cache.path(KIND), "the tiles' cache")
+
+
+def run(request, budget) -> list[str]:
+    if not request.tiled:
+        return []
+    from tabulate import tabulate
+
+    from ..handwritten import tiles_search
+    from ..handwritten.tiles_tuned import KIND
+    rt = request.runtime()
+    tiles, rows = tiles_search.tune_tiles(rt, request.tiled, [request.batch_of(n) for n in request.tiled],
+                                          budget.seconds, request.harness.checker_for, request.progress)
+    kept = request.harness.store_cache(KIND, rt.info, tiles, "the tiles' cache")
+    request.unwritten.append(kept.problem)
+    return [tabulate(rows, headers=["scope", "tuner", "for", "sizes", "tried", "matched", "best", "s"],
+                     disable_numparse=True),
+            f"vectorised-tiled: {len(tiles['layers'])} conv layers timed in {tiles['took_s']:.0f} s; "
+            f"written to {kept.path or 'nowhere'}"]
+
+
+def show(request) -> str:
+    return ""   # the tiles' cache holds one choice per layer: `compare run` says which it used

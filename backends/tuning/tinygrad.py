@@ -1,0 +1,230 @@
+"""The `tinygrad` scope of `compare tune`: tinygrad's schedule search (BEAM)
+of the kernels of the nets' passes, under the budget, resumable, its
+choices kept in the device's tuning folder (peers/tinygrad_choices.py) for
+the `tinygrad` backend's searched modes.
+
+A run first surveys each net that still has kernels not searched (its pass
+compiled as the backend compiles it: which distinct kernels it has, and
+what each takes under tinygrad's heuristics); then searches those, the
+costliest first over all the nets, one kernel at a time per searcher,
+each choice saved as it comes with the searcher that made it.  The
+searchers: one child on this device (peers/tinygrad_search.py), or one per
+device of the kind on a farm's workers (tinygrad_farm.py), each taking the
+next kernel as it finishes one.  At the end of the budget the kernels in
+search are given up (tinygrad's search cannot be resumed inside a kernel);
+the next run continues with what is left.
+"""
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+from nets.errors import Unsupported, UserError
+
+from ..peers.tinygrad_choices import ChoiceStore, Choices, Survey, net_key
+
+
+def check(request) -> None:
+    from ..peers.tinygrad_search import require
+    require()
+    if request.scheduler is None:
+        from ..peers.tinygrad_search import store_for
+        request.harness.check_writable(str(store_for(request.runtime()).path), "tinygrad's choices file")
+
+
+@dataclass
+class Outcome:
+    store: ChoiceStore
+    width: int
+    where: str = ""
+    searched_now: int = 0
+    search_s: float = 0.0
+    cut: str | None = None           # what the budget's end interrupted, if anything
+    left: int = 0                    # kernels of the nets still not searched
+    depths: list = field(default_factory=list)
+    by: dict = field(default_factory=dict)   # searcher -> kernels it searched this run
+
+    def lines(self) -> list[str]:
+        out = [self.where] if self.where else []
+        out.append(f"tinygrad: {self.searched_now} kernels searched this run at width {self.width} "
+                   f"({self.search_s:.0f} s of search), {self.left} left; written to {self.store.path}")
+        if len(self.by) > 1:
+            out.append("tinygrad: searched by " + ", ".join(f"{w} {n}" for w, n in self.by.items()))
+        if self.cut:
+            out.append(f"tinygrad: the budget ended {self.cut}; the next run continues")
+        return out + [f"tinygrad: {d}" for d in self.depths]
+
+
+class _Ticker:
+    """Redraws a progress line every second while a searcher works (it answers only when done)."""
+
+    def __init__(self, progress, text):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(progress, text), daemon=True)
+
+    def _run(self, progress, text):
+        t0 = time.monotonic()
+        while not self._stop.wait(1.0):
+            progress(text(time.monotonic() - t0))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def run(request, budget) -> list[str]:
+    if request.scheduler is None:
+        return _run_here(request, budget)
+    from . import tinygrad_farm
+    return tinygrad_farm.run(request, budget, search)
+
+
+def _run_here(request, budget) -> list[str]:
+    from ..peers.tinygrad_search import LocalSearcher, store_for
+    try:
+        searcher = LocalSearcher(request.runtime().device, store_for(request.runtime()))
+    except Unsupported as exc:
+        raise UserError(f"--scope tinygrad: {exc}") from None
+    try:
+        return search(request, store_for(request.runtime()), [searcher], budget).lines()
+    finally:
+        searcher.close()
+
+
+def search(request, store: ChoiceStore, searchers: list, budget, where: str = "") -> Outcome:
+    """Survey the nets not searched to the end (on the first searcher), then search their kernels, the
+    costliest first, each searcher taking the next as it finishes one, within `budget`."""
+    width, progress, end = request.width, request.progress, budget.end
+    choices = store.load()
+    result = Outcome(store, width, where)
+    keys = [net_key(n.name, request.batch_of(n)) for n in request.nets]
+    first = searchers[0]
+    for net, key in zip(request.nets, keys):
+        depth = choices.depth(key, width)
+        if depth is not None and depth[0] == depth[1]:
+            continue   # all its kernels searched: nothing to survey
+        what = f"compiling {net.name} at batch {request.batch_of(net)} to find its kernels"
+        with _Ticker(progress, lambda s: f"tinygrad: {what} ({s:.0f} s, {end - time.monotonic():.0f} s left)"):
+            found = first.survey(net, request.batch_of(net), width, end - time.monotonic())
+        if found is None:
+            result.cut = f"while {what}"
+            break
+        old = choices.nets.get(Survey(key, width).name)
+        costs = {k: ms for k, _, ms in old.kernels} if old else {}
+        choices.nets[Survey(key, width).name] = Survey(key, width, [(k, name, ms if ms is not None else costs.get(k))
+                                                                    for k, name, ms in found])
+        store.save(choices)
+    todo = [] if result.cut else _costliest_first(choices, keys, width)
+    if todo:
+        _search_all(request, store, choices, searchers, todo, end, result)
+    result.left = sum(1 for _ in _unsearched(choices, keys, width))
+    result.depths = [choices.depth_words(k, width) for k in keys]
+    return result
+
+
+def _search_all(request, store, choices: Choices, searchers: list, todo: list, end: float, result: Outcome) -> None:
+    """Each searcher in a thread of its own takes the next kernel of `todo` until none is left or the budget
+    ends; each choice saved as it comes (this process is the store's only writer)."""
+    waiting: queue.Queue = queue.Queue()
+    for i, item in enumerate(todo):
+        waiting.put((i, *item))
+    guard = threading.Lock()
+    busy: dict[str, str] = {}
+    t0 = time.monotonic()
+
+    def line(s: float) -> str:
+        with guard:
+            doing = "; ".join(f"{w}: {k}" for w, k in busy.items())
+        return (f"tinygrad: {result.searched_now} of {len(todo)} kernels searched at width {request.width}, "
+                f"{end - time.monotonic():.0f} s left ({doing or 'starting'})")
+
+    def work(searcher) -> None:
+        while True:
+            try:
+                i, key, name = waiting.get_nowait()
+            except queue.Empty:
+                return
+            left = end - time.monotonic()
+            what = f"kernel {i + 1} of {len(todo)} ({name})"
+            if left <= 0:
+                with guard:
+                    result.cut = result.cut or f"before {what}"
+                return
+            with guard:
+                busy[searcher.name] = name
+            choice = searcher.search(key, left)
+            with guard:
+                busy.pop(searcher.name, None)
+                if choice is None:
+                    result.cut = result.cut or f"while searching {what}"
+                    return
+                choices.kernels[key] = dataclasses.replace(choice, where=searcher.name)
+                store.save(choices)
+                result.searched_now += 1
+                result.by[searcher.name] = result.by.get(searcher.name, 0) + 1
+
+    with _Ticker(request.progress, line):
+        threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in searchers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    result.search_s = time.monotonic() - t0
+
+
+def _unsearched(choices: Choices, nets: list[str], width: int):
+    """(key, name, ms) of every distinct kernel of the surveyed nets not searched yet, each once."""
+    seen = set()
+    for net in nets:
+        survey = choices.nets.get(Survey(net, width).name)
+        for key, name, ms in survey.kernels if survey else ():
+            if key not in choices.kernels and key not in seen:
+                seen.add(key)
+                yield key, name, ms
+
+
+def _costliest_first(choices: Choices, nets: list[str], width: int) -> list[tuple[str, str]]:
+    """The kernels to search, those of the longest heuristic time first (untimed ones last, in order)."""
+    found = list(_unsearched(choices, nets, width))
+    order = sorted(range(len(found)), key=lambda i: (found[i][2] is None, -(found[i][2] or 0.0), i))
+    return [(found[i][0], found[i][1]) for i in order]
+
+
+def show(request) -> str:
+    """The depth of tinygrad's search on this device, per net, from the choices file alone ("" where
+    tinygrad is missing or nothing was searched here and the scope was not asked for)."""
+    from ..peers.tinygrad_device import tinygrad_version
+    from ..peers.tinygrad_search import store_for
+    if tinygrad_version() is None:
+        return "" if request.scopes is None else "tinygrad: not installed here"
+    store = store_for(request.runtime())
+    if request.scopes is None and not store.path.exists():
+        return ""
+    choices = store.load()
+    width = request.width
+    info = request.runtime().info
+    lines = [f"tinygrad search of {info['name']} ({info['driver']}, tinygrad {store.device.tinygrad}), "
+             f"{store.path}: {len(choices.kernels)} kernels searched"
+             + (f" at widths {', '.join(map(str, choices.widths()))}" if choices.kernels else "")]
+    for net in request.nets:
+        key = net_key(net.name, request.batch_of(net))
+        lines.append(choices.depth_words(key, width))
+        survey = choices.nets.get(Survey(key, width).name)
+        for k, name, ms in survey.kernels if survey else ():
+            c = choices.kernels.get(k)
+            ms = c.heuristic_ms if c is not None else ms
+            took = f"{ms:.4g} ms on the heuristics" if ms is not None else "untimed on the heuristics"
+            done = ("not searched" if c is None else f"searched in {c.search_s:.0f} s"
+                    + (f" on {c.where}" if c.where else "") + ": "
+                    + (f"{c.searched_ms:.4g} ms" if c.searched_ms is not None else "untimed")
+                    + (" (the heuristics' schedule, faster than the search's best)" if c.kept == "heuristics" else ""))
+            lines.append(f"  {name}: {took}; {done}")
+    return "\n".join(lines)
+
