@@ -1,12 +1,12 @@
 """One status line on stderr during long runs.  On a terminal it is redrawn in place; off one (a log
-file, a background job) it is written as a plain line at most once a minute, so that a short command
+file, a background job) it is written as a plain line at most every 20 s, so that a short command
 stays quiet and an hours-long `compare tune` still shows where it is."""
 from __future__ import annotations
 
 import sys
 import time
 
-LOG_EVERY_S = 60.0
+LOG_EVERY_S = 20.0
 
 
 class Progress:

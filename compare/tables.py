@@ -2,11 +2,10 @@
 and the number formats every table shares."""
 from __future__ import annotations
 
-from tabulate import tabulate
-
 from . import analysis as an
 from .results import BackendResult, RunResult, Samples
 from .speedup import Speedup, of_samples
+from .terminal import table, wrap
 
 DASH = "—"
 # what a step's time is, by how it was measured (backends/base.py Step.how)
@@ -73,7 +72,7 @@ def layer_table(res: RunResult, b: BackendResult) -> str:
     rows.append(["end to end", "", "", fmt_ms(e2e.total), "", "", fmt_num(an.gflops(flops, an.compute_ms(b))),
                  f"upload {fmt_ms(e2e.upload)} + compute {fmt_ms(e2e.compute)} + download {fmt_ms(e2e.download)}"])
     headers = ["layer", "kind", "MFLOP", "wall ms", "device ms", "overhead ms", "GFLOP/s", "steps (median ms)"]
-    return tabulate(rows, headers=headers, disable_numparse=True) + f"\n({KERNEL_COLUMN})"
+    return table(rows, headers) + "\n" + wrap(f"({KERNEL_COLUMN})")
 
 
 def speedup_cell(res: RunResult, b: BackendResult, ref: BackendResult | None, s: Speedup | None) -> str:
@@ -100,7 +99,7 @@ def summary_table(res: RunResult, baselines=an.DEFAULT_BASELINES) -> str:
     headers = ["backend", "status", "check", "compute ms", "sum of layers ms", "GFLOP/s",
                *[f"vs {an.reference_label(res, t)}" for t in tokens], "note"]
     note = an.unchecked_note(res)
-    return tabulate(rows, headers=headers, disable_numparse=True) + (f"\n({note})" if note else "")
+    return table(rows, headers) + ("\n" + wrap(f"({note})") if note else "")
 
 
 def worst_layer(b: BackendResult):
@@ -121,7 +120,7 @@ def check_table(res: RunResult) -> str:
                      f"{worst.name} {fmt_err(worst.rel_l2)}" if worst else DASH,
                      DASH if end.top1 is None else f"{end.top1 * 100:.0f}%", end.note or ""])
     headers = ["backend", "check", "rel L2", "max abs", "worst layer (rel L2)", "top-1 agree", "note"]
-    return tabulate(rows, headers=headers, disable_numparse=True)
+    return table(rows, headers)
 
 
 def modes_rows(res: RunResult):
@@ -145,5 +144,5 @@ def _used_over(b: BackendResult, m) -> str:
 
 
 def modes_table(res: RunResult) -> str | None:
-    table = modes_rows(res)
-    return tabulate(table[1], headers=table[0], disable_numparse=True) if table else None
+    found = modes_rows(res)
+    return table(found[1], found[0]) if found else None

@@ -34,13 +34,17 @@ def _file_page(doc: Document, res: RunResult, path: str, out_dir: Path, stem: st
     unchecked = an.unchecked_note(res)
     if unchecked:
         doc.para(f"**{unchecked}**")
-    for line in answer.lines(res):
-        doc.para(line)
+    doc.bullets(answer.lines(res))
     doc.para(f"From `{path}`. {net.flops / 1e9:.3f} GFLOP per forward pass, {net.params or 0:,} parameters. "
              f"Times are medians of {res.settings.repeats} runs in milliseconds; per-layer times are wall "
              f"time around each layer with a sync after it, 'end to end (compute)' is the whole pass without "
              f"per-layer syncs and without host<->device transfers.")
     doc.table(report_tables.environment_table(res))
+    depth = answer.depth_rows(res)
+    if depth:
+        doc.heading("How far each contender was tuned")
+        doc.table(depth, caption="The short label the answer gives beside each name, and in full what the results "
+                                 "file records of the tuning or search behind its figures.")
     written = []
 
     if times(res.mode):
@@ -251,11 +255,12 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
             (stage / f"{stem}.html").write_text(doc.to_html(), encoding="utf-8")
             names.extend([f"{stem}.md", f"{stem}.html"])
 
-        said = answer.sentences(results)
+        said = [r for r in results if answer.lines(r)]
         if said:
             index.heading("The answer")
-            for text in said:
-                index.para(text)
+            for r in said:
+                index.para(f"**{answer.heading(r)}**")
+                index.bullets(answer.lines(r))
         groups = [(f"{r.net.name} b{r.net.batch}\n{_short_device(r.device.name)}", answer.contenders(r))
                   for r in results]
         if plots.summary(groups, stage / "summary.png", "Each side's fastest backend against CLBlast at its best"):

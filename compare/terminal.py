@@ -1,0 +1,67 @@
+"""Text for a terminal of WIDTH columns: tables whose widest columns wrap
+(tabulate's maxcolwidths) and paragraphs wrapped at word boundaries, so
+every command's output reads in a 100-column terminal."""
+from __future__ import annotations
+
+import re
+import textwrap
+
+from tabulate import tabulate
+
+WIDTH = 100
+NARROWEST = 8   # a column is never wrapped narrower than this
+GAP = 2         # the space tabulate's plain formats put between columns
+HEADER_PAD = 2  # and what they add to a header's width
+LONGEST_WORD = 24   # a longer word (a path) is broken
+
+
+def _width(text) -> int:
+    return max((len(line) for line in str(text).splitlines()), default=0)
+
+
+def _unbroken(text: str) -> str:
+    """A figure and its interval ('2.72x [2.24, 3.37]'), a time and its unit, as one word, so that no line break splits it."""
+    text = re.sub(r"(\d) ms\b", "\\1\u00a0ms", text)
+    return re.sub(r"(\d)x \[([\d.]+), ([\d.]+)\]", "\\1x\u00a0[\\2,\u00a0\\3]", text)
+
+
+def caps(headers, rows, width: int = WIDTH) -> list[int | None]:
+    """The widest each column may be for the table to fit `width`: the widest columns are narrowed first,
+    none below its longest word (at most LONGEST_WORD) nor below NARROWEST."""
+    n = len(headers)
+    cells = [[str(headers[i])] + [str(r[i]) for r in rows if i < len(r)] for i in range(n)]
+    natural = [max(_width(c) + (HEADER_PAD if k == 0 else 0) for k, c in enumerate(col)) for col in cells]
+    floor = [min(natural[i], max(NARROWEST, min(LONGEST_WORD, max(len(w) for c in cells[i] for w in re.split(r"[ \t\n]+", c)))))
+             for i in range(n)]
+    cap = list(natural)
+    while sum(cap) + GAP * (n - 1) > width:
+        movable = [i for i in range(n) if cap[i] > floor[i]]
+        if not movable:
+            break   # every column as narrow as it goes: the table stays wider than the terminal
+        widest = max(movable, key=lambda i: cap[i])
+        excess = sum(cap) + GAP * (n - 1) - width
+        second = max((cap[i] for i in movable if i != widest), default=0)
+        # down to the next widest at most, so that the widest columns share the narrowing
+        cap[widest] = max(floor[widest], second, cap[widest] - excess)
+        if cap[widest] == second and second > floor[widest]:
+            cap[widest] -= 1
+    return [None if c == w else c for c, w in zip(cap, natural)]
+
+
+def table(rows, headers, width: int = WIDTH, **options) -> str:
+    """tabulate's plain table, its widest columns wrapped so that it fits `width` columns."""
+    rows = [[_unbroken("" if c is None else str(c)) for c in r] for r in rows]
+    headers = [str(h) for h in headers]
+    limits = caps(headers, rows, width)
+    if not any(limits):
+        made = tabulate(rows, headers=headers, disable_numparse=True, **options)
+    else:
+        made = tabulate(rows, headers=headers, disable_numparse=True, maxcolwidths=limits,
+                        maxheadercolwidths=[None if c is None else c - HEADER_PAD for c in limits], **options)
+    return made.replace("\u00a0", " ")
+
+
+def wrap(text: str, width: int = WIDTH, indent: str = "") -> str:
+    """A paragraph wrapped at word boundaries; its second and later lines indented by `indent`."""
+    return "\n".join(textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False)
+                     for line in text.splitlines()) if text else text
