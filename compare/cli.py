@@ -436,11 +436,12 @@ def cmd_devices(args) -> int:
         from .machine import emit
         emit("devices", {"devices": found})
         return 0
-    rows = [["*" if d["default"] else "", d["index"], d["name"], d["platform"], d["type"], d["driver"], d["opencl"],
-             d["compute_units"], f"{d['global_mem_bytes'] / 2**20:.0f}", f"{d['max_alloc_bytes'] / 2**20:.0f}",
-             d["max_work_group_size"]] for d in found]
-    print(fit_table(rows, ["", "index", "device", "platform", "type", "driver", "OpenCL", "CUs", "memory MiB",
-                           "max alloc MiB", "max work-group"]))
+    # the driver's version and the work-group limit are in --json: here the columns a choice rests on
+    rows = [["*" if d["default"] else "", d["index"], d["name"], d["platform"], d["type"],
+             " ".join(d["opencl"].split()[:2]), d["compute_units"], f"{d['global_mem_bytes'] / 2**20:.0f}",
+             f"{d['max_alloc_bytes'] / 2**20:.0f}"] for d in found]
+    print(fit_table(rows, ["", "index", "device", "platform", "type", "OpenCL", "CUs", "memory MiB",
+                           "max alloc MiB"]))
     print("\n* the device used by default (choose another with --device INDEX|NAME or PYOPENCL_CTX)")
     return 0
 

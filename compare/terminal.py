@@ -20,9 +20,10 @@ def _width(text) -> int:
 
 
 def _unbroken(text: str) -> str:
-    """A figure and its interval ('2.72x [2.24, 3.37]'), a time and its unit, as one word, so that no line break splits it."""
+    """An interval ('[2.24, 3.37]') and a time with its unit ('0.546 ms') as one word, so that no line break
+    splits them (one may come between a ratio and its interval)."""
     text = re.sub(r"(\d) ms\b", "\\1\u00a0ms", text)
-    return re.sub(r"(\d)x \[([\d.]+), ([\d.]+)\]", "\\1x\u00a0[\\2,\u00a0\\3]", text)
+    return re.sub(r"\[([\d.]+), ([\d.]+)\]", "[\\1,\u00a0\\2]", text)
 
 
 def caps(headers, rows, width: int = WIDTH) -> list[int | None]:
@@ -31,8 +32,10 @@ def caps(headers, rows, width: int = WIDTH) -> list[int | None]:
     n = len(headers)
     cells = [[str(headers[i])] + [str(r[i]) for r in rows if i < len(r)] for i in range(n)]
     natural = [max(_width(c) + (HEADER_PAD if k == 0 else 0) for k, c in enumerate(col)) for col in cells]
-    floor = [min(natural[i], max(NARROWEST, min(LONGEST_WORD, max(len(w) for c in cells[i] for w in re.split(r"[ \t\n]+", c)))))
-             for i in range(n)]
+    def longest_word(i: int) -> int:
+        words = [len(w) + (HEADER_PAD if k == 0 else 0) for k, c in enumerate(cells[i]) for w in re.split(r"[ \t\n]+", c)]
+        return max(NARROWEST, min(LONGEST_WORD, max(words)))
+    floor = [min(natural[i], longest_word(i)) for i in range(n)]
     cap = list(natural)
     while sum(cap) + GAP * (n - 1) > width:
         movable = [i for i in range(n) if cap[i] > floor[i]]
