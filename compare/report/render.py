@@ -51,6 +51,12 @@ def _file_page(doc: Document, res: RunResult, path: str, out_dir: Path, stem: st
         doc.heading("Per-layer times (ms)")
         caption = f"Columns marked '{SOURCE}' are the study's Mali-T628 figures, not ours." if published else None
         doc.table(report_tables.times_table(res, published), caption=caption)
+        doc.heading("End-to-end times: median and tail (ms)")
+        doc.table(report_tables.spread_table(res),
+                  caption="The whole pass without per-layer syncs and without transfers, over the timed repeats: "
+                          "p50 (the median every ratio uses), p90, p99 (numpy's linear percentiles: with fewer "
+                          "than 100 repeats p99 lies between the two slowest), the fastest and slowest, and the "
+                          "spread: the interquartile range as a % of the median.")
         for token in an.baselines(res, baselines):
             table = report_tables.speedup_table(res, token)
             if table:
