@@ -491,9 +491,16 @@ def cmd_report(args) -> int:
     except OSError as exc:   # nothing measured is lost: the report is rendered again from the same files
         raise UserError(f"cannot write the report into --out {args.out} ({exc.strerror or exc}): nothing of it was "
                         f"written there; free some room and run `compare report` again") from None
-    for path in written:
-        print(f"wrote {path}")
-    return 0
+    from .report.pagecheck import check_folder
+    pages, images, problems = check_folder(args.out)
+    if not args.quiet:
+        for path in written:
+            print(f"wrote {path}")
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    print(f"{args.out}: {pages} pages and {images} images checked, "
+          + (f"{len(problems)} problems" if problems else "every link and image there"))
+    return 1 if problems else 0
 
 
 def cmd_answer(args) -> int:
@@ -618,6 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="report", help="output folder (default ./report)")
     p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
                    help=f"the backends speedups are taken over, in order (default {','.join(DEFAULT_BASELINES)})")
+    p.add_argument("--quiet", action="store_true", help="not the list of files written: only the page check's line")
     p.add_argument("--published", action="store_true",
                    help="add the study's published Mali-T628 figures (tables 6.2, 7.4) as labelled columns")
     p.set_defaults(func=cmd_report)

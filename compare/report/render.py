@@ -271,7 +271,8 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
                   for r in results]
         if plots.summary(groups, stage / "summary.png", "Each side's fastest backend against CLBlast at its best"):
             index.image("summary.png", "each side's fastest backend's speedup over CLBlast at its best")
-            index.para("Each bar: the fastest backend of one side (hand-written, the search compiler, the peers) "
+            index.para("Each bar: the fastest backend of one side (hand-written, the search compiler, the library engine, "
+                       "the peers) "
                        "over CLBlast at its best in the same run, with its 95% interval; only outputs that passed "
                        "the check against the float64 oracle.")
             names.append("summary.png")
