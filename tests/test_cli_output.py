@@ -97,3 +97,25 @@ def test_quiet_says_only_the_answer(capsys, tmp_path):
     assert code == 0 and out.splitlines()[0] == "The answer:" and "GFLOP/s" not in out and err == ""
     code, out, _ = run(capsys, "check", "--net", "lenet", "--backends", "numpy", "--batch", "2", "--quiet")
     assert code == 0 and out == "1 of 1 passed\n"
+
+
+def test_progress_names_the_backend_of_all_the_repeat_and_the_time_left(capsys, monkeypatch, tmp_path):
+    import compare.cli as cli
+    said = []
+
+    class Recorder:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def update(self, text):
+            said.append(text)
+
+        def done(self):
+            pass
+    monkeypatch.setattr(cli, "Progress", Recorder)
+    code, _, _ = run(capsys, "run", "--net", "lenet", "--backends", "numpy,vectorised", "--batch", "2",
+                     "--repeats", "5", "--warmup", "1", "--peak-gflops", "10", "--out", str(tmp_path / "r.json"))
+    assert code == 0
+    assert any(t.startswith("backend 1 of 2: numpy: end to end, repeat 1/5") for t in said)
+    assert any(t.startswith("backend 2 of 2: vectorised: end to end, repeat 3/5, about ") and t.endswith(" left")
+               for t in said)
