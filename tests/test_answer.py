@@ -213,3 +213,27 @@ def test_every_sentence_of_the_committed_answers_is_short():
     assert max(len(line) for line in said) < answer.SENTENCE_MAX
     for _, headers, rows in answer.answer_tables([load_results(p) for p in files]):
         assert len(headers) <= 7 and all(len(r) == len(headers) for r in rows)
+
+
+def test_the_engine_shows_through_the_commands_and_the_report_once_its_results_exist(tmp_path, capsys):
+    from compare.cli import main
+    from compare.results import load_results
+    path = tmp_path / "engine.json"
+    d = small_results_dict()
+    _with_engine(d, ms=0.625)   # faster than the hand-written backend
+    path.write_text(json.dumps(d))
+    assert main(["answer", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "- Engine `opencv` (0.625 ms, searched 2/4): 2.00x [2.00, 2.00] faster than hand-written," in out
+    assert main(["answer", "--markdown", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "| engine " in table and "`opencv` 0.625 ms, searched 2/4: 0.50x [0.50, 0.50]" in table
+    assert main(["answer", "--json", str(path)]) == 0
+    (engine,) = json.loads(capsys.readouterr().out)["files"][0]["alternatives"]
+    assert engine["side"] == "engine" and engine["fastest"]["depth"] == "searched 2/4"
+    assert engine["hand_written_over_it"]["value"] == 0.5 and engine["it_over_clblast"]["verdict"] == "faster"
+    render_report([load_results(path)], [str(path)], str(tmp_path / "out"))
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "- Engine `opencv` (0.625 ms, searched 2/4)" in md
+    page = (tmp_path / "out" / "net-tiny-b1-test-gpu.md").read_text()
+    assert "| opencv " in page and "auto-tuned: 2 of 4 convolutions searched" in page
