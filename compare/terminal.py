@@ -46,6 +46,11 @@ def caps(headers, rows, width: int = WIDTH, gap: int = GAP) -> list[int | None]:
                  for w in re.split(r"[ \t\n]+|(?<=\w-)(?=\w)", c)]
         return max(NARROWEST, min(LONGEST_WORD, max(words)))
     floor = [min(natural[i], longest_word(i)) for i in range(n)]
+    if n:   # the first column names the row: its first word stays whole, its next lines are indented by one
+        floor[0] = min(natural[0], max(max(len(c.split()[0]) if c.split() else 0,
+                                           max(len(w) + 1 for w in re.split(r"[ \t\n]+|(?<=\w-)(?=\w)", c)))
+                                       for c in cells[0][1:] or [""]))
+        floor[0] = max(floor[0], min(natural[0], len(cells[0][0]) + HEADER_PAD))
     cap = list(natural)
     while sum(cap) + gap * (n - 1) > width:
         movable = [i for i in range(n) if cap[i] > floor[i]]
@@ -71,12 +76,19 @@ def table(rows, headers, width: int = WIDTH) -> str:
     if _fitted(headers, rows, limits) + gap * (len(headers) - 1) > width:
         gap, fmt = 1, "compare-compact"
         limits = caps(headers, rows, width, gap)
+    if limits and limits[0] is not None:   # wrapped here, so that a row's next lines start with a space
+        rows = [[_indented(r[0], limits[0])] + r[1:] if r else r for r in rows]
+        limits[0] = None
     if not any(limits):
         made = tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
     else:
         made = tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True, maxcolwidths=limits,
                         maxheadercolwidths=[None if c is None else c - HEADER_PAD for c in limits])
     return made.replace("\u00a0", " ")
+
+
+def _indented(text: str, width: int) -> str:
+    return textwrap.fill(text, width, subsequent_indent=" ", break_long_words=False)
 
 
 def _fitted(headers, rows, limits) -> int:
