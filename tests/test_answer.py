@@ -3,6 +3,8 @@ its best with the interval, and the tuning behind CLBlast's figure; and
 the table of each problem's tuning progress."""
 import json
 
+import pytest
+
 from compare.report import answer
 from compare.report import tables as rt
 from compare.report import render_report
@@ -237,3 +239,20 @@ def test_the_engine_shows_through_the_commands_and_the_report_once_its_results_e
     assert "- Engine `opencv` (0.625 ms, searched 2/4)" in md
     page = (tmp_path / "out" / "net-tiny-b1-test-gpu.md").read_text()
     assert "| opencv " in page and "auto-tuned: 2 of 4 convolutions searched" in page
+
+
+@pytest.mark.parametrize("mode, depth, label", [
+    ("opencl-tuned", "opencl-tuned: 3 of 7 convolutions of the pass auto-tuned on this device; none tuned at run "
+                     "time (ocl4dnn's configurations in /somewhere, by `compare tune --scope opencv`)", "tuned 3/7"),
+    ("opencl", "opencl: ocl4dnn's configurations by its heuristics; tuned mode: 3 of 7 convolutions of the pass "
+               "auto-tuned on this device (...)", "untuned"),
+])
+def test_the_engines_depth_is_the_mode_that_ran_and_its_caveat_stays(mode, depth, label):
+    def engine(d):
+        _with_engine(d, depth=depth)
+        d["backends"][-1]["mode"] = mode
+        d["backends"][-1]["config"]["mode_label"] = f"{mode}, partly on the CPU"
+    res = _results(engine)
+    said = next(line for line in answer.lines(res) if line.startswith("Engine"))
+    assert said.startswith(f"Engine `opencv` (3.000 ms, {label}, partly on the CPU): ")
+    assert "/somewhere" not in said and len(said) < answer.SENTENCE_MAX

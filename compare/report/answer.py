@@ -80,14 +80,17 @@ def depth_label(b: BackendResult) -> str | None:
         return "database"
     if b.family not in SAME_DEVICE:
         return None
-    text = search_behind(b) or ""
-    if text.startswith(("untuned", "not searched", "not tuned")) or b.mode == "untuned":
+    # the mode that ran is said first; what another mode ("; tuned mode: ...") would have had comes after
+    ran = (search_behind(b) or "").split("; ")[0]
+    counts = _KERNELS.search(ran)
+    if ran.startswith(("untuned", "not searched", "not tuned")) or b.mode == "untuned" or (
+            "heuristic" in ran and not counts):
         return "untuned"
-    counts = _KERNELS.search(text)
     if counts:
-        return f"searched {counts.group(1)}/{counts.group(2)}"
-    if text:
-        return text.split(":")[0].split(",")[0].split(";")[0][:24]
+        verb = "tuned" if "tuned" in ran and "searched" not in ran else "searched"
+        return f"{verb} {counts.group(1)}/{counts.group(2)}"
+    if ran:
+        return ran.split(":")[0].split(",")[0][:24]
     return b.mode
 
 
@@ -101,11 +104,19 @@ def fmt_ms(ms: float | None) -> str:
     return f"{ms:.1f} ms" if ms >= 100 else f"{ms:.2f} ms" if ms >= 10 else f"{ms:.3f} ms"
 
 
+def _caveat(b: BackendResult) -> str | None:
+    """What a backend's own label adds to its mode ('partly on the CPU'), kept where the mode gives way to the
+    depth."""
+    label, mode = str((b.config or {}).get("mode_label") or ""), b.mode or ""
+    return label[len(mode) + 2:] if mode and label.startswith(mode + ", ") else None
+
+
 def who(b: BackendResult) -> str:
     """A contender in a few words: its name (with its mode, where the mode is not its depth), and its depth."""
     depth = depth_label(b)
     name = f"`{b.name}`" if depth else f"`{b.label}`"
-    return f"{name} ({fmt_ms(an.compute_ms(b))}" + (f", {depth})" if depth else ")")
+    said = [fmt_ms(an.compute_ms(b))] + [w for w in (depth, _caveat(b) if depth else None) if w]
+    return f"{name} ({', '.join(said)})"
 
 
 @dataclass
@@ -202,8 +213,9 @@ def _cell(b: BackendResult | None) -> str:
     if b is None:
         return "none passed"
     depth = depth_label(b)
-    return (f"`{b.name}` {fmt_ms(an.compute_ms(b))}, {depth}" if depth
-            else f"`{b.label}` {fmt_ms(an.compute_ms(b))}")
+    if not depth:
+        return f"`{b.label}` {fmt_ms(an.compute_ms(b))}"
+    return f"`{b.name}` {fmt_ms(an.compute_ms(b))}, " + ", ".join(w for w in (depth, _caveat(b)) if w)
 
 
 def _ratio(s: Speedup | None) -> str:
