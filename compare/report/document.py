@@ -14,6 +14,11 @@ STYLE = ("body{font-family:sans-serif;max-width:72em;margin:auto;padding:0 1em}t
          "td:first-child,th:first-child{text-align:left}img{max-width:100%}code{font-size:90%}")
 
 
+def _cell(value) -> str:
+    """A table cell's text as Markdown keeps it in its cell: a '|' escaped, a line break a space."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
 class Document:
     def __init__(self, title: str):
         self.title = title
@@ -58,7 +63,8 @@ class Document:
                 out += [f"- {item}" for item in block[1]] + [""]
             elif kind == "table":
                 _, headers, rows, caption = block
-                out += [tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), ""]
+                out += [tabulate([[_cell(c) for c in r] for r in rows], headers=[_cell(h) for h in headers],
+                                 tablefmt="github", disable_numparse=True), ""]
                 if caption:
                     out += [f"*{caption}*", ""]
             elif kind == "code":
