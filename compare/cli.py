@@ -347,8 +347,8 @@ def cmd_sweep(args) -> int:
     def finished(res: RunResult, path: Path | None) -> None:
         progress.done()
         done.append(res)
-        print(f"== {res.net.name} batch {res.net.batch} on {res.device.name} ({res.net.flops / 1e9:.3g} GFLOP per "
-              f"pass), median of {base.repeats} runs: {path or 'not written'}")
+        print(wrap(f"== {res.net.name} batch {res.net.batch} on {res.device.name} ({res.net.flops / 1e9:.3g} GFLOP per "
+              f"pass), median of {base.repeats} runs: {path or 'not written'}", indent="   "))
         print(summary_table(res, baselines) + "\n")
 
     keeper = Keeper(out)
