@@ -61,7 +61,9 @@ class Samples:
 
     def __post_init__(self):
         if self.values and (self.p90 is None or self.p99 is None):
-            self.p90, self.p99 = (float(p) for p in np.percentile(np.asarray(self.values, np.float64), [90, 99]))
+            p90, p99 = (float(p) for p in np.percentile(np.asarray(self.values, np.float64), [90, 99]))
+            self.p90 = p90 if self.p90 is None else self.p90   # one that was kept stays, to be validated
+            self.p99 = p99 if self.p99 is None else self.p99
 
     @classmethod
     def of(cls, values) -> Samples | None:
