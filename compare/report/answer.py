@@ -177,8 +177,9 @@ def lines(res: RunResult) -> list[str]:
                    + ".")
     left = [f"`{b.name}` ({an.untrusted_why(res, b)})" for b in an.timed(res) if an.untrusted_why(res, b)]
     left += [f"`{b.name}` (FAILED)" for b in res.backends if b.status == "FAILED"]
-    if left:
-        out.append("In no ratio: " + ", ".join(left) + ".")
+    if left:   # the reasons are in the run's tables; here the names, a few at most
+        out.append("In no ratio: " + ", ".join(left[:4]) + (f" and {len(left) - 4} more" if len(left) > 4 else "")
+                   + ".")
     return out
 
 
@@ -190,7 +191,11 @@ def sentence(res: RunResult) -> str | None:
 
 def sentences(results: list[RunResult]) -> list[str]:
     """Every file's answer: its heading, then its sentences."""
-    return [line for r in results if lines(r) for line in [heading(r)] + ["- " + s for s in lines(r)]]
+    out = []
+    for r in results:
+        said = lines(r)
+        out += [heading(r)] + ["- " + s for s in said] if said else []
+    return out
 
 
 def depth_rows(res: RunResult):
