@@ -8,6 +8,7 @@ traceback only with --debug).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as _dt
 import shlex
@@ -39,6 +40,7 @@ from .modes import MODES, checks
 from .runner import Outputs, Plan, execute, exit_code
 from .signals import install_handlers, restore_handlers
 from .tables import check_table, layer_table, modes_table, summary_table
+from .terminal import table as fit_table, wrap
 from .tune_cli import add_tune_parser
 
 
@@ -203,11 +205,12 @@ def _execute(args, mode: str):
     if args.save_outputs:
         check_writable(args.save_outputs, "--save-outputs", folder=True)
     plan = _plan(args, mode)
-    progress = Progress()
+    progress = Progress(in_place=False, every_s=float("inf")) if getattr(args, "quiet", False) else Progress()
 
     def say(line: str) -> None:   # a line that stays, before the tables
         progress.done()
-        print(line + "\n", flush=True)
+        if not getattr(args, "quiet", False):
+            print(wrap(line, indent="  ") + "\n", flush=True)
     try:
         results, outputs = execute(plan, progress.update, say)
     finally:
@@ -221,17 +224,52 @@ def _execute(args, mode: str):
 
 # -- subcommands ------------------------------------------------------------
 
+STDOUT = "-"   # --out -: the results file's JSON on stdout, and what is said for people on stderr
+
+
+def _human(to_stdout: bool):
+    """Where the text for people goes: stdout, or stderr while stdout carries a JSON document."""
+    return contextlib.nullcontext() if to_stdout else contextlib.redirect_stdout(sys.stderr)
+
+
+def _answer_text(results: RunResult) -> str | None:
+    said = answer.lines(results)
+    if not said:
+        return None
+    return "\n".join([answer.heading(results)] + [wrap("- " + line, indent="  ") for line in said])
+
+
 def cmd_run(args) -> int:
     out = args.out or _default_out(Path(args.net).stem)
-    check_writable(out, "--out")
-    results, plan, problems = _execute(args, args.mode)
-    kept = keep_file(out, text_writer(to_json(results)), "--out", "results")
+    if out != STDOUT:
+        check_writable(out, "--out")
+    with _human(out != STDOUT):
+        results, plan, problems = _execute(args, args.mode)
+    if out == STDOUT:
+        sys.stdout.write(to_json(results) + "\n")
+        kept = None
+    else:
+        kept = keep_file(out, text_writer(to_json(results)), "--out", "results")
+    with _human(out != STDOUT):
+        if not args.quiet:
+            _run_tables(results, plan, args)
+        if kept is not None and kept.problem is None and not args.quiet:
+            print(f"\nresults written to {out}")
+        _print_failures(results)
+        unwritten(problems + [kept.problem if kept else None])
+        said = _answer_text(results)
+        if said:   # the conclusion last, where a reader of the terminal looks
+            print(("" if args.quiet else "\n") + "The answer:\n" + said)
+    return exit_code(results)
+
+
+def _run_tables(results: RunResult, plan, args) -> None:
     device = results.device.name
-    print(f"{plan.net.name} batch {plan.batch} on {device} ({results.net.flops / 1e9:.2f} GFLOP per pass), "
-          f"median of {plan.repeats} runs\n")
+    print(wrap(f"{plan.net.name} batch {plan.batch} on {device} ({results.net.flops / 1e9:.2f} GFLOP per pass), "
+               f"median of {plan.repeats} runs") + "\n")
     for b in results.backends:
         if b.ok and b.timing:
-            print(f"== {b.name}: {b.summary} [{b.info.get('device', device)}]")
+            print(wrap(f"== {b.name}: {b.summary} [{b.info.get('device', device)}]", indent="   "))
             print(layer_table(results, b) + "\n")
     print(summary_table(results, parse_baselines(args.baseline)))
     modes = modes_table(results)
@@ -239,45 +277,60 @@ def cmd_run(args) -> int:
         print("\n" + modes)
     if plan.checks:
         print("\n" + check_table(results))
-    if kept.problem is None:
-        print(f"\nresults written to {out}")
-    _print_failures(results)
-    unwritten(problems + [kept.problem])
-    said = answer.lines(results)
-    if said:   # the conclusion last, where a reader of the terminal looks
-        print("\nThe answer:\n" + "\n".join(said))
-    return exit_code(results)
+
+
+def _verdict(results: RunResult) -> str:
+    """`compare check`'s last line: how many of the backends that ran passed."""
+    ran = [b for b in results.backends if b.status in ("OK", "FAILED")]
+    passed = [b for b in ran if b.passed]
+    idle = len(results.backends) - len(ran)
+    return (f"{len(passed)} of {len(ran)} passed" + (f" ({idle} could not run here: see above)" if idle else "")
+            + ("" if len(passed) == len(ran) else f"; failed: {', '.join(b.name for b in ran if not b.passed)}"))
 
 
 def cmd_check(args) -> int:
-    if args.out:
+    to_stdout = args.out == STDOUT
+    if args.out and not to_stdout:
         check_writable(args.out, "--out")
-    results, plan, problems = _execute(args, "correctness")
-    if args.out:
+    if to_stdout and args.json:
+        raise UserError("--out - and --json both want stdout: give one (--out FILE keeps the results file)")
+    with _human(not (to_stdout or args.json)):
+        results, plan, problems = _execute(args, "correctness")
+    if to_stdout:
+        sys.stdout.write(to_json(results) + "\n")
+    elif args.out:
         problems.append(keep_file(args.out, text_writer(to_json(results)), "--out", "results").problem)
-    print(f"{plan.net.name} batch {plan.batch}: outputs against the float64 oracle "
-          f"(each layer on the oracle's input, and end to end)\n")
-    print(check_table(results))
-    if args.data:
-        from .digits import accuracy_table, disagreements
-        print("\n" + accuracy_table(results))
-    _print_failures(results)
-    code = exit_code(results)
-    failed = None
-    if code == 1 and not any(b.status == "FAILED" for b in results.backends):
-        failed = "check failed: see the table above"
-    if args.data and code == 0 and disagreements(results):
-        failed = f"check failed: {', '.join(disagreements(results))} predicted differently (see the accuracy table)"
-    if failed and any(problems):   # said first: the line naming where the files are comes last
-        print(f"error: {failed}", file=sys.stderr)
-    unwritten(problems)
+    if args.json:
+        from .machine import check_payload, emit
+        emit("check", check_payload(results))
+    with _human(not (to_stdout or args.json)):
+        if not args.quiet:
+            print(wrap(f"{plan.net.name} batch {plan.batch}: outputs against the float64 oracle "
+                       f"(each layer on the oracle's input, and end to end)") + "\n")
+            print(check_table(results))
+            if args.data:
+                from .digits import accuracy_table
+                print("\n" + accuracy_table(results))
+        _print_failures(results)
+        code = exit_code(results)
+        failed = None
+        if code == 1 and not any(b.status == "FAILED" for b in results.backends):
+            failed = "check failed: see the table above"
+        if args.data and code == 0:
+            from .digits import disagreements
+            if disagreements(results):
+                failed = (f"check failed: {', '.join(disagreements(results))} predicted differently "
+                          f"(see the accuracy table)")
+        print(("" if args.quiet else "\n") + _verdict(results))
+        if failed and any(problems):   # said first: the line naming where the files are comes last
+            print(f"error: {failed}", file=sys.stderr)
+        unwritten(problems)
     if failed:
         raise CheckFailed(failed)
     return code
 
 
 def cmd_sweep(args) -> int:
-    from tabulate import tabulate
 
     from . import sweep as sw
     from .report.sweeps import batches_text, comparisons, crossover, notes, per_image_table, speedup_table
@@ -294,8 +347,8 @@ def cmd_sweep(args) -> int:
     def finished(res: RunResult, path: Path | None) -> None:
         progress.done()
         done.append(res)
-        print(f"== {res.net.name} batch {res.net.batch} on {res.device.name} ({res.net.flops / 1e9:.3g} GFLOP per "
-              f"pass), median of {base.repeats} runs: {path or 'not written'}")
+        print(wrap(f"== {res.net.name} batch {res.net.batch} on {res.device.name} ({res.net.flops / 1e9:.3g} GFLOP per "
+              f"pass), median of {base.repeats} runs: {path or 'not written'}", indent="   "))
         print(summary_table(res, baselines) + "\n")
 
     keeper = Keeper(out)
@@ -312,10 +365,10 @@ def cmd_sweep(args) -> int:
         raise
     print(f"{base.net.name}: time per image (ms), end-to-end compute over the batch")
     for headers, rows in (per_image_table(done), speedup_table(done)):
-        print(tabulate(rows, headers=headers, disable_numparse=True) + "\n")
-    print(f"where CLBlast catches up: {crossover(comparisons(done))}")
+        print(fit_table(rows, headers) + "\n")
+    print(wrap(f"where CLBlast catches up: {crossover(comparisons(done))}"))
     for note in notes(done):
-        print(note)
+        print(wrap(note))
     if keeper.error is None:
         print(f"\nsweep written to {path}; `compare report {path}` renders it")
     for res in done:
@@ -338,38 +391,57 @@ def cmd_weights(args) -> int:
 
 
 def cmd_nets(args) -> int:
-    from tabulate import tabulate
+    if args.json:
+        from .machine import emit
+        emit("nets", {"nets": [{"name": n.name, "default_batch": n.default_batch, "input_shape": list(n.input_shape),
+                                "layers": len(n.layers), "params": n.params(), "gflop_per_image": n.flops(1) / 1e9,
+                                "description": n.description} for n in nets.NETS.values()]})
+        return 0
     rows = [[n.name, n.default_batch, "x".join(map(str, n.input_shape)), len(n.layers), f"{n.params():,}",
              f"{n.flops(1) / 1e9:.3f}", n.description] for n in nets.NETS.values()]
-    print(tabulate(rows, headers=["net", "batch", "input", "layers", "params", "GFLOP/image", "description"]))
+    print(fit_table(rows, ["net", "batch", "input", "layers", "params", "GFLOP/image", "description"]))
     return 0
 
 
-def cmd_backends(args) -> int:
-    from tabulate import tabulate
+def _backend_rows() -> list[dict]:
     rows = []
     for name in backends.names():
         reason = backends.unavailable_reason(name)
-        summary = backends.backend_class(name).summary if not (reason or "").startswith("cannot import") else ""
-        rows.append([name, "available" if reason is None else "unavailable", reason or summary])
-    print(tabulate(rows, headers=["backend", "status", "what it is / why not"]))
+        cls = backends.backend_class(name) if not (reason or "").startswith("cannot import") else None
+        rows.append({"name": name, "status": "available" if reason is None else "unavailable",
+                     "family": str(cls.family) if cls else None, "summary": cls.summary if cls else None,
+                     "reason": reason})
+    return rows
+
+
+def cmd_backends(args) -> int:
+    rows = _backend_rows()
+    if args.json:
+        from .machine import emit
+        emit("backends", {"backends": rows})
+        return 0
+    print(fit_table([[r["name"], r["status"], r["reason"] or r["summary"] or ""] for r in rows],
+                    ["backend", "status", "what it is / why not"]))
     return 0
 
 
 def cmd_devices(args) -> int:
-    from tabulate import tabulate
-
     from backends.opencl.runtime import all_devices, device_info, select_device
     chosen = select_device(args.device)
-    rows = []
+    found = []
     for index, _plat, dev in all_devices():
         info = device_info(dev)
-        rows.append(["*" if dev.int_ptr == chosen.int_ptr else "", index, info["name"], info["platform"],
-                     info["type"], info["driver"], info["opencl"], info["compute_units"],
-                     f"{info['global_mem_bytes'] / 2**20:.0f}", f"{info['max_alloc_bytes'] / 2**20:.0f}",
-                     info["max_work_group_size"]])
-    print(tabulate(rows, headers=["", "index", "device", "platform", "type", "driver", "OpenCL", "CUs",
-                                  "memory MiB", "max alloc MiB", "max work-group"], disable_numparse=True))
+        found.append({"index": index, "default": dev.int_ptr == chosen.int_ptr, **info})
+    if args.json:
+        from .machine import emit
+        emit("devices", {"devices": found})
+        return 0
+    # the driver's version and the work-group limit are in --json: here the columns a choice rests on
+    rows = [["*" if d["default"] else "", d["index"], d["name"], d["platform"], d["type"],
+             " ".join(d["opencl"].split()[:2]), d["compute_units"], f"{d['global_mem_bytes'] / 2**20:.0f}",
+             f"{d['max_alloc_bytes'] / 2**20:.0f}"] for d in found]
+    print(fit_table(rows, ["", "index", "device", "platform", "type", "OpenCL", "CUs", "memory MiB",
+                           "max alloc MiB"]))
     print("\n* the device used by default (choose another with --device INDEX|NAME or PYOPENCL_CTX)")
     return 0
 
@@ -419,21 +491,39 @@ def cmd_report(args) -> int:
     except OSError as exc:   # nothing measured is lost: the report is rendered again from the same files
         raise UserError(f"cannot write the report into --out {args.out} ({exc.strerror or exc}): nothing of it was "
                         f"written there; free some room and run `compare report` again") from None
-    for path in written:
-        print(f"wrote {path}")
-    return 0
+    from .report.pagecheck import check_folder
+    pages, images, problems = check_folder(args.out)
+    if not args.quiet:
+        for path in written:
+            print(f"wrote {path}")
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    print(f"{args.out}: {pages} pages and {images} images checked, "
+          + (f"{len(problems)} problems" if problems else "every link and image there"))
+    return 1 if problems else 0
 
 
 def cmd_answer(args) -> int:
     from tabulate import tabulate
 
-    from .report.answer import answer_table, sentences
+    from .report.answer import TABLE_NOTE, answer_tables, as_data, heading, lines
     results = [load_results(p) for p in _once(args.files)]
-    if args.table:
-        headers, rows = answer_table(results)
-        print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
+    if args.json:
+        from .machine import emit
+        emit("answer", {"files": [{"file": p, **dataclasses.asdict(as_data(r))} for p, r in zip(args.files, results)]})
+    elif args.markdown:   # the README's tables
+        blocks = [f"**{device}**\n\n" + tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+                  for device, headers, rows in answer_tables(results)]
+        print("\n\n".join(blocks))
+    elif args.table:
+        for device, headers, rows in answer_tables(results):
+            print(f"{device}\n" + fit_table([[c.replace("`", "") for c in r] for r in rows], headers) + "\n")
+        print(wrap(TABLE_NOTE))
     else:
-        print("\n".join(sentences(results)))
+        for r in results:
+            said = lines(r)
+            if said:
+                print("\n".join([heading(r)] + [wrap("- " + line, indent="  ") for line in said]))
     return 0
 
 
@@ -490,10 +580,17 @@ def _add_run_options(p, with_timing: bool) -> None:
     if with_timing:
         _add_timing_options(p)
         p.add_argument("--mode", choices=MODES, default="both", help="check outputs, time them, or both (default)")
-        p.add_argument("--out", help="results file (default results/<net>-<date>.json)")
+        p.add_argument("--out", help="results file (default results/<net>-<date>.json); '-': its JSON on stdout, "
+                                     "the text for people on stderr")
     else:
         p.set_defaults(repeats=1, warmup=1, mode="correctness")
-        p.add_argument("--out", help="also write a results file")
+        p.add_argument("--out", help="also write a results file ('-': its JSON on stdout)")
+    p.add_argument("--quiet", action="store_true", help="no progress line and no tables: only the answer "
+                                                        "(run) or the verdict (check), and errors")
+
+
+def _add_json_option(p, what: str) -> None:
+    p.add_argument("--json", action="store_true", help=f"one JSON document on stdout: {what} (docs/files.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -508,6 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="check each backend's outputs against the float64 oracle (exit 1 on failure)")
     _add_run_options(p, with_timing=False)
+    _add_json_option(p, "each backend's verdict against the oracle and the count passed")
     p.add_argument("--data", choices=["digits"],
                    help="digits: run on scikit-learn's held-out handwritten digits and print each backend's "
                         "top-1 accuracy (lenet defaults to the weights trained on them, nets/data/lenet-digits.npz)")
@@ -527,6 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="report", help="output folder (default ./report)")
     p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
                    help=f"the backends speedups are taken over, in order (default {','.join(DEFAULT_BASELINES)})")
+    p.add_argument("--quiet", action="store_true", help="not the list of files written: only the page check's line")
     p.add_argument("--published", action="store_true",
                    help="add the study's published Mali-T628 figures (tables 6.2, 7.4) as labelled columns")
     p.set_defaults(func=cmd_report)
@@ -534,7 +633,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("answer", help="the study's question answered from results files: in sentences, or as "
                                       "the README's table (--table)")
     p.add_argument("files", nargs="+", help="results JSON files")
-    p.add_argument("--table", action="store_true", help="one Markdown row per device and net")
+    p.add_argument("--table", action="store_true", help="a table per device, a row per net")
+    p.add_argument("--markdown", action="store_true", help="the tables in Markdown (the README's)")
+    _add_json_option(p, "each file's answer: its sentences, sides, ratios and intervals")
     p.set_defaults(func=cmd_answer)
 
     p = sub.add_parser("peak", help="measure the device's multiply-add throughput and memory bandwidth")
@@ -552,10 +653,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("devices", help="list the OpenCL platforms and devices")
     add_device_option(p, help="show which device this selection picks")
+    _add_json_option(p, "every device's properties and which is the default")
     p.set_defaults(func=cmd_devices)
 
-    sub.add_parser("backends", help="list the backends and whether they can run here").set_defaults(func=cmd_backends)
-    sub.add_parser("nets", help="list the nets").set_defaults(func=cmd_nets)
+    p = sub.add_parser("backends", help="list the backends and whether they can run here")
+    _add_json_option(p, "each backend's name, status, side, summary and why it cannot run")
+    p.set_defaults(func=cmd_backends)
+    p = sub.add_parser("nets", help="list the nets")
+    _add_json_option(p, "each net's batch, input shape, layers, parameters and GFLOP per image")
+    p.set_defaults(func=cmd_nets)
     return parser
 
 

@@ -95,7 +95,7 @@ def disagreements(results) -> list[str]:
 
 
 def accuracy_table(results) -> str:
-    from tabulate import tabulate
+    from .terminal import table
     d = results.digits
     rows = []
     if d.oracle_accuracy is not None:
@@ -106,8 +106,7 @@ def accuracy_table(results) -> str:
         else:
             rows.append([b.name, b.status, "-", b.reason.splitlines()[0] if b.reason else "-"])
     head = (f"top-1 accuracy on {d.images} held-out digits (class = argmax of the first {CLASSES} outputs)\n")
-    return head + tabulate(rows, headers=["backend", "status", "top-1", f"predictions differing from {d.compared_with}"],
-                           disable_numparse=True)
+    return head + table(rows, ["backend", "status", "top-1", f"predictions differing from {d.compared_with}"])
 
 
 def _count(n) -> str:

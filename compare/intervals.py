@@ -6,6 +6,11 @@ repeats of two backends are not paired), the ratio of the two medians is
 taken each time, and the 2.5th and 97.5th percentiles of those ratios bound
 the interval.  The resampling is seeded, so a report renders the same
 interval every time.  A winner is named only where the interval excludes 1x.
+
+A comparison has one interval whichever way round it is stated: the
+bootstrap is drawn for the ratio of the slower side over the faster (at or
+above 1x), and the other way round is its exact inverse, (1/high, 1/low),
+not a second bootstrap with other draws.
 """
 from __future__ import annotations
 
@@ -24,9 +29,26 @@ def _medians(values, draws: np.ndarray) -> np.ndarray:
 def ratio_interval(num_values, den_values, resamples: int = RESAMPLES,
                    confidence: float = CONFIDENCE) -> tuple[float, float] | None:
     """(low, high) of median(num) / median(den), or None without raw samples
-    (a version-1 file) or with fewer than 2 of them on either side."""
+    (a version-1 file) or with fewer than 2 of them on either side.
+    ratio_interval(b, a) is exactly (1/high, 1/low) of ratio_interval(a, b)."""
     if len(num_values) < 2 or len(den_values) < 2:
         return None
+    if not _drawn_this_way(num_values, den_values):
+        low, high = _bootstrap(den_values, num_values, resamples, confidence)
+        return 1 / high, 1 / low
+    return _bootstrap(num_values, den_values, resamples, confidence)
+
+
+def _drawn_this_way(num_values, den_values) -> bool:
+    """Is num/den the orientation the bootstrap is drawn in: the larger median over the smaller (ties by
+    the values themselves, so that exactly one of the two orientations is)?"""
+    num, den = float(np.median(num_values)), float(np.median(den_values))
+    if num != den:
+        return num > den
+    return [float(v) for v in num_values] >= [float(v) for v in den_values]
+
+
+def _bootstrap(num_values, den_values, resamples: int, confidence: float) -> tuple[float, float]:
     rng = np.random.default_rng(SEED)
     num = _medians(num_values, rng.integers(0, len(num_values), (resamples, len(num_values))))
     den = _medians(den_values, rng.integers(0, len(den_values), (resamples, len(den_values))))

@@ -1,12 +1,14 @@
 """One status line on stderr during long runs.  On a terminal it is redrawn in place; off one (a log
-file, a background job) it is written as a plain line at most once a minute, so that a short command
+file, a background job) it is written as a plain line at most every 20 s, so that a short command
 stays quiet and an hours-long `compare tune` still shows where it is."""
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 
-LOG_EVERY_S = 60.0
+LOG_EVERY_S = 20.0
+WIDTH = 100
 
 
 class Progress:
@@ -19,14 +21,15 @@ class Progress:
         self._last = clock()   # off a terminal the first line waits a whole period too
 
     def update(self, text: str) -> None:
-        text = text[:150]
         if not self.in_place:
+            text = text[:WIDTH - 9]   # after the time: within a 100-column terminal
             now = self._clock()
             if now - self._last >= self._every_s:
                 self._last = now
                 self.stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
                 self.stream.flush()
             return
+        text = text[:shutil.get_terminal_size((WIDTH, 24)).columns - 1]   # a longer line would wrap, and \r not reach it
         self.stream.write("\r" + text.ljust(self._width))
         self.stream.flush()
         self._width = len(text)

@@ -28,7 +28,7 @@ VERSION = 3
 STATUSES = ("OK", "FAILED", "UNAVAILABLE", "UNSUPPORTED")
 CHECK_STATUSES = ("PASS", "FAIL")
 MODE_STATUSES = STATUSES + ("SKIPPED",)   # a mode not timed because it could not win (runner.py)
-FAMILIES = ("reference", "clblast", "hand-written", "compiler", "peer", "")   # backends/base.py Family; "": none
+FAMILIES = ("reference", "clblast", "hand-written", "compiler", "engine", "peer", "")   # backends/base.py Family; "": none
 
 
 class Malformed(ValueError):
@@ -54,6 +54,16 @@ class Samples:
     iqr: float
     n: int
     values: list[float] = field(default_factory=list)
+    # the tail (numpy's linear percentiles of the values); files written before they were kept have them
+    # filled in from their values on load, a version-1 file (no values) has none
+    p90: float | None = None
+    p99: float | None = None
+
+    def __post_init__(self):
+        if self.values and (self.p90 is None or self.p99 is None):
+            p90, p99 = (float(p) for p in np.percentile(np.asarray(self.values, np.float64), [90, 99]))
+            self.p90 = p90 if self.p90 is None else self.p90   # one that was kept stays, to be validated
+            self.p99 = p99 if self.p99 is None else self.p99
 
     @classmethod
     def of(cls, values) -> Samples | None:
@@ -64,13 +74,18 @@ class Samples:
         return cls(median=float(med), min=min(xs), max=max(xs), q1=float(q1), q3=float(q3),
                    iqr=float(q3 - q1), n=len(xs), values=xs)
 
+    @property
+    def spread(self) -> float | None:
+        """The interquartile range as a share of the median: how much the repeats vary."""
+        return self.iqr / self.median if self.median else None
+
     def validate(self, where: str) -> None:
         if not self.values:
             return
         if len(self.values) != self.n:
             raise Malformed(where, f"n is {self.n} but {len(self.values)} values are kept")
         fresh = Samples.of(self.values)
-        for name in ("median", "min", "max", "q1", "q3"):
+        for name in ("median", "min", "max", "q1", "q3", "p90", "p99"):
             kept, made = getattr(self, name), getattr(fresh, name)
             if not math.isclose(kept, made, rel_tol=1e-9, abs_tol=1e-12):
                 raise Malformed(f"{where}.{name}", f"is {kept}, but the values kept give {made}")

@@ -177,7 +177,8 @@ class Session:
 
     def __init__(self, plan: Plan, progress=lambda s: None, say=None):
         self.plan = plan
-        self.progress = progress
+        self._progress = progress
+        self._where = ""   # "backend 2 of 5": which of the plan's backends is at work, said before each line
         self.runtime, self.cl_missing = _resolve_device(plan)   # cl_missing: why no OpenCL backend can run
         self.ref = None   # the oracle's output of every layer, when checking
         self._made: dict = {}   # backends made by `announce`, each used once by `open`
@@ -186,6 +187,9 @@ class Session:
         if plan.checks:
             progress(f"computing the float64 reference of {plan.net.name}")
             self.ref = oracle.forward(plan.net, plan.weights, plan.x)
+
+    def progress(self, text: str) -> None:
+        self._progress(f"{self._where}: {text}" if self._where else text)
 
     def announce(self) -> str:
         """What the run will time, said before it starts: the backends that can run here, and the modes
@@ -308,11 +312,13 @@ class Session:
                     raise_if_interrupted()
                     results[mode] = ModeResult(mode, "FAILED", reason=_failure(exc, self.plan.debug))
             ok = [m for m in trials if results[m].status == "OK"]
-            for r in range(self.plan.repeats if len(ok) > 1 else 0):   # one mode left: nothing to choose
+            t0, rounds = time.monotonic(), self.plan.repeats if len(ok) > 1 else 0
+            for r in range(rounds):   # one mode left: nothing to choose
                 for mode, trial in trials.items():
                     if results[mode].status != "OK":
                         continue
-                    self.progress(f"{backend.name} ({mode}): end to end, repeat {r + 1}/{self.plan.repeats}")
+                    self.progress(f"{backend.name} ({mode}): modes end to end, repeat {r + 1}/{self.plan.repeats}"
+                                  + _eta(t0, r, rounds))
                     try:
                         if len(trials) > 1:
                             trial.settle()
@@ -405,10 +411,11 @@ class Session:
         def each(step, settle, what):
             order = ([(o, r) for r in range(plan.repeats) for o in opened] if plan.interleave
                      else [(o, r) for o in opened for r in range(plan.repeats)])
-            for o, r in order:
+            t0 = time.monotonic()
+            for k, (o, r) in enumerate(order):
                 if not o.entry.ok:
                     continue
-                self.progress(f"{o.entry.label}: {what}, repeat {r + 1}/{plan.repeats}")
+                self.progress(f"{o.entry.label}: {what}, repeat {r + 1}/{plan.repeats}{_eta(t0, k, len(order))}")
                 try:
                     if plan.interleave:
                         settle(o.trial)
@@ -443,12 +450,16 @@ class Session:
         """A group of backends: each opened, the group's timed passes, each closed.
         Each backend's result, and its output when it ran."""
         results, opened = [], []
+        every = self.plan.backends
         try:
             for name in names:
+                self._where = f"backend {every.index(name) + 1} of {len(every)}" if name in every else ""
                 entry, o = self.open(name)
                 results.append(entry)
                 if o is not None:
                     opened.append(o)
+            if len(names) > 1:
+                self._where = f"{len(names)} backends interleaved"
             self._rounds(opened)
         except BaseException:   # an interrupt: release the devices, record nothing
             for o in opened:
@@ -456,6 +467,14 @@ class Session:
             raise
         outputs = {id(o.entry): self._close(o) for o in opened}
         return [(entry, outputs.get(id(entry))) for entry in results]
+
+
+def _eta(t0: float, done: int, total: int) -> str:
+    """', about 40 s left' of a stage of `total` like steps, `done` of them taken since `t0`; '' before the first."""
+    if done < 1 or total <= done:
+        return ""
+    left = (time.monotonic() - t0) / done * (total - done)
+    return f", about {left:.0f} s left" if left < 120 else f", about {left / 60:.0f} min left"
 
 
 def _device(runtime) -> Device:

@@ -2,11 +2,10 @@
 and the number formats every table shares."""
 from __future__ import annotations
 
-from tabulate import tabulate
-
 from . import analysis as an
 from .results import BackendResult, RunResult, Samples
 from .speedup import Speedup, of_samples
+from .terminal import table, wrap
 
 DASH = "—"
 # what a step's time is, by how it was measured (backends/base.py Step.how)
@@ -56,7 +55,7 @@ def _steps_text(steps) -> str:
 
 
 def layer_table(res: RunResult, b: BackendResult) -> str:
-    """Per-layer times of one backend: wall, kernel, overhead, GFLOP/s, steps."""
+    """Per-layer times of one backend: wall, kernel, GFLOP/s, steps."""
     rows, fused = [], an.folded(b)
     for i, (spec, t) in enumerate(zip(res.net.layers, b.timing.layers)):
         if spec.name in fused:   # its work is in another layer's kernel: no rate of its own
@@ -64,16 +63,16 @@ def layer_table(res: RunResult, b: BackendResult) -> str:
                 f"; {_steps_text(t.steps) or t.steps[0].name}" if t.steps else "")
         else:
             rate, steps = fmt_num(an.gflops(spec.flops, an.layer_ms(b, i))), _steps_text(t.steps)
-        rows.append([spec.name, spec.kind, f"{spec.flops / 1e6:.1f}", fmt_ms(t.wall), fmt_ms(t.kernel),
-                     fmt_ms(t.overhead), rate, steps])
+        rows.append([spec.name, spec.kind, f"{spec.flops / 1e6:.1f}", fmt_ms(t.wall), fmt_ms(t.kernel), rate, steps])
     e2e = b.timing.end_to_end
     flops = res.net.flops
-    rows.append(["sum of layers", "", f"{flops / 1e6:.1f}", fmt_ms(an.layers_ms(b)), "", "",
+    rows.append(["sum of layers", "", f"{flops / 1e6:.1f}", fmt_ms(an.layers_ms(b)), "",
                  fmt_num(an.gflops(flops, an.layers_ms(b))), ""])
-    rows.append(["end to end", "", "", fmt_ms(e2e.total), "", "", fmt_num(an.gflops(flops, an.compute_ms(b))),
+    rows.append(["end to end", "", "", fmt_ms(e2e.total), "", fmt_num(an.gflops(flops, an.compute_ms(b))),
                  f"upload {fmt_ms(e2e.upload)} + compute {fmt_ms(e2e.compute)} + download {fmt_ms(e2e.download)}"])
-    headers = ["layer", "kind", "MFLOP", "wall ms", "device ms", "overhead ms", "GFLOP/s", "steps (median ms)"]
-    return tabulate(rows, headers=headers, disable_numparse=True) + f"\n({KERNEL_COLUMN})"
+    # the overhead (wall - device) is the report's table 6.2: here the columns it is made of
+    headers = ["layer", "kind", "MFLOP", "wall ms", "device ms", "GFLOP/s", "steps (median ms)"]
+    return table(rows, headers) + "\n" + wrap(f"({KERNEL_COLUMN})")
 
 
 def speedup_cell(res: RunResult, b: BackendResult, ref: BackendResult | None, s: Speedup | None) -> str:
@@ -87,7 +86,7 @@ def speedup_cell(res: RunResult, b: BackendResult, ref: BackendResult | None, s:
 
 
 def summary_table(res: RunResult, baselines=an.DEFAULT_BASELINES) -> str:
-    """One row per backend: status, check, headline time, and its end-to-end
+    """One row per backend: status (its check's verdict where it ran), headline time, and its end-to-end
     speedup over each baseline with the 95% interval (only between backends whose output passed)."""
     tokens = an.baselines(res, baselines)
     rows = []
@@ -95,12 +94,17 @@ def summary_table(res: RunResult, baselines=an.DEFAULT_BASELINES) -> str:
         ms = an.compute_ms(b)
         cells = [speedup_cell(res, b, an.reference(res, t), an.speedup(an.reference(res, t), b)) if ms is not None
                  else DASH for t in tokens]
-        rows.append([b.label, b.status, b.check.status if b.check else DASH, fmt_ms(ms), fmt_ms(an.layers_ms(b)),
-                     fmt_num(an.gflops(res.net.flops, ms)), *cells, reason_line(b)])
-    headers = ["backend", "status", "check", "compute ms", "sum of layers ms", "GFLOP/s",
-               *[f"vs {an.reference_label(res, t)}" for t in tokens], "note"]
+        # the check's verdict stands for OK (a backend that ran); the sum of its layers is in its layer table
+        status = b.check.status if b.ok and b.check else b.status
+        rows.append([b.label, status, fmt_ms(ms), fmt_num(an.gflops(res.net.flops, ms)), *cells])
+    # CLBlast at its best's own row says "(reference)": its name need not widen the header
+    headers = ["backend", "status", "compute ms", "GFLOP/s",
+               *["vs CLBlast at its best" if t == an.BEST_CLBLAST else f"vs {an.reference_label(res, t)}"
+                 for t in tokens]]
+    # why a backend did not run, under the table: a sentence in a column would make every row tall
+    why = [wrap(f"{b.name}: {reason_line(b)}", indent="  ") for b in res.backends if reason_line(b)]
     note = an.unchecked_note(res)
-    return tabulate(rows, headers=headers, disable_numparse=True) + (f"\n({note})" if note else "")
+    return "\n".join([table(rows, headers)] + why + ([wrap(f"({note})")] if note else []))
 
 
 def worst_layer(b: BackendResult):
@@ -121,7 +125,7 @@ def check_table(res: RunResult) -> str:
                      f"{worst.name} {fmt_err(worst.rel_l2)}" if worst else DASH,
                      DASH if end.top1 is None else f"{end.top1 * 100:.0f}%", end.note or ""])
     headers = ["backend", "check", "rel L2", "max abs", "worst layer (rel L2)", "top-1 agree", "note"]
-    return tabulate(rows, headers=headers, disable_numparse=True)
+    return table(rows, headers)
 
 
 def modes_rows(res: RunResult):
@@ -145,5 +149,5 @@ def _used_over(b: BackendResult, m) -> str:
 
 
 def modes_table(res: RunResult) -> str | None:
-    table = modes_rows(res)
-    return tabulate(table[1], headers=table[0], disable_numparse=True) if table else None
+    found = modes_rows(res)
+    return table(found[1], found[0]) if found else None

@@ -12,10 +12,10 @@ rm -rf .offline
 mkdir -p .offline/whl .offline/deb
 
 platforms="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
-# pyopencl and what it imports; tabulate; what building pyclblast needs (onnx and OpenCV's
+# pyopencl and what it imports; tabulate; markdown-it-py (the report's HTML); what building pyclblast needs (onnx and OpenCV's
 # opencv-python-headless are in the GPU machine's image already)
 "$python" -m pip download -q --only-binary=:all: --python-version "$pyver" --implementation cp $platforms \
-    -d .offline/whl pyopencl tabulate cython scikit-build-core
+    -d .offline/whl pyopencl tabulate markdown-it-py cython scikit-build-core
 # Dask's distributed, the tuning farm (`compare tune --scheduler`): itself and what the image lacks of its needs
 "$python" -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp $platforms \
     -d .offline/whl distributed dask locket partd tblib tornado zict

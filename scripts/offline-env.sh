@@ -17,9 +17,9 @@ if [ "${#_missing[@]}" -gt 0 ]; then
 fi
 
 # pyopencl and pyclblast (built here against that CLBlast, about half a minute)
-if ! "$python" -c "import pyopencl, pyclblast, tabulate" 2>/dev/null; then
+if ! "$python" -c "import pyopencl, pyclblast, tabulate, markdown_it" 2>/dev/null; then
     _log "installing .offline/whl"
-    "$python" -m pip install -q --no-index --find-links .offline/whl pyopencl tabulate cython scikit-build-core
+    "$python" -m pip install -q --no-index --find-links .offline/whl pyopencl tabulate markdown-it-py cython scikit-build-core
     "$python" -m pip install -q --no-index --no-build-isolation --find-links .offline/whl .offline/whl/pyclblast-*.tar.gz
 fi
 # onnx, for an ONNX model (scripts/zoo_blocks.py exports the zoo's blocks with the torch there)

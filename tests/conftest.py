@@ -91,3 +91,15 @@ def assert_borders_zero(prepared) -> None:
         else:
             inside[:, rows, cols, :lay.c] = True
         assert np.all(raw[~inside] == 0), f"border or padding channels of buffer {i} not zero"
+
+
+def joined_rows(lines) -> list[str]:
+    """The rows of a terminal table (compare/terminal.py), each with the lines its wrapped cells continue on
+    (those that start with a space) joined to it."""
+    rows: list[str] = []
+    for line in lines:
+        if line[:1] == " " and rows:
+            rows[-1] += " " + line.strip()
+        elif line.strip():
+            rows.append(line)
+    return rows

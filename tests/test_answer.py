@@ -3,6 +3,8 @@ its best with the interval, and the tuning behind CLBlast's figure; and
 the table of each problem's tuning progress."""
 import json
 
+import pytest
+
 from compare.report import answer
 from compare.report import tables as rt
 from compare.report import render_report
@@ -24,10 +26,14 @@ def _results(mutate=lambda d: None) -> RunResult:
 
 
 def test_the_study_question_comes_first_with_its_ratio_and_interval():
-    said = answer.lines(_results())
-    assert said[0] == ("On Test GPU, tiny batch 1: the best hand-written backend (`vectorised`, 1.250 ms) is 4.00x "
-                       "[4.00, 4.00] faster than CLBlast at its best (`clblast`, 5.000 ms, CLBlast's database "
-                       "parameters (no verified tuning for this device)).")
+    res = _results()
+    said = answer.lines(res)
+    assert answer.heading(res) == "Test GPU, tiny batch 1:"
+    assert said[0] == ("Hand-written `vectorised` (1.250 ms) is 4.00x [4.00, 4.00] faster than CLBlast at its best, "
+                       "`clblast` (5.000 ms, database).")
+    # the depth in full is on the net's page, not in the sentence
+    assert answer.depth_rows(res)[1] == [["clblast", "clblast", "database",
+                                          "CLBlast's database parameters (no verified tuning for this device)"]]
 
 
 def test_no_clear_difference_where_the_interval_spans_one():
@@ -36,7 +42,8 @@ def test_no_clear_difference_where_the_interval_spans_one():
         d["backends"][0]["timing"]["end_to_end"]["compute"] = _samples([0.9, 1.0, 1.3, 0.95, 1.1])
         d["backends"][1]["timing"]["end_to_end"]["compute"] = _samples([0.8, 0.98, 1.2, 1.05, 0.9])
     said = answer.sentence(_results(level))
-    assert "show no clear difference" in said and "faster" not in said
+    assert said.endswith("the speed of CLBlast at its best, `clblast` (1.000 ms, database): no clear difference.")
+    assert "faster" not in said
 
 
 def test_too_few_samples_give_no_interval_and_no_winner():
@@ -44,7 +51,7 @@ def test_too_few_samples_give_no_interval_and_no_winner():
         for b in d["backends"][1:3]:
             b["timing"]["end_to_end"]["compute"] = stats(b["timing"]["end_to_end"]["compute"]["median"], n=3)
     said = answer.sentence(_results(few))
-    assert "4.00x the speed of CLBlast at its best" in said and "no interval, no winner" in said and "[" not in said
+    assert "4.00x the speed of CLBlast at its best" in said and "(few repeats: no winner)" in said and "[" not in said
 
 
 def test_clblast_ahead_is_said_with_the_depth_behind_it():
@@ -54,9 +61,8 @@ def test_clblast_ahead_is_said_with_the_depth_behind_it():
         d["backends"][0]["config"] = {"clblast_parameters": "tuned by `compare tune` (...)",
                                       "clblast_tuning_depth": "100% of CLBlast's default search"}
     said = answer.sentence(_results(tuned))
-    assert said == ("On Test GPU, tiny batch 1: CLBlast at its best (`clblast`, 0.500 ms, CLBlast tuned to 100% of "
-                    "CLBlast's default search) is 2.50x [2.50, 2.50] faster than the best hand-written backend "
-                    "(`vectorised`, 1.250 ms).")
+    assert said == ("CLBlast at its best, `clblast` (0.500 ms, tuned 100%) is 2.50x [2.50, 2.50] faster than "
+                    "hand-written `vectorised` (1.250 ms).")
 
 
 def test_a_backend_that_failed_the_oracle_is_in_no_ratio_however_fast():
@@ -65,7 +71,7 @@ def test_a_backend_that_failed_the_oracle_is_in_no_ratio_however_fast():
         d["backends"].append(wrong)
     res = _results(cheat)
     said = answer.lines(res)
-    assert said[0].startswith("On Test GPU, tiny batch 1: the best hand-written backend (`vectorised`, 1.250 ms)")
+    assert said[0].startswith("Hand-written `vectorised` (1.250 ms)")
     assert said[-1] == "In no ratio: `fused` (check FAIL)."
     assert not any("fused" in line for line in said[:-1])
     from compare import analysis as an
@@ -81,8 +87,8 @@ def test_a_file_without_checks_gives_no_ratio_and_says_so():
         for b in d["backends"]:
             b.pop("check", None)
     res = _results(unchecked)
-    assert answer.lines(res) == ["On Test GPU, tiny batch 1: no ratio, as this run did not check outputs against the "
-                                 "float64 oracle (--mode performance); run with `--mode both` for an answer."]
+    assert answer.lines(res) == ["No ratio: this run did not check outputs against the float64 oracle "
+                                 "(--mode performance); run it with --mode both."]
     from compare.tables import summary_table
     table = summary_table(res)
     assert "did not check outputs against the float64 oracle" in table and "vs " not in table
@@ -94,12 +100,13 @@ def test_the_compiler_and_the_fastest_peer_are_held_against_both():
         tiny = backend("tinygrad", [layer("a", 1.0), layer("b", 1.0)], 2.5)
         tiny["config"] = {"search_depth": "BEAM=2 on 3 of 3 kernels"}
         d["backends"].append(tiny)
-    said = answer.lines(_results(peers))
-    assert said[1] == ("The search compiler on the same device (`tinygrad`, 2.500 ms, BEAM=2 on 3 of 3 kernels): "
-                       "the best hand-written backend (`vectorised`) is 2.00x [2.00, 2.00] faster than it; it is "
-                       "2.00x [2.00, 2.00] faster than CLBlast at its best (`clblast`).")
-    assert said[2].startswith("The fastest peer (`torch`, 1.000 ms): it is 1.25x [1.25, 1.25] faster than the best "
-                              "hand-written backend (`vectorised`)")
+    res = _results(peers)
+    said = answer.lines(res)
+    assert said[1] == ("Compiler `tinygrad` (2.500 ms, searched 3/3): 2.00x [2.00, 2.00] slower than hand-written, "
+                       "2.00x [2.00, 2.00] faster than CLBlast.")
+    assert said[2] == ("Fastest peer `torch` (1.000 ms): 1.25x [1.25, 1.25] faster than hand-written, 5.00x [5.00, 5.00] "
+                       "faster than CLBlast.")
+    assert ["tinygrad", "compiler", "searched 3/3", "BEAM=2 on 3 of 3 kernels"] in answer.depth_rows(res)[1]
 
 
 def test_the_database_mode_winning_is_said_so():
@@ -107,8 +114,10 @@ def test_the_database_mode_winning_is_said_so():
         d["backends"][1]["mode"] = "database"
         d["backends"][1]["config"] = {"clblast_parameters": "CLBlast database default",
                                       "clblast_tuning_depth": "54% of CLBlast's default search"}
-    assert "CLBlast's database parameters, faster here than its tuned ones (tuned to 54%" in \
-        answer.sentence(_results(database))
+    res = _results(database)
+    assert "(`clblast-best`" not in answer.sentence(res) and "`clblast` (5.000 ms, database)" in answer.sentence(res)
+    assert answer.depth_text(res.backend("clblast")).startswith(
+        "CLBlast's database parameters, faster here than its tuned ones (tuned to 54%")
 
 
 def test_the_tuning_progress_table_and_the_report_opening_with_the_answer(tmp_path):
@@ -128,7 +137,7 @@ def test_the_tuning_progress_table_and_the_report_opening_with_the_answer(tmp_pa
     from compare.results import load_results
     render_report([load_results(path)], [str(path)], str(tmp_path / "out"))
     md = (tmp_path / "out" / "report.md").read_text()
-    assert md.index("## The answer") < md.index("## Headline") and "the best hand-written backend (`vectorised`" in md
+    assert md.index("## The answer") < md.index("## Headline") and "- Hand-written `vectorised` (1.250 ms)" in md
 
 
 def test_sets_chosen_at_another_batch_are_named_as_such():
@@ -138,10 +147,10 @@ def test_sets_chosen_at_another_batch_are_named_as_such():
             "clblast_parameters": "tuned by `compare tune` at tiny batch 1: ..." if mode == "tuned" else
             "CLBlast database default", "clblast_tuned_at": "tiny batch 1",
             "clblast_tuning_depth": "not tuned: none of its 3 problems searched yet"}
-    tuned = answer.sentence(_results(lambda d: borrowed(d, "tuned")))
+    tuned = answer.depth_text(_results(lambda d: borrowed(d, "tuned")).backend("clblast"))
     assert ("CLBlast with the sets chosen at tiny batch 1; this batch's own problems: not tuned: none of its 3 "
             "problems searched yet") in tuned
-    database = answer.sentence(_results(lambda d: borrowed(d, "database")))
+    database = answer.depth_text(_results(lambda d: borrowed(d, "database")).backend("clblast"))
     assert "CLBlast's database parameters, faster here than its tuned ones (the sets chosen at tiny batch 1;" \
         in database
 
@@ -154,6 +163,96 @@ def test_a_tuned_mode_that_failed_is_not_called_slower():
         d["backends"][1]["modes"] = [
             {"name": "tuned", "status": "FAILED", "reason": "RuntimeError: produced NaN/Inf in its output"},
             {"name": "database", "status": "OK", "compute": d["backends"][1]["timing"]["end_to_end"]["compute"]}]
-    said = answer.sentence(_results(failed))
+    said = answer.depth_text(_results(failed).backend("clblast"))
     assert "CLBlast's database parameters, its tuned mode failed the run's checks (tuned to 100%" in said
     assert "faster here" not in said
+
+
+def _with_engine(d, ms=3.0, depth="auto-tuned: 2 of 4 convolutions searched"):
+    """The library engine on the same device (OpenCV's DNN): a backend of family "engine"."""
+    engine = backend("opencv", [layer("a", ms / 2), layer("b", ms / 2)], ms)
+    engine["config"] = {"search_depth": depth}
+    d["backends"].append(engine)
+
+
+def test_the_engine_gets_a_line_of_its_own_after_the_study_and_before_the_peer():
+    def both(d):
+        tiny = backend("tinygrad", [layer("a", 1.0), layer("b", 1.0)], 2.5)
+        tiny["config"] = {"tinygrad_search": "untuned: BEAM=0, tinygrad's heuristics"}
+        d["backends"] += [tiny, backend("torch", [layer("a", 0.5), layer("b", 0.5)], 1.0, uses_opencl=False)]
+        _with_engine(d)
+    res = _results(both)
+    said = answer.lines(res)
+    assert [line.split(" ", 1)[0] for line in said] == ["Hand-written", "Compiler", "Engine", "Fastest"]
+    assert said[1].startswith("Compiler `tinygrad` (2.500 ms, untuned): ")
+    assert said[2] == ("Engine `opencv` (3.000 ms, searched 2/4): 2.40x [2.40, 2.40] slower than hand-written, "
+                       "1.67x [1.67, 1.67] faster than CLBlast.")
+    assert [c.family for c in answer.contenders(res)] == ["hand-written", "compiler", "engine", "peer"]
+    ((device, headers, rows),) = answer.answer_tables([res])
+    assert headers == ["net", "hand-written", "CLBlast at its best", "speedup", "compiler", "engine", "fastest peer"]
+    assert rows[0][5] == "`opencv` 3.000 ms, searched 2/4: 2.40x [2.40, 2.40]"   # hand-written over it
+    assert ["opencv", "engine", "searched 2/4", "auto-tuned: 2 of 4 convolutions searched"] in answer.depth_rows(res)[1]
+
+
+def test_the_tables_are_one_per_device_and_drop_the_sides_no_file_of_it_has():
+    other = _results()
+    other.device.name = "Other GPU"
+    with_engine = _results(_with_engine)
+    tables = answer.answer_tables([_results(), with_engine, other])
+    assert [(device, len(rows)) for device, _, rows in tables] == [("Test GPU", 2), ("Other GPU", 1)]
+    assert tables[0][1][-1] == "engine" and tables[1][1] == ["net", "hand-written", "CLBlast at its best", "speedup"]
+    assert tables[0][2][0][-1] == "—"   # the file without the engine
+
+
+def test_every_sentence_of_the_committed_answers_is_short():
+    from pathlib import Path
+    from compare.results import load_results
+    root = Path(__file__).resolve().parent.parent / "reports"
+    files = [p for p in sorted(root.glob("*/*.json")) + sorted(root.glob("*/compiler/*.json"))
+             if json.loads(p.read_text()).get("schema") == "clblast-compare/results"]
+    said = [line for p in files for line in answer.lines(load_results(p))]
+    assert len(said) > 10
+    assert max(len(line) for line in said) < answer.SENTENCE_MAX
+    for _, headers, rows in answer.answer_tables([load_results(p) for p in files]):
+        assert len(headers) <= 7 and all(len(r) == len(headers) for r in rows)
+
+
+def test_the_engine_shows_through_the_commands_and_the_report_once_its_results_exist(tmp_path, capsys):
+    from compare.cli import main
+    from compare.results import load_results
+    path = tmp_path / "engine.json"
+    d = small_results_dict()
+    _with_engine(d, ms=0.625)   # faster than the hand-written backend
+    path.write_text(json.dumps(d))
+    assert main(["answer", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "- Engine `opencv` (0.625 ms, searched 2/4): 2.00x [2.00, 2.00] faster than hand-written," in out
+    assert main(["answer", "--markdown", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "| engine " in table and "`opencv` 0.625 ms, searched 2/4: 0.50x [0.50, 0.50]" in table
+    assert main(["answer", "--json", str(path)]) == 0
+    (engine,) = json.loads(capsys.readouterr().out)["files"][0]["alternatives"]
+    assert engine["side"] == "engine" and engine["fastest"]["depth"] == "searched 2/4"
+    assert engine["hand_written_over_it"]["value"] == 0.5 and engine["it_over_clblast"]["verdict"] == "faster"
+    render_report([load_results(path)], [str(path)], str(tmp_path / "out"))
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "- Engine `opencv` (0.625 ms, searched 2/4)" in md
+    page = (tmp_path / "out" / "net-tiny-b1-test-gpu.md").read_text()
+    assert "| opencv " in page and "auto-tuned: 2 of 4 convolutions searched" in page
+
+
+@pytest.mark.parametrize("mode, depth, label", [
+    ("opencl-tuned", "opencl-tuned: 3 of 7 convolutions of the pass auto-tuned on this device; none tuned at run "
+                     "time (ocl4dnn's configurations in /somewhere, by `compare tune --scope opencv`)", "tuned 3/7"),
+    ("opencl", "opencl: ocl4dnn's configurations by its heuristics; tuned mode: 3 of 7 convolutions of the pass "
+               "auto-tuned on this device (...)", "untuned"),
+])
+def test_the_engines_depth_is_the_mode_that_ran_and_its_caveat_stays(mode, depth, label):
+    def engine(d):
+        _with_engine(d, depth=depth)
+        d["backends"][-1]["mode"] = mode
+        d["backends"][-1]["config"]["mode_label"] = f"{mode}, partly on the CPU"
+    res = _results(engine)
+    said = next(line for line in answer.lines(res) if line.startswith("Engine"))
+    assert said.startswith(f"Engine `opencv` (3.000 ms, {label}, partly on the CPU): ")
+    assert "/somewhere" not in said and len(said) < answer.SENTENCE_MAX

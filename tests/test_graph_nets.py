@@ -13,7 +13,7 @@ from compare import oracle
 from compare.checking import compare_arrays
 from compare.cli import main
 from nets.errors import Unsupported
-from conftest import backend_or_skip
+from conftest import backend_or_skip, joined_rows
 from nets import (LENET, MOBILENET_V2, RESNET18, VGG16, Add, AvgPool, Channels, Concat, Conv, Dense, Feature,
                   GlobalAvgPool, LayerKind, MaxPool, Mul, Net, Softmax, get_net)
 from nets.weights import init_weights, make_input
@@ -76,7 +76,7 @@ def test_mobilenet_v2_parameters_and_flops():
 
 def test_compare_nets_lists_them(capsys):
     assert main(["nets"]) == 0
-    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]
+    names = [row.split()[0] for row in joined_rows(capsys.readouterr().out.splitlines()[2:])]
     assert names == ["lenet", "vgg16", "resnet18", "mobilenet-v2"]
     assert get_net("mobilenet-v2") is MOBILENET_V2
 

@@ -53,3 +53,15 @@ def test_a_wider_spread_gives_a_wider_interval():
     narrow = ratio_interval(list(10 + 0.1 * base), list(5 + 0.05 * base))
     wide = ratio_interval(list(10 + 1.0 * base), list(5 + 0.5 * base))
     assert (wide[1] - wide[0]) > 3 * (narrow[1] - narrow[0])
+
+
+def test_one_comparison_has_one_interval_whichever_way_round():
+    rng = np.random.default_rng(4)
+    a = list(5.1 + rng.normal(0, 0.6, 9))
+    b = list(6.0 + rng.normal(0, 0.9, 11))
+    ab, ba = Speedup.of(a, b), Speedup.of(b, a)
+    assert ba.interval == ab.inverse().interval and ab.interval == ba.inverse().interval
+    assert abs(ab.value * ba.value - 1) < 1e-12
+    same = [2.0, 2.1, 1.9, 2.0, 2.2]   # equal medians: still one orientation drawn
+    other = [2.0, 1.8, 2.3, 2.0, 2.0]
+    assert ratio_interval(same, other) == tuple(1 / x for x in reversed(ratio_interval(other, same)))

@@ -23,4 +23,12 @@ def test_the_first_screen_holds_the_two_commands_and_the_table():
     first = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:80]
     text = "\n".join(first)
     assert "make demo" in text and "make test" in text
-    assert "<!-- answer-table end -->" in text and "| device" in text
+    assert "<!-- answer-table end -->" in text and "| net" in text and "| speedup" in text
+
+
+def test_the_tables_are_narrow():
+    """One table per device, at most 7 columns each."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text[text.index("<!-- answer-table:"):text.index("<!-- answer-table end -->")]
+    headers = [line for line in block.splitlines() if line.startswith("| net")]
+    assert len(headers) >= 2 and all(line.count("|") - 1 <= 7 for line in headers)

@@ -190,7 +190,7 @@ def test_render_writes_an_index_and_a_page_per_file_in_markdown_and_html_with_pl
                     "Correctness against the float64 oracle", "table 5.3", "table 6.2", "table 7.3"):
         assert heading in md, heading
     assert "<table>" in html and "Speedup over CLBlast at its best" in html
-    assert f"href='{PAGE}.html'" in (tmp_path / "out" / "report.html").read_text()
+    assert f'href="{PAGE}.html"' in (tmp_path / "out" / "report.html").read_text()
     pngs = [p for p in written if p.endswith(".png")]
     assert len(pngs) == 7   # the summary; times, speedups, utilisation for each of the two files
     for png in pngs:

@@ -144,3 +144,30 @@ def test_a_crashing_backend_is_recorded_and_the_others_still_run(tmp_path, capsy
     assert data["backends"][0]["status"] == "FAILED"
     assert data["backends"][0]["reason"] == "RuntimeError: kernel exploded"
     assert "error: backend numpy failed: RuntimeError: kernel exploded" in capsys.readouterr().err
+
+
+def test_every_timing_keeps_its_tail_and_spread(tmp_path):
+    import numpy as np
+    from compare.report import tables as rt
+    from compare.results import Samples
+    values = [1.0, 1.1, 0.9, 1.3, 5.0, 1.05, 0.95, 1.2, 1.0, 1.15]
+    s = Samples.of(values)
+    assert (s.p90, s.p99) == tuple(float(p) for p in np.percentile(values, [90, 99]))
+    assert s.spread == s.iqr / s.median
+    d = small_results_dict()   # written before the tail was kept: filled in from the values on load
+    compute = d["backends"][2]["timing"]["end_to_end"]["compute"]
+    compute.update({"values": values, **{k: getattr(s, k) for k in ("median", "min", "max", "q1", "q3", "iqr")}},
+                   n=len(values))
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(d))
+    loaded = load_results(path).backend("vectorised").timing.end_to_end.compute
+    assert (loaded.p90, loaded.p99) == (s.p90, s.p99)
+    write_results(path, load_results(path))
+    assert json.loads(path.read_text())["backends"][2]["timing"]["end_to_end"]["compute"]["p99"] == s.p99
+    compute["p99"] = 1.0   # a kept tail that its values do not give
+    path.write_text(json.dumps(d))
+    with pytest.raises(UserError, match=r"compute.p99: is 1.0, but the values kept give"):
+        load_results(path)
+    headers, rows = rt.spread_table(small_results())
+    assert headers == ["backend", "p50", "p90", "p99", "min", "max", "spread %", "repeats"]
+    assert rows[2] == ["vectorised", "1.250", "1.250", "1.250", "1.250", "1.250", "0.0", "5"]

@@ -16,7 +16,7 @@ import pytest
 import backends
 from compare.cli import main
 
-from conftest import module_or_skip
+from conftest import joined_rows, module_or_skip
 
 COVERED = ("numpy", "clblast", "clblast-convgemm", "clblast-best", "vectorised", "vectorised-tiled", "tensorflow",
            "torch", "tinygrad")
@@ -24,17 +24,11 @@ REFUSING = ("baseline", "fused", "morton")
 
 
 def _statuses(out: str) -> dict[str, str]:
-    table, found = False, {}
-    for line in out.splitlines():
-        if line.startswith("backend") and "rel L2" in line:
-            table = True
-        elif table and line.startswith("---"):
-            continue
-        elif table and line.strip():
-            found[line.split()[0]] = line
-        elif table:
-            table = False
-    return found
+    """The check table's row of each backend, its wrapped cells joined."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("---"))   # under the check table's header
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return {row.split()[0]: row for row in joined_rows(lines[start + 1:end])}
 
 
 def _check_all(path: str, x: np.ndarray, framework: np.ndarray, tmp_path, capsys) -> None:

@@ -189,19 +189,21 @@ def roofline(lines, path, title: str) -> bool:
     return True
 
 
-FAMILY_COLOURS = {"hand-written": "C0", "compiler": "C2", "peer": "C1"}
+FAMILY_COLOURS = {"hand-written": "C0", "compiler": "C2", "engine": "C3", "peer": "C1"}
 
 
 def summary(groups: list[tuple[str, list]], path, title: str) -> bool:
     """The report's one figure: per net and device (a group), each side's fastest backend (compare/report/
     answer.py Contender) as a bar of its speedup over CLBlast at its best, with its 95% interval; 1x drawn,
-    log scale.  A bar without an interval (too few samples) has no whiskers."""
+    log scale.  A bar without an interval (too few samples) has no whiskers.  Each bar's backend is named
+    under it, and the group under the names, so that no name crosses a bar or its whiskers."""
     groups = [(label, bars) for label, bars in groups if bars]
     if not groups:
         return False
     width = 0.8 / max(len(bars) for _, bars in groups)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) + 2), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) + 2), 5.5))
     seen, top, low = set(), 1.0, 1.0
+    ticks, names = [], []
     for g, (label, bars) in enumerate(groups):
         for k, c in enumerate(bars):
             x = g + (k - (len(bars) - 1) / 2) * width
@@ -211,16 +213,19 @@ def summary(groups: list[tuple[str, list]], path, title: str) -> bool:
                    label=None if c.family in seen else c.family)
             if err:
                 ax.errorbar(x, s.value, yerr=err, color="k", capsize=3, lw=1)
-            inside = s.value > 1.6   # the name inside a tall bar, from its foot; above a short one
-            ax.text(x, 1.04 if inside else s.value * 1.08, c.backend.label, ha="center", va="bottom", fontsize=7,
-                    rotation=90, color="white" if inside else "black")
+            ticks.append(x)
+            names.append(c.backend.label)
             seen.add(c.family)
             top = max(top, (s.interval[1] if s.interval else s.value))
             low = min(low, (s.interval[0] if s.interval else s.value))
     ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_ylim(min(low, 1.0) / 1.3, top * 1.8)   # room for a name above the shortest bar
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([label for label, _ in groups], fontsize=8)
+    ax.set_ylim(min(low, 1.0) / 1.3, top * 1.3)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(names, rotation=90, fontsize=7)
+    below = 7 * 0.52 * max(len(n) for n in names) + 8   # points: under the longest name
+    for g, (label, _) in enumerate(groups):
+        ax.annotate(label, xy=(g, 0), xycoords=("data", "axes fraction"), xytext=(0, -below),
+                    textcoords="offset points", ha="center", va="top", fontsize=8)
     ax.set_yscale("log")
     _plain_y(ax, "x")
     ax.set_ylabel("speedup over CLBlast at its best (log)\nabove 1x faster than CLBlast")

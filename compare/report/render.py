@@ -34,19 +34,29 @@ def _file_page(doc: Document, res: RunResult, path: str, out_dir: Path, stem: st
     unchecked = an.unchecked_note(res)
     if unchecked:
         doc.para(f"**{unchecked}**")
-    for line in answer.lines(res):
-        doc.para(line)
+    doc.bullets(answer.lines(res))
     doc.para(f"From `{path}`. {net.flops / 1e9:.3f} GFLOP per forward pass, {net.params or 0:,} parameters. "
              f"Times are medians of {res.settings.repeats} runs in milliseconds; per-layer times are wall "
              f"time around each layer with a sync after it, 'end to end (compute)' is the whole pass without "
              f"per-layer syncs and without host<->device transfers.")
     doc.table(report_tables.environment_table(res))
+    depth = answer.depth_rows(res)
+    if depth:
+        doc.heading("How far each contender was tuned")
+        doc.table(depth, caption="The short label the answer gives beside each name, and in full what the results "
+                                 "file records of the tuning or search behind its figures.")
     written = []
 
     if times(res.mode):
         doc.heading("Per-layer times (ms)")
         caption = f"Columns marked '{SOURCE}' are the study's Mali-T628 figures, not ours." if published else None
         doc.table(report_tables.times_table(res, published), caption=caption)
+        doc.heading("End-to-end times: median and tail (ms)")
+        doc.table(report_tables.spread_table(res),
+                  caption="The whole pass without per-layer syncs and without transfers, over the timed repeats: "
+                          "p50 (the median every ratio uses), p90, p99 (numpy's linear percentiles: with fewer "
+                          "than 100 repeats p99 lies between the two slowest), the fastest and slowest, and the "
+                          "spread: the interquartile range as a % of the median.")
         for token in an.baselines(res, baselines):
             table = report_tables.speedup_table(res, token)
             if table:
@@ -251,16 +261,18 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
             (stage / f"{stem}.html").write_text(doc.to_html(), encoding="utf-8")
             names.extend([f"{stem}.md", f"{stem}.html"])
 
-        said = answer.sentences(results)
+        said = [r for r in results if answer.lines(r)]
         if said:
             index.heading("The answer")
-            for text in said:
-                index.para(text)
+            for r in said:
+                index.para(f"**{answer.heading(r)}**")
+                index.bullets(answer.lines(r))
         groups = [(f"{r.net.name} b{r.net.batch}\n{_short_device(r.device.name)}", answer.contenders(r))
                   for r in results]
         if plots.summary(groups, stage / "summary.png", "Each side's fastest backend against CLBlast at its best"):
             index.image("summary.png", "each side's fastest backend's speedup over CLBlast at its best")
-            index.para("Each bar: the fastest backend of one side (hand-written, the search compiler, the peers) "
+            index.para("Each bar: the fastest backend of one side (hand-written, the search compiler, the library engine, "
+                       "the peers) "
                        "over CLBlast at its best in the same run, with its 95% interval; only outputs that passed "
                        "the check against the float64 oracle.")
             names.append("summary.png")

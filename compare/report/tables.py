@@ -35,6 +35,17 @@ def times_table(res: RunResult, published: bool = False) -> Table:
     return headers, rows
 
 
+def spread_table(res: RunResult) -> Table | None:
+    """Each timed backend's end-to-end compute as a distribution: median (p50), p90, p99, the extremes, and
+    the spread (interquartile range over the median)."""
+    rows = []
+    for b in an.timed(res):
+        c = b.timing.end_to_end.compute
+        rows.append([label_with_trust(res, b), fmt_ms(c.median), fmt_ms(c.p90), fmt_ms(c.p99), fmt_ms(c.min),
+                     fmt_ms(c.max), fmt_pct(None if c.spread is None else 100 * c.spread), str(c.n)])
+    return (["backend", "p50", "p90", "p99", "min", "max", "spread %", "repeats"], rows) if rows else None
+
+
 def speedup_table(res: RunResult, token: str) -> Table | None:
     """Each backend's speedup over the reference `token` stands for, per layer
     (its time / the backend's) and end to end, with 95% intervals; only backends whose output passed."""

@@ -1,0 +1,121 @@
+"""What the commands print: every line within a 100-column terminal, `check` ending with its count,
+--json as one JSON document on stdout (docs/files.md), `--out -` as the results on stdout, --quiet."""
+import json
+from pathlib import Path
+
+import pytest
+
+from compare.cli import main
+from compare.results import SCHEMA
+from compare.terminal import WIDTH, table
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMITTED = [str(ROOT / "reports" / device / f"{net}.json") for device in ("nvidia-h100", "pocl")
+             for net in ("lenet", "vgg16", "resnet18", "mobilenet-v2")]
+
+
+def run(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def widest(text: str) -> int:
+    return max((len(line) for line in text.splitlines()), default=0)
+
+
+@pytest.mark.parametrize("argv", [["nets"], ["backends"], ["devices"], ["answer", *COMMITTED],
+                                  ["answer", "--table", *COMMITTED]])
+def test_listings_and_the_answer_fit_a_100_column_terminal(capsys, argv):
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and out.strip()
+    assert widest(out) <= WIDTH, max(out.splitlines(), key=len)
+
+
+def test_run_and_check_fit_and_check_ends_with_its_count(capsys, tmp_path):
+    code, out, _ = run(capsys, "run", "--net", "lenet", "--backends", "numpy,vectorised", "--batch", "2",
+                       "--repeats", "5", "--warmup", "1", "--peak-gflops", "10", "--out", str(tmp_path / "r.json"))
+    assert code == 0 and "The answer:" in out and widest(out) <= WIDTH, max(out.splitlines(), key=len)
+    code, out, _ = run(capsys, "check", "--net", "lenet", "--backends", "numpy,vectorised", "--batch", "2")
+    assert code == 0 and widest(out) <= WIDTH
+    assert out.rstrip().splitlines()[-1] == "2 of 2 passed"
+
+
+def test_a_table_wider_than_the_terminal_wraps_its_widest_columns_and_keeps_intervals_whole():
+    rows = [["vectorised", "2.72x [2.24, 3.37]", "a long note " * 12], ["numpy", "1.00x (reference)", "short"]]
+    text = table(rows, ["backend", "speedup", "note"])
+    assert widest(text) <= WIDTH and "2.72x [2.24, 3.37]" in text and len(text.splitlines()) > 4
+
+
+@pytest.mark.parametrize("command, key", [("nets", "nets"), ("backends", "backends"), ("devices", "devices")])
+def test_json_listings_are_one_document_on_stdout(capsys, command, key):
+    code, out, _ = run(capsys, command, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["schema"] == f"clblast-compare/{command}" and doc["schema_version"] == 1
+    assert doc[key] and all(isinstance(item, dict) for item in doc[key])
+    if command == "devices":
+        assert sum(d["default"] for d in doc["devices"]) == 1
+    if command == "backends":
+        numpy = next(b for b in doc["backends"] if b["name"] == "numpy")
+        assert numpy["status"] == "available" and numpy["family"] == "reference" and numpy["reason"] is None
+
+
+def test_answer_json_holds_each_comparison_once_and_its_inverse_exactly(capsys):
+    code, out, _ = run(capsys, "answer", "--json", *COMMITTED)
+    doc = json.loads(out)
+    assert code == 0 and doc["schema"] == "clblast-compare/answer" and len(doc["files"]) == len(COMMITTED)
+    lenet = doc["files"][4]   # PoCL's LeNet-5: the compiler's line
+    assert lenet["device"].startswith("pthread") and lenet["hand_written"]["backend"] == "vectorised"
+    assert lenet["clblast"]["depth"] == "database" and lenet["hand_written_over_clblast"]["verdict"] == "faster"
+    compiler = next(a for a in lenet["alternatives"] if a["side"] == "compiler")
+    assert compiler["fastest"]["depth"].startswith("searched ")
+    ratio = compiler["hand_written_over_it"]
+    said = next(s for s in lenet["sentences"] if s.startswith("Compiler"))
+    # the sentence states it the other way round: the same interval, inverted
+    assert f"{1 / ratio['value']:.2f}x [{1 / ratio['high']:.2f}, {1 / ratio['low']:.2f}]" in said
+
+
+def test_check_json_counts_and_out_dash_puts_the_results_on_stdout(capsys):
+    code, out, err = run(capsys, "check", "--net", "lenet", "--backends", "numpy", "--batch", "2", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["schema"] == "clblast-compare/check" and (doc["passed"], doc["checked"]) == (1, 1)
+    assert doc["backends"][0]["check"] == "PASS" and "1 of 1 passed" in err
+    code, out, err = run(capsys, "run", "--net", "lenet", "--backends", "numpy", "--batch", "2", "--repeats", "2",
+                         "--warmup", "1", "--peak-gflops", "10", "--out", "-")
+    results = json.loads(out)
+    assert code == 0 and results["schema"] == SCHEMA and "GFLOP/s" in err
+    assert not Path("-").exists()
+
+
+def test_quiet_says_only_the_answer(capsys, tmp_path):
+    code, out, err = run(capsys, "run", "--net", "lenet", "--backends", "numpy,vectorised", "--batch", "2",
+                         "--repeats", "5", "--warmup", "1", "--peak-gflops", "10", "--quiet",
+                         "--out", str(tmp_path / "r.json"))
+    assert code == 0 and out.splitlines()[0] == "The answer:" and "GFLOP/s" not in out and err == ""
+    code, out, _ = run(capsys, "check", "--net", "lenet", "--backends", "numpy", "--batch", "2", "--quiet")
+    assert code == 0 and out == "1 of 1 passed\n"
+
+
+def test_progress_names_the_backend_of_all_the_repeat_and_the_time_left(capsys, monkeypatch, tmp_path):
+    import compare.cli as cli
+    said = []
+
+    class Recorder:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def update(self, text):
+            said.append(text)
+
+        def done(self):
+            pass
+    monkeypatch.setattr(cli, "Progress", Recorder)
+    code, _, _ = run(capsys, "run", "--net", "lenet", "--backends", "numpy,vectorised", "--batch", "2",
+                     "--repeats", "5", "--warmup", "1", "--peak-gflops", "10", "--out", str(tmp_path / "r.json"))
+    assert code == 0
+    assert any(t.startswith("backend 1 of 2: numpy: end to end, repeat 1/5") for t in said)
+    assert any(t.startswith("backend 2 of 2: vectorised: end to end, repeat 3/5, about ") and t.endswith(" left")
+               for t in said)
