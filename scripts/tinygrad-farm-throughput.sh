@@ -31,8 +31,8 @@ tune() {   # tune PORT FOLDER BUDGET NETS
         --scheduler tcp://127.0.0.1:"$1" 2>&1 | grep -v "^[0-9:]* tinygrad: searching\|kernels searched at width 2, "
 }
 mkdir -p /tmp/one /tmp/all
-farm 8787 1; echo "== one worker" >> "$out/farm.txt"; tune 8787 /tmp/one "$t1" resnet18 >> "$out/farm.txt"
-farm 8788 "$gpus"; echo "== $gpus workers" >> "$out/farm.txt"; tune 8788 /tmp/all "$t1" resnet18 >> "$out/farm.txt"
+farm 8791 1; echo "== one worker" >> "$out/farm.txt"; tune 8791 /tmp/one "$t1" resnet18 >> "$out/farm.txt"
+farm 8792 "$gpus"; echo "== $gpus workers" >> "$out/farm.txt"; tune 8792 /tmp/all "$t1" resnet18 >> "$out/farm.txt"
 "$python" - "$tuning" >> "$out/farm.txt" <<'PY'
 import json, sys, glob, datetime
 def finish(folder):
@@ -62,7 +62,7 @@ for f in ('/tmp/one', '/tmp/all'):
     (p,) = glob.glob(f + '/tinygrad-search/*/choices.json'); d = json.load(open(p))
     dev = DeviceId(**d['device']); ChoiceStore(dev, Path('$tuning')).save(Choices.from_json(d, dev))
 "
-farm 8789 "$gpus"; echo "== $gpus workers, the four nets" >> "$out/farm.txt"
-tune 8789 "$tuning" "$t3" resnet18,mobilenet-v2,vgg16,lenet >> "$out/farm.txt"
+farm 8793 "$gpus"; echo "== $gpus workers, the four nets" >> "$out/farm.txt"
+tune 8793 "$tuning" "$t3" resnet18,mobilenet-v2,vgg16,lenet >> "$out/farm.txt"
 COMPARE_CACHE_DIR="$tuning" "$python" -m compare tune --scope tinygrad --net resnet18,mobilenet-v2,vgg16,lenet --show > "$out/depth.txt" 2>&1
 for d in "$tuning"/tinygrad-search/*/; do cp "$d/choices.json" "$out/choices-$(basename "$d").json"; done

@@ -11,6 +11,8 @@ tinygrad's and refuses in one line where it is not the one asked for.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import os
 import importlib.metadata
 import importlib.util
 import shutil
@@ -43,6 +45,7 @@ class Child:
         self.target: ClTarget = target_of(device)
         self.folder = Path(tempfile.mkdtemp(prefix="compare-tinygrad-"))
         env = alone_environment(self.target, self.folder / "icd")
+        self.target = _alone_on_nvidia(self.target, device, env)
         # a fresh cache: nothing of another run's compiled kernels or searches, only what is seeded into it;
         # tinygrad's own cache switches stay at their defaults, so the seeded choices are read
         env.update({"CACHEDB": str(self.folder / "cache.db"), "DEV": "CL", "CACHELEVEL": None,
@@ -54,6 +57,23 @@ class Child:
     def close(self) -> None:
         self.worker.close()
         self._remove()
+
+
+def _alone_on_nvidia(target: ClTarget, device, env: dict) -> ClTarget:
+    """The target as the child finds it, where the child can be shown that device alone.  tinygrad names its
+    device by its place in the platform ('CL', 'CL:1', ...) and that name is inside every kernel's AST, so
+    the key of a search's choice: on NVIDIA's platform the child sees only its GPU (CUDA_VISIBLE_DEVICES,
+    whose order NVIDIA's OpenCL follows), so the device is 'CL' on every GPU of a machine and the choices
+    made on one serve all (a farm's worker per GPU, a run on any of them)."""
+    index = [d.int_ptr for d in device.platform.get_devices()].index(device.int_ptr)
+    if not target.platform.startswith("NVIDIA") or index == 0:
+        return target   # the first device of its platform is 'CL' already
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    visible = visible or [str(i) for i in range(index + 1)]
+    if index >= len(visible):
+        return target
+    env["CUDA_VISIBLE_DEVICES"] = visible[index]
+    return dataclasses.replace(target, ordinal=0)
 
 
 @dataclass(frozen=True)
