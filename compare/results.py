@@ -28,7 +28,7 @@ VERSION = 3
 STATUSES = ("OK", "FAILED", "UNAVAILABLE", "UNSUPPORTED")
 CHECK_STATUSES = ("PASS", "FAIL")
 MODE_STATUSES = STATUSES + ("SKIPPED",)   # a mode not timed because it could not win (runner.py)
-FAMILIES = ("reference", "clblast", "hand-written", "compiler", "peer", "")   # backends/base.py Family; "": none
+FAMILIES = ("reference", "clblast", "hand-written", "compiler", "engine", "peer", "")   # backends/base.py Family; "": none
 
 
 class Malformed(ValueError):

@@ -189,7 +189,7 @@ def roofline(lines, path, title: str) -> bool:
     return True
 
 
-FAMILY_COLOURS = {"hand-written": "C0", "compiler": "C2", "peer": "C1"}
+FAMILY_COLOURS = {"hand-written": "C0", "compiler": "C2", "engine": "C3", "peer": "C1"}
 
 
 def summary(groups: list[tuple[str, list]], path, title: str) -> bool:
