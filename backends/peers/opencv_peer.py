@@ -310,7 +310,7 @@ class OpencvInChild(Backend):
             line = "on the CPU: OpenCV switched the target to the CPU (its log says so)"
             host = ["all"]
         elif host:
-            line = f"{PARTLY}: {len(host)} {what} ran on the host ({', '.join(host)})"
+            line = f"{PARTLY}: {len(host)} {what} ran some or all of their work on the host ({', '.join(host)})"
         else:
             line = "on the device: no layer ran OpenCV's host thread pool in a traced pass"
         if unknown:
@@ -389,3 +389,9 @@ class OpencvBackend(IsolatedBackend):
             child.close()
         self._children = {}
         self._worker = None
+
+
+def read_net_at(path: str) -> None:
+    """In a child: the model in `path` read as a run reads it (Unsupported where OpenCV refuses it)."""
+    import cv2
+    read_net(cv2, path)
