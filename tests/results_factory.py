@@ -15,7 +15,8 @@ def layer(name, wall, kernel=None, steps=()):
 
 FAMILY = {"numpy": "reference", "clblast": "clblast", "clblast-best": "clblast", "clblast-convgemm": "clblast",
           "vectorised": "hand-written",
-          "fused": "hand-written", "torch": "peer", "tinygrad": "compiler"}
+          "fused": "hand-written", "torch": "peer", "tinygrad": "compiler",
+          "opencv": "engine"}
 
 
 def backend(name, layers, compute, uses_opencl=True, kind=None, check_rel=1e-7):

@@ -216,3 +216,22 @@ def test_its_child_sees_the_device_asked_for():
     info = backend.info()
     assert info["device"] == backend.runtime.info["name"] and info["platform"] == backend.runtime.info["platform"]
     assert os.environ.get("OPENCV_OPENCL_DEVICE") is None   # set in the child alone
+
+
+@pytest.mark.parametrize("which", ["asymmetric-pad", "grouped", "depthwise-x2", "maxpool-pad", "maxpool-wide-pad",
+                                   "add-relu", "global-avgpool"])
+def test_each_graph_layer_alone_matches_the_oracle(which):
+    from test_peer_graphs import SMALL
+    backend = backend_or_skip("opencv")
+    net = Net(which, (4, 8, 7), (SMALL[which],))
+    # all negative: a max-pool that let its padding win would give 0, not the window's largest
+    x = -np.abs(rng(5).standard_normal((3,) + net.input_shape)).astype(np.float32) - 0.1
+    assert check_every_mode(backend, net, init_weights(net, 5), x)
+
+
+def test_mobilenet_v2_at_a_small_odd_size_matches_the_oracle():
+    from nets import MOBILENET_V2
+    backend = backend_or_skip("opencv")
+    net = replace(MOBILENET_V2, input_shape=(3, 33, 50))
+    x = rng(14).standard_normal((2,) + net.input_shape).astype(np.float32)
+    assert check_every_mode(backend, net, init_weights(net, 14), x)

@@ -19,7 +19,7 @@ from compare.cli import main
 from conftest import module_or_skip
 
 COVERED = ("numpy", "clblast", "clblast-convgemm", "clblast-best", "vectorised", "vectorised-tiled", "tensorflow",
-           "torch", "tinygrad")
+           "torch", "tinygrad", "opencv")
 REFUSING = ("baseline", "fused", "morton")
 
 
