@@ -98,8 +98,8 @@ def survey_pass(model: str, inputs: list[tuple[str, tuple]], log: str) -> list[s
 class _Model:
     """An ONNX model file read by OpenCV: its net, and the names of its inputs."""
 
-    def __init__(self, cv2, path: Path, inputs: list[tuple[str, tuple]]):
-        self.path, self.inputs = path, inputs
+    def __init__(self, cv2, path: Path, inputs: list[tuple[str, tuple]], what: str):
+        self.path, self.inputs, self.what = path, inputs, what
         self.net = read_net(cv2, str(path))
 
     def run(self, cv2, xs: list) -> object:
@@ -109,7 +109,7 @@ class _Model:
         try:
             out = self.net.forward([cv2.UMat()])[0]
         except cv2.error as exc:
-            raise Unsupported(f"OpenCV could not run {self.path.stem}: {_first_line(exc)}") from None
+            raise Unsupported(f"OpenCV could not run {self.what}: {_first_line(exc)}") from None
         cv2.ocl.finish()
         return out
 
@@ -128,7 +128,8 @@ class OpencvNet(PreparedNet):
         self._layers: dict[int, _Model] = {}
         given, why = _users_file(net, weights)
         if given:
-            self._pass = _Model(cv2, Path(net.model_file), [("", (batch,) + tuple(net.input_shape))])
+            self._pass = _Model(cv2, Path(net.model_file), [("", (batch,) + tuple(net.input_shape))],
+                                f"the user's ONNX file {Path(net.model_file).name} as given")
             source = f"the user's ONNX file {net.model_file} as given"
         else:
             self._pass = self._our_graph()
@@ -151,7 +152,8 @@ class OpencvNet(PreparedNet):
         if self._ours is None:
             path = self._folder / "net.onnx"
             path.write_bytes(opencv_onnx.net_model(self.net, self._weights, self.batch))
-            self._ours = _Model(self._cv2, path, [(opencv_onnx.INPUT, (self.batch,) + tuple(self.net.input_shape))])
+            self._ours = _Model(self._cv2, path, [(opencv_onnx.INPUT, (self.batch,) + tuple(self.net.input_shape))],
+                                f"our graph of {self.net.name} as ONNX")
         return self._ours
 
     def _layer(self, index: int) -> _Model:
@@ -160,7 +162,8 @@ class OpencvNet(PreparedNet):
             path = self._folder / f"layer{index}.onnx"
             path.write_bytes(data)
             shapes = [(self.batch,) + tuple(s) for s in self.net.in_shapes(index)]
-            self._layers[index] = _Model(self._cv2, path, list(zip(names, shapes)))
+            self._layers[index] = _Model(self._cv2, path, list(zip(names, shapes)),
+                                         f"layer {self.net.layers[index].name} alone as ONNX")
         return self._layers[index]
 
     def _check_shape(self, out) -> None:
@@ -296,8 +299,9 @@ class OpencvInChild(Backend):
         ours = {layer.name for layer in net.layers}
         host, unknown = [], []
         for cv_name, on_host in zip(names, places.host):
-            label = cv_name if users_file else (opencv_onnx.layer_of(cv_name, ours) or _param_layer(cv_name, ours)
-                                                or cv_name)
+            node = cv_name[len(opencv_onnx.PREFIX):] if cv_name.startswith(opencv_onnx.PREFIX) else cv_name
+            label = node if users_file else (opencv_onnx.layer_of(cv_name, ours) or _param_layer(cv_name, ours)
+                                             or node)
             if on_host:
                 host.append(label)
             elif on_host is None:
