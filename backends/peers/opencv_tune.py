@@ -112,12 +112,15 @@ def tuning_line(tuning: Tuning, net: Net, batch: int, tuned: bool) -> str:
     depth = tuning.depth(net, batch)
     record = tuning.summary().get(net_key(net, batch)) or {}
     basic = record.get("basic_only")
-    how = (f"; ocl4dnn's candidates on this device: its basic kernel alone for {basic} of {record.get('convolutions')}"
-           f" (no Intel subgroups)" if basic else "")
+    how = (f"; ocl4dnn's candidates on this device: its basic kernel alone ({basic} convolutions of its tuning "
+           f"pass fell back to it: no Intel subgroups)" if basic else "")
     if depth is None:
         found = "no convolution in the pass"
     else:
         found = f"{depth[0]} of {depth[1]} convolutions of the pass auto-tuned on this device"
+        if record.get("complete") and record.get("tuned") == depth[0] < depth[1]:
+            found += (f" (the other {depth[1] - depth[0]} are not ocl4dnn's to tune: a whole pass of its tuning "
+                      f"tuned none of them)")
     where = f"ocl4dnn's configurations in {tuning.folder}, by `compare tune --scope opencv`"
     if tuned:
         return f"opencl-tuned: {found}{how}; none tuned at run time ({where})"
@@ -178,8 +181,10 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
         if before is None:
             lines.append(f"opencv: {net.name} at batch {b} has no convolution to tune")
             continue
-        if before[0] == before[1]:
-            lines.append(f"opencv: {net.name} at batch {b}: all {before[1]} convolutions tuned already")
+        record = tuning.summary().get(net_key(net, b)) or {}
+        if before[0] == before[1] or (record.get("complete") and record.get("tuned") == before[0]):
+            lines.append(f"opencv: {net.name} at batch {b}: all of its {before[1]} convolutions that ocl4dnn tunes "
+                         f"are tuned already ({before[0]})")
             continue
         left = end - time.monotonic()
         if left <= 0:
@@ -189,7 +194,7 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
         progress(f"opencv: auto-tuning {net.name} at batch {b} ({before[1] - before[0]} convolutions to tune, "
                  f"{left:.0f} s left)")
         try:
-            child = Child(device, "opencv tuning", tuning.environment(read_only=False))
+            child = Child(device, "opencv tuning", {**tuning.environment(read_only=False), "OPENCV_LOG_LEVEL": "INFO"})
         except Unsupported as exc:
             raise UserError(f"--scope opencv: {exc}") from None
         log = Path(tempfile.mkdtemp(prefix="log-", dir=child.folder)) / "opencv.log"
@@ -207,10 +212,13 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
         took = time.monotonic() - t0
         after = tuning.depth(net, b)
         if basic is not None:
-            tuning.note(net, b, {"convolutions": after[1], "tuned": after[0], "basic_only": basic,
+            # a whole pass tuned every convolution ocl4dnn tunes: the others (its depthwise path) it never will
+            tuning.note(net, b, {"convolutions": after[1], "tuned": after[0], "basic_only": basic, "complete": True,
                                  "opencv": opencv_version()})
+        never = (f"; the other {after[1] - after[0]} are not ocl4dnn's to tune (its whole pass tuned none of them)"
+                 if basic is not None and after[0] < after[1] else "")
         lines.append(f"opencv: {net.name} at batch {b}: {after[0]} of {after[1]} convolutions tuned "
-                     f"({after[0] - before[0]} now, {took:.0f} s{cut})"
+                     f"({after[0] - before[0]} now, {took:.0f} s{cut}){never}"
                      + (f"; its candidates were the basic kernel alone for {basic}" if basic else ""))
     lines.append(f"opencv: ocl4dnn's configurations in {tuning.folder} ({len(tuning.files())} files)")
     return lines
