@@ -150,7 +150,7 @@ def test_a_model_opencv_refuses_is_unsupported_in_one_line(tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model at all")
     with pytest.raises(Unsupported) as caught:
-        call_isolated("opencv read check", "backends.peers.opencv_peer", "read_net_at", str(bad))
+        call_isolated("opencv read check", "backends.peers.opencv_read", "read_net_at", str(bad))
     assert str(caught.value).startswith("OpenCV's ONNX importer refused the model: ") and "\n" not in str(caught.value)
 
 

@@ -126,8 +126,8 @@ def _layer(w: _Writer, layer, params: dict, ins: list[str], in_shapes: list) -> 
         flat = w.node("Flatten", [x], f"{name}#flat", axis=1) if len(in_shapes[0]) != 1 else x
         w.node("Softmax", [flat], last, axis=1)
     elif kind == LayerKind.BATCHNORM:
-        w.node("BatchNormalization", [x] + [w.const(f"{name}.{p}", params[p]) for p in ("scale", "bias", "mean", "var")],
-               last, epsilon=float(layer.eps))
+        stats = [w.const(f"{name}.{p}", params[p]) for p in ("scale", "bias", "mean", "var")]
+        w.node("BatchNormalization", [x] + stats, last, epsilon=float(layer.eps))
     else:
         raise Unsupported(f"layer {name} is a {kind} layer, which has no ONNX writer for OpenCV")
     if act != "none":

@@ -48,6 +48,7 @@ from . import opencv_onnx
 from .graph_walk import GraphWalk
 from .opencv_device import Child, CvTarget, OpenedDevice, open_device, opencv_version, tuning_folder
 from .opencv_fallback import failed_programs, layer_places, trace_environment
+from .opencv_read import first_line, read_net
 from .opencv_tune import Tuning, tuning_line
 
 OPENCL, TUNED = "opencl", "opencl-tuned"
@@ -57,26 +58,6 @@ FEATURES = frozenset(Feature)
 PARTLY = "partly on the CPU"
 TIMING = ("whole pass: one forward() of OpenCV's net from a UMat input into a UMat output, then clFinish; "
           "per layer: each layer alone as an OpenCV net of its own, synchronised, wall clock only")
-
-
-def read_net(cv2, path: str):
-    """The ONNX model in `path` as OpenCV's classic engine reads it, on DNN_BACKEND_OPENCV / DNN_TARGET_OPENCL."""
-    try:
-        if hasattr(cv2.dnn, "ENGINE_CLASSIC"):   # OpenCV 5 has a new engine beside it, on the CPU alone
-            net = cv2.dnn.readNetFromONNX(path, cv2.dnn.ENGINE_CLASSIC)
-        else:
-            net = cv2.dnn.readNetFromONNX(path)
-    except cv2.error as exc:
-        raise Unsupported(f"OpenCV's ONNX importer refused the model: {_first_line(exc)}") from None
-    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
-    net.setPreferableTarget(cv2.dnn.DNN_TARGET_OPENCL)
-    return net
-
-
-def _first_line(exc: Exception) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    error = next((ln for ln in lines if "error:" in ln), lines[0] if lines else type(exc).__name__)
-    return error.split("error:", 1)[-1].strip()
 
 
 def survey_pass(model: str, inputs: list[tuple[str, tuple]], log: str) -> list[str]:
@@ -109,7 +90,7 @@ class _Model:
         try:
             out = self.net.forward([cv2.UMat()])[0]
         except cv2.error as exc:
-            raise Unsupported(f"OpenCV could not run {self.what}: {_first_line(exc)}") from None
+            raise Unsupported(f"OpenCV could not run {self.what}: {first_line(exc)}") from None
         cv2.ocl.finish()
         return out
 
@@ -220,7 +201,7 @@ class OpencvNet(PreparedNet):
         try:
             outs = model.net.forward(names)
         except self._cv2.error as exc:
-            raise Unsupported(f"OpenCV could not run {self.net.name}: {_first_line(exc)}") from None
+            raise Unsupported(f"OpenCV could not run {self.net.name}: {first_line(exc)}") from None
         return [np.ascontiguousarray(o, np.float32).reshape((self.batch,) + tuple(self.net.out_shape(i)))
                 for i, o in enumerate(outs)]
 
@@ -394,8 +375,3 @@ class OpencvBackend(IsolatedBackend):
         self._children = {}
         self._worker = None
 
-
-def read_net_at(path: str) -> None:
-    """In a child: the model in `path` read as a run reads it (Unsupported where OpenCV refuses it)."""
-    import cv2
-    read_net(cv2, path)

@@ -24,7 +24,6 @@ candidates is kept beside them (compare-opencv.json).
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 import time
 from dataclasses import dataclass
@@ -103,8 +102,9 @@ class Tuning:
             write_json(self.folder / SUMMARY, data, indent=1)
 
     def refusal(self, net: Net, batch: int) -> str:
+        at = "" if batch == net.default_batch else f" --batch {batch}"
         return (f"no convolution of {net.name} at batch {batch} was auto-tuned on this device: `compare tune "
-                f"--scope opencv --net {net.name}{'' if batch == net.default_batch else f' --batch {batch}'}` tunes them")
+                f"--scope opencv --net {net.name}{at}` tunes them")
 
 
 def tuning_line(tuning: Tuning, net: Net, batch: int, tuned: bool) -> str:
@@ -140,7 +140,7 @@ def tune_pass(target, net: Net, batch: int, folder: str, log: str) -> int:
 
     from . import opencv_onnx
     from .opencv_device import open_device
-    from .opencv_peer import read_net
+    from .opencv_read import read_net
     open_device(target)
     import cv2
     path = Path(folder) / "tune.onnx"
