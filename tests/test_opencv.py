@@ -85,12 +85,15 @@ def test_every_mode_matches_the_oracle_on_a_graph_net_and_lenet(fresh_cache):
 
 def test_the_tuned_mode_refuses_a_net_never_tuned(fresh_cache):
     backend_or_skip("opencv")
-    from backends.peers.opencv_tune import tune
+    from backends.peers.opencv_tune import show, tune
     backend = _opencv()
     small = Net("small", (2, 6, 5), (Conv("c", "relu", out_channels=3, kernel=(3, 3)), MaxPool("p")))
     other = Net("other", (3, 8, 8), (Conv("k", "relu", out_channels=4, kernel=(3, 3)),))
     try:
         tune(backend.runtime, [small], 2, 300, lambda text: None)
+        assert show(backend.runtime, [small, other], 2)[0].startswith(
+            "opencv: small at batch 2: opencl-tuned: 1 of 1 convolutions of the pass auto-tuned on this device")
+        assert "0 of 1 convolutions" in show(backend.runtime, [small, other], 2)[1]
         with pytest.raises(Unsupported, match=r"no convolution of other at batch 2 was auto-tuned on this device: "
                                               r"`compare tune --scope opencv --net other --batch 2` tunes them"):
             backend.prepare(other, init_weights(other, 0), 2, mode="opencl-tuned")
@@ -235,3 +238,18 @@ def test_mobilenet_v2_at_a_small_odd_size_matches_the_oracle():
     net = replace(MOBILENET_V2, input_shape=(3, 33, 50))
     x = rng(14).standard_normal((2,) + net.input_shape).astype(np.float32)
     assert check_every_mode(backend, net, init_weights(net, 14), x)
+
+
+def test_its_child_refuses_a_device_opencv_did_not_open():
+    backend = backend_or_skip("opencv")
+    from backends.peers.opencv_device import Child
+    child = Child(backend.runtime.device, "device check")
+    try:
+        wrong = replace(child.target, cl=replace(child.target.cl, device="No Such Device"))
+        with pytest.raises(Unsupported, match=r"^OpenCV opened '.+' for OPENCV_OPENCL_DEVICE=':[A-Z]+:\d+', "
+                                              r"not 'No Such Device'$"):
+            child.worker.call("backends.peers.opencv_device", "open_device", wrong)
+        assert child.worker.call("backends.peers.opencv_device", "open_device", child.target).name == \
+            backend.runtime.info["name"]
+    finally:
+        child.close()

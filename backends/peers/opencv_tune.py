@@ -222,3 +222,18 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
                      + (f"; its candidates were the basic kernel alone for {basic}" if basic else ""))
     lines.append(f"opencv: ocl4dnn's configurations in {tuning.folder} ({len(tuning.files())} files)")
     return lines
+
+
+def show(rt_or_device, nets, batch: int | None) -> list[str]:
+    """What is tuned for `nets` on the device, one line per net (for `compare tune --show`)."""
+    import nets as builtin
+
+    from .opencv_device import tuning_folder
+    _, info = _device(rt_or_device)
+    tuning = Tuning(tuning_folder(info))
+    lines = []
+    for net in nets:
+        net = builtin.get_net(net) if isinstance(net, str) else net
+        b = batch or net.fixed_batch or net.default_batch
+        lines.append(f"opencv: {net.name} at batch {b}: {tuning_line(tuning, net, b, True)}")
+    return lines
