@@ -33,6 +33,7 @@ of the whole pass.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -101,6 +102,8 @@ class OpencvNet(PreparedNet):
     def __init__(self, net: Net, weights, batch: int, owner: "OpencvInChild", mode: str):
         super().__init__(net, batch)
         import cv2
+        if mode == TUNED and not (owner.tuning.depth(net, batch) or (0,))[0]:
+            raise Unsupported(owner.tuning.refusal(net, batch))   # before any work: nothing of it was tuned
         self._cv2, self._owner, self._weights = cv2, owner, weights
         self.mode = mode
         self._folder = Path(tempfile.mkdtemp(prefix="net-", dir=owner.folder))
@@ -119,11 +122,9 @@ class OpencvNet(PreparedNet):
         self._out = self._pass.run(cv2, [self._in])    # compiles every kernel
         self._check_shape(self._out)
         places = owner.placement(self._pass, net, batch, given)
-        depth = owner.tuning.depth(net, batch) if mode == TUNED else None
-        if mode == TUNED and (depth is None or depth[0] == 0):
-            raise Unsupported(owner.tuning.refusal(net, batch))
         self.config = {"mode": mode, "mode_label": mode + (f", {PARTLY}" if places["host_layers"] else ""),
                        "engine": "classic", "model": source, "device": owner.device.name,
+                       "per_layer_model": f"our graph written as ONNX (opset {opencv_onnx.OPSET}), each layer alone",
                        "placement": places["placement"], "host_layers": places["host_layers"],
                        "opencl_build_failures": places["build_failures"],
                        "search_depth": tuning_line(owner.tuning, net, batch, mode == TUNED),
@@ -208,6 +209,7 @@ class OpencvNet(PreparedNet):
     def close(self):
         self._pass = self._ours = self._in = self._out = None
         self._layers = {}
+        shutil.rmtree(self._folder, ignore_errors=True)   # its models (VGG-16's: its weights twice over)
 
 
 def _cv_name(net, name: str) -> str:
