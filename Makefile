@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml scripts/setup.sh
-	scripts/setup.sh test,tensorflow,torch-cpu,farm,tinygrad
+	scripts/setup.sh test,tensorflow,torch-cpu,farm,tinygrad,opencv
 	touch $@
 
 # REPORT_DIR=reports/pocl made the committed PoCL report.

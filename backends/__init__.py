@@ -27,6 +27,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "tensorflow": ("backends.peers.tensorflow_peer", "TensorflowBackend"),
     "torch": ("backends.peers.torch_peer", "TorchBackend"),
     "tinygrad": ("backends.peers.tinygrad_peer", "TinygradBackend"),
+    "opencv": ("backends.peers.opencv_peer", "OpencvBackend"),
 }
 
 __all__ = ["Backend", "LayerTiming", "ModeFloor", "PreparedNet", "Step", "RunOptions", "REGISTRY", "names", "backend_class",

@@ -36,6 +36,7 @@ class Family(StrEnum):
     CLBLAST = "clblast"            # compositions of CLBlast's routines
     HAND_WRITTEN = "hand-written"  # our OpenCL kernels
     COMPILER = "compiler"          # a search compiler that emits OpenCL for the same device (tinygrad)
+    ENGINE = "engine"              # a library engine with its own OpenCL kernels on the same device (OpenCV's DNN)
     PEER = "peer"                  # a framework a user would pick instead (PyTorch, TensorFlow)
 
 

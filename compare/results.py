@@ -206,8 +206,10 @@ class BackendResult:
 
     @property
     def label(self) -> str:
-        """The name, with the mode it ran in where it has several."""
-        return f"{self.name} ({self.mode})" if self.mode else self.name
+        """The name, with the mode it ran in where it has several, as the backend labels it (config
+        'mode_label': the opencv peer's mode 'partly on the CPU' where layers ran on the host)."""
+        shown = self.config.get("mode_label") if self.mode and isinstance(self.config, dict) else None
+        return f"{self.name} ({shown or self.mode})" if self.mode else self.name
 
 
 @dataclass

@@ -85,7 +85,8 @@ def load_onnx(path: str | os.PathLike) -> tuple[Net, dict[str, np.ndarray]]:
     if not model.HasField("graph") or not model.ir_version:
         raise UserError(f"ONNX model file {path} is not an ONNX model (it holds no graph or IR version); "
                         f"export the model again")
-    return import_model(model, path.stem, str(path))
+    net, weights = import_model(model, path.stem, str(path))
+    return replace(net, model_file=str(path.resolve())), weights
 
 
 class _Refused(Exception):

@@ -594,6 +594,9 @@ class Net:
     default_batch: int = 1
     description: str = ""
     fixed_batch: int | None = None   # the only batch it runs at: an imported model whose graph fixes it
+    # the ONNX file it was imported from ("" for any other net): a peer that reads ONNX itself (opencv) runs
+    # the user's file as given; not part of the net's identity
+    model_file: str = field(default="", compare=False)
     shapes: tuple = field(init=False, repr=False, compare=False)    # input, then each layer's output
     _sources: tuple = field(init=False, repr=False, compare=False)  # per layer: indices read, -1 the input
 

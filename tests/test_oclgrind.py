@@ -18,9 +18,10 @@ import pytest
 
 import backends
 
-# tinygrad's kernels are tinygrad's, and Oclgrind's platform is no ICD a child of its own can be given alone
-OPENCL = [n for n in backends.names()
-          if backends.unavailable_reason(n) is None and backends.backend_class(n).uses_opencl and n != "tinygrad"]
+# tinygrad's and OpenCV's kernels are their own, and Oclgrind's platform is no ICD a child of its own can be
+# given alone
+OPENCL = [n for n in backends.names() if backends.unavailable_reason(n) is None
+          and backends.backend_class(n).uses_opencl and n not in ("tinygrad", "opencv")]
 SCRIPT = Path(__file__).with_name("oclgrind_net.py")
 
 

@@ -50,6 +50,7 @@ PEER_EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "4"))
 HANDWRITTEN_EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "5"))
 CLBLAST_EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "3"))
 TINYGRAD_EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "1"))   # its compiles: 10-20 s a graph here
+OPENCV_EXAMPLES = int(os.environ.get("COMPARE_RANDOM_NETS", "2"))
 
 
 EVERYTHING = (frozenset(LayerKind), frozenset(Feature))
@@ -193,7 +194,7 @@ def test_folding_batch_norms_keeps_the_output(case):
 GRAPH_BACKENDS = {"torch": PEER_EXAMPLES, "tensorflow": PEER_EXAMPLES, "baseline": HANDWRITTEN_EXAMPLES,
                   "vectorised": HANDWRITTEN_EXAMPLES, "vectorised-tiled": HANDWRITTEN_EXAMPLES, "clblast": CLBLAST_EXAMPLES,
                   "clblast-convgemm": CLBLAST_EXAMPLES, "clblast-best": CLBLAST_EXAMPLES,
-                  "tinygrad": TINYGRAD_EXAMPLES}
+                  "tinygrad": TINYGRAD_EXAMPLES, "opencv": OPENCV_EXAMPLES}
 
 
 @pytest.mark.parametrize("name", list(GRAPH_BACKENDS))

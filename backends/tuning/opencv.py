@@ -1,32 +1,33 @@
 """The `opencv` scope of `compare tune`: OpenCV DNN's own auto-tuning of its
 OpenCL convolutions (ocl4dnn) for the nets' layers on this device, its
-files kept in the device's tuning folder for the `opencv` backend's
-`opencl-tuned` mode (backends/peers/opencv_tune.py does the work)."""
+files kept in the device's tuning folder (`opencv/<device>/`, its summary
+written under the folder's lock) for the `opencv` backend's `opencl-tuned`
+mode; backends/peers/opencv_tune.py does the work, a net's pass at a time
+in a child on the device."""
 from __future__ import annotations
 
 from nets.errors import UserError
 
 
-def _module():
-    try:
-        from ..peers import opencv_tune
-    except ImportError as exc:
-        raise UserError(f"--scope opencv: OpenCV's DNN is UNAVAILABLE here ({exc}): pip install '.[opencv]' "
-                        f"(make setup installs it)") from None
-    return opencv_tune
-
-
 def check(request) -> None:
-    _module().check(request.runtime())
+    from .. import unavailable_reason
+    why = unavailable_reason("opencv")
+    if why:
+        raise UserError(f"--scope opencv: OpenCV's DNN is UNAVAILABLE here ({why}); pip install '.[opencv]' "
+                        f"(make setup installs it)")
+    from ..peers.opencv_device import tuning_folder
+    request.harness.check_writable(str(tuning_folder(request.runtime().info) / "compare-opencv.json"),
+                                   "OpenCV's tuning folder")
 
 
 def run(request, budget) -> list[str]:
-    return _module().tune(request.runtime(), request.nets, request.batch, budget.seconds, request.progress)
+    from ..peers import opencv_tune
+    return opencv_tune.tune(request.runtime(), request.nets, request.batch, budget.seconds, request.progress)
 
 
 def show(request) -> str:
-    try:
-        module = _module()
-    except UserError as exc:
-        return "" if request.scopes is None else str(exc)
-    return module.show(request.runtime(), request.nets, request.batch)
+    from .. import unavailable_reason
+    if unavailable_reason("opencv"):
+        return "" if request.scopes is None else f"opencv: UNAVAILABLE here ({unavailable_reason('opencv')})"
+    from ..peers import opencv_tune
+    return "\n".join(opencv_tune.show(request.runtime(), request.nets, request.batch))
