@@ -24,6 +24,8 @@ import backends
 import nets
 from backends.options import CLBLAST_PARAMS, RunOptions
 from nets.errors import CheckFailed, UserError
+from nets.npy import check_holds, header_of, read_data
+from nets.userfile import regular_file
 from nets.weights import init_weights, load_weights, make_input, save_weights, weights_digest
 
 from . import __version__
@@ -59,32 +61,33 @@ def _peak(value: float | None) -> float | None:
     return value
 
 
-def _load_input(path: str, net, batch: int | None) -> np.ndarray:
-    p = Path(path)
-    if p.is_dir():
-        raise UserError(f"--input {p} is a folder; give a .npy file of shape (N, C, H, W)")
-    if not p.is_file():
-        raise UserError(f"input file {p} not found")
-    with open(p, "rb") as f:
-        magic = f.read(6)
-    if magic != b"\x93NUMPY":   # an image, a .npz, a pickle: say what it should be, not what numpy objects to
-        raise UserError(f"input file {p} is not a .npy array (it does not start with numpy's .npy header); "
-                        f"save the input with numpy.save as float32 of shape (N, C, H, W)")
-    try:
-        x = np.load(p, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise UserError(f"input file {p} is not a readable .npy array ({exc})") from None
+def _load_input(path: str, net, batch: int | None, need: HostNeed) -> np.ndarray:
+    """The user's .npy input, its header checked against the net, the batch, the host's memory and the
+    bytes that follow it before its data is read (a header may claim any shape)."""
+    p = regular_file(path, "input file", fix="give a .npy file of shape (N, C, H, W)")
+    source = f"input file {p}"
     want = tuple(net.input_shape)
-    if x.ndim != 4 or tuple(x.shape[1:]) != want:
-        raise UserError(f"input file {p} has shape {x.shape}; {net.name} takes (N, {', '.join(map(str, want))})")
-    if x.dtype != np.float32:
-        raise UserError(f"input file {p} has dtype {x.dtype}; save it as float32 (x.astype(np.float32))")
-    if batch is not None and x.shape[0] != batch:
-        raise UserError(f"input file {p} holds {x.shape[0]} images but --batch is {batch}")
-    if x.shape[0] < 1:
-        raise UserError(f"input file {p} holds no image")
+    with open(p, "rb") as f:
+        if f.read(6) != b"\x93NUMPY":   # an image, a .npz, a pickle: say what it should be, not what numpy objects to
+            raise UserError(f"{source} is not a .npy array (it does not start with numpy's .npy header); "
+                            f"save the input with numpy.save as float32 of shape (N, C, H, W)")
+        f.seek(0)
+        header = header_of(f, source)
+        shape = header.shape
+        if len(shape) != 4 or tuple(shape[1:]) != want:
+            raise UserError(f"{source} has shape {shape}; {net.name} takes (N, {', '.join(map(str, want))})")
+        if header.dtype != np.float32:
+            raise UserError(f"{source} has dtype {header.dtype}; save it as float32 (x.astype(np.float32))")
+        if batch is not None and shape[0] != batch:
+            raise UserError(f"{source} holds {shape[0]} images but --batch is {batch}")
+        if shape[0] < 1:
+            raise UserError(f"{source} holds no image")
+        check_holds(header, p.stat().st_size - header.offset, source)
+        fixed_batch(net, shape[0])
+        check_fits(net, shape[0], need, f"the {shape[0]} images of {path}", "an input of {} images fits")
+        x = read_data(f, header, source)
     if not np.all(np.isfinite(x)):
-        raise UserError(f"input file {p} holds NaN or Inf values")
+        raise UserError(f"{source} holds NaN or Inf values")
     return x
 
 
@@ -113,9 +116,8 @@ def _plan(args, mode: str) -> Plan:
     if args.input and data:
         raise UserError("--input and --data are alternatives: give one")
     if args.input:
-        x = _load_input(args.input, net, batch)
+        x = _load_input(args.input, net, batch, need)
         batch = x.shape[0]
-        check_fits(net, batch, need, f"the {batch} images of {args.input}", "an input of {} images fits")
         input_source = {"kind": "file", "path": args.input}
     elif data:   # the held-out digits (compare/digits.py)
         from .digits import held_out_input

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import UserError
+from .userfile import regular_file
 
 from .layouts import hwc_rows_to_chw
 from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Channels, Concat, Conv, Dense, GlobalAvgPool, MaxPool, Mul, Net,
@@ -80,9 +81,7 @@ def _keras():
 
 def load_keras(path: str | os.PathLike) -> tuple[Net, dict[str, np.ndarray]]:
     """The model in `path` as (net named after the file, weights)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"Keras model file {path} not found")
+    path = regular_file(path, "Keras model file")
     _check_container(path)
     keras = _keras()
     try:

@@ -40,7 +40,6 @@ import math
 import os
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 
@@ -49,7 +48,10 @@ from nets.errors import UserError
 from . import onnx_constants as oc
 from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Channels, Concat, Conv, Dense, GlobalAvgPool, MaxPool, Mul, Net,
                    Softmax, Subsample, ceil_out_size)
+from .userfile import regular_file
 from .weights import validate_weights
+
+MAX_ONNX_BYTES = 2 * 2**30   # protobuf's limit for one message: a larger model keeps its weights as external data
 
 SUPPORTED = ("Conv", "BatchNormalization", "Relu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "MaxPool",
              "AveragePool", "GlobalAveragePool", "ReduceMean", "Add", "Mul", "Concat", "Softmax", "Flatten", "Reshape",
@@ -71,9 +73,7 @@ def _onnx():
 
 def load_onnx(path: str | os.PathLike) -> tuple[Net, dict[str, np.ndarray]]:
     """The model in `path` as (net named after the file, weights); batch norms not yet folded."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"ONNX model file {path} not found")
+    path = regular_file(path, "ONNX model file", MAX_ONNX_BYTES, empty_ok=True)
     if path.stat().st_size == 0:
         raise UserError(f"ONNX model file {path} is empty; export the model again")
     onnx = _onnx()
