@@ -30,14 +30,14 @@ from nets.weights import init_weights, load_weights, make_input, save_weights, w
 
 from . import __version__
 from .report import answer
-from .analysis import DEFAULT_BASELINES, parse_baselines
+from .analysis import DEFAULT_BASELINES, baseline_names, parse_baselines
 from .cli_common import add_device_option, positive, seed_arg, unwritten
-from .files import RESULTS_ROOM, check_writable
-from .hostmem import HostNeed, check_fits, host_need
+from .files import RESULTS_ROOM, Output, check_apart, check_writable
+from .hostmem import HostNeed, check_fits, check_passes, host_need
 from .keep import Keeper, keep_file, text_writer
-from .models import load_net
+from .models import SUFFIXES, load_net
 from .progress import Progress
-from .results import RunResult, Source, load_results, to_json
+from .results import MAX_FILE_BYTES, RunResult, Source, load_results, to_json
 from .modes import MODES, checks
 from .runner import Outputs, Plan, execute, exit_code
 from .signals import install_handlers, restore_handlers
@@ -61,7 +61,7 @@ def _peak(value: float | None) -> float | None:
     return value
 
 
-def _load_input(path: str, net, batch: int | None, need: HostNeed) -> np.ndarray:
+def _load_input(path: str, net, batch: int | None, need: HostNeed, fits=lambda n: None) -> np.ndarray:
     """The user's .npy input, its header checked against the net, the batch, the host's memory and the
     bytes that follow it before its data is read (a header may claim any shape)."""
     p = regular_file(path, "input file", fix="give a .npy file of shape (N, C, H, W)")
@@ -85,6 +85,7 @@ def _load_input(path: str, net, batch: int | None, need: HostNeed) -> np.ndarray
         check_holds(header, p.stat().st_size - header.offset, source)
         fixed_batch(net, shape[0])
         check_fits(net, shape[0], need, f"the {shape[0]} images of {path}", "an input of {} images fits")
+        fits(shape[0])   # the timings kept beside that batch
         x = read_data(f, header, source)
     if not np.all(np.isfinite(x)):
         raise UserError(f"{source} holds NaN or Inf values")
@@ -107,8 +108,9 @@ def fixed_batch(net, batch: int | None) -> None:
 def _plan(args, mode: str) -> Plan:
     if not args.timeout_s > 0:
         raise UserError(f"--timeout-s must be a positive number of seconds, not {args.timeout_s}")
-    net, model_weights = load_net(args.net)
+    repeats, warmup = positive("--repeats", args.repeats), positive("--warmup", args.warmup)
     names = backends.parse_names(args.backends)
+    net, model_weights = load_net(args.net)
     batch = positive("--batch", args.batch) if args.batch is not None else None
     fixed_batch(net, batch)   # before any work; an input file's batch is checked below
     data = getattr(args, "data", None)
@@ -116,7 +118,8 @@ def _plan(args, mode: str) -> Plan:
     if args.input and data:
         raise UserError("--input and --data are alternatives: give one")
     if args.input:
-        x = _load_input(args.input, net, batch, need)
+        x = _load_input(args.input, net, batch, need,
+                        lambda n: check_passes(net, len(names), repeats, warmup, n, need, MAX_FILE_BYTES))
         batch = x.shape[0]
         input_source = {"kind": "file", "path": args.input}
     elif data:   # the held-out digits (compare/digits.py)
@@ -124,9 +127,11 @@ def _plan(args, mode: str) -> Plan:
         x, input_source = held_out_input(net, batch)
         batch = x.shape[0]
         check_fits(net, batch, need)
+        check_passes(net, len(names), repeats, warmup, batch, need, MAX_FILE_BYTES)
     else:
         batch = batch or net.default_batch
         check_fits(net, batch, need)   # before the input, the largest single allocation, is made
+        check_passes(net, len(names), repeats, warmup, batch, need, MAX_FILE_BYTES)
         x = make_input(net, batch, args.seed)
         input_source = {"kind": "seed", "seed": args.seed}
     weights_file = args.weights
@@ -146,13 +151,28 @@ def _plan(args, mode: str) -> Plan:
     fixed_batch(net, batch)
     return Plan(net=net, batch=batch, weights=weights, x=x, backends=names,
                 explicit=args.backends.strip() != "all", device=args.device,
-                repeats=positive("--repeats", args.repeats), warmup=positive("--warmup", args.warmup),
+                repeats=repeats, warmup=warmup,
                 mode=mode, layerwise=not args.end_to_end_only,
                 sources={"weights": Source(**weights_source), "input": Source(**input_source)},
                 peak_gflops=_peak(getattr(args, "peak_gflops", None)),
                 command=shlex.join(["compare"] + args.argv), debug=args.debug,
                 options=RunOptions(clblast_params=args.clblast_params, timeout_s=args.timeout_s),
                 interleave=getattr(args, "interleave", False))
+
+
+def _inputs(args) -> list[tuple[str, str | None]]:
+    """The files a run, check or sweep reads: the model file (a built-in net names none), the input, the weights."""
+    net = args.net if args.net.lower().endswith(SUFFIXES) else None
+    return [("--net", net), ("--input", getattr(args, "input", None)), ("--weights", args.weights)]
+
+
+def _outputs_apart(args, out: str | None) -> None:
+    """Before any work: neither --out nor a file --save-outputs writes may be a file the command reads."""
+    outputs = [Output("--out", out)] if out else []
+    if getattr(args, "save_outputs", None):
+        names = ["input", "reference"] + backends.parse_names(args.backends)
+        outputs.append(Output("--save-outputs", args.save_outputs, tuple(f"{n}.npy" for n in names)))
+    check_apart(outputs, _inputs(args))
 
 
 def _save_outputs(outputs: Outputs, plan: Plan, directory: str) -> str | None:
@@ -186,8 +206,9 @@ def _sweep_plans(args) -> tuple[Plan, list[int], Iterator[Plan]]:
     batches = given or default_batches(base.net.name)
     for batch in batches:
         fixed_batch(base.net, batch)
-    check_fits(base.net, batches[-1], _host_need(base.net, base.backends, "both", base.interleave),
-               f"batch {batches[-1]} of the sweep", "batches up to {} fit")   # the largest, before any runs
+    need = _host_need(base.net, base.backends, "both", base.interleave)
+    check_fits(base.net, batches[-1], need, f"batch {batches[-1]} of the sweep", "batches up to {} fit")   # the largest, before any runs
+    check_passes(base.net, len(base.backends), base.repeats, base.warmup, batches[-1], need, MAX_FILE_BYTES)
 
     def plans():
         for batch in batches:
@@ -243,6 +264,8 @@ def _answer_text(results: RunResult) -> str | None:
 
 def cmd_run(args) -> int:
     out = args.out or _default_out(Path(args.net).stem)
+    parse_baselines(args.baseline)   # before any work, as every name given
+    _outputs_apart(args, None if out == STDOUT else out)
     if out != STDOUT:
         check_writable(out, "--out")
     with _human(out != STDOUT):
@@ -292,6 +315,7 @@ def _verdict(results: RunResult) -> str:
 
 def cmd_check(args) -> int:
     to_stdout = args.out == STDOUT
+    _outputs_apart(args, None if to_stdout else args.out)
     if args.out and not to_stdout:
         check_writable(args.out, "--out")
     if to_stdout and args.json:
@@ -338,6 +362,7 @@ def cmd_sweep(args) -> int:
     from .report.sweeps import batches_text, comparisons, crossover, notes, per_image_table, speedup_table
     baselines = parse_baselines(args.baseline)
     if args.out:
+        check_apart([Output("--out", args.out, ("*-batch*.json", sw.SWEEP_FILE))], _inputs(args))
         check_writable(args.out, "--out", folder=True)
     base, batches, plans = _sweep_plans(args)
     out = args.out or f"results/sweep-{Path(args.net).stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
@@ -477,8 +502,10 @@ def cmd_peak(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import REPORT_ROOM, render_report
+    from .report import REPORT_NAMES, REPORT_ROOM, render_report
     from .sweep import is_sweep, load_sweep
+    baseline_names(args.baseline)   # an empty one, before the files are read
+    check_apart([Output("--out", args.out, REPORT_NAMES)], [("results file", p) for p in args.files])
     check_writable(args.out, "--out", folder=True, room=REPORT_ROOM)
     results, paths, sweeps = [], [], []
     for p in _once(args.files):
@@ -487,9 +514,12 @@ def cmd_report(args) -> int:
         else:
             results.append(load_results(p))
             paths.append(p)
+    runs = results + [r for s in sweeps for r in s.results]
+    # a name of the files' backends counts too: they may come from another version of this tool
+    baselines = parse_baselines(args.baseline, known=set(backends.names()) | {b.name for r in runs for b in r.backends})
     try:
         written = render_report(results, paths, args.out, published=args.published,
-                                baselines=parse_baselines(args.baseline), sweeps=sweeps)
+                                baselines=baselines, sweeps=sweeps)
     except OSError as exc:   # nothing measured is lost: the report is rendered again from the same files
         raise UserError(f"cannot write the report into --out {args.out} ({exc.strerror or exc}): nothing of it was "
                         f"written there; free some room and run `compare report` again") from None

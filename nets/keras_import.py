@@ -48,7 +48,7 @@ from .userfile import regular_file
 
 from .layouts import hwc_rows_to_chw
 from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Channels, Concat, Conv, Dense, GlobalAvgPool, MaxPool, Mul, Net,
-                   Softmax, Subsample)
+                   Softmax, Subsample, window_pair)
 from .weights import validate_weights
 
 ACTIVATION = {"linear": "none", "relu": "relu", "relu6": "relu6", "sigmoid": "sigmoid", "tanh": "tanh",
@@ -272,11 +272,20 @@ def _channels_last(layer, what: str) -> None:
         raise UserError(f"{what}: data_format {layer.data_format!r} is not supported; use channels_last")
 
 
+def _window_pair(layer, attr: str, what: str) -> tuple:
+    """The layer's `attr` (kernel_size, strides, ...) as two whole numbers, each at least 1, before any
+    arithmetic with it: a model file's config may hold anything."""
+    try:
+        return window_pair(getattr(layer, attr), attr)
+    except ValueError as exc:
+        raise UserError(f"{what}: {str(exc).split(': ', 1)[-1]}") from None
+
+
 def _window(b: _Builder, layer, what: str) -> tuple:
     """A convolution's input shape, window, stride, dilation and padding (a ZeroPadding2D's before it included)."""
     c, h, w = _spatial(b, what)
     _channels_last(layer, what)
-    kernel, stride, dilation = tuple(layer.kernel_size), tuple(layer.strides), tuple(layer.dilation_rate)
+    kernel, stride, dilation = (_window_pair(layer, attr, what) for attr in ("kernel_size", "strides", "dilation_rate"))
     before = b.pad or (0, 0, 0, 0)
     padded = (h + before[0] + before[2], w + before[1] + before[3])
     span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
@@ -459,8 +468,8 @@ def _pool_or_conv_pad(padding: str, size: tuple, kernel: tuple, stride: tuple, w
 def _pool(b: _Builder, layer, what: str, cls):
     c, h, w = _spatial(b, what)
     _channels_last(layer, what)
-    kernel = tuple(layer.pool_size)
-    stride = tuple(layer.strides) if layer.strides is not None else kernel
+    kernel = _window_pair(layer, "pool_size", what)
+    stride = _window_pair(layer, "strides", what) if layer.strides is not None else kernel
     if b.pad is not None and cls is MaxPool:
         # zeros before a max-pool win over negative values, our max-pool's padding never does: the same
         # only where the input is never negative
