@@ -256,7 +256,10 @@ class _Builder:
         for d in self.layers:
             # a layer that reads the one before it names nothing, so a chain stays a chain
             inputs = () if d["inputs"] == (previous,) else d["inputs"]
-            specs.append(d["cls"](d["name"], d["activation"], inputs=inputs, **d["kwargs"]))
+            try:
+                specs.append(d["cls"](d["name"], d["activation"], inputs=inputs, **d["kwargs"]))
+            except ValueError as exc:   # a value no layer of ours can hold (an epsilon below 0, ...)
+                raise UserError(f"{name}: layer {d['name']}: {str(exc).split(': ', 1)[-1]}") from None
             previous = d["name"]
         return Net(name=name, input_shape=input_shape, layers=tuple(specs), default_batch=1, description=description)
 
