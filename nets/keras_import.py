@@ -34,6 +34,7 @@ in C,H,W order, so the rows of the Dense weight after a Flatten are permuted.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import zipfile
@@ -83,6 +84,7 @@ def load_keras(path: str | os.PathLike) -> tuple[Net, dict[str, np.ndarray]]:
     """The model in `path` as (net named after the file, weights)."""
     path = regular_file(path, "Keras model file")
     _check_container(path)
+    _check_config(path, _config_text(path))
     keras = _keras()
     try:
         model = keras.saving.load_model(path, compile=False)
@@ -119,6 +121,80 @@ def _check_container(path: Path) -> None:
     except OSError as exc:
         why = "a truncated HDF5 file" if "truncated" in str(exc) else str(exc).strip().splitlines()[0]
         raise UserError(f"{bad}: {why}; save the model again") from None
+
+
+MAX_CONFIG_BYTES = 64 * 2**20   # a model's layer configuration: kilobytes, a megabyte for the largest zoo models
+_WINDOWS = ("kernel_size", "strides", "pool_size", "dilation_rate")   # each a number, or numbers, at least 1
+_COUNTS = ("filters", "units", "groups", "depth_multiplier")          # each a whole number, at least 1
+
+
+def _config_text(path: Path) -> str | None:
+    """The JSON of the model's layers, as saved in the file (a .keras archive's config.json, a .h5 file's
+    model_config attribute); None where there is none to read (Keras then says what is wrong)."""
+    try:
+        if path.suffix.lower() == ".keras":
+            with zipfile.ZipFile(path) as z:
+                info = z.getinfo("config.json")
+                if info.file_size > MAX_CONFIG_BYTES:
+                    raise UserError(f"Keras model file {path}: its config.json claims {info.file_size:,} bytes, more "
+                                    f"than a model's configuration holds; save the model again")
+                return z.read(info).decode("utf-8")
+        import h5py
+        with h5py.File(path, "r") as f:
+            text = f.attrs.get("model_config")
+        return text.decode("utf-8") if isinstance(text, bytes) else text
+    except (KeyError, ImportError, OSError, UnicodeDecodeError, zipfile.BadZipFile):
+        return None
+
+
+def _check_config(path: Path, text: str | None) -> None:
+    """Every layer's windows (kernel_size, strides, pool_size, dilation_rate), counts (filters, units,
+    groups, depth_multiplier) and epsilon in their valid range, read from the saved JSON before Keras
+    builds anything from it: a hand-edited file may hold a zero stride, and Keras would then fail
+    deep inside with a message that names no value."""
+    if text is None:
+        return
+    import json
+    try:
+        config = json.loads(text)
+    except (ValueError, RecursionError):
+        raise UserError(f"Keras model file {path}: its layer configuration is not JSON; save the model again")             from None
+    stack = [config]
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, list):
+            stack.extend(obj)
+            continue
+        if not isinstance(obj, dict):
+            continue
+        stack.extend(obj.values())
+        layer = obj.get("config") if isinstance(obj.get("class_name"), str) else None
+        if isinstance(layer, dict):
+            _check_layer_config(path, f"layer {layer.get('name')} ({obj['class_name']})", layer)
+
+
+def _check_layer_config(path: Path, what: str, config: dict) -> None:
+    def bad(key, rule):
+        raise UserError(f"Keras model file {path}: {what}: {key} {config[key]!r} {rule}; the file was damaged or "
+                        f"edited: save the model again")
+
+    def whole(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+    for key in _WINDOWS:
+        value = config.get(key)
+        if value is None:
+            continue
+        values = value if isinstance(value, list) else [value]
+        if not values or not all(whole(v) and v >= 1 for v in values):
+            bad(key, "is not a window's size: each must be a whole number, at least 1")
+    for key in _COUNTS:
+        value = config.get(key)
+        if value is not None and not (whole(value) and value >= 1):
+            bad(key, "must be a whole number, at least 1")
+    eps = config.get("epsilon")
+    if eps is not None and not (isinstance(eps, (int, float)) and not isinstance(eps, bool)
+                                and math.isfinite(eps) and eps >= 0):
+        bad("epsilon", "must be a finite number, 0 or more")
 
 
 def conv_kernel_from_keras(kernel: np.ndarray) -> np.ndarray:

@@ -214,6 +214,40 @@ def test_an_onnx_model_that_lies_or_is_degenerate_is_refused_naming_the_value(tm
         assert word in line, line
 
 
+def _keras_file(tmp_path: Path, layer: dict) -> Path:
+    """A .keras archive whose config.json holds one layer after the input, as a hand-edited file would: it is
+    refused from the JSON alone, before Keras (or TensorFlow) is loaded."""
+    import zipfile
+    config = {"module": "keras", "class_name": "Sequential", "config": {"name": "s", "layers": [
+        {"module": "keras.layers", "class_name": "InputLayer", "config": {"batch_shape": [None, 8, 8, 1],
+                                                                          "name": "in"}},
+        {"module": "keras.layers", "class_name": layer.pop("class_name"), "config": {"name": "bad", **layer}}]}}
+    path = tmp_path / "model.keras"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("metadata.json", json.dumps({"keras_version": "3.0.0"}))
+        z.writestr("config.json", json.dumps(config))
+    return path
+
+
+@pytest.mark.parametrize("layer, words", [
+    ({"class_name": "Conv2D", "filters": 2, "kernel_size": [3, 3], "strides": [0, 0]},
+     "layer bad (Conv2D): strides [0, 0] is not a window's size"),
+    ({"class_name": "Conv2D", "filters": 2, "kernel_size": [0, 3]}, "kernel_size [0, 3] is not a window's size"),
+    ({"class_name": "Conv2D", "filters": 0, "kernel_size": [3, 3]}, "filters 0 must be a whole number, at least 1"),
+    ({"class_name": "Conv2D", "filters": 2, "kernel_size": 3, "dilation_rate": [1, 0]}, "dilation_rate [1, 0]"),
+    ({"class_name": "MaxPooling2D", "pool_size": [-1, 2]}, "layer bad (MaxPooling2D): pool_size [-1, 2]"),
+    ({"class_name": "AveragePooling2D", "pool_size": 2, "strides": 0}, "strides 0 is not a window's size"),
+    ({"class_name": "Dense", "units": -3}, "layer bad (Dense): units -3 must be a whole number"),
+    ({"class_name": "BatchNormalization", "epsilon": -1.0}, "epsilon -1.0 must be a finite number, 0 or more"),
+    ({"class_name": "BatchNormalization", "epsilon": float("nan")}, "epsilon nan must be a finite number"),
+])
+def test_a_keras_model_with_degenerate_attributes_is_refused_before_keras_loads(tmp_path, capsys, layer, words):
+    path = _keras_file(tmp_path, layer)
+    line = refused(["check", "--net", str(path), "--backends", "numpy"], capsys, tmp_path)
+    assert line.startswith(f"error: Keras model file {path}: ") and words in line, line
+    assert "save the model again" in line
+
+
 # -- an output over an input ---------------------------------------------------------
 
 def _given_files(tmp_path: Path) -> dict:
