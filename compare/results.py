@@ -522,6 +522,9 @@ def parse_versioned(text: str, source: str, what: str, schema: str, version: int
     if not isinstance(data, dict) or data.get("schema") != schema:
         raise UserError(f"{source} is not a clblast-compare {what} file (no '\"schema\": \"{schema}\"')")
     found = data.get("schema_version")
+    if not (isinstance(found, int) and not isinstance(found, bool)):   # a list is no key, NaN no version
+        raise UserError(f"{source} has {what} schema version {_show(found)}, not a whole number: it is not a "
+                        f"{what} file of `{remake}`")
     while found in migrations and found != version:   # each step migrates one version up
         data = migrations[found](data)
         found = data.get("schema_version")

@@ -56,6 +56,8 @@ def header_of(f, source: str) -> Header:
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biuf":
         raise UserError(f"{source} holds dtype {dtype}, not numbers (an array of objects would be a pickle, "
                         f"never loaded); {SAVE_AGAIN} as float32")
+    if math.prod(d for d in shape if d) * max(dtype.itemsize, 1) >= 2**63:   # even with a 0 in it
+        raise UserError(f"{source}: its .npy header claims shape {shape}, larger than any array can be; {SAVE_AGAIN}")
     return Header(tuple(shape), dtype, bool(fortran_order), f.tell())
 
 
