@@ -15,7 +15,7 @@ import shlex
 import signal
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -56,14 +56,14 @@ class _Parser(argparse.ArgumentParser):
 # -- inputs shared by run and check ---------------------------------------
 
 def _peak(value: float | None) -> float | None:
-    if value is not None and not value > 0:
+    if value is not None and not 0 < value < float("inf"):
         raise UserError(f"--peak-gflops must be a positive number, not {value}")
     return value
 
 
-def _load_input(path: str, net, batch: int | None, need: HostNeed, fits=lambda n: None) -> np.ndarray:
-    """The user's .npy input, its header checked against the net, the batch, the host's memory and the
-    bytes that follow it before its data is read (a header may claim any shape)."""
+def _load_input(path: str, net, batch: int | None, room_for: Callable[[int], None]) -> np.ndarray:
+    """The user's .npy input, its header checked against the net, the batch, the bytes that follow it and
+    (`room_for` the batch it claims) the host's memory before its data is read: a header may claim any shape."""
     p = regular_file(path, "input file", fix="give a .npy file of shape (N, C, H, W)")
     source = f"input file {p}"
     want = tuple(net.input_shape)
@@ -84,8 +84,7 @@ def _load_input(path: str, net, batch: int | None, need: HostNeed, fits=lambda n
             raise UserError(f"{source} holds no image")
         check_holds(header, p.stat().st_size - header.offset, source)
         fixed_batch(net, shape[0])
-        check_fits(net, shape[0], need, f"the {shape[0]} images of {path}", "an input of {} images fits")
-        fits(shape[0])   # the timings kept beside that batch
+        room_for(shape[0])
         x = read_data(f, header, source)
     if not np.all(np.isfinite(x)):
         raise UserError(f"{source} holds NaN or Inf values")
@@ -115,23 +114,26 @@ def _plan(args, mode: str) -> Plan:
     fixed_batch(net, batch)   # before any work; an input file's batch is checked below
     data = getattr(args, "data", None)
     need = _host_need(net, names, mode, getattr(args, "interleave", False))
+
+    def room_for(n: int, what: str | None = None, fits: str = "--batch {} fits") -> None:
+        """Before a batch's input is made or read: it fits the host's memory, and so do the timings kept."""
+        check_fits(net, n, need, what, fits)
+        check_passes(net, len(names), repeats, warmup, n, need, MAX_FILE_BYTES)
     if args.input and data:
         raise UserError("--input and --data are alternatives: give one")
     if args.input:
-        x = _load_input(args.input, net, batch, need,
-                        lambda n: check_passes(net, len(names), repeats, warmup, n, need, MAX_FILE_BYTES))
+        x = _load_input(args.input, net, batch,
+                        lambda n: room_for(n, f"the {n} images of {args.input}", "an input of {} images fits"))
         batch = x.shape[0]
         input_source = {"kind": "file", "path": args.input}
     elif data:   # the held-out digits (compare/digits.py)
         from .digits import held_out_input
         x, input_source = held_out_input(net, batch)
         batch = x.shape[0]
-        check_fits(net, batch, need)
-        check_passes(net, len(names), repeats, warmup, batch, need, MAX_FILE_BYTES)
+        room_for(batch)
     else:
         batch = batch or net.default_batch
-        check_fits(net, batch, need)   # before the input, the largest single allocation, is made
-        check_passes(net, len(names), repeats, warmup, batch, need, MAX_FILE_BYTES)
+        room_for(batch)   # before the input, the largest single allocation, is made
         x = make_input(net, batch, args.seed)
         input_source = {"kind": "seed", "seed": args.seed}
     weights_file = args.weights
@@ -478,7 +480,7 @@ def cmd_peak(args) -> int:
     from backends.opencl.runtime import get_runtime
 
     from .peak import cache_path, store
-    if not args.cap_s > 0:
+    if not 0 < args.cap_s < float("inf"):
         raise UserError(f"--cap-s must be a positive number of seconds, not {args.cap_s}")
     check_writable(cache_path(), "the peak cache")
     rt = get_runtime(args.device)
