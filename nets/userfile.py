@@ -87,5 +87,5 @@ def read_text(path: str | os.PathLike, what: str, max_bytes: int, fix: str = "")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserError(f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start}){'; ' + fix if fix else ''}") \
-            from None
+        tail = f"; {fix}" if fix else ""
+        raise UserError(f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start}){tail}") from None
