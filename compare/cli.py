@@ -165,7 +165,11 @@ def _plan(args, mode: str) -> Plan:
 def _inputs(args) -> list[tuple[str, str | None]]:
     """The files a run, check or sweep reads: the model file (a built-in net names none), the input, the weights."""
     net = args.net if args.net.lower().endswith(SUFFIXES) else None
-    return [("--net", net), ("--input", getattr(args, "input", None)), ("--weights", args.weights)]
+    inputs = [("--net", net), ("--input", getattr(args, "input", None)), ("--weights", args.weights)]
+    if getattr(args, "data", None):   # the weights trained on the digits, which lenet reads unless given others
+        from .digits import TRAINED_WEIGHTS
+        inputs.append(("--data's trained weights", str(TRAINED_WEIGHTS)))
+    return inputs
 
 
 def _outputs_apart(args, out: str | None) -> None:

@@ -97,5 +97,5 @@ def _scale(layer, scale: np.ndarray, var: np.ndarray) -> np.ndarray:
         c = int(bad[0])
         raise UserError(f"batch normalisation {layer.name}: var + epsilon is {var[c] + layer.eps:g} in channel {c}, "
                         f"not positive, so it would divide by zero or take the root of a negative number; "
-                        f"the model's statistics are damaged: export it again")
+                        f"the model's statistics are damaged: export the model again")
     return scale / np.sqrt(var + layer.eps)

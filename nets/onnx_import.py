@@ -51,6 +51,7 @@ from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Channels, Concat, Conv, D
 from .userfile import regular_file
 from .weights import validate_weights
 
+DAMAGED = "the model file is damaged or was edited: export it again"   # what to do about a value no exporter writes
 MAX_ONNX_BYTES = 2 * 2**30   # protobuf's limit for one message: a larger model keeps its weights as external data
 
 _SUB_BYTE = (22, 21, 23, 25, 26)   # ONNX's 4-bit and 2-bit element types (INT4, UINT4, FLOAT4E2M1, ...), packed
@@ -277,7 +278,7 @@ def _pair(values, what: str, default=(1, 1)) -> tuple:
     try:
         return window_pair(values, what)
     except ValueError as exc:
-        raise _Refused(str(exc).split(": ", 1)[-1]) from None
+        raise _Refused(f"{str(exc).split(': ', 1)[-1]}; {DAMAGED}") from None
 
 
 def _conv(g: _Graph, node, attrs: dict) -> None:
@@ -288,9 +289,9 @@ def _conv(g: _Graph, node, attrs: dict) -> None:
         raise _Refused(f"its weight has shape {weight.shape}; a 2-D convolution's is (K, C/group, FH, FW)")
     k, _, fh, fw = weight.shape
     if min(weight.shape) < 1:
-        raise _Refused(f"its weight has shape {weight.shape}, which holds no filter tap")
+        raise _Refused(f"its weight has shape {weight.shape}, which holds no filter tap; {DAMAGED}")
     if int(a["group"]) < 1:
-        raise _Refused(f"group {a['group']} is not supported (at least 1)")
+        raise _Refused(f"group {a['group']} is no number of groups (at least 1); {DAMAGED}")
     kernel = _pair(a["kernel_shape"], "kernel_shape", (fh, fw))
     if kernel != (fh, fw):
         raise _Refused(f"kernel_shape {kernel} differs from its weight's {(fh, fw)}")
@@ -344,7 +345,7 @@ def _selection_into_conv(g: _Graph, name: str, weight: np.ndarray, bias: np.ndar
 def _batchnorm(g: _Graph, node, attrs: dict) -> None:
     a = _take(attrs, {"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0, "spatial": 1})
     if not (math.isfinite(a["epsilon"]) and a["epsilon"] >= 0):
-        raise _Refused(f"epsilon {a['epsilon']} is not a finite number, 0 or more")
+        raise _Refused(f"epsilon {a['epsilon']} is not a finite number, 0 or more; {DAMAGED}")
     if a["training_mode"] or a["spatial"] != 1 or len([o for o in node.output if o]) > 1:
         raise _Refused("only inference batch normalisation per channel is supported (training_mode 0, one output)")
     x = _spatial(g, node.input[0])
@@ -641,7 +642,7 @@ def _transpose(g: _Graph, node, attrs: dict) -> None:
     perm = list(a["perm"] or reversed(range(len(x.shape) + 1)))
     n = len(x.shape) + 1
     if sorted(int(p) for p in perm) != list(range(n)):
-        raise _Refused(f"perm {perm} is not an order of the {n} dimensions of its input")
+        raise _Refused(f"perm {perm} is not an order of the {n} dimensions of its input; {DAMAGED}")
     if perm == [0, 2, 3, 1]:
         raise _Refused("a transpose to channels-last (N, H, W, C) is not supported: our nets are NCHW, and what "
                        "follows it in the models that do this (ConvNeXt's and Swin's LayerNormalization, a Linear "
@@ -702,7 +703,7 @@ def _split(g: _Graph, node, attrs: dict) -> None:
         sizes = [part] * (n - 1) + [c - part * (n - 1)]
     sizes = [int(v) for v in sizes]
     if min(sizes, default=0) < 1 or sum(sizes) != c:
-        raise _Refused(f"split sizes {sizes} do not divide its {c} channels into parts of one or more")
+        raise _Refused(f"split sizes {sizes} do not divide its {c} channels into parts of one or more; {DAMAGED}")
     starts = np.cumsum([0] + list(sizes))
     _channel_slices(g, node, x, [(int(s), int(e), 1) for s, e in zip(starts[:-1], starts[1:])])
 
@@ -744,7 +745,7 @@ def _gemm(g: _Graph, node, attrs: dict) -> None:
     if a["transA"]:
         raise _Refused("transA is not supported")
     if not all(math.isfinite(a[k]) for k in ("alpha", "beta")):
-        raise _Refused(f"alpha {a['alpha']} and beta {a['beta']} must be finite numbers")
+        raise _Refused(f"alpha {a['alpha']} and beta {a['beta']} must be finite numbers; {DAMAGED}")
     x = _dense_input(g, node.input[0])
     b = _constant(g, node.input[1], "weight").astype(np.float64)
     weight = (b.T if a["transB"] else b) * a["alpha"]
