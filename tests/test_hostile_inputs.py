@@ -258,6 +258,7 @@ def _given_files(tmp_path: Path) -> dict:
     np.save(tmp_path / "keep" / "input.npy", np.zeros((2, 1, 32, 32), np.float32))
     os.symlink(tmp_path / "w.npz", tmp_path / "link.npz")
     os.link(tmp_path / "x.npy", tmp_path / "hard.npy")
+    os.link(tmp_path / "w.npz", tmp_path / "keep" / "lenet-batch1.json")   # weights, oddly named
     return {"dir": tmp_path}
 
 
@@ -272,6 +273,8 @@ def _given_files(tmp_path: Path) -> dict:
      "--out {dir}/x.npy is the --input file {dir}/hard.npy"),
     (["check", "--net", "lenet", "--input", "{dir}/keep/input.npy", "--save-outputs", "{dir}/keep"],
      "--save-outputs {dir}/keep would get input.npy written into it, which is the --input file"),
+    (["sweep", "--net", "lenet", "--batch", "1", "--weights", "{dir}/keep/lenet-batch1.json", "--out", "{dir}/keep"],
+     "--out {dir}/keep would get lenet-batch1.json written into it, which is the --weights file"),
 ])
 def test_an_output_over_an_input_is_refused_before_any_work(tmp_path, capsys, argv, words):
     names = _given_files(tmp_path)
