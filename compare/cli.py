@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as _dt
+import os
 import shlex
 import signal
 import sys
@@ -569,7 +570,7 @@ def _once(files: list[str]) -> list[str]:
     """The files given, each once (one file given twice would be counted twice)."""
     seen: dict[Path, str] = {}
     for p in files:
-        key = Path(p).resolve()
+        key = Path(os.path.realpath(p))   # never raises: a loop of links is load_results's to name
         if key in seen:
             raise UserError(f"{p} is given twice (also as {seen[key]}): give each results file or sweep once")
         seen[key] = p

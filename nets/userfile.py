@@ -11,6 +11,7 @@ weights, the model importers and the harness's results readers share it;
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -56,6 +57,11 @@ def regular_file(path: str | os.PathLike, what: str, max_bytes: int | None = Non
     tail = f"; {fix}" if fix else ""
     if there is None:
         if os.path.islink(path):
+            try:
+                os.stat(path)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise UserError(f"{what} {path} is a loop of links, which leads to no file{tail}") from None
             raise UserError(f"{what} {path} is a link to {os.readlink(path)}, where nothing is{tail}")
         raise UserError(f"{what} {path} not found{tail}")
     if there == "a folder":

@@ -323,6 +323,13 @@ def test_a_pipe_or_a_device_given_as_a_file_is_never_read(tmp_path, capsys, what
     assert f"{path} {words}" in line, line
 
 
+def test_a_loop_of_links_given_as_a_file_is_called_one(tmp_path, capsys):
+    os.symlink(tmp_path / "b.json", tmp_path / "a.json")
+    os.symlink(tmp_path / "a.json", tmp_path / "b.json")
+    line = refused(["report", str(tmp_path / "a.json"), "--out", str(tmp_path / "rep")], capsys, tmp_path)
+    assert f"results file {tmp_path / 'a.json'} is a loop of links, which leads to no file" in line, line
+
+
 @pytest.mark.parametrize("argv, name, words", [
     (["check", "--net", "lenet", "--backends", "numpy", "--input", "{path}"], "x.npy",
      "input file {path} is a folder, not a file; give a .npy file"),
