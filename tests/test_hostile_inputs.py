@@ -378,6 +378,8 @@ def test_absurd_repeats_and_warmups_are_refused_with_the_largest_that_fits(tmp_p
     (["report", "{dir}/good.json", "--baseline", "nope", "--out", "{dir}/rep"], "--baseline names 'nope'"),
     (["report", "{dir}/good.json", "--baseline", ",", "--out", "{dir}/rep"], "--baseline needs at least one"),
     (["run", "--net", "lenet", "--backends", "numpy,nope", "--out", "{dir}/r.json"], "unknown backend 'nope'"),
+    (["run", "--net", "lenet", "--backends", "numpy", "--device", "no-such-device", "--out", "{dir}/r.json"],
+     "no OpenCL device matches 'no-such-device'"),
 ])
 def test_a_name_that_names_nothing_is_refused_before_any_work(tmp_path, capsys, argv, words):
     (tmp_path / "good.json").write_text(json.dumps(small_results_dict()))
