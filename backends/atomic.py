@@ -6,10 +6,11 @@ from __future__ import annotations
 import errno
 import os
 import signal
-import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+
+from nets.userfile import kind   # what is at a path, in words: shared with the readers of users' files
 
 
 @contextmanager
@@ -22,21 +23,6 @@ def signals_held():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, held)   # a signal held back arrives now
-
-
-def kind(path: str | os.PathLike) -> str | None:
-    """What is at `path` (links followed), in words: 'a regular file',
-    'a folder', 'a character device', ...; None when nothing is."""
-    try:
-        mode = os.stat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"),
-                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                        (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return words
-    return "a special file"
 
 
 def current_umask() -> int:

@@ -111,11 +111,26 @@ def on_device(res: RunResult, b: BackendResult) -> bool:
     return bool(kind) and kind.upper() in str(res.device.type or "").upper()
 
 
-def parse_baselines(text: str) -> list[str]:
+def baseline_names(text: str) -> list[str]:
+    """--baseline's names, each once (at least one)."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise UserError("--baseline needs at least one backend name, e.g. --baseline clblast,numpy")
     return list(dict.fromkeys(names))
+
+
+def parse_baselines(text: str, known=None) -> list[str]:
+    """--baseline's names, each once; each must be `best-clblast` or in `known` (default: the backends
+    there are), so a misspelt name is refused before any work rather than silently giving no ratio."""
+    names = baseline_names(text)
+    if known is None:
+        import backends
+        known = backends.names()
+    choices = [BEST_CLBLAST] + sorted(set(known) - {BEST_CLBLAST})
+    for n in names:
+        if n not in choices:
+            raise UserError(f"--baseline names {n!r}, which is no backend: choose from {', '.join(choices)}")
+    return names
 
 
 def reference(res: RunResult, token: str) -> BackendResult | None:

@@ -11,11 +11,12 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as _dt
+import os
 import shlex
 import signal
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,18 +25,20 @@ import backends
 import nets
 from backends.options import CLBLAST_PARAMS, RunOptions
 from nets.errors import CheckFailed, UserError
+from nets.npy import check_holds, header_of, read_data
+from nets.userfile import regular_file
 from nets.weights import init_weights, load_weights, make_input, save_weights, weights_digest
 
 from . import __version__
 from .report import answer
-from .analysis import DEFAULT_BASELINES, parse_baselines
+from .analysis import DEFAULT_BASELINES, baseline_names, parse_baselines
 from .cli_common import add_device_option, positive, seed_arg, unwritten
-from .files import RESULTS_ROOM, check_writable
-from .hostmem import HostNeed, check_fits, host_need
+from .files import RESULTS_ROOM, Output, check_apart, check_writable
+from .hostmem import HostNeed, check_fits, check_passes, host_need
 from .keep import Keeper, keep_file, text_writer
-from .models import load_net
+from .models import SUFFIXES, load_net
 from .progress import Progress
-from .results import RunResult, Source, load_results, to_json
+from .results import MAX_FILE_BYTES, RunResult, Source, load_results, to_json
 from .modes import MODES, checks
 from .runner import Outputs, Plan, execute, exit_code
 from .signals import install_handlers, restore_handlers
@@ -54,37 +57,38 @@ class _Parser(argparse.ArgumentParser):
 # -- inputs shared by run and check ---------------------------------------
 
 def _peak(value: float | None) -> float | None:
-    if value is not None and not value > 0:
+    if value is not None and not 0 < value < float("inf"):
         raise UserError(f"--peak-gflops must be a positive number, not {value}")
     return value
 
 
-def _load_input(path: str, net, batch: int | None) -> np.ndarray:
-    p = Path(path)
-    if p.is_dir():
-        raise UserError(f"--input {p} is a folder; give a .npy file of shape (N, C, H, W)")
-    if not p.is_file():
-        raise UserError(f"input file {p} not found")
-    with open(p, "rb") as f:
-        magic = f.read(6)
-    if magic != b"\x93NUMPY":   # an image, a .npz, a pickle: say what it should be, not what numpy objects to
-        raise UserError(f"input file {p} is not a .npy array (it does not start with numpy's .npy header); "
-                        f"save the input with numpy.save as float32 of shape (N, C, H, W)")
-    try:
-        x = np.load(p, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise UserError(f"input file {p} is not a readable .npy array ({exc})") from None
+def _load_input(path: str, net, batch: int | None, room_for: Callable[[int], None]) -> np.ndarray:
+    """The user's .npy input, its header checked against the net, the batch, the bytes that follow it and
+    (`room_for` the batch it claims) the host's memory before its data is read: a header may claim any shape."""
+    p = regular_file(path, "input file", fix="give a .npy file of shape (N, C, H, W)")
+    source = f"input file {p}"
     want = tuple(net.input_shape)
-    if x.ndim != 4 or tuple(x.shape[1:]) != want:
-        raise UserError(f"input file {p} has shape {x.shape}; {net.name} takes (N, {', '.join(map(str, want))})")
-    if x.dtype != np.float32:
-        raise UserError(f"input file {p} has dtype {x.dtype}; save it as float32 (x.astype(np.float32))")
-    if batch is not None and x.shape[0] != batch:
-        raise UserError(f"input file {p} holds {x.shape[0]} images but --batch is {batch}")
-    if x.shape[0] < 1:
-        raise UserError(f"input file {p} holds no image")
+    with open(p, "rb") as f:
+        if f.read(6) != b"\x93NUMPY":   # an image, a .npz, a pickle: say what it should be, not what numpy objects to
+            raise UserError(f"{source} is not a .npy array (it does not start with numpy's .npy header); "
+                            f"save the input with numpy.save as float32 of shape (N, C, H, W)")
+        f.seek(0)
+        header = header_of(f, source)
+        shape = header.shape
+        if len(shape) != 4 or tuple(shape[1:]) != want:
+            raise UserError(f"{source} has shape {shape}; {net.name} takes (N, {', '.join(map(str, want))})")
+        if header.dtype != np.float32:
+            raise UserError(f"{source} has dtype {header.dtype}; save it as float32 (x.astype(np.float32))")
+        if batch is not None and shape[0] != batch:
+            raise UserError(f"{source} holds {shape[0]} images but --batch is {batch}")
+        if shape[0] < 1:
+            raise UserError(f"{source} holds no image")
+        check_holds(header, p.stat().st_size - header.offset, source)
+        fixed_batch(net, shape[0])
+        room_for(shape[0])
+        x = read_data(f, header, source)
     if not np.all(np.isfinite(x)):
-        raise UserError(f"input file {p} holds NaN or Inf values")
+        raise UserError(f"{source} holds NaN or Inf values")
     return x
 
 
@@ -104,27 +108,33 @@ def fixed_batch(net, batch: int | None) -> None:
 def _plan(args, mode: str) -> Plan:
     if not args.timeout_s > 0:
         raise UserError(f"--timeout-s must be a positive number of seconds, not {args.timeout_s}")
-    net, model_weights = load_net(args.net)
+    repeats, warmup = positive("--repeats", args.repeats), positive("--warmup", args.warmup)
     names = backends.parse_names(args.backends)
+    net, model_weights = load_net(args.net)
     batch = positive("--batch", args.batch) if args.batch is not None else None
     fixed_batch(net, batch)   # before any work; an input file's batch is checked below
     data = getattr(args, "data", None)
     need = _host_need(net, names, mode, getattr(args, "interleave", False))
+
+    def room_for(n: int, what: str | None = None, fits: str = "--batch {} fits") -> None:
+        """Before a batch's input is made or read: it fits the host's memory, and so do the timings kept."""
+        check_fits(net, n, need, what, fits)
+        check_passes(net, len(names), repeats, warmup, n, need, MAX_FILE_BYTES)
     if args.input and data:
         raise UserError("--input and --data are alternatives: give one")
     if args.input:
-        x = _load_input(args.input, net, batch)
+        x = _load_input(args.input, net, batch,
+                        lambda n: room_for(n, f"the {n} images of {args.input}", "an input of {} images fits"))
         batch = x.shape[0]
-        check_fits(net, batch, need, f"the {batch} images of {args.input}", "an input of {} images fits")
         input_source = {"kind": "file", "path": args.input}
     elif data:   # the held-out digits (compare/digits.py)
         from .digits import held_out_input
         x, input_source = held_out_input(net, batch)
         batch = x.shape[0]
-        check_fits(net, batch, need)
+        room_for(batch)
     else:
         batch = batch or net.default_batch
-        check_fits(net, batch, need)   # before the input, the largest single allocation, is made
+        room_for(batch)   # before the input, the largest single allocation, is made
         x = make_input(net, batch, args.seed)
         input_source = {"kind": "seed", "seed": args.seed}
     weights_file = args.weights
@@ -144,13 +154,32 @@ def _plan(args, mode: str) -> Plan:
     fixed_batch(net, batch)
     return Plan(net=net, batch=batch, weights=weights, x=x, backends=names,
                 explicit=args.backends.strip() != "all", device=args.device,
-                repeats=positive("--repeats", args.repeats), warmup=positive("--warmup", args.warmup),
+                repeats=repeats, warmup=warmup,
                 mode=mode, layerwise=not args.end_to_end_only,
                 sources={"weights": Source(**weights_source), "input": Source(**input_source)},
                 peak_gflops=_peak(getattr(args, "peak_gflops", None)),
                 command=shlex.join(["compare"] + args.argv), debug=args.debug,
                 options=RunOptions(clblast_params=args.clblast_params, timeout_s=args.timeout_s),
                 interleave=getattr(args, "interleave", False))
+
+
+def _inputs(args) -> list[tuple[str, str | None]]:
+    """The files a run, check or sweep reads: the model file (a built-in net names none), the input, the weights."""
+    net = args.net if args.net.lower().endswith(SUFFIXES) else None
+    inputs = [("--net", net), ("--input", getattr(args, "input", None)), ("--weights", args.weights)]
+    if getattr(args, "data", None):   # the weights trained on the digits, which lenet reads unless given others
+        from .digits import TRAINED_WEIGHTS
+        inputs.append(("--data's trained weights", str(TRAINED_WEIGHTS)))
+    return inputs
+
+
+def _outputs_apart(args, out: str | None) -> None:
+    """Before any work: neither --out nor a file --save-outputs writes may be a file the command reads."""
+    outputs = [Output("--out", out)] if out else []
+    if getattr(args, "save_outputs", None):
+        names = ["input", "reference"] + backends.parse_names(args.backends)
+        outputs.append(Output("--save-outputs", args.save_outputs, tuple(f"{n}.npy" for n in names)))
+    check_apart(outputs, _inputs(args))
 
 
 def _save_outputs(outputs: Outputs, plan: Plan, directory: str) -> str | None:
@@ -184,8 +213,9 @@ def _sweep_plans(args) -> tuple[Plan, list[int], Iterator[Plan]]:
     batches = given or default_batches(base.net.name)
     for batch in batches:
         fixed_batch(base.net, batch)
-    check_fits(base.net, batches[-1], _host_need(base.net, base.backends, "both", base.interleave),
-               f"batch {batches[-1]} of the sweep", "batches up to {} fit")   # the largest, before any runs
+    need = _host_need(base.net, base.backends, "both", base.interleave)
+    check_fits(base.net, batches[-1], need, f"batch {batches[-1]} of the sweep", "batches up to {} fit")   # the largest, before any runs
+    check_passes(base.net, len(base.backends), base.repeats, base.warmup, batches[-1], need, MAX_FILE_BYTES)
 
     def plans():
         for batch in batches:
@@ -241,6 +271,8 @@ def _answer_text(results: RunResult) -> str | None:
 
 def cmd_run(args) -> int:
     out = args.out or _default_out(Path(args.net).stem)
+    parse_baselines(args.baseline)   # before any work, as every name given
+    _outputs_apart(args, None if out == STDOUT else out)
     if out != STDOUT:
         check_writable(out, "--out")
     with _human(out != STDOUT):
@@ -290,6 +322,7 @@ def _verdict(results: RunResult) -> str:
 
 def cmd_check(args) -> int:
     to_stdout = args.out == STDOUT
+    _outputs_apart(args, None if to_stdout else args.out)
     if args.out and not to_stdout:
         check_writable(args.out, "--out")
     if to_stdout and args.json:
@@ -336,6 +369,7 @@ def cmd_sweep(args) -> int:
     from .report.sweeps import batches_text, comparisons, crossover, notes, per_image_table, speedup_table
     baselines = parse_baselines(args.baseline)
     if args.out:
+        check_apart([Output("--out", args.out, ("*-batch*.json", sw.SWEEP_FILE))], _inputs(args))
         check_writable(args.out, "--out", folder=True)
     base, batches, plans = _sweep_plans(args)
     out = args.out or f"results/sweep-{Path(args.net).stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
@@ -451,7 +485,7 @@ def cmd_peak(args) -> int:
     from backends.opencl.runtime import get_runtime
 
     from .peak import cache_path, store
-    if not args.cap_s > 0:
+    if not 0 < args.cap_s < float("inf"):
         raise UserError(f"--cap-s must be a positive number of seconds, not {args.cap_s}")
     check_writable(cache_path(), "the peak cache")
     rt = get_runtime(args.device)
@@ -475,8 +509,10 @@ def cmd_peak(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import REPORT_ROOM, render_report
+    from .report import REPORT_NAMES, REPORT_ROOM, render_report
     from .sweep import is_sweep, load_sweep
+    baseline_names(args.baseline)   # an empty one, before the files are read
+    check_apart([Output("--out", args.out, REPORT_NAMES)], [("results file", p) for p in args.files])
     check_writable(args.out, "--out", folder=True, room=REPORT_ROOM)
     results, paths, sweeps = [], [], []
     for p in _once(args.files):
@@ -485,9 +521,12 @@ def cmd_report(args) -> int:
         else:
             results.append(load_results(p))
             paths.append(p)
+    runs = results + [r for s in sweeps for r in s.results]
+    # a name of the files' backends counts too: they may come from another version of this tool
+    baselines = parse_baselines(args.baseline, known=set(backends.names()) | {b.name for r in runs for b in r.backends})
     try:
         written = render_report(results, paths, args.out, published=args.published,
-                                baselines=parse_baselines(args.baseline), sweeps=sweeps)
+                                baselines=baselines, sweeps=sweeps)
     except OSError as exc:   # nothing measured is lost: the report is rendered again from the same files
         raise UserError(f"cannot write the report into --out {args.out} ({exc.strerror or exc}): nothing of it was "
                         f"written there; free some room and run `compare report` again") from None
@@ -531,7 +570,7 @@ def _once(files: list[str]) -> list[str]:
     """The files given, each once (one file given twice would be counted twice)."""
     seen: dict[Path, str] = {}
     for p in files:
-        key = Path(p).resolve()
+        key = Path(os.path.realpath(p))   # never raises: a loop of links is load_results's to name
         if key in seen:
             raise UserError(f"{p} is given twice (also as {seen[key]}): give each results file or sweep once")
         seen[key] = p

@@ -6,6 +6,8 @@ import os
 import shutil
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 
 from backends.atomic import current_umask, kind, signals_held
@@ -84,3 +86,48 @@ def _probe(folder: Path, room: int) -> None:
     finally:
         os.close(fd)
         os.unlink(tmp)
+
+
+@dataclass(frozen=True)
+class Output:
+    """A path a command writes: a file (no `names`), or a folder and the names (globs) it writes into it."""
+
+    flag: str
+    path: str | os.PathLike
+    names: tuple[str, ...] = ()
+
+
+def _same(a: Path, b: Path) -> bool:
+    """One file under two names: the same path once links are followed, or one inode (a hard link)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_apart(outputs: list[Output], inputs: list[tuple[str, str | os.PathLike | None]]) -> None:
+    """UserError (exit 2), before any work, when a path the command would write is one it reads:
+    `inputs` pairs each input's flag (e.g. '--net') with the path given, None where none was.  Paths
+    are compared with links followed, so a link or a hard link to an input clashes too."""
+    from nets.errors import UserError
+    given = [(flag, Path(p)) for flag, p in inputs if p is not None and os.path.lexists(p)]
+    for out in outputs:
+        target = Path(out.path)
+        for flag, src in given:
+            if not out.names:
+                if _same(target, src):
+                    raise UserError(f"{out.flag} {target} is the {flag} file {src}: writing there would destroy "
+                                    f"it; give {out.flag} another file name")
+                continue
+            folder = os.path.realpath(target)
+            for name in out.names:
+                concrete = not any(ch in name for ch in "*?[")
+                clash = (_same(target / name, src) if concrete and os.path.lexists(target / name) else
+                         os.path.dirname(os.path.realpath(src)) == folder
+                         and fnmatch(os.path.basename(os.path.realpath(src)), name))
+                if clash:
+                    raise UserError(f"{out.flag} {target} would get {name if concrete else src.name} written "
+                                    f"into it, which is the {flag} file {src}: writing there would destroy it; "
+                                    f"give {out.flag} another folder")

@@ -145,3 +145,39 @@ def check_fits(net: Net, batch: int, need: HostNeed, what: str | None = None, fi
     raise UserError(f"{net.name} at {what or f'--batch {batch}'} needs about {_gib(want)} of host memory "
                     f"({need.parts}), more than "
                     f"{HEADROOM:.0%} of the {_gib(have)} available; {hint}")
+
+
+# -- repeats and warm-ups ---------------------------------------------------------
+
+MAX_WARMUP = 1000        # untimed passes: the first pays the first-call costs; past a few, more measure nothing
+SAMPLES_PER_LAYER = 8    # a backend's kept timings of one layer in one repeat: wall, kernel, overhead, its steps
+SAMPLE_FILE_BYTES = 32   # one kept timing in the results file (indented JSON: a line of its own)
+SAMPLE_HOST_BYTES = 256  # ... in memory until the file is written: the float, its records, its JSON text
+
+
+def samples_per_repeat(net: Net, backends: int) -> int:
+    """Timings a run keeps per timed repeat: per backend, the pass's four phases and each layer's."""
+    return backends * (4 + SAMPLES_PER_LAYER * len(net.layers))
+
+
+def check_passes(net: Net, backends: int, repeats: int, warmup: int, batch: int, need: HostNeed,
+                 file_bytes: int) -> None:
+    """UserError, before any work, when `repeats` would keep more timings than a results file of at most
+    `file_bytes` holds or than the host's memory leaves beside the run's batch, naming the largest that
+    fits; or when `warmup` is beyond MAX_WARMUP (warm-ups keep nothing, and past a few change nothing)."""
+    if warmup > MAX_WARMUP:
+        raise UserError(f"--warmup {warmup} is more untimed passes than a warm-up needs (the first pays the "
+                        f"first-call costs); give at most {MAX_WARMUP}")
+    per = samples_per_repeat(net, backends)
+    limits = [(file_bytes // (per * SAMPLE_FILE_BYTES),
+               f"a results file of at most {file_bytes / 2**20:.0f} MiB (what `compare report` reads)")]
+    have = available_bytes()
+    if have is not None:
+        room = max(have * HEADROOM - need.at(batch), 0)
+        limits.append((int(room // (per * SAMPLE_HOST_BYTES)),
+                       f"the {_gib(room)} of host memory left beside {net.name} at batch {batch}"))
+    largest, where = min(limits)
+    if repeats > largest:
+        hint = f"--repeats {largest} fits" if largest >= 1 else "not even one repeat fits: free some memory"
+        raise UserError(f"--repeats {repeats} keeps {per:,} timings a repeat ({len(net.layers)} layers, {backends} "
+                        f"backend(s)), more than {where} holds; {hint}")

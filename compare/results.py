@@ -22,13 +22,19 @@ import numpy as np
 from backends.atomic import write_text_atomic
 
 from nets.errors import UserError
+from nets.userfile import read_text
 
 SCHEMA = "clblast-compare/results"
 VERSION = 3
 STATUSES = ("OK", "FAILED", "UNAVAILABLE", "UNSUPPORTED")
 CHECK_STATUSES = ("PASS", "FAIL")
 MODE_STATUSES = STATUSES + ("SKIPPED",)   # a mode not timed because it could not win (runner.py)
+MAX_FILE_BYTES = 256 * 2**20   # a results file of every backend at many repeats is a few MiB; far more is no results file
+MAX_DEPTH = 32                 # the deepest results file nests about 8 levels; JSON nested deeper is no results file
 FAMILIES = ("reference", "clblast", "hand-written", "compiler", "engine", "peer", "")   # backends/base.py Family; "": none
+
+
+SIGNED = {"signed": True}   # a field's metadata: its numbers may be negative (every other number in a file may not)
 
 
 class Malformed(ValueError):
@@ -103,7 +109,7 @@ class LayerTimes:
     name: str
     wall: Samples
     kernel: Samples | None = None     # None where the backend has no device events
-    overhead: Samples | None = None   # wall - kernel, per repeat
+    overhead: Samples | None = field(default=None, metadata=SIGNED)   # wall - kernel, per repeat: may be < 0
     steps: list[StepTimes] = field(default_factory=list)
 
 
@@ -255,6 +261,10 @@ class Settings:
     layerwise_check: bool = True
     interleave: bool = False        # timed passes round-robin over the backends
 
+    def validate(self, where: str) -> None:
+        if self.repeats < 1:
+            raise Malformed(f"{where}.repeats" if where else "repeats", f"is {self.repeats}; a run times at least one pass")
+
 
 @dataclass
 class LayerInfo:
@@ -276,6 +286,10 @@ class NetInfo:
     layers: list[LayerInfo]
     input_shape: list[int] | None = None
     params: int | None = None
+
+    def validate(self, where: str) -> None:
+        if self.batch < 1:
+            raise Malformed(f"{where}.batch" if where else "batch", f"is {self.batch}; a run has one image or more")
 
 
 @dataclass
@@ -363,8 +377,9 @@ def _show(v) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _decode(tp, value, where: str):
-    """`value` (parsed JSON) as type `tp`, or Malformed naming `where`."""
+def _decode(tp, value, where: str, signed: bool = False):
+    """`value` (parsed JSON) as type `tp`, or Malformed naming `where`.  Numbers must be finite, and not
+    negative unless `signed` (a field whose metadata says so, and everything inside it)."""
     origin = get_origin(tp)
     if origin in (Union, UnionType):
         options = [a for a in get_args(tp) if a is not NoneType]
@@ -372,16 +387,22 @@ def _decode(tp, value, where: str):
             if NoneType in get_args(tp):
                 return None
             raise Malformed(where, "must not be null")
-        return _decode(options[0], value, where)
+        return _decode(options[0], value, where, signed)
     if is_dataclass(tp):
-        return decode(tp, value, where)
+        return decode(tp, value, where, signed)
     if tp is float:
         if not _is_number(value):
             raise Malformed(where, f"expected a number, got {_show(value)}")
+        if not math.isfinite(value):   # JSON has no NaN or Infinity, and our writer writes null instead
+            raise Malformed(where, f"is {value}, not a finite number")
+        if value < 0 and not signed:
+            raise Malformed(where, f"is {value}, but it cannot be negative")
         return float(value)
     if tp is int:
         if not (isinstance(value, int) and not isinstance(value, bool)):
             raise Malformed(where, f"expected a whole number, got {_show(value)}")
+        if value < 0 and not signed:
+            raise Malformed(where, f"is {value}, but it cannot be negative")
         return value
     if tp is bool:
         if not isinstance(value, bool):
@@ -395,12 +416,12 @@ def _decode(tp, value, where: str):
         if not isinstance(value, list):
             raise Malformed(where, f"expected a list, got {_show(value)}")
         (item,) = get_args(tp)
-        return [_decode(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_decode(item, v, f"{where}[{i}]", signed) for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
             raise Malformed(where, f"expected an object, got {_show(value)}")
         _, item = get_args(tp)
-        return {k: _decode(item, v, f"{where}.{k}") for k, v in value.items()}
+        return {k: _decode(item, v, f"{where}.{k}", signed) for k, v in value.items()}
     if tp is dict or tp is Any:   # free-form: recorded choices and versions, shown as they are
         if tp is dict and not isinstance(value, dict):
             raise Malformed(where, f"expected an object, got {_show(value)}")
@@ -408,7 +429,7 @@ def _decode(tp, value, where: str):
     raise TypeError(f"results model: no decoder for {tp!r} at {where}")
 
 
-def decode(cls, data, where: str = ""):
+def decode(cls, data, where: str = "", signed: bool = False):
     """An instance of dataclass `cls` from parsed JSON, every field checked."""
     if not isinstance(data, dict):
         raise Malformed(where, f"expected an object, got {_show(data)}")
@@ -420,7 +441,7 @@ def decode(cls, data, where: str = ""):
             if f.default is MISSING and f.default_factory is MISSING:
                 raise Malformed(at, "is missing")
             continue
-        kwargs[f.name] = _decode(hints[f.name], data[f.name], at)
+        kwargs[f.name] = _decode(hints[f.name], data[f.name], at, signed or f.metadata.get("signed", False))
     obj = cls(**kwargs)
     if hasattr(obj, "validate"):
         obj.validate(where)
@@ -464,19 +485,48 @@ def _migrate_v2(data: dict) -> dict:
 MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2}
 
 
+def _depth(data) -> int:
+    """How deep parsed JSON nests, measured without recursion."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        obj, depth = stack.pop()
+        if isinstance(obj, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in (obj.values() if isinstance(obj, dict) else obj))
+    return deepest
+
+
+def _json(text: str, source: str, what: str):
+    """Parsed JSON, refused in one line when it is not JSON or nests deeper than any file of ours
+    (the parser's recursion ends in a RecursionError first when it nests very deep)."""
+    deep = (f"{what} file {source} nests more than {MAX_DEPTH} levels deep, as no {what} file does; "
+            f"give a file that `compare` wrote")
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{what} file {source} is not valid JSON ({exc}); was it cut short?") from None
+    except RecursionError:
+        raise UserError(deep) from None
+    except ValueError as exc:   # an integer of thousands of digits
+        raise UserError(f"{what} file {source} is not a {what} file ({str(exc)[:120]})") from None
+    if _depth(data) > MAX_DEPTH:
+        raise UserError(deep)
+    return data
+
+
 def parse_versioned(text: str, source: str, what: str, schema: str, version: int, cls,
                     migrations: dict | None = None, remake: str = "compare run"):
     """A versioned JSON file of ours (`what`: 'results', 'sweep') as `cls`:
     its schema and version checked, older versions migrated, every field
     decoded; UserError naming the problem otherwise."""
     migrations = migrations or {}
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{what} file {source} is not valid JSON ({exc}); was it cut short?") from None
+    data = _json(text, source, what)
     if not isinstance(data, dict) or data.get("schema") != schema:
         raise UserError(f"{source} is not a clblast-compare {what} file (no '\"schema\": \"{schema}\"')")
     found = data.get("schema_version")
+    if not (isinstance(found, int) and not isinstance(found, bool)):   # a list is no key, NaN no version
+        raise UserError(f"{source} has {what} schema version {_show(found)}, not a whole number: it is not a "
+                        f"{what} file of `{remake}`")
     while found in migrations and found != version:   # each step migrates one version up
         data = migrations[found](data)
         found = data.get("schema_version")
@@ -496,12 +546,14 @@ def parse_results(text: str, source: str) -> RunResult:
     return parse_versioned(text, source, "results", SCHEMA, VERSION, RunResult, MIGRATIONS)
 
 
+
+
+def read_json_file(path: str | os.PathLike, what: str) -> str:
+    """The text of a results or sweep file (`what`), once it is known to be a regular file of a plausible
+    size: a pipe, a device or a huge file is refused in one line, never read."""
+    return read_text(path, f"{what} file", MAX_FILE_BYTES,
+                     fix=f"give a {what} file that `compare {'sweep' if what == 'sweep' else 'run'}` wrote")
+
+
 def load_results(path: str | os.PathLike) -> RunResult:
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"results file {path} not found")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"results file {path} cannot be read ({exc})") from None
-    return parse_results(text, str(path))
+    return parse_results(read_json_file(path, "results"), str(path))

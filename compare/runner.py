@@ -409,13 +409,14 @@ class Session:
         plan = self.plan
 
         def each(step, settle, what):
-            order = ([(o, r) for r in range(plan.repeats) for o in opened] if plan.interleave
-                     else [(o, r) for o in opened for r in range(plan.repeats)])
+            order = (((o, r) for r in range(plan.repeats) for o in opened) if plan.interleave   # made as used
+                     else ((o, r) for o in opened for r in range(plan.repeats)))
+            passes = len(opened) * plan.repeats
             t0 = time.monotonic()
             for k, (o, r) in enumerate(order):
                 if not o.entry.ok:
                     continue
-                self.progress(f"{o.entry.label}: {what}, repeat {r + 1}/{plan.repeats}{_eta(t0, k, len(order))}")
+                self.progress(f"{o.entry.label}: {what}, repeat {r + 1}/{plan.repeats}{_eta(t0, k, passes)}")
                 try:
                     if plan.interleave:
                         settle(o.trial)

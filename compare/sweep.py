@@ -26,7 +26,7 @@ from nets.errors import UserError
 
 from . import __version__
 from .keep import Keeper
-from .results import Malformed, RunResult, Tool, load_results, parse_versioned, to_json
+from .results import Malformed, RunResult, Tool, load_results, parse_versioned, read_json_file, to_json
 from .runner import Plan, execute, exit_code as run_exit_code
 
 SCHEMA = "clblast-compare/sweep"
@@ -61,6 +61,9 @@ class Sweep:
         for i, run in enumerate(self.batches):
             if run.batch < 1:
                 raise Malformed(f"batches[{i}].batch", f"must be a positive whole number, not {run.batch}")
+            if Path(run.results).name != run.results or run.results in ("", ".", ".."):
+                raise Malformed(f"batches[{i}].results", f"{run.results!r} is not a file name in the sweep's folder "
+                                                         f"(a sweep names its results files beside it)")
             if run.batch in seen:
                 raise Malformed(f"batches[{i}].batch", f"batch {run.batch} is listed twice")
             seen.add(run.batch)
@@ -161,9 +164,9 @@ def is_sweep(path: str | os.PathLike) -> bool:
     if p.is_dir() or p.name == SWEEP_FILE:
         return True
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False   # load_results says what is wrong with it
+        data = json.loads(read_json_file(p, "results"))
+    except (UserError, ValueError, RecursionError):
+        return False   # load_results says what is wrong with it (a pipe or a device is never read)
     return isinstance(data, dict) and data.get("schema") == SCHEMA
 
 
@@ -181,13 +184,7 @@ def load_sweep(path: str | os.PathLike) -> LoadedSweep:
         if not (p / SWEEP_FILE).is_file():
             return _stopped_sweep(p)
         p = p / SWEEP_FILE
-    if not p.is_file():
-        raise UserError(f"sweep file {p} not found")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"sweep file {p} cannot be read ({exc})") from None
-    sweep = parse_sweep(text, str(p))
+    sweep = parse_sweep(read_json_file(p, "sweep"), str(p))
     loaded = LoadedSweep(str(p), sweep)
     for run in sorted(sweep.batches, key=lambda r: r.batch):
         rp = p.parent / run.results

@@ -21,6 +21,8 @@ import dataclasses
 
 import numpy as np
 
+from .errors import UserError
+
 from .spec import NET_INPUT, Conv, LayerKind, Net
 
 _FOLDS_INTO = (LayerKind.CONV, LayerKind.DENSE)
@@ -49,7 +51,7 @@ def fold_batchnorm(net: Net, weights: dict[str, np.ndarray]) -> tuple[Net, dict[
         shift = np.asarray(weights.pop(f"{layer.name}.bias"), np.float64)
         mean = np.asarray(weights.pop(f"{layer.name}.mean"), np.float64)
         var = np.asarray(weights.pop(f"{layer.name}.var"), np.float64)
-        s = scale / np.sqrt(var + layer.eps)
+        s = _scale(layer, scale, var)
         w = np.asarray(weights[f"{before.name}.weight"], np.float64)
         b = np.asarray(weights[f"{before.name}.bias"], np.float64)
         # a conv's weight is (K, C/g, FH, FW), a dense layer's (in, K): scale each output channel
@@ -80,8 +82,20 @@ def _as_affine_conv(layer, channels: int, weights: dict) -> Conv:
     """Batch norm `layer` as a depthwise 1x1 convolution (weights updated in place)."""
     scale, shift, mean, var = (np.asarray(weights.pop(f"{layer.name}.{p}"), np.float64)
                                for p in ("scale", "bias", "mean", "var"))
-    s = scale / np.sqrt(var + layer.eps)
+    s = _scale(layer, scale, var)
     weights[f"{layer.name}.weight"] = s.reshape(channels, 1, 1, 1).astype(np.float32)
     weights[f"{layer.name}.bias"] = (shift - mean * s).astype(np.float32)
     return Conv(layer.name, layer.activation, inputs=layer.inputs, out_channels=channels, kernel=(1, 1),
                 groups=channels)
+
+
+def _scale(layer, scale: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """scale / sqrt(var + eps), once var + eps is known to be positive in every channel (else the
+    model is damaged: its normalisation divides by zero or takes the root of a negative number)."""
+    bad = np.flatnonzero(~(var + layer.eps > 0))
+    if bad.size:
+        c = int(bad[0])
+        raise UserError(f"batch normalisation {layer.name}: var + epsilon is {var[c] + layer.eps:g} in channel {c}, "
+                        f"not positive, so it would divide by zero or take the root of a negative number; "
+                        f"the model's statistics are damaged: export the model again")
+    return scale / np.sqrt(var + layer.eps)

@@ -34,6 +34,7 @@ in C,H,W order, so the rows of the Dense weight after a Flatten are permuted.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import zipfile
@@ -44,10 +45,11 @@ from pathlib import Path
 import numpy as np
 
 from .errors import UserError
+from .userfile import regular_file
 
 from .layouts import hwc_rows_to_chw
 from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Channels, Concat, Conv, Dense, GlobalAvgPool, MaxPool, Mul, Net,
-                   Softmax, Subsample)
+                   Softmax, Subsample, window_pair)
 from .weights import validate_weights
 
 ACTIVATION = {"linear": "none", "relu": "relu", "relu6": "relu6", "sigmoid": "sigmoid", "tanh": "tanh",
@@ -80,10 +82,9 @@ def _keras():
 
 def load_keras(path: str | os.PathLike) -> tuple[Net, dict[str, np.ndarray]]:
     """The model in `path` as (net named after the file, weights)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"Keras model file {path} not found")
+    path = regular_file(path, "Keras model file")
     _check_container(path)
+    _check_config(path, _config_text(path))
     keras = _keras()
     try:
         model = keras.saving.load_model(path, compile=False)
@@ -120,6 +121,80 @@ def _check_container(path: Path) -> None:
     except OSError as exc:
         why = "a truncated HDF5 file" if "truncated" in str(exc) else str(exc).strip().splitlines()[0]
         raise UserError(f"{bad}: {why}; save the model again") from None
+
+
+MAX_CONFIG_BYTES = 64 * 2**20   # a model's layer configuration: kilobytes, a megabyte for the largest zoo models
+_WINDOWS = ("kernel_size", "strides", "pool_size", "dilation_rate")   # each a number, or numbers, at least 1
+_COUNTS = ("filters", "units", "groups", "depth_multiplier")          # each a whole number, at least 1
+
+
+def _config_text(path: Path) -> str | None:
+    """The JSON of the model's layers, as saved in the file (a .keras archive's config.json, a .h5 file's
+    model_config attribute); None where there is none to read (Keras then says what is wrong)."""
+    try:
+        if path.suffix.lower() == ".keras":
+            with zipfile.ZipFile(path) as z:
+                info = z.getinfo("config.json")
+                if info.file_size > MAX_CONFIG_BYTES:
+                    raise UserError(f"Keras model file {path}: its config.json claims {info.file_size:,} bytes, more "
+                                    f"than a model's configuration holds; save the model again")
+                return z.read(info).decode("utf-8")
+        import h5py
+        with h5py.File(path, "r") as f:
+            text = f.attrs.get("model_config")
+        return text.decode("utf-8") if isinstance(text, bytes) else text
+    except (KeyError, ImportError, OSError, UnicodeDecodeError, zipfile.BadZipFile):
+        return None
+
+
+def _check_config(path: Path, text: str | None) -> None:
+    """Every layer's windows (kernel_size, strides, pool_size, dilation_rate), counts (filters, units,
+    groups, depth_multiplier) and epsilon in their valid range, read from the saved JSON before Keras
+    builds anything from it: a hand-edited file may hold a zero stride, and Keras would then fail
+    deep inside with a message that names no value."""
+    if text is None:
+        return
+    import json
+    try:
+        config = json.loads(text)
+    except (ValueError, RecursionError):
+        raise UserError(f"Keras model file {path}: its layer configuration is not JSON; save the model again")             from None
+    stack = [config]
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, list):
+            stack.extend(obj)
+            continue
+        if not isinstance(obj, dict):
+            continue
+        stack.extend(obj.values())
+        layer = obj.get("config") if isinstance(obj.get("class_name"), str) else None
+        if isinstance(layer, dict):
+            _check_layer_config(path, f"layer {layer.get('name')} ({obj['class_name']})", layer)
+
+
+def _check_layer_config(path: Path, what: str, config: dict) -> None:
+    def bad(key, rule):
+        raise UserError(f"Keras model file {path}: {what}: {key} {config[key]!r} {rule}; the file was damaged or "
+                        f"edited: save the model again")
+
+    def whole(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+    for key in _WINDOWS:
+        value = config.get(key)
+        if value is None:
+            continue
+        values = value if isinstance(value, list) else [value]
+        if not values or not all(whole(v) and v >= 1 for v in values):
+            bad(key, "is not a window's size: each must be a whole number, at least 1")
+    for key in _COUNTS:
+        value = config.get(key)
+        if value is not None and not (whole(value) and value >= 1):
+            bad(key, "must be a whole number, at least 1")
+    eps = config.get("epsilon")
+    if eps is not None and not (isinstance(eps, (int, float)) and not isinstance(eps, bool)
+                                and math.isfinite(eps) and eps >= 0):
+        bad("epsilon", "must be a finite number, 0 or more")
 
 
 def conv_kernel_from_keras(kernel: np.ndarray) -> np.ndarray:
@@ -257,7 +332,10 @@ class _Builder:
         for d in self.layers:
             # a layer that reads the one before it names nothing, so a chain stays a chain
             inputs = () if d["inputs"] == (previous,) else d["inputs"]
-            specs.append(d["cls"](d["name"], d["activation"], inputs=inputs, **d["kwargs"]))
+            try:
+                specs.append(d["cls"](d["name"], d["activation"], inputs=inputs, **d["kwargs"]))
+            except ValueError as exc:   # a value no layer of ours can hold (an epsilon below 0, ...)
+                raise UserError(f"{name}: layer {d['name']}: {str(exc).split(': ', 1)[-1]}") from None
             previous = d["name"]
         return Net(name=name, input_shape=input_shape, layers=tuple(specs), default_batch=1, description=description)
 
@@ -273,11 +351,20 @@ def _channels_last(layer, what: str) -> None:
         raise UserError(f"{what}: data_format {layer.data_format!r} is not supported; use channels_last")
 
 
+def _window_pair(layer, attr: str, what: str) -> tuple:
+    """The layer's `attr` (kernel_size, strides, ...) as two whole numbers, each at least 1, before any
+    arithmetic with it: a model file's config may hold anything."""
+    try:
+        return window_pair(getattr(layer, attr), attr)
+    except ValueError as exc:
+        raise UserError(f"{what}: {str(exc).split(': ', 1)[-1]}") from None
+
+
 def _window(b: _Builder, layer, what: str) -> tuple:
     """A convolution's input shape, window, stride, dilation and padding (a ZeroPadding2D's before it included)."""
     c, h, w = _spatial(b, what)
     _channels_last(layer, what)
-    kernel, stride, dilation = tuple(layer.kernel_size), tuple(layer.strides), tuple(layer.dilation_rate)
+    kernel, stride, dilation = (_window_pair(layer, attr, what) for attr in ("kernel_size", "strides", "dilation_rate"))
     before = b.pad or (0, 0, 0, 0)
     padded = (h + before[0] + before[2], w + before[1] + before[3])
     span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
@@ -460,8 +547,8 @@ def _pool_or_conv_pad(padding: str, size: tuple, kernel: tuple, stride: tuple, w
 def _pool(b: _Builder, layer, what: str, cls):
     c, h, w = _spatial(b, what)
     _channels_last(layer, what)
-    kernel = tuple(layer.pool_size)
-    stride = tuple(layer.strides) if layer.strides is not None else kernel
+    kernel = _window_pair(layer, "pool_size", what)
+    stride = _window_pair(layer, "strides", what) if layer.strides is not None else kernel
     if b.pad is not None and cls is MaxPool:
         # zeros before a max-pool win over negative values, our max-pool's padding never does: the same
         # only where the input is never negative

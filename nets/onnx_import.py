@@ -40,7 +40,6 @@ import math
 import os
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 
@@ -48,9 +47,14 @@ from nets.errors import UserError
 
 from . import onnx_constants as oc
 from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Channels, Concat, Conv, Dense, GlobalAvgPool, MaxPool, Mul, Net,
-                   Softmax, Subsample, ceil_out_size)
+                   Softmax, Subsample, ceil_out_size, window_pair)
+from .userfile import regular_file
 from .weights import validate_weights
 
+DAMAGED = "the model file is damaged or was edited: export it again"   # what to do about a value no exporter writes
+MAX_ONNX_BYTES = 2 * 2**30   # protobuf's limit for one message: a larger model keeps its weights as external data
+
+_SUB_BYTE = (22, 21, 23, 25, 26)   # ONNX's 4-bit and 2-bit element types (INT4, UINT4, FLOAT4E2M1, ...), packed
 SUPPORTED = ("Conv", "BatchNormalization", "Relu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "MaxPool",
              "AveragePool", "GlobalAveragePool", "ReduceMean", "Add", "Mul", "Concat", "Softmax", "Flatten", "Reshape",
              "Transpose", "Slice", "Split", "Pad", "Gemm", "MatMul", "Shape", "Constant", "Identity", "Dropout")
@@ -71,9 +75,7 @@ def _onnx():
 
 def load_onnx(path: str | os.PathLike) -> tuple[Net, dict[str, np.ndarray]]:
     """The model in `path` as (net named after the file, weights); batch norms not yet folded."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"ONNX model file {path} not found")
+    path = regular_file(path, "ONNX model file", MAX_ONNX_BYTES, empty_ok=True)
     if path.stat().st_size == 0:
         raise UserError(f"ONNX model file {path} is empty; export the model again")
     onnx = _onnx()
@@ -269,10 +271,15 @@ def _window(attrs: dict, shape: tuple, kernel: tuple, strides: tuple, dilations:
 
 
 def _pair(values, what: str, default=(1, 1)) -> tuple:
-    values = tuple(int(v) for v in (values or default))
+    """A window's kernel_shape, strides or dilations: two whole numbers, each at least 1, before any
+    arithmetic is done with them (a zero stride divides by zero)."""
+    values = tuple(values or default)
     if len(values) != 2:
         raise _Refused(f"{what} {values} are not for a 2-D window")
-    return values
+    try:
+        return window_pair(values, what)
+    except ValueError as exc:
+        raise _Refused(f"{str(exc).split(': ', 1)[-1]}; {DAMAGED}") from None
 
 
 def _conv(g: _Graph, node, attrs: dict) -> None:
@@ -282,6 +289,10 @@ def _conv(g: _Graph, node, attrs: dict) -> None:
     if weight.ndim != 4:
         raise _Refused(f"its weight has shape {weight.shape}; a 2-D convolution's is (K, C/group, FH, FW)")
     k, _, fh, fw = weight.shape
+    if min(weight.shape) < 1:
+        raise _Refused(f"its weight has shape {weight.shape}, which holds no filter tap; {DAMAGED}")
+    if int(a["group"]) < 1:
+        raise _Refused(f"group {a['group']} is no number of groups (at least 1); {DAMAGED}")
     kernel = _pair(a["kernel_shape"], "kernel_shape", (fh, fw))
     if kernel != (fh, fw):
         raise _Refused(f"kernel_shape {kernel} differs from its weight's {(fh, fw)}")
@@ -334,6 +345,8 @@ def _selection_into_conv(g: _Graph, name: str, weight: np.ndarray, bias: np.ndar
 
 def _batchnorm(g: _Graph, node, attrs: dict) -> None:
     a = _take(attrs, {"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0, "spatial": 1})
+    if not (math.isfinite(a["epsilon"]) and a["epsilon"] >= 0):
+        raise _Refused(f"epsilon {a['epsilon']} is not a finite number, 0 or more; {DAMAGED}")
     if a["training_mode"] or a["spatial"] != 1 or len([o for o in node.output if o]) > 1:
         raise _Refused("only inference batch normalisation per channel is supported (training_mode 0, one output)")
     x = _spatial(g, node.input[0])
@@ -629,6 +642,8 @@ def _transpose(g: _Graph, node, attrs: dict) -> None:
     x = _computed(g, node.input[0])
     perm = list(a["perm"] or reversed(range(len(x.shape) + 1)))
     n = len(x.shape) + 1
+    if sorted(int(p) for p in perm) != list(range(n)):
+        raise _Refused(f"perm {perm} is not an order of the {n} dimensions of its input; {DAMAGED}")
     if perm == [0, 2, 3, 1]:
         raise _Refused("a transpose to channels-last (N, H, W, C) is not supported: our nets are NCHW, and what "
                        "follows it in the models that do this (ConvNeXt's and Swin's LayerNormalization, a Linear "
@@ -687,6 +702,9 @@ def _split(g: _Graph, node, attrs: dict) -> None:
         n = a["num_outputs"] or len(node.output)
         part = -(-c // n)
         sizes = [part] * (n - 1) + [c - part * (n - 1)]
+    sizes = [int(v) for v in sizes]
+    if min(sizes, default=0) < 1 or sum(sizes) != c:
+        raise _Refused(f"split sizes {sizes} do not divide its {c} channels into parts of one or more; {DAMAGED}")
     starts = np.cumsum([0] + list(sizes))
     _channel_slices(g, node, x, [(int(s), int(e), 1) for s, e in zip(starts[:-1], starts[1:])])
 
@@ -727,6 +745,8 @@ def _gemm(g: _Graph, node, attrs: dict) -> None:
     a = _take(attrs, {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0})
     if a["transA"]:
         raise _Refused("transA is not supported")
+    if not all(math.isfinite(a[k]) for k in ("alpha", "beta")):
+        raise _Refused(f"alpha {a['alpha']} and beta {a['beta']} must be finite numbers; {DAMAGED}")
     x = _dense_input(g, node.input[0])
     b = _constant(g, node.input[1], "weight").astype(np.float64)
     weight = (b.T if a["transB"] else b) * a["alpha"]
@@ -798,8 +818,39 @@ def _constant_node(g: _Graph, onnx, numpy_helper, node, attrs: dict) -> None:
         if value is None:
             raise _Refused(f"only a tensor or number 'value' is supported, not {sorted(attrs)}")
     else:
-        value = numpy_helper.to_array(value)
+        try:
+            value = _tensor(onnx, numpy_helper, value, "its value")
+        except UserError as exc:
+            raise _Refused(str(exc)) from None
     g.constants[node.output[0]] = oc.Constant.plain(value)
+
+
+def _tensor(onnx, numpy_helper, t, what: str) -> np.ndarray:
+    """A TensorProto's array, once its dims are known to be sizes and the data it holds to be as many
+    elements as they claim (numpy_helper would otherwise allocate what they claim, or fail deep inside)."""
+    dims = list(t.dims)
+    if any(d < 0 for d in dims):
+        raise UserError(f"{what} claims dims {dims}; a dimension is never negative: export the model again")
+    n = math.prod(dims)
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type))
+        field_name = onnx.helper.tensor_dtype_to_field(t.data_type)
+    except (KeyError, TypeError, ValueError):
+        raise UserError(f"{what} has element type {t.data_type}, which this does not read") from None
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        raise UserError(f"{what} keeps its data outside the model file, and that data was not loaded")
+    if dtype.kind not in "biufc" or t.data_type in _SUB_BYTE:
+        raise UserError(f"{what} has element type {onnx.TensorProto.DataType.Name(t.data_type)}, which this does "
+                        f"not read (numbers of a byte or more only)")
+    if t.HasField("raw_data"):
+        held, claimed = len(t.raw_data), n * dtype.itemsize
+    else:
+        held, claimed = len(getattr(t, field_name)), n * (2 if dtype.kind == "c" else 1)
+    if held != claimed:
+        raise UserError(f"{what} claims dims {dims} ({n:,} elements) but holds {held:,} "
+                        f"{'bytes' if t.HasField('raw_data') else 'values'} where {claimed:,} are due: "
+                        f"the model file is damaged or forged; export it again")
+    return numpy_helper.to_array(t)
 
 
 def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.ndarray]]:
@@ -816,7 +867,8 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
         consumers[out.name] = consumers.get(out.name, 0) + 1
     g = _Graph(source, consumers)
     for init in graph.initializer:
-        g.constants[init.name] = oc.Constant.plain(numpy_helper.to_array(init))
+        g.constants[init.name] = oc.Constant.plain(_tensor(onnx, numpy_helper, init, f"{source}: initializer "
+                                                                                     f"{init.name!r}"))
     in_name, in_shape, in_batch = _input_shape(onnx, model, source, set(g.constants))
     g.batch = in_batch or 1
     g.values[in_name] = _Value(NET_INPUT, in_shape)
@@ -835,6 +887,8 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
                     outs = oc.evaluate(node.op_type, attrs, [g.constants.get(n) if n else None for n in node.input])
                 except oc.ConstantRefused as exc:
                     raise _Refused(str(exc)) from None
+                except (IndexError, TypeError) as exc:   # an index past its constant, a missing input
+                    raise _Refused(f"it cannot be evaluated on its constants ({exc})") from None
                 for out, c in zip(node.output, outs):
                     g.constants[out] = c
             elif node.op_type in ("Identity", "Dropout"):

@@ -52,6 +52,7 @@ the input's own elements count (Keras's 'same').
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -141,6 +142,25 @@ def _padding(pad: tuple, what: str) -> tuple:
     return (top, left) if (top, left) == (bottom, right) else pad
 
 
+def window_pair(values, what: str, name: str = "") -> tuple:
+    """A window's (rows, cols) kernel, stride or dilation as ints, each at least 1; ValueError naming
+    `what` otherwise.  Every window layer and both model importers ask it before any arithmetic on
+    the values (a zero stride divides by zero, a zero-sized window holds nothing)."""
+    try:
+        pair = tuple(int(v) for v in values)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name}: {what} must be two whole numbers (rows, cols), not {values!r}") from None
+    if len(pair) != 2 or min(pair) < 1:
+        raise ValueError(f"{name}: {what} must be (rows, cols), each at least 1; not {pair}")
+    return pair
+
+
+def _windowed(layer) -> None:
+    """A window layer's kernel and stride checked and made tuples of ints (its __post_init__ calls this)."""
+    object.__setattr__(layer, "kernel", window_pair(layer.kernel, "kernel", layer.name))
+    object.__setattr__(layer, "stride", window_pair(layer.stride, "stride", layer.name))
+
+
 def _size(shape: tuple) -> int:
     n = 1
     for d in shape:
@@ -213,8 +233,11 @@ class Conv(Layer):
 
     def __post_init__(self):
         super().__post_init__()
+        _windowed(self)
         object.__setattr__(self, "pad", _padding(self.pad, self.name))
         object.__setattr__(self, "dilation", tuple(int(d) for d in self.dilation))
+        if self.out_channels < 1:
+            raise ValueError(f"{self.name}: out_channels must be at least 1, not {self.out_channels}")
         if self.groups < 1 or self.out_channels % self.groups:
             raise ValueError(f"{self.name}: {self.out_channels} output channels do not split into "
                              f"{self.groups} groups")
@@ -268,6 +291,10 @@ class Subsample(Layer):
     kernel: tuple = (2, 2)
     stride: tuple = (2, 2)
 
+    def __post_init__(self):
+        super().__post_init__()
+        _windowed(self)
+
     def out_shape(self, in_shape):
         c, h, w = in_shape
         return (c, _out_size(h, self.kernel[0], self.stride[0], 0, 0, self.name),
@@ -293,6 +320,7 @@ class MaxPool(Layer):
 
     def __post_init__(self):
         super().__post_init__()
+        _windowed(self)
         object.__setattr__(self, "pad", _padding(self.pad, self.name))
         top, left, bottom, right = self.padding
         if max(top, bottom) >= self.kernel[0] or max(left, right) >= self.kernel[1]:
@@ -383,6 +411,11 @@ class BatchNorm(Layer):
 
     eps: float = 1e-5
 
+    def __post_init__(self):
+        super().__post_init__()
+        if not (math.isfinite(self.eps) and self.eps >= 0):
+            raise ValueError(f"{self.name}: epsilon must be a finite number, 0 or more; not {self.eps}")
+
     def out_shape(self, in_shape):
         return tuple(in_shape)
 
@@ -411,6 +444,7 @@ class AvgPool(Layer):
 
     def __post_init__(self):
         super().__post_init__()
+        _windowed(self)
         object.__setattr__(self, "pad", _padding(self.pad, self.name))
         object.__setattr__(self, "ceil_mode", bool(self.ceil_mode))
         object.__setattr__(self, "count_include_pad", bool(self.count_include_pad))

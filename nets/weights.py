@@ -11,11 +11,12 @@ import hashlib
 import os
 import zipfile
 import zlib
-from pathlib import Path
 
 import numpy as np
 
 from .errors import UserError
+from .npy import check_holds, header_of, read_data
+from .userfile import regular_file
 
 from .spec import Activation, LayerKind, Net
 
@@ -60,26 +61,52 @@ def save_weights(path: str | os.PathLike, weights: dict[str, np.ndarray]) -> Non
 
 
 def load_weights(path: str | os.PathLike, net: Net) -> dict[str, np.ndarray]:
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"weights file {path} not found; `compare weights --net {net.name} --out {path}` writes one")
+    """The weights in the user's .npz file, each array's header checked against the net and against the
+    bytes the archive holds for it before its data is read (a header or the archive may claim any size)."""
+    path = regular_file(path, "weights file", fix=f"`compare weights --net {net.name} --out {path}` writes one")
+    wanted = net.param_shapes()
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        with zipfile.ZipFile(path) as z:
+            members = {}
+            for info in z.infolist():
+                key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+                if key in members:
+                    raise UserError(f"weights file {path} holds array '{key}' twice")
+                members[key] = info
+            _same_keys(set(members), wanted, net, str(path))
+            arrays = {k: _member(z, members[k], wanted[k], str(path), net.name) for k in wanted}
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as exc:
         raise UserError(f"weights file {path} is not a readable .npz file ({exc})") from None
     validate_weights(arrays, net, str(path))
     return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()}
 
 
-def validate_weights(arrays: dict[str, np.ndarray], net: Net, source: str) -> None:
-    wanted = net.param_shapes()
+def _member(z: zipfile.ZipFile, info: zipfile.ZipInfo, shape: tuple, source: str, net: str) -> np.ndarray:
+    """One array of an .npz archive, its header held against the net's `shape` and against the size the
+    archive records for it (a decompressed member cannot outgrow that: zipfile checks) before reading."""
+    what = f"array '{info.filename.removesuffix('.npy')}' in {source}"
+    with z.open(info) as f:
+        header = header_of(f, what)
+        if tuple(header.shape) != tuple(shape):
+            raise UserError(f"{what} has shape {header.shape}, net {net} needs {tuple(shape)}")
+        if header.dtype.kind != "f":
+            raise UserError(f"{what} has dtype {header.dtype}; weights must be floating point")
+        check_holds(header, info.file_size - header.offset, what)
+        return read_data(f, header, what)
+
+
+def _same_keys(have: set, wanted: dict, net: Net, source: str) -> None:
     for key, shape in wanted.items():
-        if key not in arrays:
+        if key not in have:
             raise UserError(f"weights file {source} lacks array '{key}' of shape {shape} needed by net {net.name}")
-    for key in arrays:
+    for key in sorted(have):
         if key not in wanted:
             raise UserError(f"weights file {source} has array '{key}', which net {net.name} does not use")
+
+
+def validate_weights(arrays: dict[str, np.ndarray], net: Net, source: str) -> None:
+    wanted = net.param_shapes()
+    _same_keys(set(arrays), wanted, net, source)
     for key, shape in wanted.items():
         arr = arrays[key]
         if tuple(arr.shape) != tuple(shape):

@@ -175,9 +175,13 @@ def test_a_malformed_sweep_file_is_one_line_and_exit_2(tmp_path, capsys, spoil, 
 
 def test_a_cut_short_sweep_file_and_a_folder_without_one(tmp_path, capsys):
     path = write_sweep_folder(tmp_path, three_batches())
-    open(path, "w").write(open(path).read()[:40])
+    text = open(path).read()   # read before the file is opened for writing, which empties it
+    open(path, "w").write(text[:40])
     assert main(["report", path, "--out", str(tmp_path / "rep")]) == 2
     assert f"sweep file {path} is not valid JSON" in capsys.readouterr().err
+    open(path, "w").close()
+    assert main(["report", path, "--out", str(tmp_path / "rep")]) == 2
+    assert f"sweep file {path} is empty; give a sweep file that `compare sweep` wrote" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "rep")]) == 2
     assert "holds neither a sweep.json nor a sweep's results files" in capsys.readouterr().err

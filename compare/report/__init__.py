@@ -9,7 +9,7 @@ last lines) needs no plotting library."""
 
 
 def __getattr__(name):
-    if name in ("render_report", "REPORT_ROOM"):
+    if name in ("render_report", "REPORT_ROOM", "REPORT_NAMES"):
         from . import render
         return getattr(render, name)
     raise AttributeError(name)

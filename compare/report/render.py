@@ -211,6 +211,7 @@ HEADLINE_CAPTION = ("End-to-end compute in ms (median: the whole pass without pe
 
 
 REPORT_ROOM = 8 * 2**20   # about the largest report: Markdown, HTML and a few dozen plots
+REPORT_NAMES = ("*.md", "*.html", "*.png")   # what it writes into its folder (checked against the files it reads)
 
 
 def _page_stem(res: RunResult, taken: set[str]) -> str:
