@@ -18,6 +18,8 @@ export COMPARE_CACHE_DIR="$tuning" PYTHONUNBUFFERED=1
 echo "$card, tuning $tuning, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee "$out/headline.txt"
 before=$(mktemp)
 find "$tuning" -type f | sort > "$before"
+# OpenCV's auto-tuning (its opencl-tuned mode reads it; nothing is tuned at run time)
+"$python" -m compare tune --scope opencv --net "$nets" --budget-s 120 > "$out/opencv-tune.txt" 2>&1
 IFS=, read -ra all <<< "$nets"
 for net in "${all[@]}"; do
     start=$(date +%s)
