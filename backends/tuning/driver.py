@@ -4,11 +4,15 @@ when it does), each scope run here or on the farm, a Summary back.
 `show(request)`: each scope's depth on this device, from its files."""
 from __future__ import annotations
 
+import textwrap
+
 from nets.errors import UserError
 
 from . import scopes as registry
 from .budget import Budget
 from .request import Request, Summary
+
+WIDTH = 100
 
 
 def resolve(request: Request) -> list[str]:
@@ -67,4 +71,8 @@ def show(request: Request) -> str:
         text = registry.module(name).show(request)
         if text:
             out.append(text)
-    return "\n".join(out) if out else "nothing tuned for these nets on this device yet"
+    lines = "\n".join(out).splitlines() if out else ["nothing tuned for these nets on this device yet"]
+    # a terminal of 100 columns: a long line wraps at its words, indented under itself
+    return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 4),
+                                   break_on_hyphens=False)
+                     if len(line) > WIDTH else line for line in lines)

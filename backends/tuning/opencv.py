@@ -30,4 +30,7 @@ def show(request) -> str:
     if unavailable_reason("opencv"):
         return "" if request.scopes is None else f"opencv: UNAVAILABLE here ({unavailable_reason('opencv')})"
     from ..peers import opencv_tune
+    from ..peers.opencv_device import tuning_folder
+    if request.scopes is None and not tuning_folder(request.runtime().info).is_dir():
+        return ""   # nothing tuned here, and not asked for
     return "\n".join(opencv_tune.show(request.runtime(), request.nets, request.batch))

@@ -2,6 +2,8 @@
 (`--show`, and after every run), and what the check in force found."""
 from __future__ import annotations
 
+import textwrap
+
 from tabulate import tabulate
 
 from ...clblast import problems as clblast_problems
@@ -20,23 +22,21 @@ def fresh_line(checked: list[tuple[str, str, str | None]]) -> str:
 
 
 def depth_rows(search: Search) -> list[list]:
-    """Per problem, in the search's order: what it costs a pass with CLBlast's database (all its calls, and
-    those of the cheapest composition of each layer: problems.cheapest_costs), the verified choice;
-    per stage: tried against CLBlast's default count, the best time."""
+    """One row per problem, in the search's order: what it costs a pass with CLBlast's database (all its
+    calls), how much of CLBlast's default search was tried (all its stages), the best time found, and the
+    verified choice against the database."""
     rows = []
     for rec in search.records.values():
         v = rec.verified
         win, db = (v.winner(), v.database()) if v else (None, None)
-        cost, cheapest = search.cost(rec.problem), search.cheapest_cost(rec.problem)
+        cost = search.cost(rec.problem)
         verified = "not yet" if win is None else (
-            f"{win.label}: {win.ms:.4f} ms" + (f" (database {db.ms:.4f})" if db and db.ms and win is not db else ""))
-        for n, stage in enumerate(rec.stages.values()):
-            best = stage.best_ms()
-            head = [rec.problem.key, f"{cost:.4f}" if cost is not None else "-",
-                    f"{cheapest:.4f}" if cheapest is not None else "-"] if n == 0 else ["", "", ""]
-            rows.append(head + [stage.stage, f"{stage.done()}/{stage.default_count}",
-                                percent(stage.done(), max(stage.default_count, 1)),
-                                f"{best:.4f}" if best is not None else "-", verified if n == 0 else ""])
+            f"{win.label} {win.ms:.4f}" + (f" (db {db.ms:.4f})" if db and db.ms and win is not db else ""))
+        done, total = rec.depth()
+        best = [b for b in (stage.best_ms() for stage in rec.stages.values()) if b is not None]
+        rows.append([rec.problem.key, f"{cost:.4f}" if cost is not None else "-",
+                     f"{done:,}/{total:,} {percent(done, max(total, 1))}",
+                     f"{min(best):.4f}" if best else "-", verified])
     return rows
 
 
@@ -72,19 +72,30 @@ def net_lines(store: Store, records: dict, nets, batch) -> list[str]:
 
 
 def show(target: Target, nets, batch: int | None, as_tuner: list[str] | None = None) -> str:
-    """The depth of the tuning of the nets' problems on this device (0% where none was searched)."""
+    """The depth of the tuning of the nets' problems on this device: first per net and what to run next, then a
+    row per problem (0% where none was searched), within 100 columns."""
     store, asked = target.store(), Asked.of(nets, batch, as_tuner)
     search = Search("", store, target.limits, asked.problems, calls=asked.calls, layers=asked.layers)
     records = list(search.records.values())
     done = sum(r.depth()[0] for r in records)
     total = sum(r.depth()[1] for r in records)
-    head = (f"CLBlast tuning of {store.device.name} ({store.device.driver}, {store.device.clblast}), {store.folder}:\n"
-            f"{percent(done, max(total, 1))} of CLBlast's default search ({done:,} of {total:,} configurations), "
-            f"complete on {sum(r.complete() for r in records)} of {len(records)} problems, "
-            f"verified on {sum(1 for r in records if r.verified)}\n")
-    return head + tabulate(depth_rows(search), headers=["problem", "database ms per pass",
-                                                       "in the cheapest pass", "stage", "tried",
-                                                       "of default", "best ms",
-                                                       "verified choice (ms: median wall; Xgemm alone: least kernel event)"],
-                           disable_numparse=True) + ("\n" + "\n".join(net_lines(store, search.records, nets, batch))
-                                                     if as_tuner is None else "")
+    complete = sum(r.complete() for r in records)
+    verified = sum(1 for r in records if r.verified)
+    head = [f"CLBlast's tuning of {store.device.name} ({store.device.driver}, {store.device.clblast}):",
+            f"{percent(done, max(total, 1))} of CLBlast's default search ({done:,} of {total:,} configurations),",
+            f"complete on {complete} of {len(records)} problems, verified on {verified}; kept in {store.folder}"]
+    if as_tuner is None:
+        head += net_lines(store, search.records, nets, batch)
+    names = ",".join(n.name for n in nets)
+    at = f" --batch {batch}" if batch else ""
+    if complete < len(records):
+        head.append(f"next: `compare tune --net {names}{at} --scope clblast --budget-s 3600` goes on where this "
+                    f"stopped")
+    elif verified < len(records):
+        head.append(f"next: `compare tune --net {names}{at} --scope clblast --verify-only --budget-s 600`")
+    else:
+        head.append(f"done: `compare run --net {names}{at}` runs CLBlast with these")
+    table = tabulate(depth_rows(search), headers=["problem", "db ms/pass", "tried", "best ms", "verified (ms)"],
+                     disable_numparse=True, maxcolwidths=[30, None, None, None, 24])
+    return "\n".join(textwrap.fill(line, 100, subsequent_indent="  ", break_on_hyphens=False)
+                     for line in head) + "\n" + table
