@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from nets.errors import UserError
 
-from . import device_cache, oracle
+from . import device_cache, oracle, terminal
 from .checking import compare_arrays
 from .cli_common import add_device_option, positive, unwritten
 from .files import check_writable
@@ -40,7 +40,8 @@ def cmd_tune(args) -> int:
         summary = tuning.tune(request)
     finally:
         progress.done()
-    print("\n".join(summary.lines))
+    # a line of words wraps within the terminal's width; a table (several lines) is made to fit already
+    print("\n".join(line if "\n" in line else terminal.wrap(line, indent="  ") for line in summary.lines))
     unwritten(summary.unwritten)
     return 0
 
