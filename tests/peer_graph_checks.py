@@ -9,6 +9,20 @@ import numpy as np
 
 from compare import oracle
 from compare.checking import check_prepared, compare_arrays
+from nets import Add, Conv, Dense, GlobalAvgPool, MaxPool, Net
+
+# the graph nets' kinds in one small net: residual adds, depthwise and grouped convolutions with asymmetric
+# padding, a padded max-pool, the global average pool, relu6 and tanh, a dense layer after
+GRAPH = Net("g", (4, 11, 9), (
+    Conv("stem", "relu6", out_channels=8, kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
+    MaxPool("pool", kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
+    Conv("dw", "relu6", out_channels=8, kernel=(3, 3), pad=(1, 0, 1, 2), groups=8),
+    Conv("pw", "none", out_channels=8, kernel=(1, 1)),
+    Add("res", "relu", inputs=("pool", "pw")),
+    Conv("grouped", "tanh", out_channels=8, kernel=(1, 1), groups=2),
+    GlobalAvgPool("gap"),
+    Dense("fc", "none", out_features=5),
+))
 
 
 def check_every_mode(backend, net, weights: dict, x: np.ndarray) -> list[str]:

@@ -16,28 +16,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nets import Add, Conv, Dense, GlobalAvgPool, LENET, MaxPool, Net
+from nets import Conv, LENET, MaxPool, Net
 from nets.errors import Unsupported
 from nets.spec import Layer
 from nets.weights import init_weights
 
 from conftest import backend_or_skip, module_or_skip, rng
-from peer_graph_checks import check_every_mode
+from peer_graph_checks import GRAPH, check_every_mode
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# residual adds, a depthwise convolution with asymmetric padding, a padded max-pool, relu6 and tanh,
-# a global average pool and a dense layer after
-GRAPH = Net("g", (4, 11, 9), (
-    Conv("stem", "relu6", out_channels=8, kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
-    MaxPool("pool", kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
-    Conv("dw", "relu6", out_channels=8, kernel=(3, 3), pad=(1, 0, 1, 2), groups=8),
-    Conv("pw", "none", out_channels=8, kernel=(1, 1)),
-    Add("res", "relu", inputs=("pool", "pw")),
-    Conv("grouped", "tanh", out_channels=8, kernel=(1, 1), groups=2),
-    GlobalAvgPool("gap"),
-    Dense("fc", "none", out_features=5),
-))
 
 
 @pytest.fixture

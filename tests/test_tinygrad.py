@@ -23,27 +23,15 @@ import pytest
 import backends
 from compare import oracle
 from compare.checking import compare_arrays
-from nets import Add, Conv, Dense, GlobalAvgPool, MaxPool, Net
+from nets import Conv, Dense, MaxPool, Net
 from nets.weights import init_weights
 
 from conftest import REQUIRE_ALL, backend_or_skip, rng
-from peer_graph_checks import check_every_mode
+from peer_graph_checks import GRAPH, check_every_mode
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_SEARCH = {"BEAM_UPCAST_MAX": "1", "BEAM_LOCAL_MAX": "1"}
 
-# the graph nets' kinds in one small net: residual adds, depthwise and grouped convolutions with asymmetric
-# padding, a padded max-pool, the global average pool, relu6 and tanh, a dense layer after
-GRAPH = Net("g", (4, 11, 9), (
-    Conv("stem", "relu6", out_channels=8, kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
-    MaxPool("pool", kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
-    Conv("dw", "relu6", out_channels=8, kernel=(3, 3), pad=(1, 0, 1, 2), groups=8),
-    Conv("pw", "none", out_channels=8, kernel=(1, 1)),
-    Add("res", "relu", inputs=("pool", "pw")),
-    Conv("grouped", "tanh", out_channels=8, kernel=(1, 1), groups=2),
-    GlobalAvgPool("gap"),
-    Dense("fc", "none", out_features=5),
-))
 
 TWO = Net("two", (2, 6, 5), (Conv("c", "relu", out_channels=3, kernel=(3, 3)), MaxPool("p")))
 
