@@ -40,8 +40,12 @@ from .options import RunOptions
 
 
 def _portable(exc: BaseException) -> BaseException:
-    """`exc` itself if it survives pickling (our UserError, Unsupported...),
-    else a RuntimeError that keeps its type name and message."""
+    """`exc` itself where it is the standard library's or ours and survives pickling (UserError,
+    Unsupported...), else a RuntimeError that keeps its type name and message: unpickling a library's
+    exception in the parent would import that library there (TensorFlow's, and PoCL then crashes)."""
+    home = type(exc).__module__.split(".")[0]
+    if home not in ("builtins", "nets", "backends", "compare") and home not in sys.stdlib_module_names:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
     try:
         pickle.loads(pickle.dumps(exc))
         return exc

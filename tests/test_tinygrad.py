@@ -146,7 +146,7 @@ def test_a_device_on_the_second_platform_runs_tinygrad_there_and_one_it_cannot_t
 # -- the search
 def _tune_lines(proc) -> tuple[int, int]:
     """(kernels searched this run, kernels left) from `compare tune`'s summary."""
-    m = re.search(r"tinygrad: (\d+) kernels searched this run at width 2 .*?, (\d+) left", proc.stdout)
+    m = re.search(r"tinygrad: (\d+) kernels searched this run at width 2 .*?, (\d+) left", " ".join(proc.stdout.split()))
     assert m, proc.stdout[-2000:] + proc.stderr[-2000:]
     return int(m.group(1)), int(m.group(2))
 

@@ -588,7 +588,7 @@ def test_the_depth_says_which_share_of_clblasts_time_the_complete_problems_make(
 
 
 def test_show_gives_each_net_the_share_of_clblasts_time_its_complete_problems_make(tmp_path):
-    from compare.tune_show import net_lines
+    from backends.tuning.clblast.show import net_lines
     store = Store(DEVICE, tmp_path)
     calls = problems.net_calls(LENET, 2)
     gemms = [p for p in calls if p.routine == problems.GEMM]

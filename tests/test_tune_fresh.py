@@ -148,7 +148,7 @@ def test_a_check_whose_child_hangs_blames_the_set_on_the_problem_in_hand(tmp_pat
 
 
 def test_what_was_checked_is_said_in_one_line(tmp_path, monkeypatch):
-    from compare.tune_show import fresh_line
+    from backends.tuning.clblast.show import fresh_line
     _, search, _ = _xgemm_direct_wrong(tmp_path, monkeypatch)
     search.check_fresh(30)
     assert fresh_line(search.checked) == (

@@ -102,8 +102,11 @@ def _conv(layer, params: dict, in_shape: tuple, act: str) -> list:
     top, left, bottom, right = layer.padding
     dilation = tuple(layer.dilation)
     stride = tuple(layer.stride)
-    # TensorFlow has no strided dilated convolution: stride 1, then every stride-th output
-    subsample = stride if dilation != (1, 1) and stride != (1, 1) else None
+    depthwise = layer.groups == c and c > 1
+    # TensorFlow has no strided dilated convolution, nor a depthwise one of unequal strides: stride 1, then
+    # every stride-th output
+    subsample = stride if stride != (1, 1) and (dilation != (1, 1) or depthwise and stride[0] != stride[1]) \
+        else None
     if subsample:
         stride = (1, 1)
     padding = keras_padding(layer.padding, layer.span, stride, (h, w))
@@ -112,7 +115,7 @@ def _conv(layer, params: dict, in_shape: tuple, act: str) -> list:
         parts.append(keras.layers.ZeroPadding2D(((top, bottom), (left, right))))
         h, w, padding = h + top + bottom, w + left + right, "valid"
     kernel, weight = tuple(layer.kernel), params["weight"]
-    if layer.groups == c and c > 1:   # depthwise, each channel to K / C outputs
+    if depthwise:   # each channel to K / C outputs
         multiplier = layer.out_channels // c
         conv = keras.layers.DepthwiseConv2D(kernel, strides=stride, padding=padding, depth_multiplier=multiplier,
                                             dilation_rate=dilation, activation=act)
