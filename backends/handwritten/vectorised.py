@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from nets import STUDY_KINDS, Feature, LayerKind
+from nets import STUDY_KINDS, TRANSFORMER_FEATURES, Feature, LayerKind
 from nets.errors import Unsupported
 from nets.layouts import chw_rows_to_hwc
 
@@ -359,4 +359,4 @@ class VectorisedBackend(HandwrittenBackend):
                "and MobileNet blocks as one kernel each, 1x1s as a blocked GEMM, where measured faster at prepare")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS
-    supported_features = frozenset(Feature)
+    supported_features = frozenset(Feature) - TRANSFORMER_FEATURES
