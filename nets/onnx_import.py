@@ -166,7 +166,10 @@ class _Graph:
     def readers(self, layer: str) -> int:
         """How many nodes (and graph outputs) read `layer`'s output itself: a tensor that
         views it, not one that applies an activation to it still."""
-        return sum(self.consumers.get(t, 0) for t, v in self.values.items() if v.layer == layer and v.act == "none")
+        views = sum(self.consumers.get(t, 0) for t, v in getattr(self, "views", {}).items()
+                    if getattr(v, "layer", None) == layer)   # read through nets/onnx_transformer.py's views
+        return views + sum(self.consumers.get(t, 0) for t, v in self.values.items()
+                           if v.layer == layer and v.act == "none")
 
     def constant(self, name: str) -> oc.Constant | None:
         return self.constants.get(name)
@@ -805,6 +808,8 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
     """An onnx.ModelProto as (net, weights); `name` names the net."""
     onnx = _onnx()
     from onnx import numpy_helper
+
+    from . import onnx_transformer as transformer
     source = source or name
     graph = model.graph
     consumers: dict[str, int] = {}
@@ -836,13 +841,19 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
                     raise _Refused(str(exc)) from None
                 for out, c in zip(node.output, outs):
                     g.constants[out] = c
+            elif transformer.claims(g, node):   # token sequences, channels-last maps, attention (issue 45)
+                transformer.handle(g, node, attrs)
             elif node.op_type in ("Identity", "Dropout"):
                 _alias(g, node)
             elif node.op_type in _ACTIVATIONS:
                 _take(attrs, {})
                 _activation(g, node, _ACTIVATIONS[node.op_type])
             elif node.op_type in _HANDLERS:
-                _HANDLERS[node.op_type](g, node, attrs)
+                try:
+                    _HANDLERS[node.op_type](g, node, attrs)
+                except _Refused:
+                    if not transformer.retry(g, node, attrs):
+                        raise
             else:
                 raise _Refused(f"operator {node.op_type} is not supported (supported: {', '.join(SUPPORTED)})")
         except _Refused as exc:

@@ -736,6 +736,21 @@ class Attention(Layer):
         _, h, w = in_shape
         return (h, w) if self.window == (0, 0) else self.window
 
+    def keep(self, in_shape) -> np.ndarray | None:
+        """(windows, n, n): True where a window's query reads a key, after the shift (None: unshifted,
+        every key).  Windows row by row, tokens row-major in each, as the oracle takes them."""
+        if not any(self.shift):
+            return None
+        _, h, w = in_shape
+        wh, ww = self.windows(in_shape)
+
+        def regions(size, k, s):
+            r = np.arange(size)
+            return np.where(r < size - k, 0, np.where(r < size - s, 1, 2)) if s else np.zeros(size, int)
+        label = regions(h, wh, self.shift[0])[:, None] * 3 + regions(w, ww, self.shift[1])[None, :]
+        lab = label.reshape(h // wh, wh, w // ww, ww).transpose(0, 2, 1, 3).reshape(-1, wh * ww)
+        return lab[:, :, None] == lab[:, None, :]
+
     def head_scale(self, in_shape) -> float:
         return self.scale or 1.0 / float(np.sqrt(in_shape[0] // 3 // self.heads))
 

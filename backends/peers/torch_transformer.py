@@ -11,8 +11,6 @@ import numpy as np
 
 from nets import LayerKind
 
-from ..reference.transformer_layers import shift_mask
-
 
 def _partition(x, win, grid):
     """(N, C, H, W) -> (N, windows, n, C), the spec's order (as the numpy backend's partition)."""
@@ -43,7 +41,7 @@ def _attention(torch, layer, p: dict, in_shape: tuple, dev) -> Callable:
     mask = None   # (windows or 1, heads or 1, n, n), added to the scores
     if layer.position_bias:
         mask = p["bias"][None]
-    allowed = shift_mask(h, w, win, shift)
+    allowed = layer.keep(in_shape)
     if allowed is not None:
         keep = torch.from_numpy(np.where(allowed, 0.0, -np.inf).astype(np.float32)).to(dev)[:, None]
         mask = keep if mask is None else mask + keep

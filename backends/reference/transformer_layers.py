@@ -67,19 +67,6 @@ def unpartition(t, shape, win, grid):
     return t.reshape(n, h // wh, w // ww, wh, ww, c).transpose(0, 5, 1, 3, 2, 4).reshape(shape)
 
 
-def shift_mask(h, w, win, shift) -> np.ndarray | None:
-    """(windows, n, n) True where a query may read a key after Swin's roll (spec: Attention); None unshifted."""
-    if not any(shift):
-        return None
-
-    def regions(size, k, s):
-        r = np.arange(size)
-        return np.where(r < size - k, 0, np.where(r < size - s, 1, 2)) if s else np.zeros(size, int)
-    label = regions(h, win[0], shift[0])[:, None] * 3 + regions(w, win[1], shift[1])[None, :]
-    lab = partition(label[None, None].astype(np.float32), win, False)[0, :, :, 0]   # (windows, n)
-    return lab[:, :, None] == lab[:, None, :]
-
-
 def attention(x, layer, params):
     n, c3, h, w = x.shape
     c = c3 // 3
@@ -94,7 +81,7 @@ def attention(x, layer, params):
     s *= np.float32(layer.head_scale(x.shape[1:]))
     if layer.position_bias:
         s += params["bias"]
-    mask = shift_mask(h, w, win, layer.shift)
+    mask = layer.keep(x.shape[1:])
     if mask is not None:
         s = np.where(mask[None, :, None], s, np.float32(-np.inf))
     s -= s.max(axis=-1, keepdims=True)
