@@ -457,6 +457,38 @@ def _matmul(g, node, attrs):
         _scores(g, node, _view(g, a), _view(g, b))
 
 
+def _einsum(g, node, attrs):
+    """A batched product written as an einsum (MaxViT's): as the MatMul it is, operands transposed."""
+    eq = attrs.get("equation", b"")
+    eq = (eq.decode() if isinstance(eq, bytes) else eq).replace(" ", "")
+    try:
+        ins, out = eq.split("->")
+        a_s, b_s = ins.split(",")
+    except ValueError:
+        raise oi._Refused(f"an einsum {eq!r} is not supported (only a batched product of two operands)") from None
+    lead = out[:-2]
+    i, j = out[-2], out[-1]
+    shared = set(a_s) & set(b_s) - set(out)
+    if len(shared) != 1 or a_s[:-2] != lead or b_s[:-2] != lead or {a_s[-2], a_s[-1]} != {i} | shared \
+            or {b_s[-2], b_s[-1]} != {j} | shared:
+        raise oi._Refused(f"an einsum {eq!r} is not supported (only a batched product of two operands)")
+    views = _state(g)
+    a_name, b_name = node.input[0], node.input[1]
+    transpose_a, transpose_b = a_s[-1] != next(iter(shared)), b_s[-2] != next(iter(shared))
+    if isinstance(views.get(a_name), Scores):
+        if transpose_a:
+            raise oi._Refused(f"an einsum {eq!r} of transposed attention weights is not supported")
+        vb = _view(g, b_name)
+        _weighted_sum(g, node, views[a_name], _swap(vb) if transpose_b else vb)
+        return
+    va, vb = _view(g, a_name), _view(g, b_name)
+    _scores(g, node, _swap(va) if transpose_a else va, _swap(vb) if transpose_b else vb)
+
+
+def _swap(v: View) -> View:
+    return View(v.layer, np.swapaxes(v.idx, -1, -2), v.factor)
+
+
 def _gemm(g, node, attrs):
     if attrs.get("transA", 0):
         raise oi._Refused("transA is not supported")
@@ -787,5 +819,5 @@ def _make_attention(g, node, s: Scores, spec, windows, head, qpix, kpix, heads, 
                        heads=heads, window=window, shift=shift, grid=grid, position_bias=bool(params), scale=scale)
 
 
-_COMPUTES = {"MatMul": _matmul, "Gemm": _gemm, "Add": _add, "Mul": _mul, "Div": _div, "Softmax": _softmax,
+_COMPUTES = {"MatMul": _matmul, "Einsum": _einsum, "Gemm": _gemm, "Add": _add, "Mul": _mul, "Div": _div, "Softmax": _softmax,
              "LayerNormalization": _layernorm, "Gelu": _gelu}

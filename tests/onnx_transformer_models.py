@@ -188,13 +188,115 @@ class TinySwin(nn.Module):
         return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-MODELS = {"vit": (TinyViT, (3, 16, 16)), "convnext": (TinyConvNeXt, (3, 32, 32)), "swin": (TinySwin, (3, 16, 16))}
+class SqueezeExcitation(nn.Module):
+    def __init__(self, c: int, squeeze: int):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Conv2d(c, squeeze, 1), nn.Conv2d(squeeze, c, 1)
+
+    def forward(self, x):
+        return x * torch.sigmoid(self.fc2(F.silu(self.fc1(F.adaptive_avg_pool2d(x, 1)))))
+
+
+class MBConv(nn.Module):
+    """torchvision's MaxViT MBConv: a pre-norm BatchNorm, 1x1 + BN + GELU, depthwise 3x3 + BN + GELU,
+    squeeze-and-excitation, 1x1; the shortcut an average pool and 1x1 when it downsamples."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        hidden = 4 * cout
+        self.proj = (nn.Sequential(nn.AvgPool2d(3, stride, 1), nn.Conv2d(cin, cout, 1)) if stride != 1 or cin != cout
+                     else nn.Identity())
+        self.layers = nn.Sequential(
+            nn.BatchNorm2d(cin), nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.GELU(),
+            nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False), nn.BatchNorm2d(hidden), nn.GELU(),
+            SqueezeExcitation(hidden, cout // 4), nn.Conv2d(hidden, cout, 1))
+
+    def forward(self, x):
+        return self.proj(x) + self.layers(x)
+
+
+class RelativeAttention(nn.Module):
+    """torchvision's RelativePositionalMultiHeadAttention on (B, G, P, D): to_qkv, chunk, heads, k scaled,
+    einsum scores, the relative position bias, softmax, einsum with the values, merge."""
+
+    def __init__(self, dim: int, heads: int, p: int):
+        super().__init__()
+        self.heads, self.dh = heads, dim // heads
+        self.to_qkv, self.merge = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.table = nn.Parameter(torch.randn((2 * p - 1) ** 2, heads) * 0.5)
+        self.register_buffer("index", _relative_index(p))
+        self.n = p * p
+
+    def forward(self, x):
+        b, g, p, d = x.shape
+        q, k, v = torch.chunk(self.to_qkv(x), 3, dim=-1)
+        q, k, v = (t.reshape(b, g, p, self.heads, self.dh).permute(0, 1, 3, 2, 4) for t in (q, k, v))
+        k = k * self.dh ** -0.5
+        scores = torch.einsum("BGHID,BGHJD->BGHIJ", q, k)
+        bias = self.table[self.index.view(-1)].view(self.n, self.n, -1).permute(2, 0, 1).contiguous().unsqueeze(0)
+        weights = F.softmax(scores + bias, dim=-1)
+        out = torch.einsum("BGHIJ,BGHJD->BGHID", weights, v).permute(0, 1, 3, 2, 4).reshape(b, g, p, d)
+        return self.merge(out)
+
+
+class PartitionAttention(nn.Module):
+    """torchvision's PartitionAttentionLayer: windows (partition p) or a grid (partition H / p, then the
+    window and token axes swapped), attention and an MLP on them, departitioned."""
+
+    def __init__(self, dim: int, heads: int, p: int, size: int, grid: bool):
+        super().__init__()
+        self.grid = grid
+        self.part = size // p if grid else p
+        self.parts = size // self.part
+        self.attn = nn.Sequential(nn.LayerNorm(dim), RelativeAttention(dim, heads, p))
+        self.mlp = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        q = self.part
+        x = x.reshape(b, c, h // q, q, w // q, q).permute(0, 2, 4, 3, 5, 1).reshape(b, (h // q) * (w // q), q * q, c)
+        if self.grid:
+            x = x.swapaxes(-2, -3)
+        x = x + self.attn(x)
+        x = x + self.mlp(x)
+        if self.grid:
+            x = x.swapaxes(-2, -3)
+        x = x.reshape(b, h // q, w // q, q, q, c).permute(0, 5, 1, 3, 2, 4).reshape(b, c, h, w)
+        return x
+
+
+class TinyMaxViT(nn.Module):
+    """maxvit_t's forward: a stem, then per block MBConv, window attention and grid attention; a head of
+    average pool, LayerNorm, Linear, tanh, Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.GELU(),
+                                  nn.Conv2d(8, 8, 3, 1, 1))
+        self.blocks = nn.Sequential(MBConv(8, 16, 2), PartitionAttention(16, 2, 2, 8, False),
+                                    PartitionAttention(16, 2, 2, 8, True))
+        self.classifier = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.LayerNorm(16), nn.Linear(16, 16),
+                                        nn.Tanh(), nn.Linear(16, 10, bias=False))
+
+    def forward(self, x):
+        return self.classifier(self.blocks(self.stem(x)))
+
+
+MODELS = {"vit": (TinyViT, (3, 16, 16)), "convnext": (TinyConvNeXt, (3, 32, 32)), "swin": (TinySwin, (3, 16, 16)),
+          "maxvit": (TinyMaxViT, (3, 32, 32))}
 
 
 def export(name: str, path: str, x: np.ndarray, seed: int = 0, opset: int | None = None) -> np.ndarray:
     """Model `name` with seeded weights written to `path` as ONNX (batch a dynamic axis); PyTorch's output on `x`."""
     torch.manual_seed(seed)
-    model = MODELS[name][0]().eval()
+    model = MODELS[name][0]()
+    gen = torch.Generator().manual_seed(seed)
+    for m in model.modules():   # batch norms with statistics of their own, so folding them is a real test
+        if isinstance(m, nn.BatchNorm2d):
+            with torch.no_grad():
+                m.running_mean.copy_(torch.rand(m.num_features, generator=gen) * 0.2 - 0.1)
+                m.running_var.copy_(torch.rand(m.num_features, generator=gen) + 0.5)
+    model.eval()
     inp = torch.from_numpy(x)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the TorchScript exporter says it is deprecated; it needs no onnxscript
