@@ -751,6 +751,35 @@ class Attention(Layer):
         lab = label.reshape(h // wh, wh, w // ww, ww).transpose(0, 2, 1, 3).reshape(-1, wh * ww)
         return lab[:, :, None] == lab[:, None, :]
 
+    def window_pixels(self, in_shape) -> np.ndarray:
+        """(windows, n): each window's tokens as flat pixel indices (row * W + col) of the map, windows
+        and tokens in the oracle's order, the shift's roll included."""
+        _, h, w = in_shape
+        wh, ww = self.windows(in_shape)
+        rows, cols = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+        if self.grid:
+            pick = lambda a: a.reshape(wh, h // wh, ww, w // ww).transpose(1, 3, 0, 2)   # noqa: E731
+        else:
+            pick = lambda a: a.reshape(h // wh, wh, w // ww, ww).transpose(0, 2, 1, 3)   # noqa: E731
+        r = (pick(rows) + self.shift[0]) % h
+        c = (pick(cols) + self.shift[1]) % w
+        return (r * w + c).reshape(-1, wh * ww)
+
+    def added_scores(self, in_shape, bias: np.ndarray | None) -> np.ndarray | None:
+        """(windows or 1, heads, n, n) float32: what is added to the scaled scores, the position bias and
+        -inf where the shift's mask leaves a key out; None where nothing is."""
+        keep = self.keep(in_shape)
+        if bias is None and keep is None:
+            return None
+        wh, ww = self.windows(in_shape)
+        n = wh * ww
+        out = np.zeros((1 if keep is None else len(keep), self.heads, n, n), np.float32)
+        if bias is not None:
+            out += np.asarray(bias, np.float32)[None]
+        if keep is not None:
+            out[np.broadcast_to(~keep[:, None], out.shape)] = -np.inf
+        return out
+
     def head_scale(self, in_shape) -> float:
         return self.scale or 1.0 / float(np.sqrt(in_shape[0] // 3 // self.heads))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from nets import TRANSFORMER_FEATURES, TRANSFORMER_KINDS, Feature, LayerKind
+from nets import Feature, LayerKind
 
 from . import problems
 from .layers import ClblastOp, as_array
@@ -27,8 +27,8 @@ from .tuned import COPY_KERNELS, GEMV_KERNELS
 
 # what the CLBlast backends run: every kind a loaded net holds (batch norms are folded on loading);
 # the zoo's are zoo_layers.py's
-KINDS = frozenset(LayerKind) - {LayerKind.BATCHNORM} - TRANSFORMER_KINDS   # the transformer's: issue 45, not yet
-FEATURES = frozenset(Feature) - TRANSFORMER_FEATURES
+KINDS = frozenset(LayerKind) - {LayerKind.BATCHNORM}
+FEATURES = frozenset(Feature)
 
 
 class AxpyAddOp(ClblastOp):
