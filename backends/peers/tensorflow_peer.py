@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from nets import TRANSFORMER_FEATURES, TRANSFORMER_KINDS, Feature, LayerKind, Net
+from nets import Feature, LayerKind, Net
 from nets.errors import UserError
 
 from ..base import Backend, Family, LayerTiming, PreparedNet, Step, layer_params
@@ -40,9 +40,8 @@ from .keras_layers import keras_layer, modules as _modules
 
 MODES = ("graph", "xla")
 # every kind a loaded net can hold (batch norms are folded by then), in graphs
-# batch norms are folded on loading; the transformer's kinds (issue 45) are not built here yet
-KINDS = frozenset(LayerKind) - {LayerKind.BATCHNORM} - TRANSFORMER_KINDS
-FEATURES = frozenset(Feature) - TRANSFORMER_FEATURES
+KINDS = frozenset(LayerKind) - {LayerKind.BATCHNORM}   # batch norms are folded on loading
+FEATURES = frozenset(Feature)
 
 
 def _sync(tensor) -> None:
