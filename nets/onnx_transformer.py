@@ -36,13 +36,13 @@ implementation, the batch taken as 1.  Anything else is refused in one line.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import onnx_constants as oc
 from . import onnx_import as oi
-from .spec import NET_INPUT, Add, Attention, Channels, Conv, LayerNorm, SpaceToDepth, TakeToken, Tokens
+from .spec import Add, Attention, Channels, Conv, LayerNorm, SpaceToDepth, TakeToken, Tokens
 
 # ops this module takes on plain values too (the importer has no handler for them)
 OWN_OPS = ("LayerNormalization", "Gelu")
@@ -366,7 +366,6 @@ def _split(g, node, attrs):
 
 def _concat(g, node, attrs):
     axis = int(attrs.get("axis", 0))
-    views = _state(g)
     consts = [n for n in node.input if n in g.constants]
     if consts:
         _class_token(g, node, axis)
@@ -375,7 +374,6 @@ def _concat(g, node, attrs):
     if len({v.layer for v in vs}) != 1 or len({v.factor for v in vs}) != 1:
         raise oi._Refused("it joins tensors of different layers along a token or pixel axis, which is not supported")
     _put(g, node.output[0], _same_kind(vs[0], np.concatenate([v.idx for v in vs], axis=axis)))
-    del views   # (the views of its inputs stay: other nodes may read them)
 
 
 def _class_token(g, node, axis: int) -> None:
@@ -579,7 +577,7 @@ def _per_channel(g, v: View, const: np.ndarray) -> np.ndarray | None:
 def _mul(g, node, attrs):
     consts = [n for n in node.input if n in g.constants]
     if not consts:
-        raise oi._Refused(f"it multiplies two computed tensors of the transformer part, which is not supported")
+        raise oi._Refused("it multiplies two computed tensors of the transformer part, which is not supported")
     x_name = next(n for n in node.input if n not in g.constants)
     const = _const(g, consts[0], "factor").astype(np.float64)
     _scaled(g, node, x_name, const, lambda f, c: f * c)

@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from nets import TRANSFORMER_FEATURES, TRANSFORMER_KINDS, Feature, LayerKind, Net
+from nets import Feature, LayerKind, Net
 from nets.errors import Unsupported, UserError
 
 from ..base import Backend, Family, LayerTiming, PreparedNet, Step, layer_params
@@ -43,8 +43,8 @@ from .tinygrad_choices import DEFAULT_WIDTH, ChoiceStore, DeviceId, net_key
 from .tinygrad_device import Child, OpenedDevice, open_device, tinygrad_version
 
 UNTUNED, SEARCHED = "untuned", "searched"
-KINDS = frozenset(LayerKind) - TRANSFORMER_KINDS      # every kind the reference runs but the transformer's (issue 45)
-FEATURES = frozenset(Feature) - TRANSFORMER_FEATURES
+KINDS = frozenset(LayerKind)       # every kind the reference runs
+FEATURES = frozenset(Feature)
 TIMING = ("whole pass: one replayed TinyJit, synchronised; per layer: each layer alone as a replayed TinyJit, "
           "wall clock only")
 
