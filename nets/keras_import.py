@@ -589,7 +589,7 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
         "Activation": lambda b_, l_, w_: b_.fold_activation(_activation_name(l_, w_), w_),
     }
     handlers.update(keras_transformer.HANDLERS)   # LayerNormalization, LayerScale, Cropping2D... (issue 45)
-    handlers["Dense"] = keras_transformer.dense_per_pixel(_dense)
+    handlers["Dense"] = keras_transformer.dense_per_pixel(_dense, _activation_name)
     merging = {"Add": _add, "Multiply": _multiply, "Concatenate": _concatenate, "CustomScaleLayer": _scaled_add}
     input_names = {t._keras_history.operation.name for t in model.inputs}
     last = None

@@ -58,26 +58,21 @@ def _layernorm(b, layer, what: str):
         b.flatten_from, b.shape = flat, (c,)
 
 
-def dense_per_pixel(original):
-    """Keras's Dense handler, and Dense on each pixel of a 4-D tensor as a 1x1 convolution."""
+def dense_per_pixel(original, activation_name):
+    """Keras's Dense handler, and Dense on each pixel of a 4-D tensor as a 1x1 convolution; the importer
+    hands in both that handler and its reading of a layer's activation (so this module never imports it)."""
     def handler(b, layer, what: str):
         if len(b.shape) != 3 or b.flatten_from is not None:
             return original(b, layer, what)
         b.materialise(what)
         weight, *rest = layer.get_weights()
         bias = rest[0] if layer.use_bias else np.zeros(layer.units, np.float32)
-        act = _activation(layer, what)
+        act = activation_name(layer, what)
+        if act == "softmax":
+            raise UserError(f"{what}: a softmax on each pixel's channels is not supported")
         b.add(Conv, layer.name, {"weight": weight.T.reshape(layer.units, -1, 1, 1), "bias": bias}, activation=act,
               out_channels=layer.units, kernel=(1, 1))
     return handler
-
-
-def _activation(layer, what: str) -> str:
-    from .keras_import import _activation_name
-    act = _activation_name(layer, what)
-    if act == "softmax":
-        raise UserError(f"{what}: a softmax on each pixel's channels is not supported")
-    return act
 
 
 def _layer_scale(b, layer, what: str):

@@ -47,6 +47,7 @@ import numpy as np
 from nets.errors import UserError
 
 from . import onnx_constants as oc
+from . import onnx_transformer as transformer
 from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Channels, Concat, Conv, Dense, GlobalAvgPool, MaxPool, Mul, Net,
                    Softmax, Subsample, ceil_out_size)
 from .weights import validate_weights
@@ -808,8 +809,6 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
     """An onnx.ModelProto as (net, weights); `name` names the net."""
     onnx = _onnx()
     from onnx import numpy_helper
-
-    from . import onnx_transformer as transformer
     source = source or name
     graph = model.graph
     consumers: dict[str, int] = {}
@@ -819,6 +818,7 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
     for out in graph.output:
         consumers[out.name] = consumers.get(out.name, 0) + 1
     g = _Graph(source, consumers)
+    transformer.attach(g, _Value, _plain, _Refused)   # token sequences, attention (issue 45)
     for init in graph.initializer:
         g.constants[init.name] = oc.Constant.plain(numpy_helper.to_array(init))
     in_name, in_shape, in_batch = _input_shape(onnx, model, source, set(g.constants))
@@ -856,7 +856,7 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
                         raise
             else:
                 raise _Refused(f"operator {node.op_type} is not supported (supported: {', '.join(SUPPORTED)})")
-        except _Refused as exc:
+        except (_Refused, transformer.Refused) as exc:
             raise UserError(f"{source}: {what}: {exc}") from None
         except ValueError as exc:   # a spec that cannot be built: a shape we cannot run
             raise UserError(f"{source}: {what}: {str(exc).split(': ', 1)[-1]}") from None

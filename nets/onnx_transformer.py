@@ -41,12 +41,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import onnx_constants as oc
-from . import onnx_import as oi
 from .spec import Add, Attention, Channels, Conv, LayerNorm, SpaceToDepth, TakeToken, Tokens
 
 # ops this module takes on plain values too (the importer has no handler for them)
 OWN_OPS = ("LayerNormalization", "Gelu")
 MASKED = -50.0   # an added constant at most this leaves the key out (Swin's mask adds -100)
+
+
+class Refused(Exception):
+    """What a node lacks; the importer turns it into a UserError naming the node."""
+
+
+def attach(g, value_cls, plain, refused_cls) -> None:
+    """Graph `g` of the importer (nets/onnx_import.py), which hands in its plain values' class, its function
+    that makes a value whole (a layer's output) and its refusal: so this module never imports it back."""
+    g.views = {}
+    g.value_cls, g.plain, g.refused_cls = value_cls, plain, refused_cls
 
 
 @dataclass
@@ -75,9 +85,7 @@ class Scores:
 
 
 def _state(g) -> dict:
-    """The views and score tensors of graph `g`, by ONNX tensor name."""
-    if not hasattr(g, "views"):
-        g.views = {}
+    """The views and score tensors of graph `g`, by ONNX tensor name (attach() made it)."""
     return g.views
 
 
@@ -101,7 +109,7 @@ def retry(g, node, attrs: dict) -> bool:
         return False
     try:
         handle(g, node, attrs)
-    except oi._Refused:
+    except (Refused, g.refused_cls):
         return False
     return True
 
@@ -119,7 +127,7 @@ def handle(g, node, attrs: dict) -> None:
     elif op in _COMPUTES:
         _COMPUTES[op](g, node, attrs)
     else:
-        raise oi._Refused(f"operator {op} on a {_describe(g, inputs[0])} is not supported "
+        raise Refused(f"operator {op} on a {_describe(g, inputs[0])} is not supported "
                           f"(on token sequences and channels-last maps: {', '.join(sorted(_MOVES) + sorted(_COMPUTES))})")
 
 
@@ -143,7 +151,7 @@ def _evaluate(g, node, attrs: dict) -> None:
     try:
         results = ReferenceEvaluator(onnx.helper.make_model(graph)).run(None, feeds)
     except Exception as exc:  # noqa: BLE001 - any failure is the node's, said in one line
-        raise oi._Refused(f"it computes a constant we cannot evaluate ({type(exc).__name__}: {exc})") from None
+        raise Refused(f"it computes a constant we cannot evaluate ({type(exc).__name__}: {exc})") from None
     for out, value in zip(node.output, results):
         g.constants[out] = oc.Constant.plain(np.asarray(value))
 
@@ -151,7 +159,7 @@ def _evaluate(g, node, attrs: dict) -> None:
 def _const(g, name: str, what: str) -> np.ndarray:
     c = g.constants.get(name)
     if c is None:
-        raise oi._Refused(f"its {what} {name!r} is computed in the graph; only a constant {what} is supported")
+        raise Refused(f"its {what} {name!r} is computed in the graph; only a constant {what} is supported")
     return np.asarray(c.value)
 
 
@@ -171,15 +179,15 @@ def _view(g, name: str) -> View:
     if name in views:
         v = views[name]
         if isinstance(v, Scores):
-            raise oi._Refused(f"input {name!r} is attention scores, which only a Softmax and a MatMul by the values "
+            raise Refused(f"input {name!r} is attention scores, which only a Softmax and a MatMul by the values "
                               f"may read")
         return v
-    v = oi._plain(g, name)
+    v = g.plain(g, name)
     full = _layer_shape(g, v.layer)
     size = int(np.prod(full))
     shape = (1,) + (tuple(v.shape) if not v.flat else (size,))
     if int(np.prod(shape)) != size:
-        raise oi._Refused(f"input {name!r} is a part of its layer's output; only whole outputs are supported here")
+        raise Refused(f"input {name!r} is a part of its layer's output; only whole outputs are supported here")
     return View(v.layer, np.arange(size, dtype=np.int64).reshape(shape))
 
 
@@ -201,11 +209,11 @@ def _put(g, name: str, v: View) -> None:
     if v.factor == 1.0 and v.idx.size == size and np.array_equal(v.idx.reshape(-1), np.arange(size)):
         if v.idx.shape == (1,) + full:
             views.pop(name, None)
-            g.values[name] = oi._Value(v.layer, full)
+            g.values[name] = g.value_cls(v.layer, full)
             return
         if v.idx.shape == (1, size) and (len(full) == 1 or full[1:] == (1, 1)):
             views.pop(name, None)
-            g.values[name] = oi._Value(v.layer, (size,), flat=True)
+            g.values[name] = g.value_cls(v.layer, (size,), flat=True)
             return
     g.values.pop(name, None)
     views[name] = v
@@ -234,10 +242,10 @@ def _tokens_input(g, name: str) -> tuple[View, np.ndarray]:
         v = _space_to_depth(g, name, v)
         pix = _channels_last(g, v)
     if pix is None:
-        raise oi._Refused(f"its input {name!r} of shape {tuple(v.idx.shape)} does not run through each token's "
+        raise Refused(f"its input {name!r} of shape {tuple(v.idx.shape)} does not run through each token's "
                           f"channels along its last axis (a Linear or a LayerNorm over channels-last tokens)")
     if v.factor != 1.0:
-        raise oi._Refused(f"its input {name!r} is scaled by {v.factor:g}, which is not supported here")
+        raise Refused(f"its input {name!r} is scaled by {v.factor:g}, which is not supported here")
     return v, pix
 
 
@@ -286,7 +294,7 @@ def _target_shape(g, name: str, shape: tuple, allowzero: int) -> tuple:
         known = int(np.prod([d for d in out if d != -1]))
         out[out.index(-1)] = int(np.prod(shape)) // max(known, 1)
     if int(np.prod(out)) != int(np.prod(shape)):
-        raise oi._Refused(f"a reshape of {tuple(shape)} to {target} does not keep its elements (batch taken as 1)")
+        raise Refused(f"a reshape of {tuple(shape)} to {target} does not keep its elements (batch taken as 1)")
     return tuple(out)
 
 
@@ -331,7 +339,7 @@ def _slice(g, node, attrs):
         index[a % v.idx.ndim] = slice(s, e, st)
     idx = v.idx[tuple(index)]
     if idx.size == 0:
-        raise oi._Refused("it selects nothing")
+        raise Refused("it selects nothing")
     _put(g, node.output[0], _same_kind(v, idx))
 
 
@@ -372,19 +380,19 @@ def _concat(g, node, attrs):
         return
     vs = [_view(g, n) for n in node.input]
     if len({v.layer for v in vs}) != 1 or len({v.factor for v in vs}) != 1:
-        raise oi._Refused("it joins tensors of different layers along a token or pixel axis, which is not supported")
+        raise Refused("it joins tensors of different layers along a token or pixel axis, which is not supported")
     _put(g, node.output[0], _same_kind(vs[0], np.concatenate([v.idx for v in vs], axis=axis)))
 
 
 def _class_token(g, node, axis: int) -> None:
     """Concat(class token, tokens) along the tokens: a Tokens layer with a class token."""
     if len(node.input) != 2 or node.input[0] not in g.constants:
-        raise oi._Refused("a concatenation with a constant is supported only as a class token before the tokens")
+        raise Refused("a concatenation with a constant is supported only as a class token before the tokens")
     cls = _const(g, node.input[0], "class token").astype(np.float32)
     v, pix = _tokens_input(g, node.input[1])
     c, h, w = _layer_shape(g, v.layer)
     if v.idx.ndim != 3 or axis % 3 != 1 or cls.shape != (1, 1, c) or not np.array_equal(pix, np.arange(h * w)):
-        raise oi._Refused(f"a concatenation of a constant {cls.shape} and tokens of shape {tuple(v.idx.shape)} is "
+        raise Refused(f"a concatenation of a constant {cls.shape} and tokens of shape {tuple(v.idx.shape)} is "
                           f"not a class token before every pixel in order, which is all we support")
     layer = g.new_layer(Tokens, node.output[0], (v.layer,), {"cls": cls.reshape(c)}, (c, h * w + 1, 1),
                         class_token=True, position=False)
@@ -400,7 +408,7 @@ def _pad(g, node, attrs):
     v = _view(g, node.input[0])
     pads = _ints(g, node.input[1], "pads") if len(node.input) > 1 and node.input[1] else list(attrs.get("pads", []))
     if any(pads):
-        raise oi._Refused(f"a padding {pads} of a token or channels-last tensor is not supported (Swin's window "
+        raise Refused(f"a padding {pads} of a token or channels-last tensor is not supported (Swin's window "
                           f"padding: export at a size the windows tile)")
     _put(g, node.output[0], v)
 
@@ -435,7 +443,7 @@ def _linear(g, node, x_name: str, weight: np.ndarray, bias: np.ndarray | None) -
     v, pix = _tokens_input(g, x_name)
     c, h, w = _layer_shape(g, v.layer)
     if weight.ndim != 2 or weight.shape[0] != c:
-        raise oi._Refused(f"its weight of shape {weight.shape} is not ({c}, outputs)")
+        raise Refused(f"its weight of shape {weight.shape} is not ({c}, outputs)")
     k = weight.shape[1]
     b = np.zeros(k) if bias is None else np.broadcast_to(bias.reshape(-1), (k,))
     layer = g.new_layer(Conv, node.name or node.output[0], (v.layer,),
@@ -463,19 +471,19 @@ def _einsum(g, node, attrs):
         ins, out = eq.split("->")
         a_s, b_s = ins.split(",")
     except ValueError:
-        raise oi._Refused(f"an einsum {eq!r} is not supported (only a batched product of two operands)") from None
+        raise Refused(f"an einsum {eq!r} is not supported (only a batched product of two operands)") from None
     lead = out[:-2]
     i, j = out[-2], out[-1]
     shared = set(a_s) & set(b_s) - set(out)
     if len(shared) != 1 or a_s[:-2] != lead or b_s[:-2] != lead or {a_s[-2], a_s[-1]} != {i} | shared \
             or {b_s[-2], b_s[-1]} != {j} | shared:
-        raise oi._Refused(f"an einsum {eq!r} is not supported (only a batched product of two operands)")
+        raise Refused(f"an einsum {eq!r} is not supported (only a batched product of two operands)")
     views = _state(g)
     a_name, b_name = node.input[0], node.input[1]
     transpose_a, transpose_b = a_s[-1] != next(iter(shared)), b_s[-2] != next(iter(shared))
     if isinstance(views.get(a_name), Scores):
         if transpose_a:
-            raise oi._Refused(f"an einsum {eq!r} of transposed attention weights is not supported")
+            raise Refused(f"an einsum {eq!r} of transposed attention weights is not supported")
         vb = _view(g, b_name)
         _weighted_sum(g, node, views[a_name], _swap(vb) if transpose_b else vb)
         return
@@ -489,7 +497,7 @@ def _swap(v: View) -> View:
 
 def _gemm(g, node, attrs):
     if attrs.get("transA", 0):
-        raise oi._Refused("transA is not supported")
+        raise Refused("transA is not supported")
     weight = _const(g, node.input[1], "weight").astype(np.float64)
     weight = (weight.T if attrs.get("transB", 0) else weight) * attrs.get("alpha", 1.0)
     bias = (_const(g, node.input[2], "bias").astype(np.float64) * attrs.get("beta", 1.0)
@@ -502,7 +510,7 @@ def _add(g, node, attrs):
     if isinstance(_state(g).get(next(n for n in node.input if n not in g.constants)), Scores):
         s = _state(g)[next(n for n in node.input if n not in g.constants)]
         if not consts:
-            raise oi._Refused("it adds two computed tensors to attention scores, which is not supported")
+            raise Refused("it adds two computed tensors to attention scores, which is not supported")
         added = s.added.copy()
         const = np.broadcast_to(_const(g, consts[0], "addend").astype(np.float64), s.cells.shape)
         np.add.at(added, s.cells.reshape(-1), const.reshape(-1))
@@ -515,7 +523,7 @@ def _add(g, node, attrs):
     va, vb = _view(g, node.input[0]), _view(g, node.input[1])
     if va.idx.shape != vb.idx.shape or not np.array_equal(va.idx, vb.idx) or va.factor != vb.factor \
             or _layer_shape(g, va.layer) != _layer_shape(g, vb.layer) or va.layer == vb.layer:
-        raise oi._Refused(f"it adds tensors of shapes {tuple(va.idx.shape)} and {tuple(vb.idx.shape)} that are not "
+        raise Refused(f"it adds tensors of shapes {tuple(va.idx.shape)} and {tuple(vb.idx.shape)} that are not "
                           f"two layers' outputs in one arrangement, which is all we support")
     shape = _layer_shape(g, va.layer)
     layer = g.new_layer(Add, node.name or node.output[0], (va.layer, vb.layer), {}, shape)
@@ -554,7 +562,7 @@ def _add_constant(g, node, x_name: str, c_name: str) -> None:
         _absorbed(g, x_name)
         _put(g, node.output[0], v)
         return
-    raise oi._Refused(f"it adds a constant of shape {const.shape} to a {_describe(g, x_name)}; only a bias per "
+    raise Refused(f"it adds a constant of shape {const.shape} to a {_describe(g, x_name)}; only a bias per "
                       f"channel after a Linear or a convolution, or a position embedding, is supported")
 
 
@@ -577,7 +585,7 @@ def _per_channel(g, v: View, const: np.ndarray) -> np.ndarray | None:
 def _mul(g, node, attrs):
     consts = [n for n in node.input if n in g.constants]
     if not consts:
-        raise oi._Refused("it multiplies two computed tensors of the transformer part, which is not supported")
+        raise Refused("it multiplies two computed tensors of the transformer part, which is not supported")
     x_name = next(n for n in node.input if n not in g.constants)
     const = _const(g, consts[0], "factor").astype(np.float64)
     _scaled(g, node, x_name, const, lambda f, c: f * c)
@@ -585,7 +593,7 @@ def _mul(g, node, attrs):
 
 def _div(g, node, attrs):
     if node.input[1] not in g.constants:
-        raise oi._Refused("a division by a computed tensor is not supported")
+        raise Refused("a division by a computed tensor is not supported")
     _scaled(g, node, node.input[0], _const(g, node.input[1], "divisor").astype(np.float64), lambda f, c: f / c)
 
 
@@ -595,7 +603,7 @@ def _scaled(g, node, x_name: str, const: np.ndarray, combine) -> None:
         value = float(const.reshape(-1)[0])
         if isinstance(s, Scores):
             if s.softmaxed:
-                raise oi._Refused("it scales attention weights after their softmax, which is not supported")
+                raise Refused("it scales attention weights after their softmax, which is not supported")
             _put_scores(g, node.output[0], Scores(s.layer, s.q, s.k, s.cells, combine(s.scale, value),
                                                   combine(s.added, value), False), s.cells)
             return
@@ -609,7 +617,7 @@ def _scaled(g, node, x_name: str, const: np.ndarray, combine) -> None:
     per_channel = _per_channel(g, v, const)
     if per_channel is None or maker is None or maker.cls is not Conv or not _only_reader(g, v.layer) \
             or maker.activation != "none":
-        raise oi._Refused(f"it multiplies a {_describe(g, x_name)} by a constant of shape {const.shape}; only a "
+        raise Refused(f"it multiplies a {_describe(g, x_name)} by a constant of shape {const.shape}; only a "
                           f"scalar, or one factor per channel after a convolution, is supported")
     factor = combine(np.ones_like(per_channel), per_channel) * v.factor
     w = g.weights[f"{v.layer}.weight"]
@@ -624,14 +632,14 @@ def _layernorm(g, node, attrs):
     v, _ = _tokens_input(g, node.input[0])
     c = _layer_shape(g, v.layer)[0]
     if axis not in (-1, v.idx.ndim - 1):
-        raise oi._Refused(f"a LayerNormalization over axes from {axis} is not supported (only the last: channels)")
+        raise Refused(f"a LayerNormalization over axes from {axis} is not supported (only the last: channels)")
     if int(attrs.get("stash_type", 1)) != 1:
-        raise oi._Refused("stash_type other than float is not supported")
+        raise Refused("stash_type other than float is not supported")
     scale = _const(g, node.input[1], "scale").astype(np.float32).reshape(-1)
     bias = (_const(g, node.input[2], "bias").astype(np.float32).reshape(-1) if len(node.input) > 2 and node.input[2]
             else np.zeros(c, np.float32))
     if scale.size != c or bias.size != c:
-        raise oi._Refused(f"its scale and bias are not one per channel ({c})")
+        raise Refused(f"its scale and bias are not one per channel ({c})")
     shape = _layer_shape(g, v.layer)
     layer = g.new_layer(LayerNorm, node.name or node.output[0], (v.layer,), {"scale": scale, "bias": bias}, shape,
                         eps=float(attrs.get("epsilon", 1e-5)))
@@ -642,11 +650,11 @@ def _gelu(g, node, attrs):
     approx = attrs.get("approximate", "none")
     approx = approx.decode() if isinstance(approx, bytes) else approx
     if approx not in ("none", "tanh"):
-        raise oi._Refused(f"approximate={approx!r} is not supported")
+        raise Refused(f"approximate={approx!r} is not supported")
     act = "gelu" if approx == "none" else "gelu_tanh"
     v = _view(g, node.input[0])
     if v.factor != 1.0:
-        raise oi._Refused(f"the gelu of a tensor scaled by {v.factor:g} is not supported")
+        raise Refused(f"the gelu of a tensor scaled by {v.factor:g} is not supported")
     maker = g.layer(v.layer)
     if maker is None or maker.activation != "none" or not _only_reader(g, v.layer) \
             or maker.cls in (Attention, Tokens, TakeToken):
@@ -669,10 +677,10 @@ def _put_scores(g, name: str, s: Scores, cells: np.ndarray) -> None:
 def _scores(g, node, a: View, b: View) -> None:
     """q @ k^T: both views of one layer (the queries', keys' and values' projection)."""
     if a.layer != b.layer:
-        raise oi._Refused("it multiplies two computed tensors of different layers; only attention's queries by its "
+        raise Refused("it multiplies two computed tensors of different layers; only attention's queries by its "
                           "keys (of one projection) are supported")
     if a.idx.ndim < 2 or a.idx.shape[:-2] != b.idx.shape[:-2] or a.idx.shape[-1] != b.idx.shape[-2]:
-        raise oi._Refused(f"it multiplies shapes {tuple(a.idx.shape)} and {tuple(b.idx.shape)}, which is not "
+        raise Refused(f"it multiplies shapes {tuple(a.idx.shape)} and {tuple(b.idx.shape)}, which is not "
                           f"batched queries by keys")
     lead = a.idx.shape[:-2]
     n, dh, m = a.idx.shape[-2], a.idx.shape[-1], b.idx.shape[-1]
@@ -686,24 +694,24 @@ def _scores(g, node, a: View, b: View) -> None:
 def _softmax(g, node, attrs):
     s = _state(g).get(node.input[0])
     if not isinstance(s, Scores):
-        raise oi._Refused(f"a softmax of a {_describe(g, node.input[0])} is not supported (only of attention scores, "
+        raise Refused(f"a softmax of a {_describe(g, node.input[0])} is not supported (only of attention scores, "
                           f"or of a classifier's features)")
     axis = int(attrs.get("axis", -1)) % s.cells.ndim
     m = s.k.shape[1]
     rows = np.moveaxis(s.cells, axis, -1).reshape(-1, m)
     if axis != s.cells.ndim - 1 or not np.array_equal(rows, rows[:, :1] + np.arange(m)) or (rows[:, 0] % m).any():
-        raise oi._Refused("a softmax over another axis than each query's keys is not supported")
+        raise Refused("a softmax over another axis than each query's keys is not supported")
     _put_scores(g, node.output[0], Scores(s.layer, s.q, s.k, s.cells, s.scale, s.added, True), s.cells)
 
 
 def _weighted_sum(g, node, s: Scores, v: View) -> None:
     """softmax(scores) @ values: our Attention layer, found and checked against the indices."""
     if not s.softmaxed:
-        raise oi._Refused("a product of attention scores before their softmax is not supported")
+        raise Refused("a product of attention scores before their softmax is not supported")
     if v.layer != s.layer or v.factor != 1.0 or s.cells.shape[:-1] + (v.idx.shape[-1],) != \
             s.cells.shape[:-2] + (s.cells.shape[-2], v.idx.shape[-1]) or v.idx.shape[:-1] != \
             s.cells.shape[:-2] + (s.cells.shape[-1],):
-        raise oi._Refused(f"it multiplies attention weights of shape {tuple(s.cells.shape)} by a tensor of shape "
+        raise Refused(f"it multiplies attention weights of shape {tuple(s.cells.shape)} by a tensor of shape "
                           f"{tuple(v.idx.shape)} that is not the values of the same projection")
     c3, h, w = _layer_shape(g, s.layer)
     hw, c = h * w, c3 // 3
@@ -715,7 +723,7 @@ def _weighted_sum(g, node, s: Scores, v: View) -> None:
     gq = rows[:, :, 0] // m                                                 # (L, n): the (g, i) of each row
     grp, qi = gq // n, gq % n
     if c3 % 3 or dh == 0 or c % dh or vals.shape[-1] != dh or (grp != grp[:, :1]).any():
-        raise oi._Refused("the attention's queries, keys and values are not heads of one projection's three parts")
+        raise Refused("the attention's queries, keys and values are not heads of one projection's three parts")
     heads = c // dh
     # each group: one head, its queries' and keys' pixels; the keys and the values of one pixel
     head = s.q[:, 0, 0] // hw // dh
@@ -724,12 +732,12 @@ def _weighted_sum(g, node, s: Scores, v: View) -> None:
     g_of_l = grp[:, 0]
     want_v = (2 * c + head[g_of_l][:, None] * dh + np.arange(dh))[:, None, :] * hw + (s.k[g_of_l][:, :, :1] % hw)
     if not (np.array_equal(s.q, want_q) and np.array_equal(s.k, want_k) and np.array_equal(vals, want_v)):
-        raise oi._Refused("the attention's queries, keys and values are not the heads of one projection's queries, "
+        raise Refused("the attention's queries, keys and values are not the heads of one projection's queries, "
                           "keys and values (channels q, k, v, each heads of equal width), which is all we support")
     qpix, kpix = s.q[:, :, 0] % hw, s.k[:, :, 0] % hw
     spec, windows = _find_attention(heads, h, w, n, m, head, qpix, kpix)
     if spec is None:
-        raise oi._Refused(f"its {groups} groups of {n} queries over a {h}x{w} map are not the windows of our "
+        raise Refused(f"its {groups} groups of {n} queries over a {h}x{w} map are not the windows of our "
                           f"attention (the whole map; windows; a grid; a shift of the windows)")
     layer = _make_attention(g, node, s, spec, windows, head, qpix, kpix, heads, (c3, h, w))
     out = (head[g_of_l][:, None, None] * dh + np.arange(dh)[None, None, :]) * hw \
@@ -804,10 +812,10 @@ def _make_attention(g, node, s: Scores, spec, windows, head, qpix, kpix, heads, 
     first = np.nanmax(np.where(kept, ours, -np.inf), axis=0)              # (heads, n, n): one window's value
     spread = np.nanmax(np.abs(bias - first[None]), axis=0)
     if np.isnan(first).any() or np.isinf(first).any() or (spread > 1e-5 * (1 + np.abs(first))).any():
-        raise oi._Refused("the constants added to its scores are not one relative position bias per head, the same "
+        raise Refused("the constants added to its scores are not one relative position bias per head, the same "
                           "in every window, which is all we support")
     if (ours[~kept] - np.broadcast_to(first[None], ours.shape)[~kept] > MASKED).any():
-        raise oi._Refused(f"the constants added to its scores do not leave out (at most {MASKED:g}) the keys a "
+        raise Refused(f"the constants added to its scores do not leave out (at most {MASKED:g}) the keys a "
                           f"shifted window's mask leaves out")
     c = in_shape[0] // 3
     default = 1.0 / float(np.sqrt(c // heads))
