@@ -105,8 +105,9 @@ def _lively(torch, model, x):
     scaled so that its output on `x` has a standard deviation of 1: torchvision's
     own random initialisation shrinks some models' features to almost nothing
     (GoogLeNet's truncated normal of 0.01: the output is the classifier's bias
-    alone, and agreeing with it would prove little), and He's grows others'
-    (EfficientNet-v2's adds and gates) until float32 rounding alone moves the output."""
+    alone, and agreeing with it would prove little; ViT's head starts at zeros:
+    random here), and He's grows others' (EfficientNet-v2's adds and gates)
+    until float32 rounding alone moves the output."""
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for mod in model.modules():
@@ -125,6 +126,9 @@ def _lively(torch, model, x):
                     mod.bias.div_(std)
                 return out / std
             return out
+        for mod in model.modules():   # a layer initialised to zeros (ViT's head) would zero the output
+            if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)) and not mod.weight.any():
+                mod.weight.copy_(torch.randn(mod.weight.shape, generator=gen))
         hooks = [mod.register_forward_hook(rescale) for mod in model.modules()
                  if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear))]
         model.eval()(x)
