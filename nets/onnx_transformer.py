@@ -126,6 +126,10 @@ def handle(g, node, attrs: dict) -> None:
         _absorbed(g, node.input[0])
     elif op in _COMPUTES:
         _COMPUTES[op](g, node, attrs)
+    elif op == "ReduceL2":
+        raise Refused("operator ReduceL2 (Swin v2's cosine attention: queries and keys normalised, a learned "
+                      "logit scale, a position bias from an MLP) is not supported: our attention takes scaled "
+                      "dot products")
     else:
         raise Refused(f"operator {op} on a {_describe(g, inputs[0])} is not supported "
                           f"(on token sequences and channels-last maps: {', '.join(sorted(_MOVES) + sorted(_COMPUTES))})")
