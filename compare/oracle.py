@@ -4,11 +4,15 @@ Written from the layers' definitions, not for speed, and on purpose unlike
 the numpy backend: convolution here is a sum of shifted inputs (one term per
 filter tap, a dilated filter's taps spaced apart), pooling takes windows
 explicitly, and an average pool's divisor is counted here from a mask of
-the elements that count, where the numpy backend takes the spec's formula.  Its own tests are worked out
+the elements that count, where the numpy backend takes the spec's formula;
+attention goes query by query, window by window (the numpy backend batches
+every window and head into one product).  Its own tests are worked out
 by hand (tests/test_oracle.py), and issue 7's TensorFlow cross-check tests
 it against code we did not write.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -31,7 +35,16 @@ def activate(x: np.ndarray, name: str) -> np.ndarray:
         return x * np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0
     if name == "silu":
         return x / (1.0 + np.exp(-x))
+    if name == "gelu":   # x * Phi(x), Phi the standard normal's distribution function
+        return x * 0.5 * (1.0 + _erf(x / np.sqrt(2.0)))
+    if name == "gelu_tanh":
+        return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
     return x
+
+
+def _erf(x):
+    """erf elementwise in float64 (numpy has none): math.erf, one value at a time."""
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
 def _pad4(pad) -> tuple:
@@ -152,6 +165,94 @@ def dense(x, weight, bias):
     return x @ np.asarray(weight, np.float64) + np.asarray(bias, np.float64)
 
 
+def layernorm(x, scale, bias, eps):
+    """Over the channels (axis 1) of each pixel or token, variance biased (divided by C)."""
+    x = np.asarray(x, np.float64)
+    c = x.shape[1]
+    mean = x.sum(axis=1, keepdims=True) / c
+    var = ((x - mean) ** 2).sum(axis=1, keepdims=True) / c
+    return (x - mean) / np.sqrt(var + eps) * np.asarray(scale, np.float64)[None, :, None, None] \
+        + np.asarray(bias, np.float64)[None, :, None, None]
+
+
+def tokens(x, cls=None, pos=None):
+    """(N, C, H, W) -> (N, C, T, 1): the pixels row by row, after the class token, plus the positions."""
+    x = np.asarray(x, np.float64)
+    n, c, h, w = x.shape
+    seq = [x[:, :, i, j] for i in range(h) for j in range(w)]             # each (N, C)
+    if cls is not None:
+        seq.insert(0, np.broadcast_to(np.asarray(cls, np.float64), (n, c)))
+    out = np.stack(seq, axis=2)                                             # (N, C, T)
+    if pos is not None:
+        out = out + np.asarray(pos, np.float64)[None]
+    return out[..., None]
+
+
+def take_token(x, index):
+    return np.asarray(x, np.float64)[:, :, index:index + 1, :]
+
+
+def _window_members(h, w, window, grid):
+    """Each window's tokens as a list of (row, col), row-major within the window."""
+    wh, ww = window
+    if grid:   # window (a, b) holds rows a, a + H/wh, ...; columns b, b + W/ww, ...
+        sh, sw = h // wh, w // ww
+        return [[(a + i * sh, b + j * sw) for i in range(wh) for j in range(ww)] for a in range(sh) for b in range(sw)]
+    return [[(a * wh + i, b * ww + j) for i in range(wh) for j in range(ww)] for a in range(h // wh) for b in range(w // ww)]
+
+
+def _shift_region(r, size, win, shift):
+    """Swin's region of rolled row (column) r: 0 above the last row of windows, in it 1 for rows the roll
+    did not bring round, 2 for those it did."""
+    if not shift:
+        return 0
+    return 0 if r < size - win else (1 if r < size - shift else 2)
+
+
+def attention(x, heads, window=(0, 0), shift=(0, 0), grid=False, bias=None, scale=0.0):
+    """x (N, 3C, H, W): queries, keys, values -> (N, C, H, W).  Token by token and head by head: the
+    scores of each query against the keys of its window, softmax over them, the values' weighted sum."""
+    x = np.asarray(x, np.float64)
+    n, c3, h, w = x.shape
+    c = c3 // 3
+    dh = c // heads
+    scale = scale or 1.0 / math.sqrt(dh)
+    win = (h, w) if tuple(window) == (0, 0) else tuple(window)
+    x = np.roll(x, (-shift[0], -shift[1]), axis=(2, 3))
+    out = np.zeros((n, c, h, w))
+    for members in _window_members(h, w, win, grid):
+        rows = [r for r, _ in members]
+        cols = [q for _, q in members]
+        region = [(_shift_region(r, h, win[0], shift[0]), _shift_region(q, w, win[1], shift[1])) for r, q in members]
+        for head in range(heads):
+            ch = slice(head * dh, (head + 1) * dh)
+            q = x[:, ch, rows, cols]                          # (N, dh, n)
+            k = x[:, c:][:, ch, rows, cols]
+            v = x[:, 2 * c:][:, ch, rows, cols]
+            for i in range(len(members)):
+                s = np.einsum("nd,ndj->nj", q[:, :, i], k) * scale
+                if bias is not None:
+                    s = s + np.asarray(bias, np.float64)[head, i]
+                keep = np.array([region[j] == region[i] for j in range(len(members))])
+                s = np.where(keep[None], s, -np.inf)
+                p = np.exp(s - s.max(axis=1, keepdims=True))
+                p = p / p.sum(axis=1, keepdims=True)
+                out[:, ch, rows[i], cols[i]] = np.einsum("nj,ndj->nd", p, v)
+    return np.roll(out, (shift[0], shift[1]), axis=(2, 3))
+
+
+def space_to_depth(x, block, order):
+    x = np.asarray(x, np.float64)
+    bh, bw = block
+    return np.concatenate([x[:, :, dy::bh, dx::bw] for dy, dx in order], axis=1)
+
+
+def crop(x, amounts):
+    top, left, bottom, right = amounts
+    x = np.asarray(x, np.float64)
+    return x[:, :, top:x.shape[2] - bottom, left:x.shape[3] - right]
+
+
 def layer_forward(layer: Layer, x, weights: dict[str, np.ndarray]) -> np.ndarray:
     """Layer `layer` on its input `x` (a list of arrays for a layer of several inputs)."""
     xs = list(x) if isinstance(x, (list, tuple)) else [x]
@@ -180,6 +281,18 @@ def layer_forward(layer: Layer, x, weights: dict[str, np.ndarray]) -> np.ndarray
         y = channels(xs[0], layer.order)
     elif layer.kind == LayerKind.SOFTMAX:
         y = softmax(xs[0])
+    elif layer.kind == LayerKind.LAYERNORM:
+        y = layernorm(xs[0], p["scale"], p["bias"], layer.eps)
+    elif layer.kind == LayerKind.TOKENS:
+        y = tokens(xs[0], p.get("cls"), p.get("pos"))
+    elif layer.kind == LayerKind.TAKE_TOKEN:
+        y = take_token(xs[0], layer.index)
+    elif layer.kind == LayerKind.ATTENTION:
+        y = attention(xs[0], layer.heads, layer.window, layer.shift, layer.grid, p.get("bias"), layer.scale)
+    elif layer.kind == LayerKind.SPACE_TO_DEPTH:
+        y = space_to_depth(xs[0], layer.block, layer.order)
+    elif layer.kind == LayerKind.CROP:
+        y = crop(xs[0], layer.crop)
     else:
         raise ValueError(f"oracle: unknown layer kind {layer.kind!r}")
     return activate(y, layer.activation)

@@ -45,8 +45,10 @@ class Trial:
         self.phases: dict[str, list[float]] = {p: [] for p in PHASES}
         self.layer_runs: list = []
 
-    def _check(self, y: np.ndarray, what: str) -> None:
-        if self.deterministic:
+    def _check(self, y: np.ndarray, what: str, exact: bool | None = None) -> None:
+        """`y` against the checked output: bit for bit where the backend is deterministic (and `exact` is
+        not False), else within the float32 tolerance."""
+        if self.deterministic if exact is None else exact:
             if np.array_equal(y, self.checked):
                 return
             differ = int(np.count_nonzero(y != self.checked)) if y.shape == self.checked.shape else "all"
@@ -84,7 +86,10 @@ class Trial:
         self.prepared.load_input(self.x)
         self.layer_runs.append(self.prepared.run_timed())
         within(time.perf_counter() - t0, self.timeout_s, f"timed pass {r + 1} (layer by layer)")
-        self._check(np.asarray(self.prepared.fetch_output()), f"timed pass {r + 1} (layer by layer)")
+        # a backend that compiles each layer apart for this pass (XLA) computes the same sums in another order
+        apart = bool((self.prepared.config or {}).get("layers_compiled_apart"))
+        self._check(np.asarray(self.prepared.fetch_output()), f"timed pass {r + 1} (layer by layer)",
+                    exact=self.deterministic and not apart)
 
     def result(self) -> Timing:
         end = PassTimes(**{k: Samples.of(v) for k, v in self.phases.items()})

@@ -3,12 +3,13 @@
 // which kernels/__init__.py pastes in on the host, so every driver's
 // program cache sees the header's text in the source it hashes.
 //
-// -D ACT: 0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh, 5 hardsigmoid, 6 hardswish, 7 silu (required).
+// -D ACT: 0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh, 5 hardsigmoid, 6 hardswish, 7 silu, 8 gelu (erf),
+// 9 gelu (tanh form) (required).
 // hardsigmoid is PyTorch's, relu6(x + 3) / 6; hardswish x times it; silu x * sigmoid(x).  With YC and YC4 defined
 // (output channels, and as stored: a multiple of 4), zero_tail too.
 
 #ifndef ACT
-#error "ACT must be defined: 0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh, 5 hardsigmoid, 6 hardswish, 7 silu"
+#error "ACT must be defined: 0 none, 1 relu, 2 sigmoid, 3 relu6, 4 tanh, 5 hardsigmoid, 6 hardswish, 7 silu, 8 gelu, 9 gelu_tanh"
 #endif
 
 // A NaN (an element never written: buffers start poisoned with NaN) passes
@@ -35,6 +36,17 @@ inline float hardsigmoid(float v)
     return relu6(v + 3.0f) * (1.0f / 6.0f);
 }
 
+// x * Phi(x), the exact gelu (OpenCL's erf), and its tanh form
+inline float gelu(float v)
+{
+    return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
+}
+
+inline float gelu_tanh(float v)
+{
+    return 0.5f * v * (1.0f + tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+}
+
 // The layer's activation (-D ACT).
 inline float activate(float v)
 {
@@ -52,6 +64,10 @@ inline float activate(float v)
     return v * hardsigmoid(v);
 #elif ACT == 7
     return v * sigmoid(v);
+#elif ACT == 8
+    return gelu(v);
+#elif ACT == 9
+    return gelu_tanh(v);
 #else
     return v;
 #endif
@@ -82,6 +98,10 @@ inline float4 activation4(float4 v, const int act)
         return v * relu6_4(v + 3.0f) * (1.0f / 6.0f);
     case 7:
         return v / (1.0f + exp(-v));
+    case 8:
+        return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
+    case 9:
+        return 0.5f * v * (1.0f + tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
     default:
         return v;
     }

@@ -7,15 +7,20 @@ from .errors import UserError
 from .lenet import LENET
 from .mobilenet_v2 import MOBILENET_V2
 from .resnet18 import RESNET18
-from .spec import (ACTIVATIONS, NET_INPUT, STUDY_ACTIVATIONS, STUDY_KINDS, Activation, Add, AvgPool, BatchNorm, Channels,
-                   Concat, Conv, Dense, Feature, GlobalAvgPool, Layer, LayerKind, MaxPool, Mul, Net, Softmax, Subsample)
+from .spec import (ACTIVATIONS, NET_INPUT, STUDY_ACTIVATIONS, STUDY_KINDS, TRANSFORMER_FEATURES, TRANSFORMER_KINDS,
+                   ZOO_ACTIVATIONS, Activation, Add, Attention, AvgPool, BatchNorm, Channels, Concat, Conv, Crop, Dense,
+                   Feature, GlobalAvgPool, Layer, LayerKind, LayerNorm, MaxPool, Mul, Net, Softmax, SpaceToDepth,
+                   Subsample, TakeToken, Tokens)
 from .vgg16 import VGG16
+from .vit_tiny import VIT_TINY
 
-NETS = {net.name: net for net in (LENET, VGG16, RESNET18, MOBILENET_V2)}
+NETS = {net.name: net for net in (LENET, VGG16, RESNET18, MOBILENET_V2, VIT_TINY)}
 
-__all__ = ["ACTIVATIONS", "NET_INPUT", "STUDY_ACTIVATIONS", "STUDY_KINDS", "Activation", "Add", "AvgPool", "BatchNorm",
+__all__ = ["ACTIVATIONS", "NET_INPUT", "STUDY_ACTIVATIONS", "STUDY_KINDS", "TRANSFORMER_FEATURES", "TRANSFORMER_KINDS",
+           "ZOO_ACTIVATIONS", "Attention", "Crop", "LayerNorm", "SpaceToDepth", "TakeToken", "Tokens",
+           "Activation", "Add", "AvgPool", "BatchNorm",
            "Channels", "Concat", "Conv", "Dense", "Feature", "GlobalAvgPool", "Layer", "LayerKind", "MaxPool", "Mul",
-           "Net", "Softmax", "Subsample", "NETS", "LENET", "VGG16", "RESNET18", "MOBILENET_V2", "get_net"]
+           "Net", "Softmax", "Subsample", "NETS", "LENET", "VGG16", "RESNET18", "MOBILENET_V2", "VIT_TINY", "get_net"]
 
 
 def get_net(name: str) -> Net:

@@ -47,6 +47,7 @@ import numpy as np
 from .errors import UserError
 from .userfile import regular_file
 
+from . import keras_transformer
 from .layouts import hwc_rows_to_chw
 from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Channels, Concat, Conv, Dense, GlobalAvgPool, MaxPool, Mul, Net,
                    Softmax, Subsample, window_pair)
@@ -54,7 +55,7 @@ from .weights import validate_weights
 
 ACTIVATION = {"linear": "none", "relu": "relu", "relu6": "relu6", "sigmoid": "sigmoid", "tanh": "tanh",
               "silu": "silu", "swish": "silu", "hard_silu": "hardswish", "hard_swish": "hardswish",
-              "hard_sigmoid": "hardsigmoid"}
+              "hard_sigmoid": "hardsigmoid", "gelu": "gelu"}
 SUFFIXES = (".keras", ".h5")
 
 # Layer types refused with a reason that says what we lack.
@@ -62,8 +63,6 @@ REFUSED = {
     "Conv1D": "only 2-D convolutions are supported",
     "Conv3D": "only 2-D convolutions are supported",
     "Conv2DTranspose": "transposed convolution is not supported",
-    "Cropping2D": "cropping is not supported",
-    "LayerNormalization": "layer normalisation is not supported (only batch normalisation)",
 }
 SUPPORTED = ("Conv2D, DepthwiseConv2D, SeparableConv2D, BatchNormalization, ZeroPadding2D, MaxPooling2D, "
              "AveragePooling2D, GlobalAveragePooling2D, Add, Multiply, Concatenate, Rescaling, Normalization, "
@@ -653,6 +652,7 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
         raise UserError(f"{what_model}: input shape {shape[1:]} is not a fixed (H, W, C) image")
     h, w, c = (int(d) for d in shape[1:])
     ops, inbound = _inbound(keras, model, what_model)
+    ops, inbound = keras_transformer.inline_sequential(keras, ops, inbound)   # ConvNeXt's stem (issue 45)
     readers: dict[str, int] = {}
     for names in inbound.values():
         for n in names:
@@ -675,6 +675,8 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
         "Softmax": lambda b_, l_, w_: b_.fold_activation("softmax", w_),
         "Activation": lambda b_, l_, w_: b_.fold_activation(_activation_name(l_, w_), w_),
     }
+    handlers.update(keras_transformer.HANDLERS)   # LayerNormalization, LayerScale, Cropping2D... (issue 45)
+    handlers["Dense"] = keras_transformer.dense_per_pixel(_dense, _activation_name)
     merging = {"Add": _add, "Multiply": _multiply, "Concatenate": _concatenate, "CustomScaleLayer": _scaled_add}
     input_names = {t._keras_history.operation.name for t in model.inputs}
     last = None
@@ -689,7 +691,9 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
         b.source, b.shape, b.flatten_from = inputs[0].layer, inputs[0].shape, inputs[0].flatten_from
         b.pad, b.ops = inputs[0].pad, inputs[0].ops
         is_layer = isinstance(layer, keras.layers.Layer)
-        if not is_layer:
+        if not is_layer and cls == "Add" and len(inputs) == 2:   # x + y of two tensors: ConvNeXt's residual
+            _add(b, layer, f"operation {layer.name} ({cls})", inputs)
+        elif not is_layer:
             _scalar_op(b, layer, f"operation {layer.name} ({cls})", layer._inbound_nodes[0])
         elif cls == "Dropout":
             b.notes.append(f"{layer.name}: Dropout skipped (identity at inference)")

@@ -46,6 +46,7 @@ import numpy as np
 from nets.errors import UserError
 
 from . import onnx_constants as oc
+from . import onnx_transformer as transformer
 from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Channels, Concat, Conv, Dense, GlobalAvgPool, MaxPool, Mul, Net,
                    Softmax, Subsample, ceil_out_size, window_pair)
 from .userfile import regular_file
@@ -169,7 +170,10 @@ class _Graph:
     def readers(self, layer: str) -> int:
         """How many nodes (and graph outputs) read `layer`'s output itself: a tensor that
         views it, not one that applies an activation to it still."""
-        return sum(self.consumers.get(t, 0) for t, v in self.values.items() if v.layer == layer and v.act == "none")
+        views = sum(self.consumers.get(t, 0) for t, v in getattr(self, "views", {}).items()
+                    if getattr(v, "layer", None) == layer)   # read through nets/onnx_transformer.py's views
+        return views + sum(self.consumers.get(t, 0) for t, v in self.values.items()
+                           if v.layer == layer and v.act == "none")
 
     def constant(self, name: str) -> oc.Constant | None:
         return self.constants.get(name)
@@ -866,6 +870,7 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
     for out in graph.output:
         consumers[out.name] = consumers.get(out.name, 0) + 1
     g = _Graph(source, consumers)
+    transformer.attach(g, _Value, _plain, _Refused)   # token sequences, attention (issue 45)
     for init in graph.initializer:
         g.constants[init.name] = oc.Constant.plain(_tensor(onnx, numpy_helper, init, f"{source}: initializer "
                                                                                      f"{init.name!r}"))
@@ -891,16 +896,22 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
                     raise _Refused(f"it cannot be evaluated on its constants ({exc})") from None
                 for out, c in zip(node.output, outs):
                     g.constants[out] = c
+            elif transformer.claims(g, node):   # token sequences, channels-last maps, attention (issue 45)
+                transformer.handle(g, node, attrs)
             elif node.op_type in ("Identity", "Dropout"):
                 _alias(g, node)
             elif node.op_type in _ACTIVATIONS:
                 _take(attrs, {})
                 _activation(g, node, _ACTIVATIONS[node.op_type])
             elif node.op_type in _HANDLERS:
-                _HANDLERS[node.op_type](g, node, attrs)
+                try:
+                    _HANDLERS[node.op_type](g, node, attrs)
+                except _Refused:
+                    if not transformer.retry(g, node, attrs):
+                        raise
             else:
                 raise _Refused(f"operator {node.op_type} is not supported (supported: {', '.join(SUPPORTED)})")
-        except _Refused as exc:
+        except (_Refused, transformer.Refused) as exc:
             raise UserError(f"{source}: {what}: {exc}") from None
         except ValueError as exc:   # a spec that cannot be built: a shape we cannot run
             raise UserError(f"{source}: {what}: {str(exc).split(': ', 1)[-1]}") from None

@@ -33,14 +33,33 @@ FLOPs, per image:
 - softmax: three per element (the exponential, its share of the sum and the
   division; subtracting the maximum first, for range, is not counted);
 - batch normalisation (only before it is folded): two per element;
-- activations are not counted, the newer ones (hardswish, hardsigmoid, silu)
-  no more than relu.
+- activations are not counted, the newer ones (hardswish, hardsigmoid, silu,
+  gelu) no more than relu;
+- the transformer's layers (a token sequence of T tokens of C features is held
+  as a (C, T, 1) map, and Swin's and MaxViT's token grids as their (C, H, W)
+  map, so a Linear over tokens is a 1x1 convolution and counted as one):
+  - layer normalisation over the channels of each pixel or token: seven per
+    element (the mean's sum, the subtraction, the variance's square and sum,
+    the product by 1 / sqrt(var + eps), the scale and the shift; the square
+    root per token not counted);
+  - tokens (the class token and the position embedding): one per element for
+    the position's add (prepending the class token moves data);
+  - attention, per window of n tokens (the whole map is one window) and C
+    channels split into heads: the scores Q K^T and the weighted sum P V,
+    2 * n * n * C each; per head n * n for the scaling, n * n for a relative
+    position bias or a shifted window's mask where there is one, and the
+    softmax's three per score (as the softmax layer's);
+  - a space-to-depth gather (Swin's patch merging), a crop and taking a token:
+    none, they move data.
 
 Activations, each elementwise (the oracle, compare/oracle.py, holds the formulas):
 relu, relu6 = min(max(x, 0), 6), sigmoid, tanh; hardsigmoid = min(max(x/6 + 1/2, 0), 1),
 PyTorch's and Keras 3's, which is ONNX's HardSigmoid with alpha 1/6 and beta 1/2 (not
 ONNX's default alpha 0.2: importers refuse any other alpha or beta);
-hardswish = x * hardsigmoid(x); silu = x * sigmoid(x) (Keras's swish).
+hardswish = x * hardsigmoid(x); silu = x * sigmoid(x) (Keras's swish);
+gelu = x * Phi(x) = x / 2 * (1 + erf(x / sqrt 2)), the exact form, and gelu_tanh =
+x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))), the tanh form (PyTorch's
+approximate='tanh', Keras's approximate=True).
 
 Pooling windows: a max-pool's padding never wins (as if it held -inf), so its
 ceil mode (an extra window at the bottom or right that runs past the padded
@@ -76,6 +95,13 @@ class LayerKind(StrEnum):
     MUL = "mul"                # elementwise, or by a per-channel gate
     CHANNELS = "channels"      # a selection of channels: a shuffle, a slice
     SOFTMAX = "softmax"        # over each image's features
+    # the transformer's kinds (issue 45); backends run them only where they say so
+    LAYERNORM = "layernorm"    # over the channels of each pixel or token
+    TOKENS = "tokens"          # a (C, H, W) map -> a (C, T, 1) sequence: class token, position embedding
+    ATTENTION = "attention"    # multi-head scaled dot-product attention over windows of tokens
+    SPACE_TO_DEPTH = "space_to_depth"   # Swin's patch merging gather
+    CROP = "crop"              # Keras Cropping2D
+    TAKE_TOKEN = "take_token"  # one token of a sequence (ViT's class token) as a (C, 1, 1) map
 
 
 class Activation(StrEnum):
@@ -87,6 +113,8 @@ class Activation(StrEnum):
     HARDSIGMOID = "hardsigmoid"   # min(max(x/6 + 1/2, 0), 1): PyTorch's, Keras 3's (see the module docstring)
     HARDSWISH = "hardswish"       # x * hardsigmoid(x), MobileNet-v3's
     SILU = "silu"                 # x * sigmoid(x), EfficientNet's (Keras: swish)
+    GELU = "gelu"                 # x * Phi(x), the exact form (erf)
+    GELU_TANH = "gelu_tanh"       # its tanh approximation
 
 
 class Feature(StrEnum):
@@ -104,6 +132,8 @@ class Feature(StrEnum):
     SILU = "the silu activation"
     DILATION = "dilated convolution"
     GATE = "a multiply by a per-channel (N, C, 1, 1) gate"
+    GELU = "the gelu activation"
+    GELU_TANH = "the tanh form of gelu"
 
 
 ACTIVATIONS = tuple(a.value for a in Activation)
@@ -112,7 +142,14 @@ STUDY_KINDS = frozenset({LayerKind.CONV, LayerKind.SUBSAMPLE, LayerKind.MAXPOOL,
 STUDY_ACTIVATIONS = ("none", "relu", "sigmoid")
 _ACTIVATION_FEATURE = {Activation.RELU6: Feature.RELU6, Activation.TANH: Feature.TANH,
                        Activation.HARDSIGMOID: Feature.HARDSIGMOID, Activation.HARDSWISH: Feature.HARDSWISH,
-                       Activation.SILU: Feature.SILU}
+                       Activation.SILU: Feature.SILU, Activation.GELU: Feature.GELU,
+                       Activation.GELU_TANH: Feature.GELU_TANH}
+# issue 45's kinds and features: a backend that says `frozenset(LayerKind)` takes these away until it runs them
+TRANSFORMER_KINDS = frozenset({LayerKind.LAYERNORM, LayerKind.TOKENS, LayerKind.ATTENTION, LayerKind.SPACE_TO_DEPTH,
+                               LayerKind.CROP, LayerKind.TAKE_TOKEN})
+TRANSFORMER_FEATURES = frozenset({Feature.GELU, Feature.GELU_TANH})
+# the activations of the layers before issue 45, which the random nets of the tests draw from
+ZOO_ACTIVATIONS = tuple(a.value for a in Activation if a not in (Activation.GELU, Activation.GELU_TANH))
 
 
 def _out_size(size: int, kernel: int, stride: int, before: int, after: int, what: str) -> int:
@@ -616,6 +653,251 @@ class Softmax(Layer):
 
     def flops(self, in_shape):
         return 3 * _size(in_shape)
+
+
+@dataclass(frozen=True)
+class LayerNorm(Layer):
+    """Layer normalisation over the channels of each pixel or token:
+    (x - mean) / sqrt(var + eps) * scale + bias, mean and (biased) var over C.
+    A transformer's tokens are a (C, T, 1) map, ConvNeXt's and Swin's (C, H, W)
+    maps are normalised at each pixel as PyTorch's channels-last LayerNorm does."""
+
+    kind = LayerKind.LAYERNORM
+
+    eps: float = 1e-5
+
+    def out_shape(self, in_shape):
+        return tuple(in_shape)
+
+    def param_shapes(self, in_shape):
+        return {"scale": (in_shape[0],), "bias": (in_shape[0],)}
+
+    def flops(self, in_shape):
+        return 7 * _size(in_shape)
+
+
+@dataclass(frozen=True)
+class Tokens(Layer):
+    """A (C, H, W) map of patches as a sequence of tokens, a (C, T, 1) map:
+    the pixels in row-major order (ViT's flatten), after a learned class token
+    where `class_token` (param "cls", (C,)), and plus a learned position
+    embedding where `position` (param "pos", (C, T))."""
+
+    kind = LayerKind.TOKENS
+
+    class_token: bool = True
+    position: bool = True
+
+    def out_shape(self, in_shape):
+        c, h, w = in_shape
+        return (c, h * w + (1 if self.class_token else 0), 1)
+
+    def param_shapes(self, in_shape):
+        c, t, _ = self.out_shape(in_shape)
+        return ({"cls": (c,)} if self.class_token else {}) | ({"pos": (c, t)} if self.position else {})
+
+    def flops(self, in_shape):
+        return _size(self.out_shape(in_shape)) if self.position else 0
+
+
+@dataclass(frozen=True)
+class TakeToken(Layer):
+    """Token `index` of a (C, T, 1) sequence (ViT's class token) as a (C, 1, 1) map."""
+
+    kind = LayerKind.TAKE_TOKEN
+
+    index: int = 0
+
+    def out_shape(self, in_shape):
+        c, t, w = in_shape
+        if w != 1 or not 0 <= self.index < t:
+            raise ValueError(f"{self.name}: token {self.index} of a sequence of shape {tuple(in_shape)}, "
+                             f"which holds tokens 0..{t - 1} as (C, T, 1)")
+        return (c, 1, 1)
+
+    def flops(self, in_shape):
+        return 0
+
+
+@dataclass(frozen=True)
+class Attention(Layer):
+    """Multi-head scaled dot-product attention.  Its input is a (3C, H, W) map
+    of queries, keys and values (channels 0..C-1, C..2C-1, 2C..3C-1: one 1x1
+    convolution before it projects all three, as PyTorch's in_proj); each is
+    split into `heads` of C / heads channels.  Its output is the (C, H, W)
+    map of every head's weighted sum, heads in order (the projection after it
+    is another 1x1 convolution).
+
+    The tokens that attend to one another form windows: `window` (rows, cols)
+    tiles the map into windows of that many tokens (0, 0: the whole map, ViT's);
+    with `grid`, a window is instead every (H / rows)-th row and (W / cols)-th
+    column (MaxViT's grid attention).  `shift` (rows, cols) rolls the map up
+    and left before the windows are cut and back after (Swin's shifted
+    windows): in the last row (column) of windows, the rows (columns) that the
+    roll brought round from the top (left) and those it did not attend only
+    among themselves (Swin's mask, which adds -100 to the other scores; here
+    they are left out, which differs by less than exp(-100)).  Scores are q.k * scale (0: 1/sqrt(C /
+    heads)), plus param "bias" (heads, n, n) where `position_bias` (Swin's and
+    MaxViT's relative position bias, gathered from its table by the importer),
+    then softmax over the keys."""
+
+    kind = LayerKind.ATTENTION
+
+    heads: int = 1
+    window: tuple = (0, 0)
+    shift: tuple = (0, 0)
+    grid: bool = False
+    position_bias: bool = False
+    scale: float = 0.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "window", tuple(int(v) for v in self.window))
+        object.__setattr__(self, "shift", tuple(int(v) for v in self.shift))
+        if self.heads < 1:
+            raise ValueError(f"{self.name}: heads must be at least 1, not {self.heads}")
+        if len(self.window) != 2 or min(self.window) < 0 or (0 in self.window and self.window != (0, 0)):
+            raise ValueError(f"{self.name}: window must be (rows, cols), both positive, or (0, 0) for the whole "
+                             f"map; not {self.window}")
+        if len(self.shift) != 2 or min(self.shift) < 0 or (any(self.shift) and (self.grid or self.window == (0, 0))):
+            raise ValueError(f"{self.name}: shift {self.shift} must be (rows, cols) at least 0, and only of "
+                             f"windows (not the whole map, not a grid)")
+        if self.activation != "none":
+            raise ValueError(f"{self.name}: attention carries no activation of its own")
+
+    def windows(self, in_shape) -> tuple:
+        """(rows, cols) of a window on an input of `in_shape` (the whole map for (0, 0))."""
+        _, h, w = in_shape
+        return (h, w) if self.window == (0, 0) else self.window
+
+    def keep(self, in_shape) -> np.ndarray | None:
+        """(windows, n, n): True where a window's query reads a key, after the shift (None: unshifted,
+        every key).  Windows row by row, tokens row-major in each, as the oracle takes them."""
+        if not any(self.shift):
+            return None
+        _, h, w = in_shape
+        wh, ww = self.windows(in_shape)
+
+        def regions(size, k, s):
+            r = np.arange(size)
+            return np.where(r < size - k, 0, np.where(r < size - s, 1, 2)) if s else np.zeros(size, int)
+        label = regions(h, wh, self.shift[0])[:, None] * 3 + regions(w, ww, self.shift[1])[None, :]
+        lab = label.reshape(h // wh, wh, w // ww, ww).transpose(0, 2, 1, 3).reshape(-1, wh * ww)
+        return lab[:, :, None] == lab[:, None, :]
+
+    def window_pixels(self, in_shape) -> np.ndarray:
+        """(windows, n): each window's tokens as flat pixel indices (row * W + col) of the map, windows
+        and tokens in the oracle's order, the shift's roll included."""
+        _, h, w = in_shape
+        wh, ww = self.windows(in_shape)
+        rows, cols = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+        if self.grid:
+            pick = lambda a: a.reshape(wh, h // wh, ww, w // ww).transpose(1, 3, 0, 2)   # noqa: E731
+        else:
+            pick = lambda a: a.reshape(h // wh, wh, w // ww, ww).transpose(0, 2, 1, 3)   # noqa: E731
+        r = (pick(rows) + self.shift[0]) % h
+        c = (pick(cols) + self.shift[1]) % w
+        return (r * w + c).reshape(-1, wh * ww)
+
+    def added_scores(self, in_shape, bias: np.ndarray | None) -> np.ndarray | None:
+        """(windows or 1, heads, n, n) float32: what is added to the scaled scores, the position bias and
+        -inf where the shift's mask leaves a key out; None where nothing is."""
+        keep = self.keep(in_shape)
+        if bias is None and keep is None:
+            return None
+        wh, ww = self.windows(in_shape)
+        n = wh * ww
+        out = np.zeros((1 if keep is None else len(keep), self.heads, n, n), np.float32)
+        if bias is not None:
+            out += np.asarray(bias, np.float32)[None]
+        if keep is not None:
+            out[np.broadcast_to(~keep[:, None], out.shape)] = -np.inf
+        return out
+
+    def head_scale(self, in_shape) -> float:
+        return self.scale or 1.0 / float(np.sqrt(in_shape[0] // 3 // self.heads))
+
+    def out_shape(self, in_shape):
+        c3, h, w = in_shape
+        if c3 % (3 * self.heads):
+            raise ValueError(f"{self.name}: {c3} channels are not queries, keys and values of {self.heads} "
+                             f"heads each (a multiple of {3 * self.heads})")
+        wh, ww = self.windows(in_shape)
+        if h % wh or w % ww:
+            raise ValueError(f"{self.name}: windows of {wh}x{ww} do not tile a {h}x{w} map")
+        if self.shift[0] >= wh or self.shift[1] >= ww:
+            raise ValueError(f"{self.name}: shift {self.shift} must be less than the window {(wh, ww)}")
+        return (c3 // 3, h, w)
+
+    def param_shapes(self, in_shape):
+        if not self.position_bias:
+            return {}
+        wh, ww = self.windows(in_shape)
+        return {"bias": (self.heads, wh * ww, wh * ww)}
+
+    def flops(self, in_shape):
+        c, h, w = self.out_shape(in_shape)
+        wh, ww = self.windows(in_shape)
+        n, count = wh * ww, (h // wh) * (w // ww)
+        per_head = n * n * (1 + 3 + (1 if self.position_bias or any(self.shift) else 0))
+        return count * (4 * n * n * c + self.heads * per_head)
+
+
+@dataclass(frozen=True)
+class SpaceToDepth(Layer):
+    """Each `block` (rows, cols) of pixels as one pixel of their channels side by
+    side: output channel q * C + c is input channel c at offset order[q] (dy, dx)
+    of the block.  Swin's patch merging concatenates x[0::2, 0::2], x[1::2, 0::2],
+    x[0::2, 1::2], x[1::2, 1::2]: order ((0, 0), (1, 0), (0, 1), (1, 1))."""
+
+    kind = LayerKind.SPACE_TO_DEPTH
+
+    block: tuple = (2, 2)
+    order: tuple = ((0, 0), (1, 0), (0, 1), (1, 1))
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "block", tuple(int(b) for b in self.block))
+        object.__setattr__(self, "order", tuple((int(dy), int(dx)) for dy, dx in self.order))
+        bh, bw = self.block
+        every = sorted((dy, dx) for dy in range(bh) for dx in range(bw))
+        if min(self.block) < 1 or sorted(self.order) != every:
+            raise ValueError(f"{self.name}: order must list each offset of a {bh}x{bw} block once, not {self.order}")
+
+    def out_shape(self, in_shape):
+        c, h, w = in_shape
+        bh, bw = self.block
+        if h % bh or w % bw:
+            raise ValueError(f"{self.name}: blocks of {bh}x{bw} do not tile a {h}x{w} map")
+        return (c * bh * bw, h // bh, w // bw)
+
+    def flops(self, in_shape):
+        return 0
+
+
+@dataclass(frozen=True)
+class Crop(Layer):
+    """The map less `crop` (top, left, bottom, right) rows and columns (Keras Cropping2D)."""
+
+    kind = LayerKind.CROP
+
+    crop: tuple = (0, 0, 0, 0)
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "crop", tuple(int(v) for v in self.crop))
+        if len(self.crop) != 4 or min(self.crop) < 0:
+            raise ValueError(f"{self.name}: crop must be (top, left, bottom, right), at least 0; not {self.crop}")
+
+    def out_shape(self, in_shape):
+        c, h, w = in_shape
+        top, left, bottom, right = self.crop
+        if top + bottom >= h or left + right >= w:
+            raise ValueError(f"{self.name}: cropping {self.crop} leaves nothing of a {h}x{w} map")
+        return (c, h - top - bottom, w - left - right)
+
+    def flops(self, in_shape):
+        return 0
 
 
 @dataclass(frozen=True)

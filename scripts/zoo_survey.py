@@ -68,7 +68,11 @@ def _torchvision():
 
 
 def torch_names() -> list[str]:
-    return list(_torchvision().list_models(module=_torchvision()))
+    """torchvision's classifiers; none where torchvision is not installed (the kept rows stay)."""
+    try:
+        return list(_torchvision().list_models(module=_torchvision()))
+    except ImportError:
+        return []
 
 
 def build_torch(name: str, folder: Path) -> tuple[str, str]:
@@ -89,8 +93,10 @@ def build_torch(name: str, folder: Path) -> tuple[str, str]:
                           output_names=["out"], dynamic_axes={"image": {0: "n"}})
         with torch.no_grad():
             y = model(torch.from_numpy(x)).numpy()
+            y64 = model.double()(torch.from_numpy(x).double()).numpy()   # the framework's own float64
     np.save(folder / f"{name}-x.npy", x)
     np.save(folder / f"{name}-y.npy", y)
+    np.save(folder / f"{name}-y64.npy", y64)
     return str(path), f"{size}x{size}"
 
 
@@ -99,8 +105,9 @@ def _lively(torch, model, x):
     scaled so that its output on `x` has a standard deviation of 1: torchvision's
     own random initialisation shrinks some models' features to almost nothing
     (GoogLeNet's truncated normal of 0.01: the output is the classifier's bias
-    alone, and agreeing with it would prove little), and He's grows others'
-    (EfficientNet-v2's adds and gates) until float32 rounding alone moves the output."""
+    alone, and agreeing with it would prove little; ViT's head starts at zeros:
+    random here), and He's grows others' (EfficientNet-v2's adds and gates)
+    until float32 rounding alone moves the output."""
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for mod in model.modules():
@@ -119,6 +126,9 @@ def _lively(torch, model, x):
                     mod.bias.div_(std)
                 return out / std
             return out
+        for mod in model.modules():   # a layer initialised to zeros (ViT's head) would zero the output
+            if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)) and not mod.weight.any():
+                mod.weight.copy_(torch.randn(mod.weight.shape, generator=gen))
         hooks = [mod.register_forward_hook(rescale) for mod in model.modules()
                  if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear))]
         model.eval()(x)
@@ -138,8 +148,16 @@ def build_keras(name: str, folder: Path) -> tuple[str, str]:
     path = folder / f"{name}.keras"
     model.save(path)
     y = np.asarray(model(x.transpose(0, 2, 3, 1), training=False))
+    keras.config.set_dtype_policy("float64")   # the same model and weights in float64: the framework's own
+    try:
+        model64 = getattr(keras.applications, name)(weights=None, input_shape=(size, size, 3))
+        model64.set_weights([w.astype(np.float64) for w in model.get_weights()])
+        y64 = np.asarray(model64(x.transpose(0, 2, 3, 1).astype(np.float64), training=False))
+    finally:
+        keras.config.set_dtype_policy("float32")
     np.save(folder / f"{name}-x.npy", x)
     np.save(folder / f"{name}-y.npy", y.transpose(0, 3, 1, 2) if y.ndim == 4 else y)
+    np.save(folder / f"{name}-y64.npy", y64.transpose(0, 3, 1, 2) if y64.ndim == 4 else y64)
     return str(path), f"{size}x{size}"
 
 
@@ -163,8 +181,12 @@ def one(source: str, name: str, backends: str, folder: Path) -> dict:
     else:
         row.update(status="PASS" if check.returncode == 0 else "FAIL", backends=_statuses(check.stdout))
         row["vs_framework"] = _against_framework(folder, name)
+        row["framework_float32"] = _framework_float32(folder, name, source)
         if check.returncode != 0:
             row["why"] = _why_failed(check.stdout) or "; ".join(errors) or check.stdout.strip().splitlines()[-1]
+            conditioned = _conditioning(check.stdout, row["framework_float32"], source)
+            if conditioned:
+                row.update(status="ill-conditioned", why=conditioned)
     row["seconds"] = round(time.perf_counter() - t0, 1)
     return row
 
@@ -183,6 +205,32 @@ def _why_failed(stdout: str) -> str:
                         f"{words[4]} {words[5]}); the random weights make its logits so large that float32 "
                         f"rounding alone moves the output")
     return ""
+
+
+def _framework_float32(folder: Path, name: str, source: str) -> float | None:
+    """The framework's own float32 output against its float64 one (the same model and weights): how far
+    float32 rounding alone moves this net's output, the yardstick of ours."""
+    import numpy as np
+    y64_path = folder / f"{name}-y64.npy"
+    if not y64_path.exists():
+        return None
+    y64 = np.load(y64_path).astype(np.float64)
+    y = np.load(folder / f"{name}-y.npy").astype(np.float64).reshape(y64.shape)
+    return float(np.linalg.norm(y - y64) / max(np.linalg.norm(y64), 1e-30))
+
+
+def _conditioning(stdout: str, framework_f32: float | None, source: str) -> str:
+    """One line where the reference fails end to end only and the framework's own float32 output is as far
+    from its float64 one: the net's conditioning in float32, not an error of ours; else ''."""
+    if framework_f32 is None or not _why_failed(stdout):
+        return ""
+    ours = next((float(line.split()[2]) for line in stdout.splitlines()
+                 if line.split()[:2] == ["numpy", "FAIL"]), None)
+    if ours is None or ours > 2 * framework_f32:
+        return ""
+    who = "PyTorch" if source == "torchvision" else "Keras"
+    return (f"float32 itself: {who}'s own float32 output is {framework_f32:.1e} from its float64 one (rel L2), "
+            f"ours {ours:.1e} from the float64 oracle, and every layer alone matches the oracle")
 
 
 def _statuses(stdout: str) -> dict:
@@ -211,14 +259,17 @@ def _against_framework(folder: Path, name: str) -> float | None:
 
 
 def render(rows: list[dict], backends: str) -> str:
-    ran = [r for r in rows if r["status"] == "PASS"]
+    ran = [r for r in rows if r["status"] in ("PASS", "ill-conditioned")]
     lines = ["# The classification zoo on our importers", "",
              f"Every image-classification model of torchvision.models and keras.applications, with random "
              f"weights, exported to ONNX (torch.onnx.export, dynamic batch) or saved as .keras, then "
              f"`compare check --backends {backends}` on two images of the size given (the reference against "
              f"the float64 oracle, layer by layer and end to end), and our reference's output against the "
              f"framework's own (relative L2).  Made by `scripts/zoo_survey.py`.", "",
-             f"{len(ran)} of {len(rows)} run; the rest are refused, each in one line naming what we lack.", "",
+             f"{len(ran)} of {len(rows)} run; the rest are refused, each in one line naming what we lack.  "
+             f"'ill-conditioned': the net's random weights make its output so sensitive that the framework's own "
+             f"float32 output is as far from its float64 one as ours from the float64 oracle (the line says "
+             f"both); no layer of ours is wrong there.", "",
              "| source | model | input | result | vs framework | why refused |",
              "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:

@@ -120,9 +120,9 @@ def save(builder: str, folder: str, x: np.ndarray, suffixes=("keras", "h5")) -> 
 def _refusals(L):
     return {
         "zero-padding": [L.Conv2D(2, 3), L.ZeroPadding2D(1, name="zp")],
-        "gelu": [L.Conv2D(2, 3), L.Activation("gelu", name="g")],
-        "cropping": [L.Cropping2D(1, name="crop")],
-        "dense-on-image": [L.Dense(3, name="pixelwise")],
+        "selu": [L.Conv2D(2, 3), L.Activation("selu", name="s")],
+        "cropping-channels-first": [L.Cropping2D(((1, 1), (0, 0)), data_format="channels_first", name="crop")],
+        "softmax-on-pixels": [L.Dense(3, activation="softmax", name="pixelwise")],
         "second-activation": [L.Conv2D(2, 3, activation="relu"), L.Activation("sigmoid", name="twice")],
         "relu5": [L.ReLU(max_value=5.0, name="relu5")],
         "activation-first": [L.Activation("relu", name="first")],

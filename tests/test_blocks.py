@@ -15,7 +15,7 @@ from backends.handwritten.vectorised import VectorisedNet
 from backends.opencl.workgroups import Limits
 from compare import oracle
 from compare.checking import check_prepared
-from nets import ACTIVATIONS, MOBILENET_V2, Add, Conv, GlobalAvgPool, Net
+from nets import ZOO_ACTIVATIONS, MOBILENET_V2, Add, Conv, GlobalAvgPool, Net
 from nets.weights import init_weights
 
 from conftest import assert_borders_zero, backend_or_skip
@@ -56,7 +56,7 @@ def block(name, inp, c, hidden, out, stride, acts):
 
 def random_net(seed: int) -> tuple[Net, int]:
     rng = np.random.default_rng(seed)
-    acts = [str(a) for a in rng.choice(ACTIVATIONS, 9)]
+    acts = [str(a) for a in rng.choice(ZOO_ACTIVATIONS, 9)]
     c, h, w = int(rng.integers(2, 9)), int(rng.integers(4, 12)), int(rng.integers(4, 12))
     hidden, out = int(rng.integers(3, 30)), int(rng.integers(2, 11))
     layers = [Conv("stem", acts[0], out_channels=c, kernel=(3, 3), pad=(1, 1))]

@@ -91,9 +91,9 @@ def test_same_padding_at_stride_2_matches_keras_where_it_is_symmetric(keras_chil
 
 @pytest.mark.parametrize("case, words", [
     ("zero-padding", ["ends in a ZeroPadding2D", "before the convolution or pooling it belongs to"]),
-    ("gelu", ["layer g (Activation)", "activation 'gelu' is not supported"]),
-    ("cropping", ["layer crop (Cropping2D)", "cropping is not supported"]),
-    ("dense-on-image", ["layer pixelwise (Dense)", "only Dense after Flatten"]),
+    ("selu", ["layer s (Activation)", "activation 'selu' is not supported"]),
+    ("cropping-channels-first", ["layer crop (Cropping2D)", "data_format 'channels_first' is not supported"]),
+    ("softmax-on-pixels", ["layer pixelwise (Dense)", "a softmax on each pixel's channels is not supported"]),
     ("relu5", ["layer relu5 (ReLU)", "plain ReLU or ReLU6"]),
     ("activation-first", ["an activation before any other layer"]),
     ("leaky-relu", ["layer leaky (LeakyReLU)", "not supported"]),

@@ -11,7 +11,7 @@ from backends.handwritten.tiled import TiledNet
 from backends.handwritten.vectorised import VectorisedNet
 from compare import oracle
 from compare.checking import check_prepared
-from nets import ACTIVATIONS, Add, Conv, GlobalAvgPool, Net
+from nets import ZOO_ACTIVATIONS, Add, Conv, GlobalAvgPool, Net
 from nets.weights import init_weights
 
 from conftest import backend_or_skip
@@ -19,7 +19,7 @@ from conftest import backend_or_skip
 
 def random_net(seed: int) -> tuple[Net, int]:
     rng = np.random.default_rng(seed)
-    acts = [str(a) for a in rng.choice(ACTIVATIONS, 4)]
+    acts = [str(a) for a in rng.choice(ZOO_ACTIVATIONS, 4)]
     c, k, h, w = (int(v) for v in rng.integers((1, 1, 2, 2), (30, 30, 10, 10)))
     return Net(f"pointwise{seed}", (c, h, w), (
         Conv("a", acts[0], out_channels=k, kernel=(1, 1)),

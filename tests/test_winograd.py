@@ -17,7 +17,7 @@ from backends.handwritten.winograd_math import MATRICES, conv3x3, filter_transfo
 from backends.handwritten.winograd_plan import local_bytes, plan_winograd
 from compare import oracle
 from compare.checking import check_prepared
-from nets import ACTIVATIONS, Add, Conv, GlobalAvgPool, Net
+from nets import ZOO_ACTIVATIONS, Add, Conv, GlobalAvgPool, Net
 from nets.weights import init_weights
 
 from conftest import assert_borders_zero, backend_or_skip
@@ -83,7 +83,7 @@ def random_net(seed: int) -> tuple[Net, int]:
     rng = np.random.default_rng(seed)
     c, k = int(rng.integers(1, 24)), int(rng.integers(1, 24))
     h, w = int(rng.integers(3, 15)), int(rng.integers(3, 15))
-    act = [str(a) for a in rng.choice(ACTIVATIONS, 3)]
+    act = [str(a) for a in rng.choice(ZOO_ACTIVATIONS, 3)]
     pad = tuple(int(p) for p in rng.integers(0, 3, 4))
     # b keeps a's size: padding 1 on every side
     net = Net(f"random{seed}", (c, h, w), (

@@ -33,6 +33,7 @@ from importlib import metadata
 import numpy as np
 import pyopencl as cl
 
+from nets import TRANSFORMER_KINDS
 from nets.errors import Unsupported
 
 from ..base import Family, ModeFloor, layer_params
@@ -42,6 +43,7 @@ from ..opencl.net import OpenCLNet
 from . import library, problems
 from .conv_plan import ConvPlan
 from .graph_layers import FEATURES, KINDS, AxpyAddOp, GemvAvgPoolOp
+from .transformer_layers import transformer_op
 from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, subsample_as_conv_weight
 from .zoo_layers import (AvgPoolKernelOp, CopyChannelsOp, GateGemmOp, HadMulOp, PlacedConcatOp, SoftmaxOp,
                          concat_placement, sub_buffer)
@@ -190,6 +192,8 @@ class ClblastNet(OpenCLNet):
                 op = AvgPoolKernelOp(self, layer, i, buf, out)
             elif layer.kind == "softmax":
                 op = SoftmaxOp(self, layer, i, buf, out)
+            elif layer.kind in TRANSFORMER_KINDS:
+                op = transformer_op(self, layer, i, srcs, out, params)
             else:
                 raise Unsupported(f"{layer.name}: CLBlast backends have no recipe for layer kind {layer.kind!r}")
             self.ops.append(op)

@@ -46,6 +46,7 @@ import time
 import numpy as np
 import pyopencl as cl
 
+from nets import TRANSFORMER_KINDS
 from nets.errors import Unsupported, UserError
 
 from ..base import Family, layer_params
@@ -53,6 +54,7 @@ from ..isolated import IsolatedBackend
 from ..opencl.net import OpenCLNet, Recorder
 from . import library, problems
 from .conv_plan import group_weights
+from .transformer_layers import attention_problem, transformer_op
 from .graph_layers import FEATURES, KINDS, AxpyAddOp, FusedAddOp, GemvAvgPoolOp, KernelAvgPoolOp
 from .layers import ClblastOp, ConvgemmOp, MaxPoolOp, _step_name, as_array, own_kernel, subsample_as_conv_weight
 from .library import check_library, pyclblast, require_library
@@ -359,12 +361,12 @@ class ClblastBestNet(OpenCLNet):
             sets = self._sets(problems.pooling_gemv(n, self.net.in_shape(i)))
             out["gemv-ones"] = lambda: GemvAvgPoolOp(self, layer, i, src, dst, sets)
             out["avgpool-kernel"] = lambda: KernelAvgPoolOp(self, layer, i, src, dst)
-        out.update(self._zoo_candidates(i, layer, srcs, dst))
+        out.update(self._zoo_candidates(i, layer, srcs, dst, params))
         if not out:
             raise Unsupported(f"{layer.name}: clblast-best has no composition for layer kind {layer.kind!r}")
         return out
 
-    def _zoo_candidates(self, i, layer, srcs, dst) -> dict:
+    def _zoo_candidates(self, i, layer, srcs, dst, params) -> dict:
         """The classification zoo's layers (zoo_layers.py): CLBlast's composition and ours, where both exist."""
         src, out = srcs[0], {}
         if layer.kind == "concat":
@@ -385,6 +387,15 @@ class ClblastBestNet(OpenCLNet):
             out["avgpool-kernel"] = lambda: AvgPoolKernelOp(self, layer, i, src, dst)
         elif layer.kind == "softmax":
             out["softmax-kernel"] = lambda: SoftmaxOp(self, layer, i, src, dst)
+        elif layer.kind == "attention":   # issue 45: the batched GEMMs pointer-batched or strided, measured
+            problem = attention_problem(self.net, self.batch, i)
+            for route, kernel, force in ROUTES:
+                sets = self._sets(problem, kernel, force)
+                for batching in ("pointer", "strided"):
+                    out[f"{batching}-batched-{route}"] = (lambda b=batching, s=sets: transformer_op(
+                        self, layer, i, srcs, dst, params, b, s))
+        elif layer.kind in TRANSFORMER_KINDS:
+            out[str(layer.kind)] = lambda: transformer_op(self, layer, i, srcs, dst, params)
         return out
 
     def _median_ms(self, run, before=None) -> float:

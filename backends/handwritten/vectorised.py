@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from nets import STUDY_KINDS, Feature, LayerKind
+from nets import STUDY_KINDS, TRANSFORMER_KINDS, Feature, LayerKind
 from nets.errors import Unsupported
 from nets.layouts import chw_rows_to_hwc
 
@@ -52,6 +52,7 @@ from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_c
 from .blocks import MODES as BLOCK_MODES, FusesBlocks
 from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
 from .layout import round_up
+from .transformer import transformer_op
 from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp, OutputEdge
 from .residual import FoldsResidualAdds, ResidualConvOp
 from .pointwise import MODES as POINTWISE_MODES, ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
@@ -174,6 +175,8 @@ class VectorisedNet(ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidua
     def make_op(self, index, layer, params):
         if layer.kind in ZOO_KINDS:   # the classification zoo's layers: zoo.py
             return zoo_op(self, index, layer, params)
+        if layer.kind in TRANSFORMER_KINDS:   # issue 45: transformer.py
+            return transformer_op(self, index, layer, params)
         src, dst = self.input_layout(index), self.layouts[index + 1]
         act = ACT_CODES[layer.activation]
         if layer.kind == "dense":
@@ -358,5 +361,5 @@ class VectorisedBackend(HandwrittenBackend):
                "that measured faster at prepare, else their own kernels; 3x3 stride-1 convs as Winograd F(2x2)/F(4x4) "
                "and MobileNet blocks as one kernel each, 1x1s as a blocked GEMM, where measured faster at prepare")
     net_class = VectorisedNet
-    supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS
+    supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS | TRANSFORMER_KINDS
     supported_features = frozenset(Feature)

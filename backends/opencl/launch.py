@@ -12,7 +12,8 @@ from __future__ import annotations
 from .workgroups import limits, rounded_global, shrink
 
 # the -D ACT code of each activation (kernels/common.h)
-ACT_CODES = {"none": 0, "relu": 1, "sigmoid": 2, "relu6": 3, "tanh": 4, "hardsigmoid": 5, "hardswish": 6, "silu": 7}
+ACT_CODES = {"none": 0, "relu": 1, "sigmoid": 2, "relu6": 3, "tanh": 4, "hardsigmoid": 5, "hardswish": 6, "silu": 7,
+             "gelu": 8, "gelu_tanh": 9}
 
 
 def step_name(what: str, activation: str) -> str:

@@ -30,11 +30,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from nets import LayerKind
+from nets import TRANSFORMER_KINDS, LayerKind
 from nets.layouts import chw_rows_to_hwc
 
+from . import keras_transformer
+
 _ACTIVATION = {"none": "linear", "relu": "relu", "sigmoid": "sigmoid", "relu6": "relu6", "tanh": "tanh",
-               "silu": "silu", "hardswish": "hard_silu", "hardsigmoid": "hard_sigmoid"}
+               "silu": "silu", "hardswish": "hard_silu", "hardsigmoid": "hard_sigmoid", "gelu": "gelu",
+               "gelu_tanh": "gelu_tanh"}
 
 
 @lru_cache(maxsize=1)
@@ -87,7 +90,15 @@ class KerasLayer:
 def _activation(act: str) -> list:
     """An Activation layer, or none for the identity (no op in the graph)."""
     _, keras = modules()
-    return [] if act == "linear" else [keras.layers.Activation(act)]
+    return [] if act == "linear" else [keras.layers.Activation(_keras_activation(act))]
+
+
+def _keras_activation(act: str):
+    """Keras's name of an activation, or a function for gelu's tanh form (gelu alone is the exact form)."""
+    if act == "gelu_tanh":
+        _, keras = modules()
+        return lambda y: keras.activations.gelu(y, approximate=True)
+    return act
 
 
 def _built(layer_obj, in_shape: tuple, weights: list):
@@ -118,11 +129,11 @@ def _conv(layer, params: dict, in_shape: tuple, act: str) -> list:
     if depthwise:   # each channel to K / C outputs
         multiplier = layer.out_channels // c
         conv = keras.layers.DepthwiseConv2D(kernel, strides=stride, padding=padding, depth_multiplier=multiplier,
-                                            dilation_rate=dilation, activation=act)
+                                            dilation_rate=dilation, activation=_keras_activation(act))
         weight = weight.reshape(c, multiplier, *kernel).transpose(2, 3, 0, 1)
     else:
         conv = keras.layers.Conv2D(layer.out_channels, kernel, strides=stride, padding=padding,
-                                   groups=layer.groups, dilation_rate=dilation, activation=act)
+                                   groups=layer.groups, dilation_rate=dilation, activation=_keras_activation(act))
         weight = weight.transpose(2, 3, 1, 0)
     parts.append(_built(conv, (None, h, w, c), [weight, params["bias"]]))
     if subsample:
@@ -171,12 +182,14 @@ def keras_layer(layer, params: dict[str, np.ndarray], in_shape: tuple) -> KerasL
     tf, keras = modules()
     act = _ACTIVATION[layer.activation]
     kind = layer.kind
+    if kind in TRANSFORMER_KINDS:   # issue 45: keras_transformer.py
+        return KerasLayer(keras_transformer.parts(tf, keras, layer, params, in_shape) + _activation(act))
     if kind == LayerKind.CONV:
         return KerasLayer(_conv(layer, params, in_shape, act))
     if kind == LayerKind.SUBSAMPLE:
         pool = keras.layers.AveragePooling2D(tuple(layer.kernel), strides=tuple(layer.stride), padding="valid")
         coeff, bias = tf.constant(params["coeff"]), tf.constant(params["bias"])
-        activation = keras.activations.get(act)
+        activation = keras.activations.get(_keras_activation(act))
         return KerasLayer([pool, lambda y: activation(y * coeff + bias)])   # per channel: NHWC's last axis
     if kind == LayerKind.MAXPOOL:
         return KerasLayer(_maxpool(layer, act, in_shape))
@@ -185,7 +198,7 @@ def keras_layer(layer, params: dict[str, np.ndarray], in_shape: tuple) -> KerasL
         if len(in_shape) == 3:
             parts.append(keras.layers.Flatten())
             weight = chw_rows_to_hwc(weight, in_shape)
-        dense = keras.layers.Dense(layer.out_features, activation=act)
+        dense = keras.layers.Dense(layer.out_features, activation=_keras_activation(act))
         return KerasLayer(parts + [_built(dense, (None, weight.shape[0]), [weight, params["bias"]])])
     if kind == LayerKind.ADD:
         return KerasLayer([keras.layers.Add()] + _activation(act), arity=layer.arity)

@@ -112,7 +112,10 @@ class TensorflowNet(PreparedNet):
                        "layout": "NHWC inside; NCHW in and out, transposed inside the compiled function",
                        "per_layer": f"one compiled function per layer{' (XLA)' if self.mode == 'xla' else ''}; "
                                     "the first and last also convert the layout",
-                       "threads": "TensorFlow defaults", "timing": "wall clock only"}
+                       "threads": "TensorFlow defaults", "timing": "wall clock only",
+                       # XLA fuses a layer compiled alone otherwise than within the whole net (attention's
+                       # matmuls and softmax on vit-tiny): that pass repeats, but not the whole pass's last bits
+                       "layers_compiled_apart": self.mode == "xla"}
 
     def _whole_body(self, xs):
         layers = self._layers

@@ -15,13 +15,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from nets import LayerKind
+from nets import TRANSFORMER_KINDS, LayerKind
+
+from . import tinygrad_transformer
 
 
 def _activation(name: str) -> Callable | None:
     return {"relu": lambda y: y.relu(), "sigmoid": lambda y: y.sigmoid(), "tanh": lambda y: y.tanh(),
             "relu6": lambda y: y.relu6(), "hardswish": lambda y: y.hardswish(),
-            "hardsigmoid": lambda y: y.hardsigmoid(), "silu": lambda y: y.silu()}.get(name)
+            "hardsigmoid": lambda y: y.hardsigmoid(), "silu": lambda y: y.silu(),
+            "gelu": tinygrad_transformer.gelu, "gelu_tanh": lambda y: y.gelu()}.get(name)
 
 
 def _padded(x, padding: tuple, value: float):
@@ -114,6 +117,8 @@ def layer_fn(Tensor, layer, params: dict[str, np.ndarray], device: str,
     elif kind == LayerKind.SOFTMAX:
         def op(xs):   # over the features in the logical C,H,W order
             return xs[0].reshape(xs[0].shape[0], -1).softmax(axis=1)
+    elif kind in TRANSFORMER_KINDS:   # issue 45: tinygrad_transformer.py
+        op = tinygrad_transformer.layer_fn(Tensor, layer, p, in_shape, device)
     else:
         raise ValueError(f"tinygrad backend: unknown layer kind {kind!r}")
     activate = _activation(layer.activation)

@@ -20,7 +20,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from nets import LayerKind
+from nets import TRANSFORMER_KINDS, LayerKind
+
+from . import torch_transformer
 
 
 def _activation(torch, name: str) -> Callable | None:
@@ -28,7 +30,8 @@ def _activation(torch, name: str) -> Callable | None:
     F = torch.nn.functional
     return {"relu": torch.relu_, "sigmoid": torch.sigmoid_, "tanh": torch.tanh_,
             "relu6": lambda y: F.hardtanh_(y, 0.0, 6.0), "hardswish": lambda y: F.hardswish(y, inplace=True),
-            "hardsigmoid": lambda y: F.hardsigmoid(y, inplace=True), "silu": lambda y: F.silu(y, inplace=True)}.get(name)
+            "hardsigmoid": lambda y: F.hardsigmoid(y, inplace=True), "silu": lambda y: F.silu(y, inplace=True),
+            "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}.get(name)
 
 
 def _explicit_pad(torch, padding: tuple, value: float) -> Callable:
@@ -124,6 +127,8 @@ def layer_fn(torch, layer, params: dict[str, np.ndarray], dev, channels_last: bo
     elif kind == LayerKind.SOFTMAX:
         def op(xs):   # over the features in the logical C,H,W order
             return torch.softmax(xs[0].reshape(xs[0].shape[0], -1), 1)
+    elif kind in TRANSFORMER_KINDS:
+        op = torch_transformer.layer_fn(torch, layer, p, in_shape, dev)
     else:
         raise ValueError(f"torch backend: unknown layer kind {kind!r}")
     activate = _activation(torch, layer.activation)

@@ -10,10 +10,11 @@ import time
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from nets import Feature, LayerKind, Net
+from nets import TRANSFORMER_KINDS, Feature, LayerKind, Net
 
 from ..base import Backend, Family, LayerTiming, PreparedNet, Step, layer_params
 from ..host import cpu_name
+from . import transformer_layers
 
 
 def _activate(y: np.ndarray, name: str) -> np.ndarray:
@@ -31,6 +32,10 @@ def _activate(y: np.ndarray, name: str) -> np.ndarray:
         _hardsigmoid(y, out=y)
     elif name == "hardswish":
         y *= _hardsigmoid(y)
+    elif name == "gelu":
+        y = transformer_layers.gelu(y)
+    elif name == "gelu_tanh":
+        y = transformer_layers.gelu_tanh(y)
     return y
 
 
@@ -149,6 +154,8 @@ def _layer(layer, params, xs):
         y = x[:, np.asarray(layer.order)]
     elif layer.kind == LayerKind.SOFTMAX:
         y = _softmax(x)
+    elif layer.kind in TRANSFORMER_KINDS:
+        y = transformer_layers.run(layer, params, xs)
     else:
         raise ValueError(f"numpy backend: unknown layer kind {layer.kind!r}")
     return _activate(y, layer.activation)
