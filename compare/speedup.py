@@ -94,7 +94,7 @@ class Speedup:
         if self.verdict is Verdict.SLOWER:
             return f"{reference} is {self.inverse().bounds()} faster than {this_later or this}"
         if self.verdict is Verdict.LEVEL:
-            return f"{this} runs at {self.bounds()} the speed of {reference}: no clear difference"
+            return f"{this} runs at {self.bounds()} the speed of {reference}: no winner"
         return f"{this} runs at {self.bounds()} the speed of {reference} (few repeats: no winner)"
 
     def versus(self, whom: str) -> str:

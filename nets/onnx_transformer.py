@@ -284,6 +284,9 @@ def _same_kind(v: View, idx: np.ndarray, factor: float | None = None) -> View:
 def _transpose(g, node, attrs):
     v = _view(g, node.input[0])
     perm = attrs.get("perm") or list(reversed(range(v.idx.ndim)))
+    if sorted(int(p) for p in perm) != list(range(v.idx.ndim)):
+        raise Refused(f"perm {list(perm)} is not an order of the {v.idx.ndim} dimensions of its input; the model file "
+                      f"is damaged or was edited: export it again")
     scores = _state(g).get(node.input[0])
     if isinstance(scores, Scores):
         _put_scores(g, node.output[0], scores, np.transpose(scores.cells, perm))

@@ -42,7 +42,7 @@ def test_no_clear_difference_where_the_interval_spans_one():
         d["backends"][0]["timing"]["end_to_end"]["compute"] = _samples([0.9, 1.0, 1.3, 0.95, 1.1])
         d["backends"][1]["timing"]["end_to_end"]["compute"] = _samples([0.8, 0.98, 1.2, 1.05, 0.9])
     said = answer.sentence(_results(level))
-    assert said.endswith("the speed of CLBlast at its best, `clblast` (1.000 ms, database): no clear difference.")
+    assert said.endswith("the speed of CLBlast at its best, `clblast` (1.000 ms, database): no winner.")
     assert "faster" not in said
 
 

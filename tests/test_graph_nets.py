@@ -77,7 +77,7 @@ def test_mobilenet_v2_parameters_and_flops():
 def test_compare_nets_lists_them(capsys):
     assert main(["nets"]) == 0
     names = [row.split()[0] for row in joined_rows(capsys.readouterr().out.splitlines()[2:])]
-    assert names == ["lenet", "vgg16", "resnet18", "mobilenet-v2"]
+    assert names == ["lenet", "vgg16", "resnet18", "mobilenet-v2", "vit-tiny"]
     assert get_net("mobilenet-v2") is MOBILENET_V2
 
 
