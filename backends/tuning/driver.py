@@ -17,7 +17,7 @@ WIDTH = 100
 
 def resolve(request: Request) -> list[str]:
     """The scopes the request runs (None asked: the default), each refused in one line where the request
-    rules it out; notes on the ones left out go to request.progress."""
+    rules it out; with --scheduler a default scope that runs only here (our tiles) is left out."""
     asked = request.scopes
     names = list(asked) if asked is not None else list(registry.DEFAULT)
     if request.as_tuner is not None:

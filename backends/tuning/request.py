@@ -26,7 +26,7 @@ class Request:
     """One `compare tune`: the nets whose work is searched, the scopes, the budget, where it runs."""
 
     nets: list                          # nets.Net
-    scopes: list[str]
+    scopes: list[str] | None            # None: the default (scopes.DEFAULT)
     budget_s: float = 900.0
     batch: int | None = None            # instead of each net's own
     device: str | None = None           # --device: the device here
