@@ -11,9 +11,7 @@ nets="${1:?usage: scripts/headline-gpu.sh NETS [REPEATS]}"
 repeats="${2:-10}"
 out="${OUT:-/tmp/headline-out}"
 mkdir -p "$out"
-source scripts/offline-env.sh >/dev/null
-card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
-case "$card" in *H200*) tuning=reports/nvidia-h200/tuning ;; *) tuning=reports/nvidia-h100/tuning ;; esac
+source scripts/gpu-card.sh   # $python, $card, $tuning, $platform
 export COMPARE_CACHE_DIR="$tuning" PYTHONUNBUFFERED=1
 echo "$card, tuning $tuning, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee "$out/headline.txt"
 before=$(mktemp)

@@ -10,10 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 t1="${1:?usage: T1 T3}"; t3="${2:?usage: T1 T3}"
 out="${OUT:-/tmp/farm-out}"; mkdir -p "$out"
-source scripts/offline-env.sh >/dev/null
-card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
-case "$card" in *H200*) tuning=reports/nvidia-h200/tuning ;; *) tuning=reports/nvidia-h100/tuning ;; esac
-platform=$("$python" -c "import pyopencl as cl; print([i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name][0])")
+source scripts/gpu-card.sh   # $python, $card, $tuning, $platform
 gpus=$(nvidia-smi -L | wc -l)
 export PYTHONUNBUFFERED=1 PYOPENCL_CTX="$platform:0"
 echo "$card x$gpus, platform $platform, tuning $tuning, $(nproc) host cores" | tee "$out/farm.txt"

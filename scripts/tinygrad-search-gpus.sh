@@ -11,10 +11,7 @@ budget="${1:?usage: scripts/tinygrad-search-gpus.sh BUDGET_S [NETS]}"
 nets="${2:-resnet18,mobilenet-v2,vgg16,lenet}"
 out="${OUT:-/tmp/tinygrad-out}"
 mkdir -p "$out"
-source scripts/offline-env.sh >/dev/null
-card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
-case "$card" in *H200*) tuning=reports/nvidia-h200/tuning ;; *) tuning=reports/nvidia-h100/tuning ;; esac
-platform=$("$python" -c "import pyopencl as cl; print([i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name][0])")
+source scripts/gpu-card.sh   # $python, $card, $tuning, $platform
 gpus=${GPUS:-$(nvidia-smi -L | wc -l)}
 port=8786
 export COMPARE_CACHE_DIR="$tuning" PYTHONUNBUFFERED=1 PARALLEL=$(( $(nproc) / gpus ))

@@ -10,26 +10,11 @@ from collections.abc import Callable
 
 from nets import LayerKind
 
+from .windows import partition, unpartition
+
 
 def gelu(y):
     return y * 0.5 * (1.0 + (y * 0.7071067811865476).erf())
-
-
-def _partition(x, win, grid):
-    n, c, h, w = x.shape
-    wh, ww = win
-    if grid:
-        t = x.reshape(n, c, wh, h // wh, ww, w // ww).permute(0, 3, 5, 2, 4, 1)
-    else:
-        t = x.reshape(n, c, h // wh, wh, w // ww, ww).permute(0, 2, 4, 3, 5, 1)
-    return t.reshape(n, (h // wh) * (w // ww), wh * ww, c)
-
-
-def _unpartition(t, shape, win, grid):
-    n, c, h, w = shape
-    wh, ww = win
-    t = t.reshape(n, h // wh, w // ww, wh, ww, c)
-    return (t.permute(0, 5, 3, 1, 4, 2) if grid else t.permute(0, 5, 1, 3, 2, 4)).reshape(n, c, h, w)
 
 
 def _attention(Tensor, layer, p: dict, in_shape: tuple, device: str) -> Callable:
@@ -45,14 +30,14 @@ def _attention(Tensor, layer, p: dict, in_shape: tuple, device: str) -> Callable
         x = xs[0]
         if any(shift):
             x = x.roll((-shift[0], -shift[1]), (2, 3))
-        t = _partition(x, win, layer.grid)
+        t = partition(x, win, layer.grid)
         nb, nw, nt = t.shape[0], t.shape[1], t.shape[2]
         qkv = t.reshape(nb, nw, nt, 3, heads, dh).permute(3, 0, 1, 4, 2, 5)
         s = (qkv[0] @ qkv[1].transpose(-1, -2)) * scale
         if added is not None:
             s = s + added
         o = s.softmax(-1) @ qkv[2]
-        y = _unpartition(o.permute(0, 1, 3, 2, 4).reshape(nb, nw, nt, c), (nb, c, h, w), win, layer.grid)
+        y = unpartition(o.permute(0, 1, 3, 2, 4).reshape(nb, nw, nt, c), (nb, c, h, w), win, layer.grid)
         return y.roll(shift, (2, 3)) if any(shift) else y
     return op
 

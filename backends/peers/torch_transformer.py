@@ -11,23 +11,7 @@ import numpy as np
 
 from nets import LayerKind
 
-
-def _partition(x, win, grid):
-    """(N, C, H, W) -> (N, windows, n, C), the spec's order (as the numpy backend's partition)."""
-    n, c, h, w = x.shape
-    wh, ww = win
-    if grid:
-        t = x.reshape(n, c, wh, h // wh, ww, w // ww).permute(0, 3, 5, 2, 4, 1)
-    else:
-        t = x.reshape(n, c, h // wh, wh, w // ww, ww).permute(0, 2, 4, 3, 5, 1)
-    return t.reshape(n, -1, wh * ww, c)
-
-
-def _unpartition(t, shape, win, grid):
-    n, c, h, w = shape
-    wh, ww = win
-    t = t.reshape(n, h // wh, w // ww, wh, ww, c)
-    return (t.permute(0, 5, 3, 1, 4, 2) if grid else t.permute(0, 5, 1, 3, 2, 4)).reshape(shape)
+from .windows import partition, unpartition
 
 
 def _attention(torch, layer, p: dict, in_shape: tuple, dev) -> Callable:
@@ -50,11 +34,11 @@ def _attention(torch, layer, p: dict, in_shape: tuple, dev) -> Callable:
         x = xs[0]
         if any(shift):
             x = torch.roll(x, (-shift[0], -shift[1]), (2, 3))
-        t = _partition(x, win, layer.grid)                                      # (N, W, n, 3C)
+        t = partition(x, win, layer.grid)                                      # (N, W, n, 3C)
         nb, nw, nt = t.shape[0], t.shape[1], t.shape[2]
         qkv = t.reshape(nb, nw, nt, 3, heads, dh).permute(3, 0, 1, 4, 2, 5)     # (3, N, W, heads, n, dh)
         o = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], attn_mask=mask, scale=scale)
-        y = _unpartition(o.permute(0, 1, 3, 2, 4).reshape(nb, nw, nt, c), (nb, c, h, w), win, layer.grid)
+        y = unpartition(o.permute(0, 1, 3, 2, 4).reshape(nb, nw, nt, c), (nb, c, h, w), win, layer.grid)
         return torch.roll(y, shift, (2, 3)) if any(shift) else y.contiguous()
     return op
 
