@@ -1,7 +1,15 @@
 # Sourced by the GPU machine's scripts: installs from .offline (scripts/offline-env.sh, which sets $python),
-# then sets $card (the GPU's name), $tuning (the card's committed tuning folder: tuning is per card) and
-# $platform (the NVIDIA OpenCL platform's index, for PYOPENCL_CTX=$platform:GPU).
+# then sets $card (the GPU's name), $committed (the card's committed tuning folder: tuning is per card),
+# $tuning (the folder the scripts tune into and read) and $platform (the NVIDIA OpenCL platform's index).
+# $tuning is .gpu-state/<card>/tuning, ignored by git: a warm machine keeps it between calls (each call's
+# working tree replaces the tracked files, so a search resumes from it, not from the older committed copy);
+# a fresh machine starts it from the committed folder.  Each script ends by packing it into OUT (gpu_pack).
 source scripts/offline-env.sh >/dev/null
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
-case "$card" in *H200*) tuning=reports/nvidia-h200/tuning ;; *) tuning=reports/nvidia-h100/tuning ;; esac
+case "$card" in *H200*) committed=reports/nvidia-h200/tuning ;; *) committed=reports/nvidia-h100/tuning ;; esac
+tuning=.gpu-state/$(basename "$(dirname "$committed")")/tuning
+mkdir -p "$tuning" && cp -rn "$committed/." "$tuning/"
 platform=$("$python" -c "import pyopencl as cl; print([i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name][0])")
+gpu_pack() {   # the whole tuning folder into OUT, to be unpacked over $committed here and committed
+    tar -cf "$1/tuning-$(basename "$(dirname "$committed")").tar" -C "$tuning" .
+}

@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 t1="${1:?usage: T1 T3}"; t3="${2:?usage: T1 T3}"
 out="${OUT:-/tmp/farm-out}"; mkdir -p "$out"
-source scripts/gpu-card.sh   # $python, $card, $tuning, $platform
+source scripts/gpu-card.sh   # $python, $card, $tuning, $platform, gpu_pack
 gpus=$(nvidia-smi -L | wc -l)
 export PYTHONUNBUFFERED=1 PYOPENCL_CTX="$platform:0"
 echo "$card x$gpus, platform $platform, tuning $tuning, $(nproc) host cores" | tee "$out/farm.txt"
@@ -62,4 +62,4 @@ for f in ('/tmp/one', '/tmp/all'):
 farm 8793 "$gpus"; echo "== $gpus workers, the four nets" >> "$out/farm.txt"
 tune 8793 "$tuning" "$t3" resnet18,mobilenet-v2,vgg16,lenet >> "$out/farm.txt"
 COMPARE_CACHE_DIR="$tuning" "$python" -m compare tune --scope tinygrad --net resnet18,mobilenet-v2,vgg16,lenet --show > "$out/depth.txt" 2>&1
-for d in "$tuning"/tinygrad-search/*/; do cp "$d/choices.json" "$out/choices-$(basename "$d").json"; done
+gpu_pack "$out"
