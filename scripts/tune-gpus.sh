@@ -16,15 +16,17 @@ mkdir -p "$out"
 source scripts/gpu-card.sh   # $python, $card, $tuning, $platform, gpu_pack
 gpus=${GPUS:-$(nvidia-smi -L | wc -l)}
 port=8786
-width=()
-[ "$scope" = tinygrad ] && width=(--beam-width "${WIDTH:-2}")
+# tinygrad: one kernel at a time per GPU (its search compiles on PARALLEL processes); CLBlast: a child per
+# worker thread, side by side on the GPU (compiling is host work: 8 of them, as `compare tune --jobs` does)
+width=(); threads=$(( $(nproc) / gpus / 2 )); (( threads > 8 )) && threads=8; (( threads < 1 )) && threads=1
+[ "$scope" = tinygrad ] && width=(--beam-width "${WIDTH:-2}") && threads=1
 export COMPARE_CACHE_DIR="$tuning" PYTHONUNBUFFERED=1 PARALLEL=$(( $(nproc) / gpus ))
-echo "$scope: $card x$gpus, platform $platform, $PARALLEL compile processes per GPU" | tee -a "$out/$scope.txt"
+echo "$scope: $card x$gpus, platform $platform, $threads worker threads and $PARALLEL compile processes per GPU" | tee -a "$out/$scope.txt"
 "$python" -m distributed.cli.dask_scheduler --port $port --no-dashboard > "$out/scheduler.log" 2>&1 &
 pids=($!)
 sleep 3
 for ((g = 0; g < gpus; g++)); do
-    PYOPENCL_CTX="$platform:$g" "$python" -m distributed.cli.dask_worker tcp://127.0.0.1:$port --nthreads 1 \
+    PYOPENCL_CTX="$platform:$g" "$python" -m distributed.cli.dask_worker tcp://127.0.0.1:$port --nthreads "$threads" \
         --name "gpu$g" --no-dashboard >> "$out/worker$g.log" 2>&1 &
     pids+=($!)
 done
