@@ -4,15 +4,14 @@
 # tiles', tinygrad's choices, OpenCV's auto-tuning made first for that net).  On a machine of several GPUs
 # the nets run at once, one GPU each (CUDA_VISIBLE_DEVICES: OpenCL, CUDA and tinygrad's child then see that
 # GPU alone); every ratio still comes from one net's interleaved run on one GPU.  Results, what each run
-# printed and the tuning folder (packed) go into OUT: carry them into reports/<card>/ and commit.
+# printed and the tuning folder go into OUT as headline-CARD.tgz (scripts/gpu-card.sh says how to unpack it).
 # Usage: scripts/headline-gpu.sh NETS [REPEATS, default 10]   (GPUS=1 to run the nets one after another)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 nets="${1:?usage: scripts/headline-gpu.sh NETS [REPEATS]}"
 repeats="${2:-10}"
-out="${OUT:-/tmp/headline-out}"
-mkdir -p "$out"
-source scripts/gpu-card.sh   # $python, $card, $tuning, $platform, gpu_pack
+source scripts/gpu-card.sh   # $python, $card, $tuning, $platform, $work, gpu_pack
+out=$work
 gpus=${GPUS:-$(nvidia-smi -L | wc -l)}
 export COMPARE_CACHE_DIR="$tuning" PYTHONUNBUFFERED=1
 echo "$card x$gpus, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee -a "$out/headline.txt"
@@ -23,7 +22,7 @@ one_gpu() {   # the nets whose place in the list is g modulo the GPUs, one after
         net=${all[i]}
         start=$(date +%s)
         CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" -m compare tune --scope opencv \
-            --net "$net" --budget-s 120 > "$out/$net-opencv-tune.txt" 2>&1
+            --net "$net" --budget-s 120 > "$out/logs/$net-opencv-tune.txt" 2>&1
         CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" -m compare run --net "$net" --backends all \
             --repeats "$repeats" --warmup 3 --interleave --out "$out/$net.json" > "$out/$net.txt" 2>&1
         echo "$net on GPU $g: exit $?, $(( $(date +%s) - start )) s" | tee -a "$out/headline.txt"
@@ -31,4 +30,4 @@ one_gpu() {   # the nets whose place in the list is g modulo the GPUs, one after
 }
 for ((g = 0; g < gpus && g < ${#all[@]}; g++)); do one_gpu "$g" & done
 wait
-gpu_pack "$out"
+gpu_pack headline

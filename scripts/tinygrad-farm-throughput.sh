@@ -5,12 +5,12 @@
 #      each kernel's finish time in both says how much sooner the farm gets through the same work;
 #   3. a worker per GPU goes on with the four nets in the card's tuning folder for T3 s.
 # The searches of 1 and 2 are merged into the card's choices too (they are real searches of this device).
-# Usage: scripts/tinygrad-farm-throughput.sh T1 T3     (OUT: where the logs and choices go)
+# Usage: scripts/tinygrad-farm-throughput.sh T1 T3     (everything into OUT as farm-throughput-CARD.tgz)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t1="${1:?usage: T1 T3}"; t3="${2:?usage: T1 T3}"
-out="${OUT:-/tmp/farm-out}"; mkdir -p "$out"
-source scripts/gpu-card.sh   # $python, $card, $tuning, $platform, gpu_pack
+source scripts/gpu-card.sh   # $python, $card, $tuning, $platform, $work, gpu_pack
+out=$work
 gpus=$(nvidia-smi -L | wc -l)
 export PYTHONUNBUFFERED=1 PYOPENCL_CTX="$platform:0"
 echo "$card x$gpus, platform $platform, tuning $tuning, $(nproc) host cores" | tee "$out/farm.txt"
@@ -62,4 +62,4 @@ for f in ('/tmp/one', '/tmp/all'):
 farm 8793 "$gpus"; echo "== $gpus workers, the four nets" >> "$out/farm.txt"
 tune 8793 "$tuning" "$t3" resnet18,mobilenet-v2,vgg16,lenet >> "$out/farm.txt"
 COMPARE_CACHE_DIR="$tuning" "$python" -m compare tune --scope tinygrad --net resnet18,mobilenet-v2,vgg16,lenet --show > "$out/depth.txt" 2>&1
-gpu_pack "$out"
+gpu_pack farm-throughput
