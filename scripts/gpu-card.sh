@@ -9,7 +9,7 @@ card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 case "$card" in *H200*) committed=reports/nvidia-h200/tuning ;; *) committed=reports/nvidia-h100/tuning ;; esac
 tuning=.gpu-state/$(basename "$(dirname "$committed")")/tuning
 mkdir -p "$tuning" && cp -rn "$committed/." "$tuning/"
-platform=$("$python" -c "import pyopencl as cl; print([i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name][0])")
+platform=${PLATFORM:-$("$python" -c "import pyopencl as cl; print([i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name][0])")}   # PLATFORM: another (a dry run on PoCL)
 work=$(mktemp -d /tmp/gpu-work.XXXXXX)   # what a script writes (results, what it printed; logs/ for the rest)
 mkdir -p "$work/logs"
 gpu_pack() {   # gpu_pack NAME: $work and the tuning folder as one file in OUT (few files come back from a call):
