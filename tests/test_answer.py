@@ -256,3 +256,27 @@ def test_the_engines_depth_is_the_mode_that_ran_and_its_caveat_stays(mode, depth
     said = next(line for line in answer.lines(res) if line.startswith("Engine"))
     assert said.startswith(f"Engine `opencv` (3.000 ms, {label}, partly on the CPU): ")
     assert "/somewhere" not in said and len(said) < answer.SENTENCE_MAX
+
+
+def test_a_transformer_answer_says_who_wins_attention_and_the_projections():
+    def transformer(d):
+        d["net"]["layers"] = [{"name": "a", "kind": "attention", "flops": 2_000_000},
+                              {"name": "b", "kind": "conv", "category": "conv 1x1", "flops": 1_000_000}]
+    res = _results(transformer)
+    said = answer.lines(res)
+    # vectorised: attention 1.0 ms against clblast's 4.0, the 1x1 1.0 against 2.0 (results_factory)
+    assert said[1] == ("On attention (1 layer): hand-written `vectorised` is 4.00x [4.00, 4.00] faster than CLBlast "
+                       "at its best (`clblast`).")
+    assert said[2] == ("On the projections and MLP (1 layer): hand-written `vectorised` is 2.00x [2.00, 2.00] faster "
+                       "than CLBlast at its best (`clblast`).")
+    assert answer.work_lines(_results()) == []   # a net without attention: the study's line alone
+
+
+def test_where_clblast_wins_a_kind_of_work_the_line_says_so():
+    def transformer(d):
+        d["net"]["layers"] = [{"name": "a", "kind": "attention", "flops": 2_000_000},
+                              {"name": "b", "kind": "conv", "category": "conv 1x1", "flops": 1_000_000}]
+        d["backends"][2]["timing"]["layers"][1] = layer("b", 4.0)   # vectorised twice clblast's time on the 1x1
+    said = answer.lines(_results(transformer))
+    assert said[2] == ("On the projections and MLP (1 layer): CLBlast at its best (`clblast`) is 2.00x [2.00, 2.00] "
+                       "faster than hand-written `vectorised`.")

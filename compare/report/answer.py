@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from backends.options import DATABASE
 
 from .. import analysis as an
+from . import kinds
 from ..modes import times
 from ..results import BackendResult, RunResult
 from ..speedup import Speedup
@@ -167,6 +168,7 @@ def lines(res: RunResult) -> list[str]:
         out = ["No answer: " + "; ".join(_missing(res, fam, what) for fam, what, b in
                                           ((HAND_WRITTEN, "hand-written", hand), (CLBLAST, "CLBlast", clb))
                                           if b is None) + "."]
+    out += work_lines(res)
     for family, title in (*SAME_DEVICE.items(), (PEER, "fastest peer")):
         rival = _fastest(res, family)
         if rival is None:
@@ -180,6 +182,35 @@ def lines(res: RunResult) -> list[str]:
     if left:   # the reasons are in the run's tables; here the names, a few at most
         out.append("In no ratio: " + ", ".join(left[:4]) + (f" and {len(left) - 4} more" if len(left) > 4 else "")
                    + ".")
+    return out
+
+
+# A transformer's answer says who wins its two kinds of work besides the whole pass: attention, and the matrix
+# products of the projections and the MLP (1x1 convolutions on the tokens: nets/spec.py layer_category)
+TRANSFORMER_WORK = (("attention", "attention"), ("conv 1x1", "the projections and MLP"))
+
+
+def work_lines(res: RunResult) -> list[str]:
+    """For a net with attention: the fastest hand-written backend against CLBlast at its best on each of
+    TRANSFORMER_WORK (the per-kind table's ratio and interval: kinds.kind_table); [] for any other net."""
+    table = kinds.kind_table(res)
+    if table is None or "attention" not in table.categories:
+        return []
+    out = []
+    for category, what in TRANSFORMER_WORK:
+        if category not in table.categories:
+            continue
+        k = table.categories.index(category)
+        ref = table.references[k]
+        hand = [i for i, name in enumerate(table.names) if res.backend(name).family == HAND_WRITTEN
+                and table.cells[i][k].ms is not None and table.cells[i][k].speedup is not None
+                and table.cells[i][k].timed is None]
+        if ref is None or not hand:
+            continue
+        i = min(hand, key=lambda i: table.cells[i][k].ms)
+        count = table.layer_counts[k]
+        said = table.cells[i][k].speedup.sentence(f"hand-written `{table.names[i]}`", f"CLBlast at its best (`{ref}`)")
+        out.append(f"On {what} ({count} layer{'s' if count > 1 else ''}): {said}.")
     return out
 
 
