@@ -18,7 +18,8 @@
 // is padded beyond four channels.
 //
 // -D constants: E, GM, GN, GC; TM, TN, TK (a multiple of 4 dividing GC),
-// RM, RN (multiples of 4 dividing TM and TN).
+// RM, RN (multiples of 4 dividing TM and TN); STAGED 1: wg_gemm, 0:
+// wg_gemm_global (below: a CPU's).
 
 #define TX (TN / RN)
 #define TY (TM / RM)
@@ -32,6 +33,7 @@
 #define A_PER ((A_SLOTS + THREADS - 1) / THREADS)
 #define B_PER ((B_SLOTS + THREADS - 1) / THREADS)
 
+#if STAGED
 __kernel __attribute__((reqd_work_group_size(TX, TY, 1)))
 void wg_gemm(__global const float4* restrict v,
              __global const float4* restrict u,
@@ -120,3 +122,53 @@ void wg_gemm(__global const float4* restrict v,
             }
         }
 }
+#else
+
+// The same product without local memory, for a CPU (PoCL), where a work-group
+// runs as loops over its work-items cut at each barrier, so that wg_gemm's
+// accumulators would live in memory across the cuts: each work-item reads
+// its RM rows of V and RN columns of U straight from global memory (the
+// caches serve the neighbours' reuse) and keeps its block in registers.
+// Work-item (tx, ty) of the group holds rows m0 + ty * RM + i, column
+// float4s n0 / 4 + tx * RN4 + j.
+__kernel __attribute__((reqd_work_group_size(TX, TY, 1)))
+void wg_gemm_global(__global const float4* restrict v,
+                    __global const float4* restrict u,
+                    __global float4* restrict mm)
+{
+    const uint e = get_group_id(2);
+    const uint r0 = get_group_id(1) * TM + get_local_id(1) * RM;
+    const uint k0 = get_group_id(0) * (TN / 4) + get_local_id(0) * RN4;
+    const __global float4* ve = v + (size_t)e * GQ * GM;
+    const __global float4* ue = u + (size_t)e * GC * GV;
+    float4 acc[RM][RN4];
+    for (int i = 0; i < RM; i++)
+        for (int j = 0; j < RN4; j++)
+            acc[i][j] = (float4)(0.0f);
+    for (uint q = 0; q < GQ; q++) {
+        float4 a[RM], b0[RN4], b1[RN4], b2[RN4], b3[RN4];
+        for (int i = 0; i < RM; i++)
+            a[i] = r0 + i < GM ? ve[q * GM + r0 + i] : (float4)(0.0f);
+        for (int j = 0; j < RN4; j++) {
+            const bool in = k0 + j < GV;
+            const __global float4* uc = ue + (size_t)4 * q * GV + k0 + j;
+            b0[j] = in ? uc[0] : (float4)(0.0f);
+            b1[j] = in ? uc[GV] : (float4)(0.0f);
+            b2[j] = in ? uc[2 * GV] : (float4)(0.0f);
+            b3[j] = in ? uc[3 * GV] : (float4)(0.0f);
+        }
+        for (int i = 0; i < RM; i++)
+            for (int j = 0; j < RN4; j++) {
+                acc[i][j] = mad((float4)(a[i].x), b0[j], acc[i][j]);
+                acc[i][j] = mad((float4)(a[i].y), b1[j], acc[i][j]);
+                acc[i][j] = mad((float4)(a[i].z), b2[j], acc[i][j]);
+                acc[i][j] = mad((float4)(a[i].w), b3[j], acc[i][j]);
+            }
+    }
+    __global float4* me = mm + (size_t)e * GM * GV;
+    for (int i = 0; i < RM; i++)
+        for (int j = 0; j < RN4; j++)
+            if (r0 + i < GM && k0 + j < GV)
+                me[(r0 + i) * GV + k0 + j] = acc[i][j];
+}
+#endif

@@ -15,14 +15,21 @@ Three launches per layer:
    residual add and the activation (kw_store.h's epilogue, as the
    one-kernel form's).
 
-The GEMM's tile is one of GEMM_TILES.  On a GPU up to GPU_CANDIDATES of
-them are built and measured per layer (each a form of its own, named
-"F(2x2,3x3) GEMM 64x64 (8x8)"): those that fit the device, in the list's
-order (larger register blocks first), that pad the layer's tiles and
-channels by at most MAX_WASTE and give every compute unit a work-group
-(where none does, the least padded).  On a CPU (PoCL) one, CPU_TILE: a
-work-group is a loop on one core there and every candidate is a slow
-compile.
+On a GPU the GEMM stages slices of V and U in local memory (wg_gemm), and
+up to GPU_CANDIDATES of GPU_TILES are built and measured per layer (each a
+form of its own, named "F(2x2,3x3) GEMM 64x64 (8x8)"): those that fit the
+device, in the list's order (larger register blocks first), that pad the
+layer's tiles and channels by at most MAX_WASTE and give every compute unit
+a work-group (where none does, the least padded).  On a CPU (PoCL) a
+work-group is a loop over its work-items on one core, cut at each barrier,
+so the accumulators of a staged GEMM would live in memory: there the GEMM
+reads global memory straight (wg_gemm_global, the caches serving the
+reuse), with the first of CPU_TILES that pads by at most MAX_WASTE (else
+the least padded), one candidate: each is a slow compile there.  Measured
+on VGG-16's conv3_2 at a 56 input (PoCL 3.1, 2-core EPYC, other work
+sharing it): the staged GEMM 24-45 ms, the unstaged 17-26 ms over the
+register blocks and work-groups tried (4x4 blocks: 32x32, 16x16, 4x32 tiles
+within the noise of each other; 8x8 blocks slower).
 
 V and M are scratch shared by all the layers of a net (an in-order queue
 runs them one after another), sized for the largest layer whose own fit the
@@ -46,10 +53,10 @@ from .winograd_math import TILE_SIZES, applies, filter_transform, name
 
 TRANSFORMS = "winograd_transforms.cl"
 GEMM = "winograd_gemm.cl"
-GEMM_TILES = (Tile(64, 64, 8, 8), Tile(128, 64, 8, 8), Tile(32, 64, 4, 8), Tile(64, 32, 8, 4),
-              Tile(32, 32, 4, 4), Tile(16, 64, 4, 4), Tile(16, 32, 4, 4))
+GPU_TILES = (Tile(64, 64, 8, 8), Tile(128, 64, 8, 8), Tile(32, 64, 4, 8), Tile(64, 32, 8, 4),
+             Tile(32, 32, 4, 4), Tile(16, 64, 4, 4), Tile(8, 64, 4, 4), Tile(4, 64, 4, 4))
 GPU_CANDIDATES = 3
-CPU_TILE = Tile(32, 32, 4, 4)
+CPU_TILES = (Tile(32, 32, 4, 4), Tile(16, 32, 4, 4), Tile(8, 32, 4, 4), Tile(4, 32, 4, 4))
 MAX_WASTE = 0.25
 # a transform's work-groups, in order of preference: (tiles, channel float4s) in, (channel float4s, tiles) out
 INPUT_GROUPS = ((64, 1), (32, 2), (16, 4))
@@ -64,6 +71,7 @@ class GemmPlan:
     rows: int    # the GEMM's rows: the layer's output tiles (all images)
     cols: int    # its columns: output channels as stored
     depth: int   # its sum: input channels as stored
+    staged: bool = True   # through local memory (wg_gemm), else straight from global memory (wg_gemm_global)
 
     @property
     def e(self) -> int:
@@ -79,9 +87,13 @@ class GemmPlan:
         return (-(-self.cols // self.tile.tn) * tx, -(-self.rows // self.tile.tm) * ty, self.e)
 
     @property
+    def kernel(self) -> str:
+        return "wg_gemm" if self.staged else "wg_gemm_global"
+
+    @property
     def label(self) -> str:
         t = self.tile
-        return f"GEMM {t.tm}x{t.tn} ({t.rm}x{t.rn})"
+        return f"GEMM {t.tm}x{t.tn} ({t.rm}x{t.rn}{'' if self.staged else ', no local memory'})"
 
     @property
     def form(self) -> str:
@@ -91,7 +103,7 @@ class GemmPlan:
     def defines(self) -> dict:
         t = self.tile
         return {"E": self.e, "GM": self.rows, "GN": self.cols, "GC": self.depth, "TM": t.tm, "TN": t.tn,
-                "TK": self.tk, "RM": t.rm, "RN": t.rn}
+                "TK": self.tk, "RM": t.rm, "RN": t.rn, "STAGED": int(self.staged)}
 
     def describe(self) -> dict:
         return {"tile": f"{self.m}x{self.m}", "gemm": f"{self.e} x ({self.rows} x {self.cols}, sum over {self.depth})",
@@ -112,20 +124,21 @@ def plan_gemm(m: int, batch: int, out_h: int, out_w: int, c_in_stored: int, c_ou
 
     def fits(t: Tile) -> bool:
         tx, ty = t.local
-        return t.threads <= max_group and tx <= items[0] and ty <= items[1] and local_bytes(t, tk) <= local_mem
-    usable = [t for t in (GEMM_TILES if gpu else (CPU_TILE,) + GEMM_TILES) if fits(t)]
+        return (t.threads <= max_group and tx <= items[0] and ty <= items[1]
+                and (not gpu or local_bytes(t, tk) <= local_mem))
+    usable = [t for t in (GPU_TILES if gpu else CPU_TILES) if fits(t)]
     if not usable:
         raise Unsupported(f"no GEMM tile of Winograd {m}x{m} fits this device ({max_group} work-items, "
                           f"{local_mem} bytes of local memory)")
 
     def plan(t: Tile) -> GemmPlan:
-        return GemmPlan(m, t, tk, rows, c_out_stored, c_in_stored)
-    if not gpu:
-        return [plan(usable[0])]
+        return GemmPlan(m, t, tk, rows, c_out_stored, c_in_stored, staged=gpu)
     lean = [t for t in usable if waste(t, rows, c_out_stored) <= MAX_WASTE]
+    least = [min(usable, key=lambda t: waste(t, rows, c_out_stored))]
+    if not gpu:
+        return [plan((lean or least)[0])]
     busy = [t for t in lean if plan(t).groups >= compute_units]
-    chosen = (busy or lean)[:GPU_CANDIDATES] or [min(usable, key=lambda t: waste(t, rows, c_out_stored))]
-    return [plan(t) for t in chosen]
+    return [plan(t) for t in ((busy or lean)[:GPU_CANDIDATES] or least)]
 
 
 def scratch_bytes(net, index: int, m: int) -> tuple[int, int]:
@@ -161,7 +174,10 @@ def release_unused_scratch(net, ops) -> None:
 
 
 def _bare(op):
-    return getattr(op, "op", op)
+    """The op inside the edges' wrappers (a one-layer net's op has two)."""
+    while hasattr(op, "op"):
+        op = op.op
+    return op
 
 
 class WinogradGemmOp(KernelOp):
@@ -244,7 +260,7 @@ def build(net, index: int, params: dict, m: int, which: list[int] | None = None)
     bias_buf = net.upload(bias, f"{layer.name} bias ({name(m)} GEMM)")
     ops = []
     for plan in chosen:
-        gemm = Launch(net.rt, GEMM, "wg_gemm", plan.defines(), plan.global_size, plan.tile.local + (1,), exact=True)
+        gemm = Launch(net.rt, GEMM, plan.kernel, plan.defines(), plan.global_size, plan.tile.local + (1,), exact=True)
         if limits(net.rt, gemm.kernel).max_group < plan.tile.threads:
             continue   # the built kernel takes fewer work-items than the tile has
         ops.append(WinogradGemmOp(net, index, plan, (first, gemm, last), u, bias_buf, *found))
