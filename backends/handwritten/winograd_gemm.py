@@ -160,9 +160,17 @@ def scratch(net):
                  if applies(layer, net.input_layout(i).c) and not net.reads_or_writes_a_view(i)
                  and fits_scratch(net, i, m)]
         net._winograd_scratch = None if not sizes else (
-            net.alloc(max(v for v, _ in sizes), "Winograd GEMM: transformed input tiles (shared by the layers)"),
-            net.alloc(max(mm for _, mm in sizes), "Winograd GEMM: tile products (shared by the layers)"))
+            _poisoned(net, max(v for v, _ in sizes), "Winograd GEMM: transformed input tiles (shared by the layers)"),
+            _poisoned(net, max(mm for _, mm in sizes), "Winograd GEMM: tile products (shared by the layers)"))
     return net._winograd_scratch
+
+
+def _poisoned(net, nbytes: int, what: str):
+    """A buffer of NaN written from the host rather than filled: Oclgrind takes what a kernel reads
+    of a filled buffer, even after another kernel wrote it, for uninitialised (as tiled.py's parts)."""
+    buf = net.alloc(nbytes, what, poison=False)
+    net.rt.write(buf, np.full(nbytes // 4, np.nan, np.float32))
+    return buf
 
 
 def release_unused_scratch(net, ops) -> None:
