@@ -11,7 +11,7 @@ prepared once per form:
 - local: the one-kernel Winograd, tile products summed in local memory
   ("F2", "F4", and on a GPU each one's second plan, "F2:1", "F4:1");
 - gemm: transforms + batched GEMM + transform ("F2-gemm", "F4-gemm" and,
-  on a GPU, the other GEMM tiles, ":1", ":2");
+  on a GPU, the other GEMM tiles, ":1" to ":3");
 - measured: the backend as it runs (winograd="measured"), whose choice
   at prepare and its candidates' times there are printed as recorded.
 Every form's output is checked against the float64 oracle (compare/oracle.py).
@@ -46,7 +46,7 @@ from nets import Net, get_net
 from nets.weights import init_weights, make_input
 
 LOCAL = ("F2", "F2:1", "F4", "F4:1")
-GEMM = ("F2-gemm", "F2-gemm:1", "F2-gemm:2", "F4-gemm", "F4-gemm:1", "F4-gemm:2")
+GEMM = tuple(f"F{m}-gemm{w}" for m in (2, 4) for w in ("", ":1", ":2", ":3"))
 
 
 def one_layer(net: Net, index: int, size: int) -> Net:

@@ -119,7 +119,7 @@ def test_each_gemm_form_matches_the_oracle_at_random_shapes(runtime, form, seed)
 
 
 @pytest.mark.parametrize("form, tile", [("F2-gemm:1", "32x64 (4x8)"), ("F2-gemm:2", "64x32 (8x4)"),
-                                        ("F4-gemm", "4x64 (4x4)")])
+                                        ("F4-gemm", "8x64 (4x4)")])
 def test_the_gpu_gemm_tiles_match_the_oracle(runtime, as_gpu, form, tile):
     """The staged GEMM (local memory; 20 and 64 input channels: five slices of 4 and four of 16,
     each next one fetched during the last one's products) with several of the GPU's tiles, the layer's 60 (F(2x2)) or 18

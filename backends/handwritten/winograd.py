@@ -25,7 +25,7 @@ alike, named "F(2x2,3x3) GEMM 64x64 (8x8)".
 "F2" / "F4" to run that one-kernel form wherever it applies, unmeasured,
 with its first candidate plan ("F2:1" / "F4:1": the second, where the
 device has two: a GPU's), or "F2-gemm" / "F4-gemm" the GEMM form with its
-first GEMM tile (":1", ":2": the second, third); the tests and Oclgrind
+first GEMM tile (":1", ":2", ":3": the second, third, fourth); the tests and Oclgrind
 check each kernel so.
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ from . import winograd_gemm
 
 SOURCE = "winograd.cl"
 # a tile size forced, with the first (or ":1" the second) candidate plan; "-gemm": the GEMM form
-FORCED = ("F2", "F4", "F2:1", "F4:1") + tuple(f"F{m}-gemm{w}" for m in (2, 4) for w in ("", ":1", ":2"))
+FORCED = ("F2", "F4", "F2:1", "F4:1") + tuple(f"F{m}-gemm{w}" for m in (2, 4) for w in ("", ":1", ":2", ":3"))
 MODES = ("measured", "never") + FORCED
 MAX_REL_L2 = 1e-5   # a tenth of the float32 tolerance (compare/checking.py): layers' errors add up in a net
 SEED = 39

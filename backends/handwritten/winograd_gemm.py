@@ -55,9 +55,9 @@ TRANSFORMS = "winograd_transforms.cl"
 GEMM = "winograd_gemm.cl"
 GPU_TILES = (Tile(64, 64, 8, 8), Tile(128, 64, 8, 8), Tile(32, 64, 4, 8), Tile(64, 32, 8, 4),
              Tile(32, 32, 4, 4), Tile(16, 64, 4, 4), Tile(8, 64, 4, 4), Tile(4, 64, 4, 4))
-GPU_CANDIDATES = 3
+GPU_CANDIDATES = 4
 CPU_TILES = (Tile(32, 32, 4, 4), Tile(16, 32, 4, 4), Tile(8, 32, 4, 4), Tile(4, 32, 4, 4))
-MAX_WASTE = 0.25
+MAX_WASTE = 0.5
 # a transform's work-groups, in order of preference: (tiles, channel float4s) in, (channel float4s, tiles) out
 INPUT_GROUPS = ((64, 1), (32, 2), (16, 4))
 OUTPUT_GROUPS = ((16, 4), (8, 8), (4, 16), (2, 32), (1, 64))
