@@ -7,7 +7,8 @@ the direct tiles and the one-kernel Winograd, per VGG-16 conv layer, in one run.
 Each conv layer of VGG-16 (batch 1; --size scales the 224 input, and every
 map with it, for a slow device) is a one-layer net of `vectorised-tiled`,
 prepared once per form:
-- direct: the tiled implicit GEMM (winograd="never");
+- direct: the tiled implicit GEMM (winograd="never"), its tiles as
+  `compare tune` measured them where it ran on this device, as the backend;
 - local: the one-kernel Winograd, tile products summed in local memory
   ("F2", "F4", and on a GPU each one's second plan, "F2:1", "F4:1");
 - gemm: transforms + batched GEMM + transform ("F2-gemm", "F4-gemm" and,
@@ -38,6 +39,7 @@ from tabulate import tabulate
 
 from backends.handwritten import vectorised
 from backends.handwritten.tiled import TiledNet
+from backends.handwritten.tiles_tuned import TunedTiles
 from backends.opencl.runtime import get_runtime
 from compare import oracle
 from compare.checking import compare_arrays
@@ -70,16 +72,24 @@ def layer_ms(prepared) -> float:
     return sum(s.ms for s in timing.steps if s.name not in skip)
 
 
-def prepare_forms(rt, one: Net, weights, name: str) -> dict:
-    """{form name: prepared net}, each distinct form once."""
-    forms = {"direct": TiledNet(rt, one, weights, 1, winograd="never", pointwise="never")}
+def bare(op):
+    """The layer's op inside the net's edge wrappers."""
+    while hasattr(op, "op"):
+        op = op.op
+    return op
+
+
+def prepare_forms(rt, one: Net, weights, name: str, tuned) -> dict:
+    """{form name: prepared net}, each distinct form once; the direct tiles as `compare tune` left
+    them for this device (`tuned`), as the backend runs them."""
+    forms = {"direct": TiledNet(rt, one, weights, 1, tuned=tuned, winograd="never", pointwise="never")}
     for mode in LOCAL + GEMM:
-        prepared = TiledNet(rt, one, weights, 1, winograd=mode, pointwise="never")
+        prepared = TiledNet(rt, one, weights, 1, tuned=tuned, winograd=mode, pointwise="never")
         record = prepared.config["winograd"][name]
         chosen = record["chosen"]
-        if mode in LOCAL:   # a plan of the local form: its label tells the GPU's two apart
-            chosen = f"{chosen} {prepared.config['layers'][name]['winograd']['positions_split']}-split"
-        if chosen in forms or record["chosen"] == "direct":   # ":1" where the device has one plan only
+        if mode in LOCAL:   # a plan of the one-kernel form: its label tells the GPU's two apart
+            chosen = f"{chosen} {bare(prepared.ops[0]).plan.label}"
+        if chosen in forms or record["chosen"] == "direct":   # ":1" where the device has fewer plans
             prepared.close()
             continue
         forms[chosen] = prepared
@@ -104,6 +114,7 @@ def main(argv=None) -> int:
     if args.gpu_plans:
         vectorised.device_class = lambda info: "gpu"
     peak = peak_for_run(rt, args.peak_gflops)
+    tuned = TunedTiles.for_device(rt.info)
     net = get_net("vgg16")
     wanted = set(args.layers.split(",")) if args.layers else None
     print(f"{rt.info['name']} ({rt.info['platform']}, {rt.info['compute_units']} compute units); VGG-16 batch 1 at "
@@ -118,8 +129,8 @@ def main(argv=None) -> int:
         x = make_input(one, 1, 0)
         ref = oracle.forward(one, weights, x)[-1]
         gflop = one.flops(1) / 1e9
-        forms = prepare_forms(rt, one, weights, layer.name)
-        measured = TiledNet(rt, one, weights, 1, pointwise="never")
+        forms = prepare_forms(rt, one, weights, layer.name, tuned)
+        measured = TiledNet(rt, one, weights, 1, tuned=tuned, pointwise="never")
         try:
             errors = {f: compare_arrays(pr.forward(x), ref) for f, pr in forms.items()}
             times = {f: [] for f in forms}
