@@ -6,8 +6,8 @@ conv and one of its own, adds through borders wider than their own, global
 average pool; `vectorised`'s depthwise folded into the 1x1 after it, with
 and without the residual add, as planned here and as planned on a GPU;
 the 3x3 stride-1 convs of `vectorised` and `vectorised-tiled` as each
-Winograd form and the 1x1s as the blocked GEMM, planned here and as on a
-GPU; MobileNet-v2-like blocks chained into one kernel each)
+Winograd form (one kernel, and the tile products as a batched GEMM) and
+the 1x1s as the blocked GEMM, planned here and as on a GPU; MobileNet-v2-like blocks chained into one kernel each)
 under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
 file under Oclgrind, which then is the only platform.  Exit 1 if an output
 disagrees with the float64 oracle."""
@@ -126,16 +126,19 @@ def gpu_fold(backend, net, weights, batch):
     return prepared
 
 
-def winograd(backend, form: str, gpu: bool = False):
+def winograd(backend, form: str, gpu: bool = False, cpu: bool = False):
     """`backend`'s net with every 3x3 stride-1 conv as Winograd `form` (winograd.py: "F2", "F4", "F2:1"...)
     and every 1x1 stride-1 conv as the blocked GEMM (pointwise.py), planned as on a GPU of 16 compute units
-    where `gpu`, unmeasured: under the simulator times mean nothing."""
+    where `gpu`, as on a CPU where `cpu` (Oclgrind's device says it is a GPU), unmeasured: under the
+    simulator times mean nothing."""
     from backends.handwritten import vectorised
 
     def prepare(net, weights, batch):
         info, saved = backend.runtime.info, (backend.runtime.info["compute_units"], vectorised.device_class)
         if gpu:
             info["compute_units"], vectorised.device_class = 16, (lambda _: "gpu")
+        if cpu:
+            vectorised.device_class = lambda _: "cpu"
         try:
             return type(backend).net_class(backend.runtime, net, weights, batch, winograd=form, pointwise="always")
         finally:
@@ -183,6 +186,10 @@ def main(name: str) -> int:
         runs.append((SHRUNK_DW_PW, 1, lambda *a: gpu_fold(backend, *a)))
     if forms:   # the GPU plans: every position in one work-item, and the positions split
         runs += [(WINOGRAD_GPU, 1, winograd(backend, form, gpu=True)) for form in (forms[1], forms[0] + ":1")]
+        # the tile products as a batched GEMM (winograd_gemm.py): staged through local memory as on a
+        # GPU, and straight from global memory as on a CPU
+        runs += [(WINOGRAD_GPU, 1, winograd(backend, forms[0] + "-gemm", gpu=True)),
+                 (WINOGRAD_GPU, 2, winograd(backend, forms[1] + "-gemm", cpu=True))]
         # the block kernels, as planned here (vectorised) and on a GPU (vectorised-tiled)
         runs.append((SHRUNK_BLOCKS, 2, blocks(backend, gpu=name == "vectorised-tiled")))
     for net, batch, prepare in runs:

@@ -66,6 +66,24 @@ def test_utilisation_against_the_peak():
                     ["end to end (compute)", "0.003", "12.0", "6.0", "24.0"]]
 
 
+def test_the_forms_chosen_at_prepare_with_their_share_of_the_peak():
+    """Each candidate's share of the fp32 peak at the layer's direct FLOPs (a Winograd form's
+    effective rate): 2 MFLOP in 0.4 ms = 5 GFLOP/s = 50% of 10; no share without a peak."""
+    d = small_results_dict()
+    d["backends"][2]["config"] = {"winograd": {"a": {
+        "chosen": "F(2x2,3x3) GEMM 64x64 (8x8)",
+        "ms": {"direct": 0.4, "F(2x2,3x3)": 0.8, "F(2x2,3x3) GEMM 64x64 (8x8)": 0.2}}}}
+    res = decode(RunResult, d)
+    headers, rows = rt.choices_table(res, res.backend("vectorised"))
+    assert headers == ["layer", "chosen", "candidates (ms at prepare; in brackets % of fp32 peak at the "
+                                          "layer's direct FLOPs)"]
+    assert rows == [["a", "F(2x2,3x3) GEMM 64x64 (8x8)",
+                     "direct 0.400 (50.0%), F(2x2,3x3) 0.800 (25.0%), F(2x2,3x3) GEMM 64x64 (8x8) 0.200 (100.0%)"]]
+    res.peak = None
+    headers, rows = rt.choices_table(res, res.backend("vectorised"))
+    assert headers[-1] == "candidates (ms at prepare)" and rows[0][-1].startswith("direct 0.400, F(2x2,3x3) 0.800,")
+
+
 def test_cpu_peers_are_left_out_of_a_gpu_utilisation():
     res = small_results()
     res.device.type = "GPU"

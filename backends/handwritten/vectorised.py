@@ -28,8 +28,9 @@ sections 7.2 and 7.4).
   with fold_depthwise="never", or with "measured" where the two kernels
   measured faster at prepare, they stay two kernels (`config` says which);
 - per layer, forms of the same work measured at prepare, the faster kept
-  (docs/kernels.md): a 3x3 stride-1 conv as Winograd F(2x2) or F(4x4)
-  (winograd.py) against the direct kernel; a MobileNet-v2 block's
+  (docs/kernels.md): a 3x3 stride-1 conv as Winograd F(2x2) or F(4x4),
+  one kernel or its tile products as a batched GEMM (winograd.py,
+  winograd_gemm.py), against the direct kernel; a MobileNet-v2 block's
   depthwise, project and add with the next block's expand as one kernel
   (blocks.py) against the kernels it replaces; a 1x1 stride-1 conv as a
   register-blocked GEMM (pointwise.py) against the direct kernel;
@@ -57,6 +58,7 @@ from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp
 from .residual import FoldsResidualAdds, ResidualConvOp
 from .pointwise import MODES as POINTWISE_MODES, ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
 from .winograd import MODES as WINOGRAD_MODES, ChoosesWinograd, WinogradOp, with_residual
+from .winograd_gemm import WinogradGemmOp, with_residual as gemm_residual
 from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 from .zoo import KINDS as ZOO_KINDS, concat_views, zoo_op
 
@@ -313,6 +315,8 @@ class VectorisedNet(ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidua
         op = self.ops[i]
         if isinstance(op, WinogradOp):
             return with_residual(self, op, j, extra, residual)
+        if isinstance(op, WinogradGemmOp):
+            return gemm_residual(self, op, j, extra, residual)
         if isinstance(op, PointwiseOp):
             return pointwise_residual(self, op, j, extra, residual)
         if not isinstance(op, KernelOp) or op.launch.name != "conv":

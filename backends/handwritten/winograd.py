@@ -16,10 +16,17 @@ The direct kernel's own error against the float64 oracle is of the order
 of float32's rounding (about 1e-7 relative here), far below MAX_REL_L2, so
 the difference between the two is the Winograd form's error.
 
+Besides these one-kernel forms, each tile size has its GEMM forms
+(winograd_gemm.py: the tile products as one batched GEMM between two
+transform kernels), one per GEMM tile candidate, measured and checked
+alike, named "F(2x2,3x3) GEMM 64x64 (8x8)".
+
 `winograd` (the nets' argument): "measured" (the default), "never", or
-"F2" / "F4" to run that form wherever it applies, unmeasured, with its
-first candidate plan ("F2:1" / "F4:1": the second, where the device has
-two: a GPU's); the tests and Oclgrind check each kernel so.
+"F2" / "F4" to run that one-kernel form wherever it applies, unmeasured,
+with its first candidate plan ("F2:1" / "F4:1": the second, where the
+device has two: a GPU's), or "F2-gemm" / "F4-gemm" the GEMM form with its
+first GEMM tile (":1", ":2", ":3": the second, third, fourth); the tests and Oclgrind
+check each kernel so.
 """
 from __future__ import annotations
 
@@ -35,9 +42,11 @@ from .net import KernelOp
 from .residual import ResidualConvOp
 from .winograd_math import TILE_SIZES, applies, filter_transform, name
 from .winograd_plan import plan_winograd
+from . import winograd_gemm
 
 SOURCE = "winograd.cl"
-FORCED = ("F2", "F4", "F2:1", "F4:1")   # a tile size forced, with the first (or ":1" the second) candidate plan
+# a tile size forced, with the first (or ":1" the second) candidate plan; "-gemm": the GEMM form
+FORCED = ("F2", "F4", "F2:1", "F4:1") + tuple(f"F{m}-gemm{w}" for m in (2, 4) for w in ("", ":1", ":2", ":3"))
 MODES = ("measured", "never") + FORCED
 MAX_REL_L2 = 1e-5   # a tenth of the float32 tolerance (compare/checking.py): layers' errors add up in a net
 SEED = 39
@@ -125,17 +134,35 @@ class ChoosesWinograd:
 
     winograd = "measured"
 
+    def fused_ops(self):
+        winograd_gemm.release_unused_scratch(self, self.ops)
+        return super().fused_ops()
+
     def choose_form(self, index: int, layer, params: dict, op, bufs: list):
         if (self.winograd == "never" or not applies(layer, self.input_layout(index).c)
                 or self.reads_or_writes_a_view(index)):   # its kernels take no channel pitch
             return super().choose_form(index, layer, params, op, bufs)
         record = self.config.setdefault("winograd", {})
         if self.winograd in FORCED:
+            m, which = int(self.winograd[1]), int(self.winograd.partition(":")[2] or 0)
+            if "-gemm" in self.winograd:
+                winograd_gemm.scratch(self)   # shared by the layers: allocated before this layer's own buffers
+                first = len(self.buffers)
+                try:
+                    (chosen,) = winograd_gemm.build(self, index, params, m, [which])
+                except Unsupported as exc:   # the layer keeps its direct kernel, and says why
+                    self.release(self.buffers[first:])
+                    record[layer.name] = {"chosen": "direct", "refused": {f"{name(m)} GEMM": str(exc)}}
+                    return op
+                form = chosen.plan.form
+            else:
+                chosen = build(self, index, params, m, which)
+                form = name(m)
             self.release(bufs)
-            chosen = build(self, index, params, int(self.winograd[1]), int(self.winograd[3:] or 0))
-            record[layer.name] = {"chosen": name(chosen.plan.m), "how": f"forced (winograd={self.winograd!r})"}
+            record[layer.name] = {"chosen": form, "how": f"forced (winograd={self.winograd!r})"}
             return chosen
         forms, refused, owned = {"direct": op}, {}, {"direct": bufs}
+        winograd_gemm.scratch(self)   # shared by the layers: allocated before this layer's own buffers
         for m in TILE_SIZES:
             try:
                 count = len(plans(self, index, m, limits(self.rt)))
@@ -147,6 +174,15 @@ class ChoosesWinograd:
                 built = build(self, index, params, m, which)
                 form = name(m) if count == 1 else f"{name(m)} {built.plan.label}"
                 forms[form], owned[form] = built, self.buffers[first:]
+            first = len(self.buffers)
+            try:
+                gemms = winograd_gemm.build(self, index, params, m)
+            except Unsupported as exc:
+                self.release(self.buffers[first:])
+                refused[f"{name(m)} GEMM"] = str(exc)
+                continue
+            for built in gemms:   # one transformed filter and bias for all of them
+                forms[built.plan.form], owned[built.plan.form] = built, self.buffers[first:]
         if len(forms) == 1:
             record[layer.name] = {"chosen": "direct", "refused": refused}
             return op
@@ -159,9 +195,8 @@ class ChoosesWinograd:
                 del forms[f]
         times = fastest_ms(self.rt, {f: [o] for f, o in forms.items()})
         best = min(times, key=times.get)
-        for f, b in owned.items():
-            if f != best:
-                self.release(b)
+        kept = {id(b) for b in owned[best]}
+        self.release(list({id(b): b for f, bs in owned.items() for b in bs if id(b) not in kept}.values()))
         record[layer.name] = {"chosen": best, "ms": {f: round(t, 4) for f, t in times.items()},
                               "rel_l2_against_direct": {f: float(f"{e:.2e}") for f, e in errors.items()},
                               **({"refused": refused} if refused else {})}

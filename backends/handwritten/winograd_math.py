@@ -14,7 +14,7 @@ direct), F(4x4) 36 per 16 (4x fewer), at the price of larger transform
 coefficients and so of more float32 rounding (benchmarks/winograd_error.py
 measures it against the float64 oracle).
 
-kernels/winograd.cl writes these same matrices out as its transforms
+kernels/winograd_lines.h writes these same matrices out as its transforms
 (bt_line, at_line); the tests check the kernel against the oracle and the
 matrices against direct correlation here.
 """

@@ -226,22 +226,32 @@ FORM_CHOICES = ("winograd", "pointwise", "split_sums")
 
 def choices_table(res: RunResult, b: BackendResult) -> Table | None:
     """What a backend that chooses per layer (clblast-best; the hand-written ones' measured forms)
-    chose, and every candidate's time at prepare (ms; 'refused' where the device would not run it)."""
+    chose, and every candidate's time at prepare (ms; 'refused' where the device would not run it),
+    with its share of the device's fp32 peak where the run has one: the layer's FLOPs as the direct
+    convolution counts them (a Winograd form's "effective" rate) over that time."""
+    peak = res.peak.gflops if res.peak else None
+    flops = {layer.name: layer.flops for layer in res.net.layers}
+
+    def cell(layer: str, name: str, ms) -> str:
+        if isinstance(ms, str):
+            return f"{name} {ms}"
+        pct = an.percent_of_peak(flops[layer], ms, peak) if peak and flops.get(layer) else None
+        return f"{name} {fmt_ms(ms)}" + (f" ({pct:.1f}%)" if pct is not None else "")
     candidates = b.config.get("candidates_ms")
     rows = []
     if isinstance(candidates, dict):
         for layer, timed in candidates.items():
             chosen = str(b.config.get("layers", {}).get(layer, ""))
-            rows.append([layer, chosen.split(":", 1)[0],
-                         ", ".join(f"{name} {ms if isinstance(ms, str) else fmt_ms(ms)}" for name, ms in timed.items())])
+            rows.append([layer, chosen.split(":", 1)[0], ", ".join(cell(layer, name, ms) for name, ms in timed.items())])
     for key in FORM_CHOICES:
         for layer, record in (b.config.get(key) or {}).items():
             if isinstance(record, dict) and isinstance(record.get("ms"), dict):
                 rows.append([layer, record.get("chosen", ""),
-                             ", ".join(f"{name} {fmt_ms(ms)}" for name, ms in record["ms"].items())])
+                             ", ".join(cell(layer, name, ms) for name, ms in record["ms"].items())])
     if not rows:
         return None
-    return ["layer", "chosen", "candidates (ms at prepare)"], rows
+    share = "; in brackets % of fp32 peak at the layer's direct FLOPs" if peak else ""
+    return ["layer", "chosen", f"candidates (ms at prepare{share})"], rows
 
 
 def device_label(res: RunResult) -> str:
