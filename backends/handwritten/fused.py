@@ -21,7 +21,7 @@ from nets.errors import Unsupported
 from ..base import Family
 from ..opencl.backend import OpenCLBackend
 from ..opencl.launch import Launch, step_name
-from ..opencl.net import LayerOp, OpenCLNet, Recorder
+from ..opencl.net import LayerOp, OpenCLNet
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
 from .fused_source import layer_source, local_floats, net_source
@@ -114,10 +114,8 @@ class FusedNet(OpenCLNet):
             self._params[name] = self.upload(self._weights[name], name)
         return self._params[name]
 
-    def run(self):
-        rec = Recorder(self.rt.queue, enabled=False)
+    def enqueue_pass(self, rec):
         rec.kernel("whole net (one kernel)", self.whole(self.activations[0], self.activations[-1], *self.whole_args))
-        self.rt.finish()
 
 
 class FusedBackend(OpenCLBackend):

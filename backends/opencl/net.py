@@ -17,7 +17,7 @@ import pyopencl as cl
 
 from nets import Layer, Net
 
-from ..base import LayerTiming, PreparedNet, Step
+from ..base import Launches, LayerTiming, PreparedNet, Step
 from .runtime import Runtime
 
 
@@ -41,10 +41,19 @@ class Recorder:
         self.queue = queue
         self.enabled = enabled
         self._pending: list[tuple[str, str, object, object]] = []
+        # counted whether enabled or not (OpenCLNet.launches): replays of a recorded pass
+        self.replays = 0
+        self.replayed_kernels = 0
 
     def kernel(self, name: str, event) -> None:
         if self.enabled:
             self._pending.append((name, "event", event, None))
+
+    def replay(self, name: str, kernels: int, event) -> None:
+        """A recorded command buffer of `kernels` kernels enqueued (replay.py): one step."""
+        self.replays += 1
+        self.replayed_kernels += kernels
+        self.kernel(name, event)
 
     @contextmanager
     def library(self, name: str):
@@ -120,11 +129,38 @@ class OpenCLNet(PreparedNet):
         unless a backend fuses layers there (the layer-wise checks keep self.ops)."""
         return self.ops
 
-    def run(self):
-        rec = Recorder(self.rt.queue, enabled=False)
+    def enqueue_pass(self, rec: Recorder) -> None:
+        """Enqueue a whole forward pass, no syncs (run; launches counts it)."""
         for op in self.pass_ops():
             op.enqueue(rec)
+
+    def run(self):
+        self.enqueue_pass(Recorder(self.rt.queue, enabled=False))
         self.rt.finish()
+
+    @contextmanager
+    def counting_routines(self):
+        """Around a pass: yields a callable giving the library routine calls made so far (none here; a
+        backend that calls a library counts them: backends/clblast/counting.py)."""
+        yield lambda: 0
+
+    def launches(self, x):
+        """Counted as one pass on `x` enqueues: the kernels launched through launch.py's Launch (every
+        kernel of ours goes through it), the replays the Recorder sees, the library's routine calls."""
+        self.load_input(self.check_input(x))
+        rec = Recorder(self.rt.queue, enabled=False)
+        before = self.rt.kernel_launches
+        with self.counting_routines() as routines:
+            self.enqueue_pass(rec)
+            self.rt.finish()
+        alone, calls = self.rt.kernel_launches - before, routines()
+        how = "kernels of ours a pass enqueues"
+        if rec.replays:
+            how = f"replays of the recorded pass, and the kernels recorded in them; {how} alone"
+        if calls:
+            how += "; CLBlast routine calls apart (the kernels each one enqueues are CLBlast's, not counted)"
+        return Launches(kernels=alone + rec.replayed_kernels, enqueues=alone + calls + rec.replays,
+                        routine_calls=calls, how=how)
 
     def fetch_output(self):
         return self.ops[-1].read_output()
