@@ -53,7 +53,7 @@ from .blocks import MODES as BLOCK_MODES, FusesBlocks
 from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
 from .layout import round_up
 from .transformer import transformer_op
-from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp, OutputEdge
+from .net import EdgeOp, HandwrittenNet, InputEdge, KernelOp, OutputEdge, ReplayingBackend
 from .residual import FoldsResidualAdds, ResidualConvOp
 from .pointwise import MODES as POINTWISE_MODES, ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
 from .winograd import MODES as WINOGRAD_MODES, ChoosesWinograd, WinogradOp, with_residual
@@ -352,7 +352,7 @@ def _bare(op):
     return op.op if isinstance(op, EdgeOp) else op
 
 
-class VectorisedBackend(HandwrittenBackend):
+class VectorisedBackend(ReplayingBackend):
     name = "vectorised"
     summary = ("hand-written, study 7.2/7.4: NHWC float4 conv (4 channels/work-item), tuned work-groups, float4 GEMV; "
                "graphs: depthwise conv its own float4 kernel, grouped conv as zero blocks; folds what a library call "

@@ -103,6 +103,7 @@ class OpenCLNet(PreparedNet):
         self.rt = runtime
         self.ops: list[LayerOp] = []
         self.buffers: list = []   # everything allocated, for memory_bytes and close()
+        self.recorded = None      # the pass as a command buffer (record), which run() replays
 
     # -- allocation helpers that keep count of device memory
     def alloc(self, nbytes: int, what: str, poison: bool = True):
@@ -134,9 +135,36 @@ class OpenCLNet(PreparedNet):
         for op in self.pass_ops():
             op.enqueue(rec)
 
+    def _whole_pass(self, rec: Recorder) -> None:
+        """The pass as run() runs it: replayed where it was recorded (record), else enqueued."""
+        if self.recorded is None:
+            self.enqueue_pass(rec)
+        else:
+            rec.replay("whole pass (recorded command buffer)", self.recorded.kernels, self.recorded.enqueue())
+
     def run(self):
-        self.enqueue_pass(Recorder(self.rt.queue, enabled=False))
+        self._whole_pass(Recorder(self.rt.queue, enabled=False))
         self.rt.finish()
+
+    def record(self) -> None:
+        """Record the pass once as a command buffer (replay.py), which run() replays from now on; per-layer
+        times and the layer-wise checks still enqueue each layer's kernels one by one.  Unsupported
+        where the device offers no command buffer."""
+        from .replay import EXTENSION, CommandBuffer
+        buf = CommandBuffer(self.rt.queue)
+        try:
+            self.rt.recording = buf
+            try:
+                self.enqueue_pass(Recorder(self.rt.queue, enabled=False))
+            finally:
+                self.rt.recording = None
+            buf.finalize()
+        except BaseException:
+            buf.release()
+            raise
+        self.recorded = buf
+        self.config["pass"] = (f"recorded once as a command buffer of {buf.kernels} kernels ({EXTENSION}) and "
+                               f"replayed whole; per-layer times and layer checks enqueue each layer's kernels alone")
 
     @contextmanager
     def counting_routines(self):
@@ -151,12 +179,12 @@ class OpenCLNet(PreparedNet):
         rec = Recorder(self.rt.queue, enabled=False)
         before = self.rt.kernel_launches
         with self.counting_routines() as routines:
-            self.enqueue_pass(rec)
+            self._whole_pass(rec)
             self.rt.finish()
         alone, calls = self.rt.kernel_launches - before, routines()
         how = "kernels of ours a pass enqueues"
         if rec.replays:
-            how = f"replays of the recorded pass, and the kernels recorded in them; {how} alone"
+            how = "enqueues: replays of the pass recorded as a command buffer; kernels: those recorded in it"
         if calls:
             how += "; CLBlast routine calls apart (the kernels each one enqueues are CLBlast's, not counted)"
         return Launches(kernels=alone + rec.replayed_kernels, enqueues=alone + calls + rec.replays,
@@ -201,6 +229,9 @@ class OpenCLNet(PreparedNet):
 
     def close(self):
         self.rt.finish()
+        if self.recorded is not None:
+            self.recorded.release()
+            self.recorded = None
         for buf in self.buffers:
             buf.release()
         self.buffers = []
