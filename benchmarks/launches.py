@@ -1,7 +1,9 @@
 """Launches per pass, and what enqueueing them costs the host: each hand-written backend's
-pass with its kernels' arguments set on every call (as before: pyopencl's Kernel.__call__),
-set once per launch (now), and, where the device offers cl_khr_command_buffer, recorded once
-and replayed (`replay` mode); then the launches one pass makes on every OpenCL backend.
+pass enqueued op by op with its kernels' arguments set on every call (old: pyopencl's
+Kernel.__call__), op by op with them set once per launch (bound), from the flat list of
+launches made at prepare (new: what `plain` runs now), and, where the device offers
+cl_khr_command_buffer, recorded once and replayed (`replay` mode); then the launches one pass
+makes on every OpenCL backend.
 
     .venv/bin/python benchmarks/launches.py [--net lenet] [--batch 1] [--repeats 2000] [--backends ...]
 
@@ -41,14 +43,15 @@ NOT_SEEN = "not counted: its dispatch is not ours to see"
 class Form:
     """One way of running a prepared net's pass, timed per pass."""
 
-    def __init__(self, name: str, prepared, bind_once: bool):
-        self.name, self.prepared, self.bind_once = name, prepared, bind_once
+    def __init__(self, name: str, prepared, bind_once: bool = True, flat: bool = True):
+        self.name, self.prepared, self.bind_once, self.flat = name, prepared, bind_once, flat
         self.enqueue_us: list[float] = []
         self.pass_us: list[float] = []
 
-    def time(self, passes: int) -> None:
+    def run(self, passes: int, timed: bool = True) -> None:
         net, rt = self.prepared, self.prepared.rt
-        rt.bind_once = self.bind_once
+        kept = net.flat
+        rt.bind_once, net.flat = self.bind_once, kept if self.flat else None
         quiet = Recorder(rt.queue, enabled=False)
         try:
             net._whole_pass(quiet)   # one untimed, so the switch from the form before is not this one's cost
@@ -59,10 +62,17 @@ class Form:
                 t1 = time.perf_counter()
                 rt.finish()
                 t2 = time.perf_counter()
-                self.enqueue_us.append((t1 - t0) * 1e6)
-                self.pass_us.append((t2 - t0) * 1e6)
+                if timed:
+                    self.enqueue_us.append((t1 - t0) * 1e6)
+                    self.pass_us.append((t2 - t0) * 1e6)
         finally:
-            rt.bind_once = True
+            rt.bind_once, net.flat = True, kept
+
+    def output(self, x):
+        """The form's output on `x`, for the check."""
+        self.prepared.load_input(x)
+        self.run(1, timed=False)
+        return self.prepared.fetch_output()
 
 
 def _ratio(num: list[float], den: list[float]) -> str:
@@ -105,23 +115,21 @@ def main(argv=None) -> int:
             backend = backends.get(name, args.device)
             plain = backend.prepare(net, weights, args.batch, mode=PLAIN if backend.modes() else None)
             prepared.append(plain)
-            forms[name] = [Form("old", plain, False), Form("new", plain, True)]
+            forms[name] = [Form("old", plain, bind_once=False, flat=False), Form("bound", plain, flat=False),
+                           Form("new", plain)]
             if REPLAY in backend.modes() and not replay_missing:
                 replayed = backend.prepare(net, weights, args.batch, mode=REPLAY)
                 prepared.append(replayed)
-                forms[name].append(Form("replay", replayed, True))
+                forms[name].append(Form("replay", replayed))
             for form in forms[name]:
-                form.prepared.rt.bind_once = form.bind_once
-                y = form.prepared.forward(x)
-                form.prepared.rt.bind_once = True
-                if not compare_arrays(y, ref).passed:
+                if not compare_arrays(form.output(x), ref).passed:
                     print(f"{name} ({form.name}) fails the check against the float64 oracle", file=sys.stderr)
                     return 1
         per_round = max(args.repeats // args.rounds, 1)
         for _ in range(args.rounds):
             for group in forms.values():
                 for form in group:
-                    form.time(per_round)
+                    form.run(per_round)
 
         rows = []
         for name, group in forms.items():
@@ -129,7 +137,7 @@ def main(argv=None) -> int:
             launches = by["new"].prepared.launches(x)
             replay = by.get("replay")
             rows.append([name, launches.text(),
-                         _median(by["old"].enqueue_us), _median(by["new"].enqueue_us),
+                         _median(by["old"].enqueue_us), _median(by["bound"].enqueue_us), _median(by["new"].enqueue_us),
                          _ratio(by["old"].enqueue_us, by["new"].enqueue_us),
                          _median(replay.enqueue_us) if replay else "-",
                          _ratio(by["new"].enqueue_us, replay.enqueue_us) if replay else "-",
@@ -137,9 +145,10 @@ def main(argv=None) -> int:
                          _ratio(by["old"].pass_us, by["new"].pass_us),
                          _median(replay.pass_us) if replay else "-",
                          _ratio(by["new"].pass_us, replay.pass_us) if replay else "-"])
-        print("\nHost time to enqueue one pass (us, median) and the whole pass, enqueue + finish (us, median); "
-              "old: arguments set on every call; new: set once per launch; replay: the pass recorded once")
-        print(tabulate(rows, headers=["backend", "launches", "enqueue old", "new", "old/new", "replay",
+        print("\nHost time to enqueue one pass (us, median) and the whole pass, enqueue + finish (us, median).  "
+              "old: op by op, arguments set on every call; bound: op by op, arguments set once; new: the flat list "
+              "of launches made at prepare (plain mode now); replay: the pass recorded once as a command buffer")
+        print(tabulate(rows, headers=["backend", "launches", "enqueue old", "bound", "new", "old/new", "replay",
                                       "new/replay", "pass old", "new", "old/new", "replay", "new/replay"]))
     finally:
         for net_ in prepared:

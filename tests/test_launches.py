@@ -83,13 +83,14 @@ def test_the_launches_counted_are_the_kernels_a_pass_enqueues(name, net):
     x = _fresh(net, 2, 1)
     prepared = backend.prepare(net, init_weights(net, 1), 2)
     try:
+        assert prepared.flat is not None and "flat list" in prepared.config["pass"]   # made at prepare
         launches = prepared.launches(x)
-        enqueued = _one_pass_enqueues(prepared, x)
-        assert enqueued >= 1
+        enqueued = _one_pass_enqueues(prepared, x)   # from the flat list
+        assert enqueued == prepared.flat.kernels >= 1
         assert launches == Launches(enqueued, enqueued, 0, launches.how)
         y = prepared.forward(x)
         rt = prepared.rt
-        rt.bind_once = False   # arguments set on every call, as pyopencl's Kernel.__call__ does: the same work
+        rt.bind_once = False   # op by op, arguments set on every call as pyopencl's Kernel.__call__ does: the same work
         try:
             assert _one_pass_enqueues(prepared, x) == enqueued
             np.testing.assert_array_equal(prepared.fetch_output(), y)

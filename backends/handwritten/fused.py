@@ -99,6 +99,7 @@ class FusedNet(OpenCLNet):
                          "pass is the one fused kernel",
         })
         self.finish_prepare()
+        self.flatten()   # every kernel's arguments set here, once: a pass only enqueues
 
     def _poisoned(self, floats: int, what: str):
         """A buffer of NaN, so an element no kernel writes shows; written from

@@ -161,6 +161,7 @@ class HandwrittenNet(OpenCLNet):
             self.close()
             raise
         self.finish_prepare()
+        self.flatten()   # every kernel's arguments set here, once: a pass only enqueues
 
     def _add_edges(self) -> None:
         """Wrap the first and last ops (one op may be both) with the staging

@@ -104,6 +104,7 @@ class OpenCLNet(PreparedNet):
         self.ops: list[LayerOp] = []
         self.buffers: list = []   # everything allocated, for memory_bytes and close()
         self.recorded = None      # the pass as a command buffer (record), which run() replays
+        self.flat = None          # the pass as a flat list of launches (flatten), which run() enqueues
 
     # -- allocation helpers that keep count of device memory
     def alloc(self, nbytes: int, what: str, poison: bool = True):
@@ -136,15 +137,38 @@ class OpenCLNet(PreparedNet):
             op.enqueue(rec)
 
     def _whole_pass(self, rec: Recorder) -> None:
-        """The pass as run() runs it: replayed where it was recorded (record), else enqueued."""
-        if self.recorded is None:
-            self.enqueue_pass(rec)
-        else:
+        """The pass as run() runs it: replayed where it was recorded (record), enqueued from its flat
+        list where it was flattened (flatten; not while rt.bind_once is off, which benchmarks/launches.py
+        sets to time the old way), else op by op."""
+        if self.recorded is not None:
             rec.replay("whole pass (recorded command buffer)", self.recorded.kernels, self.recorded.enqueue())
+        elif self.flat is not None and self.rt.bind_once:
+            self.flat.enqueue()
+        else:
+            self.enqueue_pass(rec)
 
     def run(self):
         self._whole_pass(Recorder(self.rt.queue, enabled=False))
         self.rt.finish()
+
+    def _capture(self, target) -> None:
+        """One pass's launches into `target` (a LaunchList or a CommandBuffer) instead of the queue.  Only
+        for a net whose pass enqueues nothing but launch.py's Launches (the hand-written backends')."""
+        self.rt.recording = target
+        try:
+            self.enqueue_pass(Recorder(self.rt.queue, enabled=False))
+        finally:
+            self.rt.recording = None
+
+    def flatten(self) -> None:
+        """From now on run() enqueues the pass from a flat list made here (passlist.py): every kernel's
+        arguments set once, at prepare, and nothing else done per pass but the enqueues."""
+        from .passlist import LaunchList
+        flat = LaunchList(self.rt)
+        self._capture(flat)
+        self.flat = flat
+        self.config["pass"] = (f"enqueued from a flat list of {flat.kernels} launches made at prepare (each kernel's "
+                               f"arguments set once there); per-layer times and layer checks enqueue layer by layer")
 
     def record(self) -> None:
         """Record the pass once as a command buffer (replay.py), which run() replays from now on; per-layer
@@ -153,11 +177,7 @@ class OpenCLNet(PreparedNet):
         from .replay import EXTENSION, CommandBuffer
         buf = CommandBuffer(self.rt.queue)
         try:
-            self.rt.recording = buf
-            try:
-                self.enqueue_pass(Recorder(self.rt.queue, enabled=False))
-            finally:
-                self.rt.recording = None
+            self._capture(buf)
             buf.finalize()
         except BaseException:
             buf.release()
@@ -232,6 +252,7 @@ class OpenCLNet(PreparedNet):
         if self.recorded is not None:
             self.recorded.release()
             self.recorded = None
+        self.flat = None
         for buf in self.buffers:
             buf.release()
         self.buffers = []
