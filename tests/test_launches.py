@@ -244,3 +244,25 @@ def test_the_net_page_and_the_run_table_show_the_launches_per_pass(tmp_path):
     assert "launches" in table.splitlines()[0]
     assert any("vectorised" in line and "1 replay of 7" in line for line in table.splitlines())
     assert "launches: the kernels one pass enqueues" in " ".join(table.split())
+
+
+def test_a_run_records_the_launches_and_measures_the_replay_as_a_mode(tmp_path, capsys):
+    from compare.cli import main
+    backend = backend_or_skip("vectorised")
+    out = tmp_path / "r.json"
+    assert main(["run", "--net", "lenet", "--backends", "numpy,vectorised", "--batch", "1", "--repeats", "2",
+                 "--warmup", "1", "--peak-gflops", "10", "--out", str(out)]) == 0, capsys.readouterr().err
+    res = load_results(out)
+    vec = res.backend("vectorised")
+    assert res.backend("numpy").launches is None   # no OpenCL: nothing of ours to count
+    modes = {m.name: m for m in vec.modes}
+    assert set(modes) == {PLAIN, REPLAY} and vec.mode in modes and modes[PLAIN].status == "OK"
+    if missing(backend.runtime.device):
+        assert modes[REPLAY].status == "UNSUPPORTED" and "cl_khr_command_buffer" in modes[REPLAY].reason
+    else:   # checked against the oracle as every mode is
+        assert modes[REPLAY].status == "OK" and modes[REPLAY].rel_l2 < 1e-4
+    # vectorised runs LeNet-5 as a kernel per layer and one that converts the input NCHW -> NHWC (its
+    # output, a dense layer's, is canonical already)
+    kernels = len(LENET.layers) + 1
+    assert vec.launches.kernels == kernels
+    assert vec.launches.enqueues == (1 if vec.mode == REPLAY else kernels)
