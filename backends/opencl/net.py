@@ -143,7 +143,7 @@ class OpenCLNet(PreparedNet):
         if self.recorded is not None:
             rec.replay("whole pass (recorded command buffer)", self.recorded.kernels, self.recorded.enqueue())
         elif self.flat is not None and self.rt.bind_once:
-            self.flat.enqueue()
+            self.flat.enqueue(rec)
         else:
             self.enqueue_pass(rec)
 

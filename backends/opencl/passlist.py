@@ -20,11 +20,12 @@ class LaunchList:
         return len(self.launches)
 
     def add(self, kernel, global_size: tuple, local_size: tuple | None) -> None:
-        self.launches.append((kernel, global_size, local_size))
+        self.launches.append((kernel.function_name, kernel, global_size, local_size))
 
-    def enqueue(self) -> None:
-        """Enqueue every launch on the runtime's in-order queue, in order."""
-        queue, enqueue = self.rt.queue, cl.enqueue_nd_range_kernel
-        for kernel, global_size, local_size in self.launches:
-            enqueue(queue, kernel, global_size, local_size)
+    def enqueue(self, rec) -> None:
+        """Enqueue every launch on the runtime's in-order queue, in order, each event to `rec` (a Recorder:
+        nothing is kept while it is disabled, as in run())."""
+        queue, enqueue, kernel_done = self.rt.queue, cl.enqueue_nd_range_kernel, rec.kernel
+        for name, kernel, global_size, local_size in self.launches:
+            kernel_done(name, enqueue(queue, kernel, global_size, local_size))
         self.rt.kernel_launches += len(self.launches)
