@@ -35,7 +35,12 @@ sections 7.2 and 7.4).
   register-blocked GEMM (pointwise.py) against the direct kernel;
 - the net's input goes NCHW -> NHWC (border, padding channels), and its
   output back where it is not already canonical, in small kernels on the
-  device timed with the first and last layers (net.py, kernels/layout.cl).
+  device timed with the first and last layers (net.py, kernels/layout.cl);
+- two modes, measured against each other as every mode is (net.py
+  ReplayingBackend): `plain`, the pass enqueued from a flat list of launches
+  made at prepare (opencl/passlist.py), and `replay`, the pass recorded once
+  as a cl_khr_command_buffer and replayed whole (opencl/replay.py; refused
+  in one line where the device lacks the extension).
 """
 from __future__ import annotations
 
