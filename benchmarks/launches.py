@@ -22,7 +22,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
 from tabulate import tabulate
 
 import backends
