@@ -266,3 +266,24 @@ def test_a_run_records_the_launches_and_measures_the_replay_as_a_mode(tmp_path, 
     kernels = len(LENET.layers) + 1
     assert vec.launches.kernels == kernels
     assert vec.launches.enqueues == (1 if vec.mode == REPLAY else kernels)
+
+
+def test_a_launch_keeps_each_set_of_arguments_it_is_called_with_apart():
+    # one Launch called with several sets of arguments (a conv's launch shared by the op that folds its
+    # add): each set is bound once on a kernel of its own, and sets past MAX_BOUND are set per call
+    from backends.opencl.launch import MAX_BOUND, Launch
+    rt = get_runtime()
+    source = "__kernel void put(__global float *y, const float v) { y[get_global_id(0)] = v; }"
+    launch = Launch(rt, "", "put", None, (4,), kernel=rt.kernel_of(source, "put"))
+    bufs = [rt.alloc(16, f"test buffer {k}") for k in range(MAX_BOUND + 2)]
+    try:
+        for _ in range(2):
+            for k, buf in enumerate(bufs):
+                launch(buf, np.float32(k))
+        rt.finish()
+        for k, buf in enumerate(bufs):
+            np.testing.assert_array_equal(rt.read(buf, (4,)), np.full(4, k, np.float32))
+        assert len(launch._bound) == MAX_BOUND
+    finally:
+        for buf in bufs:
+            buf.release()
