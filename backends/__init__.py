@@ -7,7 +7,7 @@ import importlib
 
 from nets.errors import UserError
 
-from .base import Backend, LayerTiming, ModeFloor, PreparedNet, Step, create
+from .base import Backend, LayerTiming, Launches, ModeFloor, PreparedNet, Step, create
 from .options import RunOptions
 
 # name -> (module, class); the order is the order of tables and reports
@@ -30,7 +30,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "opencv": ("backends.peers.opencv_peer", "OpencvBackend"),
 }
 
-__all__ = ["Backend", "LayerTiming", "ModeFloor", "PreparedNet", "Step", "RunOptions", "REGISTRY", "names", "backend_class",
+__all__ = ["Backend", "LayerTiming", "Launches", "ModeFloor", "PreparedNet", "Step", "RunOptions", "REGISTRY", "names", "backend_class",
            "unavailable_reason", "parse_names", "create", "get"]
 
 

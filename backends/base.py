@@ -7,6 +7,7 @@
     timings = net.run_timed()                           # per layer: wall, kernel, named steps
     y_i = net.run_layer(i, x_i)                         # one layer alone, for layer-wise checks
     outs = net.layer_outputs(x)                         # every layer's output, end to end
+    launches = net.launches(x)                          # what one pass enqueues (None: not known)
 
 Host arrays are always in the canonical layout: float32, NCHW for spatial
 layers, (N, features) for dense ones.  Internal layouts (NHWC, padded,
@@ -57,6 +58,30 @@ class ModeFloor:
 
     ms: float
     how: str
+
+
+@dataclass
+class Launches:
+    """What one forward pass puts on the device, counted while an untimed pass runs.
+
+    `kernels`: the kernels of ours the pass runs, launched one by one or replayed from a recording (a
+    compiler's: those its captured pass runs).  `enqueues`: the host's calls that put work on the
+    device: each kernel launched alone, each library routine call, each replay of a recorded pass.
+    `routine_calls`: the library routine calls among them (CLBlast's), each enqueuing one or more
+    kernels of the library's own, which no count here includes.  `how`: what was counted."""
+
+    kernels: int
+    enqueues: int
+    routine_calls: int = 0
+    how: str = ""
+
+    def text(self) -> str:
+        """'14'; '1 replay of 14'; '9 + 5 calls' (kernels of ours + library routine calls)."""
+        if self.routine_calls:
+            return f"{self.kernels} + {self.routine_calls} calls"
+        if self.enqueues != self.kernels:
+            return f"{self.enqueues} replay{'s' if self.enqueues != 1 else ''} of {self.kernels}"
+        return str(self.kernels)
 
 
 @dataclass
@@ -127,6 +152,11 @@ class PreparedNet(ABC):
         t3 = time.perf_counter()
         return {"upload": (t1 - t0) * 1e3, "compute": (t2 - t1) * 1e3,
                 "download": (t3 - t2) * 1e3, "total": (t3 - t0) * 1e3}, y
+
+    def launches(self, x: np.ndarray) -> Launches | None:
+        """What one forward pass on `x` enqueues, counted while it runs (untimed); None where a backend
+        cannot tell (a framework whose dispatch we do not see)."""
+        return None
 
     def close(self) -> None:
         """Release device memory; the object is unusable afterwards."""

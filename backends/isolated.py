@@ -228,6 +228,9 @@ class IsolatedNet(PreparedNet):
     def forward(self, x):
         return self._call("forward", self.check_input(x))
 
+    def launches(self, x):
+        return self._call("launches", self.check_input(x))
+
     def close(self):
         if self._handle is not None:
             handle, self._handle = self._handle, None

@@ -20,6 +20,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 import numpy as np
 
 from backends.atomic import write_text_atomic
+from backends.base import Launches
 
 from nets.errors import UserError
 from nets.userfile import read_text
@@ -194,6 +195,7 @@ class BackendResult:
     mode: str | None = None                    # the mode the timings are of: the fastest of `modes`
     modes: list[ModeResult] = field(default_factory=list)
     gpu_state: dict | None = None              # NVIDIA clocks and power before and after it (nvidia-smi)
+    launches: Launches | None = None           # what one pass enqueues (backends/base.py); None: not known, or older file
 
     def validate(self, where: str) -> None:
         if self.status not in STATUSES:

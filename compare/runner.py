@@ -395,6 +395,8 @@ class Session:
                 self._refuse_mode(entry, entry.check)
                 ready.prepared.close()
                 ready = None
+            self.progress(f"{entry.label}: counting the launches of a pass")
+            entry.launches = ready.prepared.launches(plan.x)   # untimed
             return entry, _Open(entry, ready, self._trial(ready, backend) if plan.times else None)
         except Exception as exc:  # noqa: BLE001 - a backend's failure is a result, not the end of the run
             if ready is not None:

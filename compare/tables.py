@@ -16,6 +16,9 @@ KERNEL_COLUMN = ("device ms: the sum of the layer's steps, each a kernel's own p
                  "routine (CLBlast, cuDNN) the span between markers around it, which includes host gaps between its "
                  "kernels; torch's per-layer spans include Python dispatch")
 
+LAUNCHES_NOTE = ("launches: the kernels one pass enqueues; 'N + M calls': M CLBlast routine calls beside N kernels of "
+                 "ours; '1 replay of N': the pass recorded once as a command buffer of N kernels")
+
 
 def fmt_ms(value: Samples | float | None, digits: int = 3) -> str:
     ms = value.median if isinstance(value, Samples) else value
@@ -96,15 +99,17 @@ def summary_table(res: RunResult, baselines=an.DEFAULT_BASELINES) -> str:
                  else DASH for t in tokens]
         # the check's verdict stands for OK (a backend that ran); the sum of its layers is in its layer table
         status = b.check.status if b.ok and b.check else b.status
-        rows.append([b.label, status, fmt_ms(ms), fmt_num(an.gflops(res.net.flops, ms)), *cells])
+        launches = DASH if b.launches is None else b.launches.text()
+        rows.append([b.label, status, fmt_ms(ms), fmt_num(an.gflops(res.net.flops, ms)), launches, *cells])
     # CLBlast at its best's own row says "(reference)": its name need not widen the header
-    headers = ["backend", "status", "compute ms", "GFLOP/s",
+    headers = ["backend", "status", "compute ms", "GFLOP/s", "launches",
                *["vs CLBlast at its best" if t == an.BEST_CLBLAST else f"vs {an.reference_label(res, t)}"
                  for t in tokens]]
     # why a backend did not run, under the table: a sentence in a column would make every row tall
     why = [wrap(f"{b.name}: {reason_line(b)}", indent="  ") for b in res.backends if reason_line(b)]
     note = an.unchecked_note(res)
-    return "\n".join([table(rows, headers)] + why + ([wrap(f"({note})")] if note else []))
+    counted = [wrap(f"({LAUNCHES_NOTE})")] if any(b.launches for b in res.backends) else []
+    return "\n".join([table(rows, headers)] + why + counted + ([wrap(f"({note})")] if note else []))
 
 
 def worst_layer(b: BackendResult):

@@ -70,6 +70,20 @@ def test_run_returns_after_the_queue_finished(tmp_path):
     assert calls.count("kernel") >= 2 and calls[-1] == "finish", calls
 
 
+def test_its_launches_per_pass_are_the_kernels_tinygrad_counts_running_them():
+    backend_or_skip("tinygrad")
+    from backends.opencl.runtime import get_runtime
+    from backends.peers.tinygrad_device import Child
+    from backends.peers.tinygrad_search import store_for
+    child = Child(get_runtime().device, "launches check")
+    try:
+        launches, counted = child.worker.call("tinygrad_child", "launches_and_kernel_count", child.target,
+                                              store_for(get_runtime()), TWO, 2)
+    finally:
+        child.close()
+    assert counted >= 1 and (launches.kernels, launches.enqueues, launches.routine_calls) == (counted, counted, 0)
+
+
 def test_unavailable_without_tinygrad(monkeypatch):
     import importlib.util
 

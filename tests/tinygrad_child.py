@@ -31,3 +31,21 @@ def calls_during_run(target, store, net, batch: int) -> list[str]:
         cl.clEnqueueNDRangeKernel, cl.clFinish = enqueue, finish
         prepared.close()
     return calls
+
+
+def launches_and_kernel_count(target, store, net, batch: int):
+    """The launches the prepared net reports for one pass, and tinygrad's own count of the kernels one
+    run() runs (GlobalCounters.kernel_count, which its runners add to as they run)."""
+    from tinygrad.helpers import GlobalCounters
+
+    from backends.peers.tinygrad_peer import TinygradInChild
+    prepared = TinygradInChild(target, RunOptions(), store).prepare(net, init_weights(net, 0), batch)
+    try:
+        x = np.ones((batch,) + net.input_shape, np.float32)
+        launches = prepared.launches(x)
+        prepared.load_input(x)
+        GlobalCounters.reset()
+        prepared.run()
+        return launches, GlobalCounters.kernel_count
+    finally:
+        prepared.close()

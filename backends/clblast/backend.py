@@ -40,7 +40,7 @@ from ..base import Family, ModeFloor, layer_params
 from ..isolated import IsolatedBackend
 from ..opencl.backend import OpenCLBackend
 from ..opencl.net import OpenCLNet
-from . import library, problems
+from . import counting, library, problems
 from .conv_plan import ConvPlan
 from .graph_layers import FEATURES, KINDS, AxpyAddOp, GemvAvgPoolOp
 from .transformer_layers import transformer_op
@@ -100,6 +100,8 @@ class OutputBuffers:
 class ClblastNet(OpenCLNet):
     """A net as CLBlast layer ops; buffer i+1 is layer i's output, and each
     layer reads the buffers of the layers it names."""
+
+    counting_routines = staticmethod(counting.routine_calls)   # launches(): its CLBlast calls apart
 
     def __init__(self, runtime, net, weights, batch: int, conv_method: str, tuning: Tuning):
         super().__init__(runtime, net, batch)

@@ -52,7 +52,7 @@ from nets.errors import Unsupported, UserError
 from ..base import Family, layer_params
 from ..isolated import IsolatedBackend
 from ..opencl.net import OpenCLNet, Recorder
-from . import library, problems
+from . import counting, library, problems
 from .conv_plan import group_weights
 from .transformer_layers import attention_problem, transformer_op
 from .graph_layers import FEATURES, KINDS, AxpyAddOp, FusedAddOp, GemvAvgPoolOp, KernelAvgPoolOp
@@ -267,6 +267,8 @@ class AvgPoolOp(BestOp):
 class ClblastBestNet(OpenCLNet):
     """Buffer i+1 is layer i's output (NCHW, as `clblast`'s); per layer the
     fastest candidate, measured here."""
+
+    counting_routines = staticmethod(counting.routine_calls)   # launches(): its CLBlast calls apart
 
     def __init__(self, runtime, net, weights, batch: int, tuning: Tuning, repeats: int = REPEATS):
         super().__init__(runtime, net, batch)

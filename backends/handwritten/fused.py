@@ -21,7 +21,7 @@ from nets.errors import Unsupported
 from ..base import Family
 from ..opencl.backend import OpenCLBackend
 from ..opencl.launch import Launch, step_name
-from ..opencl.net import LayerOp, OpenCLNet, Recorder
+from ..opencl.net import LayerOp, OpenCLNet
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
 from .fused_source import layer_source, local_floats, net_source
@@ -99,6 +99,7 @@ class FusedNet(OpenCLNet):
                          "pass is the one fused kernel",
         })
         self.finish_prepare()
+        self.flatten()   # every kernel's arguments set here, once: a pass only enqueues
 
     def _poisoned(self, floats: int, what: str):
         """A buffer of NaN, so an element no kernel writes shows; written from
@@ -114,10 +115,8 @@ class FusedNet(OpenCLNet):
             self._params[name] = self.upload(self._weights[name], name)
         return self._params[name]
 
-    def run(self):
-        rec = Recorder(self.rt.queue, enabled=False)
+    def enqueue_pass(self, rec):
         rec.kernel("whole net (one kernel)", self.whole(self.activations[0], self.activations[-1], *self.whole_args))
-        self.rt.finish()
 
 
 class FusedBackend(OpenCLBackend):

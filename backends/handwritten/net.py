@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
+from nets.errors import Unsupported
+
 from ..base import Family, layer_params
 from ..opencl.backend import OpenCLBackend
 from ..opencl.launch import Launch
@@ -159,6 +161,7 @@ class HandwrittenNet(OpenCLNet):
             self.close()
             raise
         self.finish_prepare()
+        self.flatten()   # every kernel's arguments set here, once: a pass only enqueues
 
     def _add_edges(self) -> None:
         """Wrap the first and last ops (one op may be both) with the staging
@@ -251,3 +254,39 @@ class HandwrittenBackend(OpenCLBackend):
 
     def prepare(self, net, weights, batch, mode=None):
         return self.net_class(self.runtime, net, weights, batch)
+
+
+PLAIN, REPLAY = "plain", "replay"
+
+
+class ReplayingBackend(HandwrittenBackend):
+    """A hand-written backend with two modes, measured against each other as every mode is: its kernels
+    enqueued one by one each pass (plain), or the pass recorded once as a command buffer and replayed
+    (replay; refused in one line where the device offers no cl_khr_command_buffer)."""
+
+    def modes(self):
+        return [PLAIN, REPLAY]
+
+    def mode_floor(self, net, batch, mode):
+        if mode == REPLAY:   # refused before anything is prepared
+            from ..opencl.replay import missing
+            why = missing(self.runtime.device)
+            if why:
+                raise Unsupported(f"replay: {why}")
+        return None
+
+    def make_net(self, net, weights, batch):
+        return self.net_class(self.runtime, net, weights, batch)
+
+    def prepare(self, net, weights, batch, mode=None):
+        if mode not in (None, PLAIN, REPLAY):
+            raise ValueError(f"mode {mode!r}: {PLAIN} or {REPLAY}")
+        self.mode_floor(net, batch, mode)
+        prepared = self.make_net(net, weights, batch)
+        if mode == REPLAY:
+            try:
+                prepared.record()
+            except BaseException:
+                prepared.close()
+                raise
+        return prepared

@@ -178,5 +178,5 @@ class TiledBackend(VectorisedBackend):
                "prepare; Winograd and block kernels as vectorised; a split sum only where measured faster)")
     net_class = TiledNet
 
-    def prepare(self, net, weights, batch, mode=None):
+    def make_net(self, net, weights, batch):
         return TiledNet(self.runtime, net, weights, batch, tuned=TunedTiles.for_device(self.runtime.info))

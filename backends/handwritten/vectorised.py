@@ -36,7 +36,12 @@ sections 7.2 and 7.4).
   register-blocked GEMM (pointwise.py) against the direct kernel;
 - the net's input goes NCHW -> NHWC (border, padding channels), and its
   output back where it is not already canonical, in small kernels on the
-  device timed with the first and last layers (net.py, kernels/layout.cl).
+  device timed with the first and last layers (net.py, kernels/layout.cl);
+- two modes, measured against each other as every mode is (net.py
+  ReplayingBackend): `plain`, the pass enqueued from a flat list of launches
+  made at prepare (opencl/passlist.py), and `replay`, the pass recorded once
+  as a cl_khr_command_buffer and replayed whole (opencl/replay.py; refused
+  in one line where the device lacks the extension).
 """
 from __future__ import annotations
 
@@ -54,7 +59,7 @@ from .blocks import MODES as BLOCK_MODES, FusesBlocks
 from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
 from .layout import round_up
 from .transformer import transformer_op
-from .net import EdgeOp, HandwrittenBackend, HandwrittenNet, InputEdge, KernelOp, OutputEdge
+from .net import EdgeOp, HandwrittenNet, InputEdge, KernelOp, OutputEdge, ReplayingBackend
 from .residual import FoldsResidualAdds, ResidualConvOp
 from .pointwise import MODES as POINTWISE_MODES, ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
 from .winograd import MODES as WINOGRAD_MODES, ChoosesWinograd, WinogradOp, with_residual
@@ -356,7 +361,7 @@ def _bare(op):
     return op.op if isinstance(op, EdgeOp) else op
 
 
-class VectorisedBackend(HandwrittenBackend):
+class VectorisedBackend(ReplayingBackend):
     name = "vectorised"
     summary = ("hand-written, study 7.2/7.4: NHWC float4 conv (4 channels/work-item), tuned work-groups, float4 GEMV; "
                "graphs: depthwise conv its own float4 kernel, grouped conv as zero blocks; folds what a library call "

@@ -41,6 +41,7 @@ class MortonNet(OpenCLNet):
             self.close()
             raise
         self.finish_prepare()
+        self.flatten()   # every kernel's arguments set here, once: a pass only enqueues
 
     def _gemm_work_group(self, wanted: tuple) -> tuple:
         """The GEMM's work-group: the one wanted, shrunk to the device's limits

@@ -17,7 +17,7 @@ import pyopencl as cl
 
 from nets import Layer, Net
 
-from ..base import LayerTiming, PreparedNet, Step
+from ..base import Launches, LayerTiming, PreparedNet, Step
 from .runtime import Runtime
 
 
@@ -41,10 +41,19 @@ class Recorder:
         self.queue = queue
         self.enabled = enabled
         self._pending: list[tuple[str, str, object, object]] = []
+        # counted whether enabled or not (OpenCLNet.launches): replays of a recorded pass
+        self.replays = 0
+        self.replayed_kernels = 0
 
     def kernel(self, name: str, event) -> None:
         if self.enabled:
             self._pending.append((name, "event", event, None))
+
+    def replay(self, name: str, kernels: int, event) -> None:
+        """A recorded command buffer of `kernels` kernels enqueued (replay.py): one step."""
+        self.replays += 1
+        self.replayed_kernels += kernels
+        self.kernel(name, event)
 
     @contextmanager
     def library(self, name: str):
@@ -94,6 +103,8 @@ class OpenCLNet(PreparedNet):
         self.rt = runtime
         self.ops: list[LayerOp] = []
         self.buffers: list = []   # everything allocated, for memory_bytes and close()
+        self.recorded = None      # the pass as a command buffer (record), which run() replays
+        self.flat = None          # the pass as a flat list of launches (flatten), which run() enqueues
 
     # -- allocation helpers that keep count of device memory
     def alloc(self, nbytes: int, what: str, poison: bool = True):
@@ -120,11 +131,84 @@ class OpenCLNet(PreparedNet):
         unless a backend fuses layers there (the layer-wise checks keep self.ops)."""
         return self.ops
 
-    def run(self):
-        rec = Recorder(self.rt.queue, enabled=False)
+    def enqueue_pass(self, rec: Recorder) -> None:
+        """Enqueue a whole forward pass, no syncs (run; launches counts it)."""
         for op in self.pass_ops():
             op.enqueue(rec)
+
+    def _whole_pass(self, rec: Recorder) -> None:
+        """The pass as run() runs it: replayed where it was recorded (record), enqueued from its flat
+        list where it was flattened (flatten; not while rt.bind_once is off, which benchmarks/launches.py
+        sets to time the old way), else op by op."""
+        if self.recorded is not None:
+            rec.replay("whole pass (recorded command buffer)", self.recorded.kernels, self.recorded.enqueue())
+        elif self.flat is not None and self.rt.bind_once:
+            self.flat.enqueue(rec)
+        else:
+            self.enqueue_pass(rec)
+
+    def run(self):
+        self._whole_pass(Recorder(self.rt.queue, enabled=False))
         self.rt.finish()
+
+    def _capture(self, target) -> None:
+        """One pass's launches into `target` (a LaunchList or a CommandBuffer) instead of the queue.  Only
+        for a net whose pass enqueues nothing but launch.py's Launches (the hand-written backends')."""
+        self.rt.recording = target
+        try:
+            self.enqueue_pass(Recorder(self.rt.queue, enabled=False))
+        finally:
+            self.rt.recording = None
+
+    def flatten(self) -> None:
+        """From now on run() enqueues the pass from a flat list made here (passlist.py): every kernel's
+        arguments set once, at prepare, and nothing else done per pass but the enqueues."""
+        from .passlist import LaunchList
+        flat = LaunchList(self.rt)
+        self._capture(flat)
+        self.flat = flat
+        self.config["pass"] = (f"enqueued from a flat list of {flat.kernels} launches made at prepare (each kernel's "
+                               f"arguments set once there); per-layer times and layer checks enqueue layer by layer")
+
+    def record(self) -> None:
+        """Record the pass once as a command buffer (replay.py), which run() replays from now on; per-layer
+        times and the layer-wise checks still enqueue each layer's kernels one by one.  Unsupported
+        where the device offers no command buffer."""
+        from .replay import EXTENSION, CommandBuffer
+        buf = CommandBuffer(self.rt.queue)
+        try:
+            self._capture(buf)
+            buf.finalize()
+        except BaseException:
+            buf.release()
+            raise
+        self.recorded = buf
+        self.config["pass"] = (f"recorded once as a command buffer of {buf.kernels} kernels ({EXTENSION}) and "
+                               f"replayed whole; per-layer times and layer checks enqueue each layer's kernels alone")
+
+    @contextmanager
+    def counting_routines(self):
+        """Around a pass: yields a callable giving the library routine calls made so far (none here; a
+        backend that calls a library counts them: backends/clblast/counting.py)."""
+        yield lambda: 0
+
+    def launches(self, x):
+        """Counted as one pass on `x` enqueues: the kernels launched through launch.py's Launch (every
+        kernel of ours goes through it), the replays the Recorder sees, the library's routine calls."""
+        self.load_input(self.check_input(x))
+        rec = Recorder(self.rt.queue, enabled=False)
+        before = self.rt.kernel_launches
+        with self.counting_routines() as routines:
+            self._whole_pass(rec)
+            self.rt.finish()
+        alone, calls = self.rt.kernel_launches - before, routines()
+        how = "kernels of ours a pass enqueues"
+        if rec.replays:
+            how = "enqueues: replays of the pass recorded as a command buffer; kernels: those recorded in it"
+        if calls:
+            how += "; CLBlast routine calls apart (the kernels each one enqueues are CLBlast's, not counted)"
+        return Launches(kernels=alone + rec.replayed_kernels, enqueues=alone + calls + rec.replays,
+                        routine_calls=calls, how=how)
 
     def fetch_output(self):
         return self.ops[-1].read_output()
@@ -165,6 +249,10 @@ class OpenCLNet(PreparedNet):
 
     def close(self):
         self.rt.finish()
+        if self.recorded is not None:
+            self.recorded.release()
+            self.recorded = None
+        self.flat = None
         for buf in self.buffers:
             buf.release()
         self.buffers = []

@@ -140,6 +140,11 @@ class Runtime:
         self.profiling_ok = self.info["profiling_timer_ns"] > 0
         self._programs: dict[tuple, object] = {}
         self._kernels: dict[tuple, object] = {}
+        # launch.py: arguments set once per launch (False: on every call, as pyopencl's Kernel.__call__ does);
+        # the command buffer being recorded, if any (replay.py); kernels launched so far (net.py counts a pass)
+        self.bind_once = True
+        self.recording = None
+        self.kernel_launches = 0
 
     # -- programs
     def program(self, source: str, defines: dict | None = None, options: tuple = (), label: str = "kernel"):

@@ -36,7 +36,7 @@ import numpy as np
 from nets import Feature, LayerKind, Net
 from nets.errors import Unsupported, UserError
 
-from ..base import Backend, Family, LayerTiming, PreparedNet, Step, layer_params
+from ..base import Backend, Family, LayerTiming, Launches, PreparedNet, Step, layer_params
 from ..isolated import IsolatedBackend
 from .graph_walk import GraphWalk
 from .tinygrad_choices import DEFAULT_WIDTH, ChoiceStore, DeviceId, net_key
@@ -128,6 +128,26 @@ class TinygradNet(PreparedNet):
 
     def fetch_output(self):
         return self._y.numpy()
+
+    def launches(self, x):
+        """The kernels a replay of the TinyJit enqueues: tinygrad's own OpenCL binding's
+        clEnqueueNDRangeKernel wrapped for one untimed pass (None on a device of tinygrad's not OpenCL)."""
+        if not str(self._dev).upper().startswith("CL"):
+            return None
+        from tinygrad.runtime.autogen import opencl
+        self.load_input(self.check_input(x))
+        real, count = opencl.clEnqueueNDRangeKernel, [0]
+
+        def counted(*args):
+            count[0] += 1
+            return real(*args)
+        opencl.clEnqueueNDRangeKernel = counted
+        try:
+            self.run()
+        finally:
+            opencl.clEnqueueNDRangeKernel = real
+        return Launches(count[0], count[0], how="kernels a replay of tinygrad's TinyJit enqueues (clEnqueueNDRangeKernel "
+                                                 "calls of its OpenCL runtime in one pass)")
 
     def _layer_jit(self, i: int):
         """Layer i alone as a TinyJit of its distinct inputs (a JIT takes each buffer once)."""

@@ -23,6 +23,14 @@ from ..sweep import LoadedSweep
 from ..tables import KERNEL_COLUMN, modes_rows
 
 
+LAUNCHES_CAPTION = ("launches/pass: the kernels one forward pass enqueues, counted while an untimed pass ran; "
+                    "'1 replay of N': the pass recorded once as a command buffer (cl_khr_command_buffer) of N "
+                    "kernels and enqueued whole; 'N + M calls': N kernels of ours and M CLBlast routine calls, "
+                    "each enqueuing kernels of CLBlast's own, not counted; tinygrad: the kernels its replayed "
+                    "TinyJit enqueues; — where the backend's dispatch is not seen (PyTorch, TensorFlow, OpenCV, "
+                    "numpy) or the results file is older than the count.")
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:40]
 
@@ -90,7 +98,7 @@ def _file_page(doc: Document, res: RunResult, path: str, out_dir: Path, stem: st
                                      "the other); where only one mode could run, it is not timed here.")
         doc.heading("Transfers and one-off costs")
         doc.table(report_tables.transfers_table(res), caption="Times in ms; memory: device memory the backend holds "
-                                                   "(weights and buffers).")
+                                                   "(weights and buffers).  " + LAUNCHES_CAPTION)
 
     doc.heading("Correctness against the float64 oracle")
     doc.table(report_tables.correctness_table(res),

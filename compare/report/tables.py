@@ -144,14 +144,19 @@ def _mib(nbytes: int | None) -> str:
     return DASH if nbytes is None else f"{nbytes / 2**20:.1f}"
 
 
+def launches_cell(b: BackendResult) -> str:
+    """What one pass of `b` enqueues (backends/base.py Launches.text), or a dash where it is not known."""
+    return DASH if b.launches is None else b.launches.text()
+
+
 def transfers_table(res: RunResult) -> Table:
     headers = ["backend", "upload ms", "compute ms", "download ms", "end to end ms", "first run ms", "prepare ms",
-               "memory MiB"]
+               "memory MiB", "launches/pass"]
     rows = []
     for b in an.timed(res):
         e2e = b.timing.end_to_end
         rows.append([b.label, fmt_ms(e2e.upload), fmt_ms(e2e.compute), fmt_ms(e2e.download), fmt_ms(e2e.total),
-                     fmt_ms(b.first_run_ms), fmt_ms(b.prepare_ms), _mib(b.memory_bytes)])
+                     fmt_ms(b.first_run_ms), fmt_ms(b.prepare_ms), _mib(b.memory_bytes), launches_cell(b)])
     return headers, rows
 
 

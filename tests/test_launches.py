@@ -1,0 +1,289 @@
+"""Launches per pass (backends/base.py Launches) and the replay of a recorded pass
+(backends/opencl/replay.py): the counts a backend reports against the kernels that reach
+pyopencl's enqueue, counted here by wrapping it; the replayed pass against the plain one and the
+float64 oracle on fresh random inputs; a device without cl_khr_command_buffer refused in one line."""
+import json
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+import pyopencl._cl as _cl
+import pytest
+
+import backends
+from backends.base import Launches
+from backends.opencl.net import Recorder
+from backends.opencl.replay import missing
+from backends.opencl.runtime import get_runtime
+from backends.handwritten.net import PLAIN, REPLAY
+from compare import oracle
+from compare.checking import compare_arrays
+from compare.report import render_report
+from compare.results import load_results, write_results
+from compare.tables import summary_table
+from nets import LENET, Add, Conv, Dense, GlobalAvgPool, Net
+from nets.errors import Unsupported, UserError
+from nets.weights import init_weights
+
+from conftest import REQUIRE_ALL, backend_or_skip
+from results_factory import small_results_dict
+
+ROOT = Path(__file__).resolve().parent.parent
+HAND_WRITTEN = ["baseline", "vectorised", "vectorised-tiled", "fused", "morton"]
+REPLAYING = ["vectorised", "vectorised-tiled"]
+# a small graph: a residual add (folded into the conv before it where a backend folds), a pool, a dense
+SMALL_GRAPH = Net("small", (5, 7, 6), (
+    Conv("a", "relu", out_channels=6, kernel=(3, 3), pad=(1, 1)),
+    Conv("b", "none", out_channels=6, kernel=(3, 3), pad=(1, 1)),
+    Add("s", "relu", inputs=("b", "a")),
+    GlobalAvgPool("gap"),
+    Dense("fc", "none", out_features=3)))
+
+
+def _fresh(net, batch, seed):
+    return np.random.default_rng(seed).standard_normal((batch,) + tuple(net.input_shape)).astype(np.float32)
+
+
+@contextmanager
+def counted_enqueues():
+    """Every NDRange kernel enqueue through pyopencl, counted: its generated Kernel.__call__ calls the
+    binding's function (pyopencl._cl), and pyopencl's own name of it may be called directly."""
+    count = [0]
+    real = _cl.enqueue_nd_range_kernel
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+    saved = cl.enqueue_nd_range_kernel
+    _cl.enqueue_nd_range_kernel = cl.enqueue_nd_range_kernel = counting
+    try:
+        yield lambda: count[0]
+    finally:
+        _cl.enqueue_nd_range_kernel, cl.enqueue_nd_range_kernel = real, saved
+
+
+def _one_pass_enqueues(prepared, x) -> int:
+    prepared.load_input(x)
+    with counted_enqueues() as enqueued:
+        prepared.run()
+        return enqueued()
+
+
+# every hand-written backend on LeNet-5; those that run graphs on the small one too (fused and morton run chains)
+COUNTED = [(n, LENET) for n in HAND_WRITTEN] + [(n, SMALL_GRAPH) for n in ("baseline", "vectorised", "vectorised-tiled")]
+
+
+@pytest.mark.parametrize("name,net", COUNTED, ids=[f"{n}-{net.name}" for n, net in COUNTED])
+def test_the_launches_counted_are_the_kernels_a_pass_enqueues(name, net):
+    backend = backend_or_skip(name)
+    x = _fresh(net, 2, 1)
+    prepared = backend.prepare(net, init_weights(net, 1), 2)
+    try:
+        assert prepared.flat is not None and "flat list" in prepared.config["pass"]   # made at prepare
+        launches = prepared.launches(x)
+        enqueued = _one_pass_enqueues(prepared, x)   # from the flat list
+        assert enqueued == prepared.flat.kernels >= 1
+        assert launches == Launches(enqueued, enqueued, 0, launches.how)
+        y = prepared.forward(x)
+        rt = prepared.rt
+        rt.bind_once = False   # op by op, arguments set on every call as pyopencl's Kernel.__call__ does: the same work
+        try:
+            assert _one_pass_enqueues(prepared, x) == enqueued
+            np.testing.assert_array_equal(prepared.fetch_output(), y)
+        finally:
+            rt.bind_once = True
+    finally:
+        prepared.close()
+
+
+def test_clblast_counts_its_own_kernels_and_its_routine_calls_apart():
+    backend_or_skip("clblast")
+    from backends.clblast.backend import ClblastInProcess
+    backend = ClblastInProcess(runtime=get_runtime())
+    x = _fresh(LENET, 2, 2)
+    prepared = backend.prepare(LENET, init_weights(LENET, 2), 2)
+    try:
+        launches = prepared.launches(x)
+        ours = _one_pass_enqueues(prepared, x)   # CLBlast's kernels are enqueued inside its C library
+        prepared.load_input(x)
+        calls = [s for t in prepared.run_timed() for s in t.steps if s.how == "markers"]   # one per routine call here
+        assert (launches.kernels, launches.routine_calls) == (ours, len(calls)) and calls
+        assert launches.enqueues == ours + len(calls)
+        assert launches.text() == f"{ours} + {len(calls)} calls"
+    finally:
+        prepared.close()
+
+
+@pytest.mark.parametrize("name", REPLAYING)
+@pytest.mark.parametrize("net,batch", [(LENET, 1), (SMALL_GRAPH, 3)], ids=["lenet-b1", "graph-b3"])
+def test_the_replayed_pass_equals_the_plain_one_and_the_oracle(name, net, batch):
+    backend = backend_or_skip(name)
+    if backend.mode_floor(net, batch, REPLAY) is not None:
+        pytest.fail("a replay's floor is not known before it is prepared")
+    weights = init_weights(net, 3)
+    why = missing(backend.runtime.device)
+    if why:   # PoCL, where the suite runs, offers it
+        pytest.skip(f"this device cannot replay: {why}")
+    plain = backend.prepare(net, weights, batch, mode=PLAIN)
+    try:
+        replay = backend.prepare(net, weights, batch, mode=REPLAY)
+    except BaseException:
+        plain.close()
+        raise
+    try:
+        assert plain.recorded is None and replay.recorded is not None
+        for seed in (4, 5):
+            x = _fresh(net, batch, seed)
+            y = replay.forward(x)
+            # the same net's kernels enqueued one by one (a net prepared apart may measure other forms faster)
+            replay.enqueue_pass(Recorder(replay.rt.queue, enabled=False))
+            replay.rt.finish()
+            np.testing.assert_array_equal(y, replay.fetch_output())
+            ref = oracle.forward(net, weights, x)[-1]
+            assert compare_arrays(y, ref).passed and compare_arrays(plain.forward(x), ref).passed
+        kernels = _one_pass_enqueues(plain, x)
+        assert _one_pass_enqueues(replay, x) == 0   # nothing enqueued kernel by kernel
+        assert replay.launches(x) == Launches(kernels, 1, 0, replay.launches(x).how)
+        assert replay.launches(x).text() == f"1 replay of {kernels}"
+        assert "command buffer" in replay.config["pass"]
+    finally:
+        plain.close()
+        replay.close()
+
+
+class _NoCommandBuffers:
+    name = "a device  "
+    extensions = "cl_khr_fp64 cl_khr_byte_addressable_store"
+    extensions_with_version = []
+
+
+@pytest.mark.parametrize("name", REPLAYING)
+def test_a_device_without_command_buffers_refuses_the_replay_in_one_line(name):
+    cls = backends.backend_class(name)
+    backend = cls(runtime=type("Runtime", (), {"device": _NoCommandBuffers()})())
+    assert backend.modes() == [PLAIN, REPLAY]
+    for refuse in (lambda: backend.mode_floor(LENET, 1, REPLAY),
+                   lambda: backend.prepare(LENET, init_weights(LENET, 0), 1, mode=REPLAY)):
+        with pytest.raises(Unsupported) as info:
+            refuse()
+        assert str(info.value) == "replay: a device does not offer cl_khr_command_buffer (no command buffers to " \
+                                  "record a pass in)"
+    assert backend.mode_floor(LENET, 1, PLAIN) is None
+
+
+def test_rusticl_refuses_the_replay_in_one_line():
+    """A real device without the extension: Mesa's rusticl on llvmpipe, in a child that sees it."""
+    env = dict(os.environ, RUSTICL_ENABLE="llvmpipe", PYOPENCL_CTX="llvmpipe")
+    code = ("from backends.opencl.runtime import get_runtime; from backends.handwritten.vectorised import "
+            "VectorisedBackend as B; from nets import LENET\n"
+            "try:\n    B(runtime=get_runtime()).mode_floor(LENET, 1, 'replay')\nexcept Exception as e:\n"
+            "    print(type(e).__name__, e)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=120)
+    if "no OpenCL device matches" in proc.stderr + proc.stdout:
+        if REQUIRE_ALL:
+            pytest.fail(f"`make test` installs mesa-opencl-icd, but rusticl lists no llvmpipe: {proc.stderr[-300:]}")
+        pytest.skip("Mesa's rusticl lists no llvmpipe device here")
+    said = proc.stdout.strip().splitlines()
+    assert said and said[-1].startswith("Unsupported replay: llvmpipe") and said[-1].endswith(
+        "does not offer cl_khr_command_buffer (no command buffers to record a pass in)"), proc.stdout + proc.stderr
+
+
+# -- in the results file and where a reader looks -----------------------------------------------------------
+
+def _with_launches(tmp_path):
+    """small_results_dict() with the launches of one pass on two backends, as a run writes them; the
+    others have none (a peer whose dispatch is not seen; a file written before the count)."""
+    d = small_results_dict()
+    names = [b["name"] for b in d["backends"]]
+    d["backends"][names.index("vectorised")]["launches"] = {"kernels": 7, "enqueues": 1, "routine_calls": 0,
+                                                            "how": "a replay"}
+    d["backends"][names.index("clblast")]["launches"] = {"kernels": 6, "enqueues": 22, "routine_calls": 16,
+                                                         "how": "routine calls apart"}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(d))
+    return path
+
+
+def test_launches_load_with_the_results_and_older_files_load_without(tmp_path):
+    res = load_results(_with_launches(tmp_path))
+    assert res.backend("vectorised").launches == Launches(7, 1, 0, "a replay")
+    assert res.backend("clblast").launches.text() == "6 + 16 calls"
+    assert res.backend("numpy").launches is None
+    write_results(tmp_path / "again.json", res)
+    assert load_results(tmp_path / "again.json") == res
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps(small_results_dict()))   # no launches anywhere: as every file written before
+    assert all(b.launches is None for b in load_results(older).backends)
+
+
+def test_a_negative_count_is_refused_naming_the_field(tmp_path):
+    d = json.loads(_with_launches(tmp_path).read_text())
+    d["backends"][1]["launches"] = {"kernels": -1, "enqueues": 1}
+    (tmp_path / "bad.json").write_text(json.dumps(d))
+    with pytest.raises(UserError, match=r"launches\.kernels"):
+        load_results(tmp_path / "bad.json")
+
+
+def test_the_net_page_and_the_run_table_show_the_launches_per_pass(tmp_path):
+    path = _with_launches(tmp_path)
+    res = load_results(path)
+    render_report([res], [str(path)], str(tmp_path / "out"))
+    md = next((tmp_path / "out").glob("net-*.md")).read_text()
+    section = md[md.index("## Transfers and one-off costs"):].split("\n## ")[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in section.splitlines() if line.startswith("|")]
+    assert rows[0][-1] == "launches/pass"
+    cells = {row[0]: row[-1] for row in rows[2:]}
+    assert (cells["vectorised"], cells["clblast"], cells["numpy"]) == ("1 replay of 7", "6 + 16 calls", "—")
+    assert "cl_khr_command_buffer" in section.split("\n\n")[2]   # the caption says what is counted
+    table = summary_table(res)
+    assert "launches" in table.splitlines()[0]
+    assert any("vectorised" in line and "1 replay of 7" in line for line in table.splitlines())
+    assert "launches: the kernels one pass enqueues" in " ".join(table.split())
+
+
+def test_a_run_records_the_launches_and_measures_the_replay_as_a_mode(tmp_path, capsys):
+    from compare.cli import main
+    backend = backend_or_skip("vectorised")
+    out = tmp_path / "r.json"
+    assert main(["run", "--net", "lenet", "--backends", "numpy,vectorised", "--batch", "1", "--repeats", "2",
+                 "--warmup", "1", "--peak-gflops", "10", "--out", str(out)]) == 0, capsys.readouterr().err
+    res = load_results(out)
+    vec = res.backend("vectorised")
+    assert res.backend("numpy").launches is None   # no OpenCL: nothing of ours to count
+    modes = {m.name: m for m in vec.modes}
+    assert set(modes) == {PLAIN, REPLAY} and vec.mode in modes and modes[PLAIN].status == "OK"
+    if missing(backend.runtime.device):
+        assert modes[REPLAY].status == "UNSUPPORTED" and "cl_khr_command_buffer" in modes[REPLAY].reason
+    else:   # checked against the oracle as every mode is
+        assert modes[REPLAY].status == "OK" and modes[REPLAY].rel_l2 < 1e-4
+    # vectorised runs LeNet-5 as a kernel per layer and one that converts the input NCHW -> NHWC (its
+    # output, a dense layer's, is canonical already)
+    kernels = len(LENET.layers) + 1
+    assert vec.launches.kernels == kernels
+    assert vec.launches.enqueues == (1 if vec.mode == REPLAY else kernels)
+
+
+def test_a_launch_keeps_each_set_of_arguments_it_is_called_with_apart():
+    # one Launch called with several sets of arguments (a conv's launch shared by the op that folds its
+    # add): each set is bound once on a kernel of its own, and sets past MAX_BOUND are set per call
+    from backends.opencl.launch import MAX_BOUND, Launch
+    rt = get_runtime()
+    source = "__kernel void put(__global float *y, const float v) { y[get_global_id(0)] = v; }"
+    launch = Launch(rt, "", "put", None, (4,), kernel=rt.kernel_of(source, "put"))
+    bufs = [rt.alloc(16, f"test buffer {k}") for k in range(MAX_BOUND + 2)]
+    try:
+        for _ in range(2):
+            for k, buf in enumerate(bufs):
+                launch(buf, np.float32(k))
+        rt.finish()
+        for k, buf in enumerate(bufs):
+            np.testing.assert_array_equal(rt.read(buf, (4,)), np.full(4, k, np.float32))
+        assert len(launch._bound) == MAX_BOUND
+    finally:
+        for buf in bufs:
+            buf.release()
