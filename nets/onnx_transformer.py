@@ -659,7 +659,7 @@ def _scaled(g, node, x_name: str, const: np.ndarray, combine) -> None:
             return
         v = _view(g, x_name)
         _absorbed(g, x_name)
-        _put(g, node.output[0], View(v.layer, v.idx, combine(v.factor, value)))
+        _put(g, node.output[0], View(v.layer, v.idx, combine(v.factor, value), v.unit))
         return
     if isinstance(s, Scores):   # Swin v2's scale per head: a factor per cell
         if s.softmaxed:

@@ -286,6 +286,32 @@ class TinySwinV2(TinySwin):
             SwinV2Block(8, 2, 4, 0), SwinV2Block(8, 2, 4, 2), PatchMergingV2(8), SwinV2Block(16, 4, 4, 2))
 
 
+class CosineTokens(nn.Module):
+    """Cosine attention over a map's tokens, its queries and keys normalised along `axis` (-1: each head's
+    channels, Swin v2's; -2: across the tokens, which is not cosine attention), each as the last axis."""
+
+    def __init__(self, axis: int = -1, dim: int = 8, heads: int = 2):
+        super().__init__()
+        self.axis, self.heads = axis, heads
+        self.patch = nn.Conv2d(3, dim, 2, 2)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.logit_scale = nn.Parameter(torch.log(torch.tensor([4.0, 12.0])).reshape(heads, 1, 1))
+
+    def forward(self, x):
+        x = self.patch(x)
+        h, w = x.shape[2], x.shape[3]
+        x = x.flatten(2).transpose(1, 2)                                               # (N, T, C)
+        n, t, c = x.shape
+        q, k, v = self.qkv(x).reshape(n, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        if self.axis == -1:
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        else:   # along the last axis of the transposed: the tokens
+            q, k = (F.normalize(a.transpose(-2, -1), dim=-1).transpose(-2, -1) for a in (q, k))
+        attn = q @ k.transpose(-2, -1)
+        attn = F.softmax(attn * torch.clamp(self.logit_scale, max=math.log(100.0)).exp(), dim=-1)
+        return (attn @ v).transpose(1, 2).reshape(n, t, c).transpose(1, 2).reshape(n, c, h, w)
+
+
 class SqueezeExcitation(nn.Module):
     def __init__(self, c: int, squeeze: int):
         super().__init__()
@@ -382,12 +408,14 @@ class TinyMaxViT(nn.Module):
 
 MODELS = {"vit": (TinyViT, (3, 16, 16)), "convnext": (TinyConvNeXt, (3, 32, 32)), "swin": (TinySwin, (3, 16, 16)),
           "maxvit": (TinyMaxViT, (3, 32, 32)), "swin_v2": (TinySwinV2, (3, 16, 16))}
+# models for the importer's own tests, not run on every backend
+EXTRA = {"cosine_tokens": (CosineTokens, (3, 8, 8)), "cosine_across_tokens": (lambda: CosineTokens(axis=-2), (3, 8, 8))}
 
 
 def export(name: str, path: str, x: np.ndarray, seed: int = 0, opset: int | None = None) -> np.ndarray:
     """Model `name` with seeded weights written to `path` as ONNX (batch a dynamic axis); PyTorch's output on `x`."""
     torch.manual_seed(seed)
-    model = MODELS[name][0]()
+    model = {**MODELS, **EXTRA}[name][0]()
     gen = torch.Generator().manual_seed(seed)
     for m in model.modules():   # batch norms with statistics of their own, so folding them is a real test
         if isinstance(m, nn.BatchNorm2d):

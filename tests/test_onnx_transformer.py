@@ -75,6 +75,23 @@ def test_swin_v2_cosine_attention_is_found(tmp_path):
     assert not math.isclose(float(bias.min()), float(bias.max()))
 
 
+def test_cosine_attention_over_a_whole_map_and_a_wrong_axis(tmp_path):
+    """Cosine attention over every token (one window), its scale per head; queries and keys normalised across
+    the tokens instead of each head's channels is not cosine attention: refused in one line, not run wrong."""
+    x = np.random.default_rng(1).random((2, 3, 8, 8), dtype=np.float32)
+    framework = export("cosine_tokens", str(tmp_path / "ok.onnx"), x)
+    net, weights = load_onnx(tmp_path / "ok.onnx")
+    (attention,) = [layer for layer in net.layers if layer.kind == LayerKind.ATTENTION]
+    assert attention.cosine and attention.window == (0, 0) and not attention.position_bias
+    assert weights[f"{attention.name}.cosine_scale"] == pytest.approx([4.0, 12.0], rel=1e-5)
+    got = oracle.forward(net, weights, x)[-1].reshape(framework.shape)
+    assert np.linalg.norm(got - framework) / np.linalg.norm(framework) < 1e-5
+    export("cosine_across_tokens", str(tmp_path / "wrong.onnx"), x)
+    with pytest.raises(UserError, match="another axis") as err:
+        load_onnx(tmp_path / "wrong.onnx")
+    assert "\n" not in str(err.value)
+
+
 def test_maxvit_window_and_grid_are_found(tmp_path):
     net, _, _, _ = _imported("maxvit", tmp_path)
     attention = [layer for layer in net.layers if layer.kind == LayerKind.ATTENTION]
