@@ -259,7 +259,7 @@ def _statuses(stdout: str) -> dict:
         if line.startswith("backend") and "check" in line and "rel L2" in line:
             table = True
             continue
-        if table and line.strip() and not line.startswith("---"):
+        if table and line.strip() and not line.startswith(("---", " ")):   # not a wrapped cell's next line
             parts = line.split()
             out[parts[0]] = parts[1]
         elif table and not line.strip():

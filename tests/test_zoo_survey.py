@@ -62,3 +62,12 @@ def test_redo_refuses_a_model_it_cannot_run(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         survey.main(["--out", str(tmp_path / "zoo.md"), "--redo", "vit_h_14"])
     assert not (tmp_path / "zoo.md").exists()
+
+
+def test_statuses_skip_a_wrapped_cells_next_line():
+    table = ("backend    check    rel L2    max abs    worst layer (rel L2)                  top-1 agree    note\n"
+             "---------  -------  --------  ---------  ------------------------------------  -------------  ----\n"
+             "numpy      PASS     3.5e-07   2.1e-06    features_features_5_features_5_3_mlp  100%\n"
+             "                                         _mlp_3_MatMul 3.4e-07\n"
+             "torch      FAIL     1.0e+00   2.0e+00    head 1.0e+00                          0%\n")
+    assert survey._statuses(table) == {"numpy": "PASS", "torch": "FAIL"}
