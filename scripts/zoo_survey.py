@@ -286,7 +286,8 @@ def render(rows: list[dict], backends: str) -> str:
              f"this machine's memory: the input column says so; the reference against "
              f"the float64 oracle, layer by layer and end to end), and our reference's output against the "
              f"framework's own (relative L2).  Made by `scripts/zoo_survey.py`.", "",
-             f"{len(ran)} of {len(rows)} run; the rest are refused, each in one line naming what we lack.  "
+             f"{len(ran)} of {len(rows)} run" + ("; the rest are refused, each in one line naming what we lack.  "
+                                                  if len(ran) < len(rows) else ".  ") +
              f"'ill-conditioned': the net's random weights make its output so sensitive that the framework's own "
              f"float32 output is as far from its float64 one as ours from the float64 oracle (the line says "
              f"both); no layer of ours is wrong there.", "",
