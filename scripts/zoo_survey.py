@@ -288,9 +288,9 @@ def render(rows: list[dict], backends: str) -> str:
              f"framework's own (relative L2).  Made by `scripts/zoo_survey.py`.", "",
              f"{len(ran)} of {len(rows)} run" + ("; the rest are refused, each in one line naming what we lack.  "
                                                   if len(ran) < len(rows) else ".  ") +
-             f"'ill-conditioned': the net's random weights make its output so sensitive that the framework's own "
-             f"float32 output is as far from its float64 one as ours from the float64 oracle (the line says "
-             f"both); no layer of ours is wrong there.", "",
+             "'ill-conditioned': the net's random weights make its output so sensitive that the framework's own "
+             "float32 output is as far from its float64 one as ours from the float64 oracle (the line says "
+             "both); no layer of ours is wrong there.", "",
              "| source | model | input | result | vs framework | why refused |",
              "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:
