@@ -17,7 +17,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from nets import Layer, LayerKind, Net
+from nets import COSINE_EPS, Layer, LayerKind, Net
 
 
 def activate(x: np.ndarray, name: str) -> np.ndarray:
@@ -209,9 +209,11 @@ def _shift_region(r, size, win, shift):
     return 0 if r < size - win else (1 if r < size - shift else 2)
 
 
-def attention(x, heads, window=(0, 0), shift=(0, 0), grid=False, bias=None, scale=0.0):
+def attention(x, heads, window=(0, 0), shift=(0, 0), grid=False, bias=None, scale=0.0, cosine_scale=None):
     """x (N, 3C, H, W): queries, keys, values -> (N, C, H, W).  Token by token and head by head: the
-    scores of each query against the keys of its window, softmax over them, the values' weighted sum."""
+    scores of each query against the keys of its window, softmax over them, the values' weighted sum.
+    With `cosine_scale` (heads,), cosine attention: each query and key divided by its norm over the
+    head's channels (at least COSINE_EPS) and the scores of head h multiplied by cosine_scale[h]."""
     x = np.asarray(x, np.float64)
     n, c3, h, w = x.shape
     c = c3 // 3
@@ -229,8 +231,13 @@ def attention(x, heads, window=(0, 0), shift=(0, 0), grid=False, bias=None, scal
             q = x[:, ch, rows, cols]                          # (N, dh, n)
             k = x[:, c:][:, ch, rows, cols]
             v = x[:, 2 * c:][:, ch, rows, cols]
+            factor = scale
+            if cosine_scale is not None:
+                q = q / np.maximum(np.sqrt((q * q).sum(axis=1, keepdims=True)), COSINE_EPS)
+                k = k / np.maximum(np.sqrt((k * k).sum(axis=1, keepdims=True)), COSINE_EPS)
+                factor = float(np.asarray(cosine_scale, np.float64)[head])
             for i in range(len(members)):
-                s = np.einsum("nd,ndj->nj", q[:, :, i], k) * scale
+                s = np.einsum("nd,ndj->nj", q[:, :, i], k) * factor
                 if bias is not None:
                     s = s + np.asarray(bias, np.float64)[head, i]
                 keep = np.array([region[j] == region[i] for j in range(len(members))])
@@ -288,7 +295,8 @@ def layer_forward(layer: Layer, x, weights: dict[str, np.ndarray]) -> np.ndarray
     elif layer.kind == LayerKind.TAKE_TOKEN:
         y = take_token(xs[0], layer.index)
     elif layer.kind == LayerKind.ATTENTION:
-        y = attention(xs[0], layer.heads, layer.window, layer.shift, layer.grid, p.get("bias"), layer.scale)
+        y = attention(xs[0], layer.heads, layer.window, layer.shift, layer.grid, p.get("bias"), layer.scale,
+                      p["cosine_scale"] if layer.cosine else None)
     elif layer.kind == LayerKind.SPACE_TO_DEPTH:
         y = space_to_depth(xs[0], layer.block, layer.order)
     elif layer.kind == LayerKind.CROP:

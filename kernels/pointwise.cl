@@ -14,12 +14,20 @@
 //   KW   output channels per work-item: 4 (float4) or 8 (float8)
 //   RP   output pixels per work-item (image, row and column flattened)
 //   KP   output channels of the weights (XC4 rows of KP) and bias as stored: a multiple of KW
+//   YS, YO  the output buffer's float4s per pixel and this layer's first there (a slice of a
+//           concatenation's buffer, written in place: handwritten/zoo.py); else YV and 0
 
 #include "common.h"
 
 #define XV (XC4 / 4)
 #define YV (YC4 / 4)
 #define PIXELS (N * YH * YW)
+#ifndef YS
+#define YS YV
+#endif
+#ifndef YO
+#define YO 0
+#endif
 
 #include "kw_store.h"
 
@@ -67,7 +75,7 @@ __kernel void pointwise(__global const float4* restrict x,
             break;
         uint n, row, col;
         PIXEL_AT(p0 + r, n, row, col);
-        const uint yp = ((n * YHP + row + YPT) * YWP + col + YPL) * YV;
+        const uint yp = ((n * YHP + row + YPT) * YWP + col + YPL) * YS + YO;
 #if RESIDUAL
         const uint rp = ((n * RHP + row + RPT) * RWP + col + RPL) * YV;
 #endif

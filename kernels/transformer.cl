@@ -12,6 +12,11 @@
 //   softmax_rows  ROWS, M, ADDED_ROWS: each of ROWS rows of M scores, plus row r % ADDED_ROWS of the added
 //                 table where ADDED_ROWS > 0 (a relative position bias, -inf for a key a mask leaves out),
 //                 as exp(s - max) / sum, in place; one work-item per row
+//   cosine_qk     C, NT, DH, COPY_V: cosine attention (Swin v2's): in each group of 3C rows of NT tokens
+//                 (a window's tokens side by side, or an image's map), each head's query and key (DH rows
+//                 of one token, NT apart) divided by its L2 norm (at least COSINE_EPS), the query times
+//                 its head's scale; the values copied where COPY_V (else x is y: in place); one
+//                 work-item per (token, head, group)
 
 #include "common.h"
 
@@ -57,6 +62,31 @@ __kernel void gather_index(__global const float *x, __global const int *index, _
     const int i = get_global_id(0), n = get_global_id(1);
     if (i >= OUTN) return;
     y[(size_t)n * OUTN + i] = activate(x[(size_t)n * INN + index[i]]);
+}
+#endif
+
+#ifdef COSINE_QK
+__kernel void cosine_qk(__global const float *x, __global const float *scale, __global float *y)
+{
+    const int t = get_global_id(0), h = get_global_id(1), grp = get_global_id(2);
+    if (t >= NT) return;
+    const size_t token = (size_t)grp * 3 * C * NT + t;
+    for (int part = 0; part < 2; part++) {   // the query, then the key
+        const size_t at = token + (size_t)(part * C + h * DH) * NT;
+        float squares = 0.0f;
+        for (int d = 0; d < DH; d++) {
+            const float v = x[at + (size_t)d * NT];
+            squares += v * v;
+        }
+        const float f = (part ? 1.0f : scale[h]) / fmax(sqrt(squares), COSINE_EPS);
+        for (int d = 0; d < DH; d++)
+            y[at + (size_t)d * NT] = x[at + (size_t)d * NT] * f;
+    }
+#if COPY_V
+    const size_t at = token + (size_t)(2 * C + h * DH) * NT;
+    for (int d = 0; d < DH; d++)
+        y[at + (size_t)d * NT] = x[at + (size_t)d * NT];
+#endif
 }
 #endif
 

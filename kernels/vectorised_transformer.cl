@@ -13,7 +13,10 @@
 //               WINDOWS), SCALE.  Work-group (query tile, window * HEADS + head, image).  Each work-item
 //               holds one query's DH values and its running max, sum and weighted sum (online softmax),
 //               the work-group loads each tile of KT keys' and values' DH channels into local memory,
-//               so the score matrix is never written anywhere.
+//               so the score matrix is never written anywhere.  COSINE (Swin v2's cosine attention): each
+//               query and key divided by its L2 norm (at least COSINE_EPS), the query times its head's
+//               scale (the argument `cosine`) instead of SCALE; each key's inverse norm is worked out once
+//               per tile, in local memory beside it.
 
 #include "common.h"
 
@@ -63,7 +66,11 @@ __kernel void gather(__global const float *x, __global const int *xaddr, __globa
 #ifdef ATTENTION
 __kernel __attribute__((reqd_work_group_size(QT, 1, 1)))
 void attention(__global const float *x, __global const int *xpix, __global const int *ypix,
-               __global const float *added, __global float *y)
+               __global const float *added,
+#if COSINE
+               __global const float *cosine,
+#endif
+               __global float *y)
 {
     const int lid = get_local_id(0);
     const int i = get_group_id(0) * QT + lid;            // the query's token in its window
@@ -72,14 +79,26 @@ void attention(__global const float *x, __global const int *xpix, __global const
     const bool live = i < NT;
     __global const float *img = x + (size_t)n * XIMG;
     __local float4 ks[KT * DH / 4], vs[KT * DH / 4];
+#if COSINE
+    __local float kinv[KT];   // each key's 1 / norm
+#endif
 
     float4 q[DH / 4], acc[DH / 4];
     if (live) {
         __global const float4 *qp = (__global const float4 *)(img + xpix[win * NT + i] + head * DH);
+        float4 squares = (float4)(0.0f);
         for (int d = 0; d < DH / 4; d++) {
-            q[d] = qp[d] * SCALE;
+            q[d] = qp[d];
+            squares += q[d] * q[d];
             acc[d] = (float4)(0.0f);
         }
+#if COSINE
+        const float f = cosine[head] / fmax(sqrt(squares.x + squares.y + squares.z + squares.w), COSINE_EPS);
+#else
+        const float f = SCALE;
+#endif
+        for (int d = 0; d < DH / 4; d++)
+            q[d] *= f;
     }
     float best = -INFINITY, sum = 0.0f;
 #if ADDED
@@ -99,6 +118,15 @@ void attention(__global const float *x, __global const int *xpix, __global const
             vs[e] = vv;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+#if COSINE
+        for (int j = lid; j < KT; j += QT) {
+            float4 squares = (float4)(0.0f);
+            for (int d = 0; d < DH / 4; d++)
+                squares += ks[j * (DH / 4) + d] * ks[j * (DH / 4) + d];
+            kinv[j] = 1.0f / fmax(sqrt(squares.x + squares.y + squares.z + squares.w), COSINE_EPS);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
         if (live) {
             const int stop = min(KT, NT - t0);
             for (int jj = 0; jj < stop; jj++) {
@@ -106,6 +134,9 @@ void attention(__global const float *x, __global const int *xpix, __global const
                 for (int d = 0; d < DH / 4; d++)
                     s4 += q[d] * ks[jj * (DH / 4) + d];
                 float s = s4.x + s4.y + s4.z + s4.w;
+#if COSINE
+                s *= kinv[jj];
+#endif
 #if ADDED
                 s += add[t0 + jj];
                 if (s == -INFINITY)   // a key the shift's mask leaves out

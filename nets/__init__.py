@@ -7,7 +7,7 @@ from .errors import UserError
 from .lenet import LENET
 from .mobilenet_v2 import MOBILENET_V2
 from .resnet18 import RESNET18
-from .spec import (ACTIVATIONS, NET_INPUT, STUDY_ACTIVATIONS, STUDY_KINDS, TRANSFORMER_FEATURES, TRANSFORMER_KINDS,
+from .spec import (ACTIVATIONS, COSINE_EPS, NET_INPUT, STUDY_ACTIVATIONS, STUDY_KINDS, TRANSFORMER_FEATURES, TRANSFORMER_KINDS,
                    ZOO_ACTIVATIONS, Activation, Add, Attention, AvgPool, BatchNorm, Channels, Concat, Conv, Crop, Dense,
                    Feature, GlobalAvgPool, Layer, LayerKind, LayerNorm, MaxPool, Mul, Net, Softmax, SpaceToDepth,
                    Subsample, TakeToken, Tokens)
@@ -16,7 +16,7 @@ from .vit_tiny import VIT_TINY
 
 NETS = {net.name: net for net in (LENET, VGG16, RESNET18, MOBILENET_V2, VIT_TINY)}
 
-__all__ = ["ACTIVATIONS", "NET_INPUT", "STUDY_ACTIVATIONS", "STUDY_KINDS", "TRANSFORMER_FEATURES", "TRANSFORMER_KINDS",
+__all__ = ["ACTIVATIONS", "COSINE_EPS", "NET_INPUT", "STUDY_ACTIVATIONS", "STUDY_KINDS", "TRANSFORMER_FEATURES", "TRANSFORMER_KINDS",
            "ZOO_ACTIVATIONS", "Attention", "Crop", "LayerNorm", "SpaceToDepth", "TakeToken", "Tokens",
            "Activation", "Add", "AvgPool", "BatchNorm",
            "Channels", "Concat", "Conv", "Dense", "Feature", "GlobalAvgPool", "Layer", "LayerKind", "MaxPool", "Mul",

@@ -27,6 +27,12 @@ recognised from them:
   came from; the added constants must be one bias per head and window
   position plus a mask of at most -50 where our layer's shift leaves a key
   out (Swin adds -100: its weight exp(-100) is below float32's resolution).
+  Swin v2's cosine attention: a ReduceL2 over the last axis of the queries
+  (keys), clipped below and expanded, divides them (a unit View); a MatMul
+  of unit queries by unit keys starts cosine scores, whose product by a
+  constant per head (exp of the clipped logit scale, evaluated at import)
+  becomes the layer's cosine_scale; the position bias Swin v2 makes with a
+  small MLP over a constant table is a constant too, evaluated at import.
 A tensor whose indices come back to the layer's own NCHW order (ConvNeXt's
 transpose back) is handed back to the importer's plain values.  The shape
 arithmetic these graphs trace (Sqrt, Range, Where, ScatterND... on shapes and
@@ -35,17 +41,19 @@ implementation, the batch taken as 1.  Anything else is refused in one line.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import onnx_constants as oc
-from .spec import Add, Attention, Channels, Conv, LayerNorm, SpaceToDepth, TakeToken, Tokens
+from .spec import COSINE_EPS, Add, Attention, Channels, Conv, LayerNorm, SpaceToDepth, TakeToken, Tokens
 
 # ops this module takes on plain values too (the importer has no handler for them)
 OWN_OPS = ("LayerNormalization", "Gelu")
 MASKED = -50.0   # an added constant at most this leaves the key out (Swin's mask adds -100)
+MAX_NORM_EPS = 1e-10   # a normalisation's least norm we take as ours (COSINE_EPS): it moves only vectors of about 0
 
 
 class Refused(Exception):
@@ -62,18 +70,33 @@ def attach(g, value_cls, plain, refused_cls) -> None:
 @dataclass
 class View:
     """An ONNX tensor as layer `layer`'s output rearranged: idx (the tensor's shape, batch 1 first)
-    holds flat (C, H, W) indices into it; `factor` a scalar the tensor is multiplied by."""
+    holds flat (C, H, W) indices into it; `factor` a scalar the tensor is multiplied by; `unit`, where
+    the tensor was L2-normalised along its last axis then (cosine attention's queries or keys), the
+    set of those rows (their indices sorted, as bytes), which only the scores' MatMul may read."""
 
     layer: str
     idx: np.ndarray
     factor: float = 1.0
+    unit: frozenset | None = None
+
+
+@dataclass
+class Norm:
+    """The L2 norm of view `of` along its last axis (kept as an axis of 1), at least `eps`; `shape`
+    the tensor's shape (the view's, once expanded)."""
+
+    of: View
+    eps: float
+    shape: tuple
 
 
 @dataclass
 class Scores:
     """Attention's scores q.k of layer `layer`'s queries q (G, n, dh) and keys k (G, m, dh) (flat
     indices), a cell (g, i, j) numbered (g * n + i) * m + j; `cells` the tensor's shape of cell
-    numbers; `added` each cell's added constant; `scale` the scores' factor; softmaxed when done."""
+    numbers; `added` each cell's added constant; `scale` the scores' factor, and `cell_scale` each
+    cell's further factor (None: 1; Swin v2's scale per head); `cosine`: of unit queries and keys;
+    softmaxed when done."""
 
     layer: str
     q: np.ndarray
@@ -82,6 +105,8 @@ class Scores:
     scale: float
     added: np.ndarray
     softmaxed: bool = False
+    cosine: bool = False
+    cell_scale: np.ndarray | None = None
 
 
 def _state(g) -> dict:
@@ -126,10 +151,6 @@ def handle(g, node, attrs: dict) -> None:
         _absorbed(g, node.input[0])
     elif op in _COMPUTES:
         _COMPUTES[op](g, node, attrs)
-    elif op == "ReduceL2":
-        raise Refused("operator ReduceL2 (Swin v2's cosine attention: queries and keys normalised, a learned "
-                      "logit scale, a position bias from an MLP) is not supported: our attention takes scaled "
-                      "dot products")
     else:
         raise Refused(f"operator {op} on a {_describe(g, inputs[0])} is not supported "
                           f"(on token sequences and channels-last maps: {', '.join(sorted(_MOVES) + sorted(_COMPUTES))})")
@@ -185,6 +206,9 @@ def _view(g, name: str) -> View:
         if isinstance(v, Scores):
             raise Refused(f"input {name!r} is attention scores, which only a Softmax and a MatMul by the values "
                               f"may read")
+        if isinstance(v, Norm):
+            raise Refused(f"input {name!r} is the L2 norm of a tensor, which only a Clip, an Expand and the "
+                          f"division of that tensor may read (cosine attention's normalisation)")
         return v
     v = g.plain(g, name)
     full = _layer_shape(g, v.layer)
@@ -199,6 +223,10 @@ def _describe(g, name: str) -> str:
     v = _state(g).get(name)
     if isinstance(v, Scores):
         return "attention score tensor"
+    if isinstance(v, Norm):
+        return "norm"
+    if isinstance(v, View) and v.unit is not None:
+        return f"L2-normalised tensor of shape {tuple(v.idx.shape)}"
     if isinstance(v, View):
         return f"tensor of shape {tuple(v.idx.shape)}"
     return "tensor"
@@ -210,7 +238,7 @@ def _put(g, name: str, v: View) -> None:
     views = _state(g)
     full = _layer_shape(g, v.layer)
     size = int(np.prod(full))
-    if v.factor == 1.0 and v.idx.size == size and np.array_equal(v.idx.reshape(-1), np.arange(size)):
+    if v.factor == 1.0 and v.unit is None and v.idx.size == size and np.array_equal(v.idx.reshape(-1), np.arange(size)):
         if v.idx.shape == (1,) + full:
             views.pop(name, None)
             g.values[name] = g.value_cls(v.layer, full)
@@ -250,13 +278,20 @@ def _tokens_input(g, name: str) -> tuple[View, np.ndarray]:
                           f"channels along its last axis (a Linear or a LayerNorm over channels-last tokens)")
     if v.factor != 1.0:
         raise Refused(f"its input {name!r} is scaled by {v.factor:g}, which is not supported here")
+    _not_unit(g, name, v)
     return v, pix
+
+
+def _not_unit(g, name: str, v: View) -> None:
+    if v.unit is not None:
+        raise Refused(f"its input {name!r} is L2-normalised (cosine attention's queries or keys), which only "
+                      f"the product of queries by keys may read")
 
 
 def _space_to_depth(g, name: str, v: View) -> View:
     """`v` as a channels-last view of a new SpaceToDepth layer, where it is one (else `v` unchanged)."""
     c, h, w = _layer_shape(g, v.layer)
-    if v.idx.ndim != 4 or v.factor != 1.0:
+    if v.idx.ndim != 4 or v.factor != 1.0 or v.unit is not None:
         return v
     _, oh, ow, cc = v.idx.shape
     if oh == 0 or ow == 0 or h % oh or w % ow or cc != c * (h // oh) * (w // ow):
@@ -278,7 +313,7 @@ def _space_to_depth(g, name: str, v: View) -> View:
 
 
 def _same_kind(v: View, idx: np.ndarray, factor: float | None = None) -> View:
-    return View(v.layer, idx, v.factor if factor is None else factor)
+    return View(v.layer, idx, v.factor if factor is None else factor, v.unit)
 
 
 def _transpose(g, node, attrs):
@@ -386,6 +421,8 @@ def _concat(g, node, attrs):
         _class_token(g, node, axis)
         return
     vs = [_view(g, n) for n in node.input]
+    for n, v in zip(node.input, vs):
+        _not_unit(g, n, v)
     if len({v.layer for v in vs}) != 1 or len({v.factor for v in vs}) != 1:
         raise Refused("it joins tensors of different layers along a token or pixel axis, which is not supported")
     _put(g, node.output[0], _same_kind(vs[0], np.concatenate([v.idx for v in vs], axis=axis)))
@@ -427,7 +464,7 @@ def _identity(g, node, attrs):
 
 def _shape(g, node, attrs):
     x = _state(g)[node.input[0]]
-    shape = np.array((x.cells if isinstance(x, Scores) else x.idx).shape, np.int64)
+    shape = np.array(x.shape if isinstance(x, Norm) else (x.cells if isinstance(x, Scores) else x.idx).shape, np.int64)
     start, end = attrs.get("start", 0), attrs.get("end", None)
     g.constants[node.output[0]] = oc.Constant.plain(shape[start:end])
 
@@ -499,7 +536,7 @@ def _einsum(g, node, attrs):
 
 
 def _swap(v: View) -> View:
-    return View(v.layer, np.swapaxes(v.idx, -1, -2), v.factor)
+    return View(v.layer, np.swapaxes(v.idx, -1, -2), v.factor, v.unit)
 
 
 def _gemm(g, node, attrs):
@@ -521,13 +558,14 @@ def _add(g, node, attrs):
         added = s.added.copy()
         const = np.broadcast_to(_const(g, consts[0], "addend").astype(np.float64), s.cells.shape)
         np.add.at(added, s.cells.reshape(-1), const.reshape(-1))
-        _put_scores(g, node.output[0], Scores(s.layer, s.q, s.k, s.cells, s.scale, added, s.softmaxed),
-                    s.cells)
+        _put_scores(g, node.output[0], dataclasses.replace(s, added=added), s.cells)
         return
     if consts:
         _add_constant(g, node, next(n for n in node.input if n not in g.constants), consts[0])
         return
     va, vb = _view(g, node.input[0]), _view(g, node.input[1])
+    _not_unit(g, node.input[0], va)
+    _not_unit(g, node.input[1], vb)
     if va.idx.shape != vb.idx.shape or not np.array_equal(va.idx, vb.idx) or va.factor != vb.factor \
             or _layer_shape(g, va.layer) != _layer_shape(g, vb.layer) or va.layer == vb.layer:
         raise Refused(f"it adds tensors of shapes {tuple(va.idx.shape)} and {tuple(vb.idx.shape)} that are not "
@@ -551,6 +589,7 @@ def _only_reader(g, layer: str) -> bool:
 def _add_constant(g, node, x_name: str, c_name: str) -> None:
     """A position embedding into the Tokens layer before it, or a per-channel bias into its convolution."""
     v = _view(g, x_name)
+    _not_unit(g, x_name, v)
     const = _const(g, c_name, "addend").astype(np.float64)
     maker = g.layer(v.layer)
     c = _layer_shape(g, v.layer)[0]
@@ -599,8 +638,12 @@ def _mul(g, node, attrs):
 
 
 def _div(g, node, attrs):
+    if isinstance(_state(g).get(node.input[1]), Norm):
+        _normalised(g, node, _view(g, node.input[0]), _state(g)[node.input[1]])
+        return
     if node.input[1] not in g.constants:
-        raise Refused("a division by a computed tensor is not supported")
+        raise Refused("a division by a computed tensor is not supported (only by a constant, or by a tensor's "
+                      "own L2 norm)")
     _scaled(g, node, node.input[0], _const(g, node.input[1], "divisor").astype(np.float64), lambda f, c: f / c)
 
 
@@ -611,15 +654,30 @@ def _scaled(g, node, x_name: str, const: np.ndarray, combine) -> None:
         if isinstance(s, Scores):
             if s.softmaxed:
                 raise Refused("it scales attention weights after their softmax, which is not supported")
-            _put_scores(g, node.output[0], Scores(s.layer, s.q, s.k, s.cells, combine(s.scale, value),
-                                                  combine(s.added, value), False), s.cells)
+            _put_scores(g, node.output[0], dataclasses.replace(s, scale=combine(s.scale, value),
+                                                               added=combine(s.added, value)), s.cells)
             return
         v = _view(g, x_name)
         _absorbed(g, x_name)
-        _put(g, node.output[0], View(v.layer, v.idx, combine(v.factor, value)))
+        _put(g, node.output[0], View(v.layer, v.idx, combine(v.factor, value), v.unit))
+        return
+    if isinstance(s, Scores):   # Swin v2's scale per head: a factor per cell
+        if s.softmaxed:
+            raise Refused("it scales attention weights after their softmax, which is not supported")
+        try:
+            full = np.broadcast_to(const, s.cells.shape)
+        except ValueError:
+            raise Refused(f"it multiplies attention scores of shape {tuple(s.cells.shape)} by a constant of shape "
+                          f"{const.shape}, which does not broadcast to them") from None
+        factors = np.ones(s.added.size)
+        factors[s.cells.reshape(-1)] = full.reshape(-1)
+        old = np.ones(s.added.size) if s.cell_scale is None else s.cell_scale
+        _put_scores(g, node.output[0], dataclasses.replace(s, cell_scale=combine(old, factors),
+                                                           added=combine(s.added, factors)), s.cells)
         return
     # a per-channel scale (ConvNeXt's layer scale) into the convolution that makes its input
     v = _view(g, x_name)
+    _not_unit(g, x_name, v)
     maker = g.layer(v.layer)
     per_channel = _per_channel(g, v, const)
     if per_channel is None or maker is None or maker.cls is not Conv or not _only_reader(g, v.layer) \
@@ -662,6 +720,7 @@ def _gelu(g, node, attrs):
     v = _view(g, node.input[0])
     if v.factor != 1.0:
         raise Refused(f"the gelu of a tensor scaled by {v.factor:g} is not supported")
+    _not_unit(g, node.input[0], v)
     maker = g.layer(v.layer)
     if maker is None or maker.activation != "none" or not _only_reader(g, v.layer) \
             or maker.cls in (Attention, Tokens, TakeToken):
@@ -678,7 +737,7 @@ def _gelu(g, node, attrs):
 
 def _put_scores(g, name: str, s: Scores, cells: np.ndarray) -> None:
     g.values.pop(name, None)
-    _state(g)[name] = Scores(s.layer, s.q, s.k, cells, s.scale, s.added, s.softmaxed)
+    _state(g)[name] = dataclasses.replace(s, cells=cells)
 
 
 def _scores(g, node, a: View, b: View) -> None:
@@ -694,8 +753,79 @@ def _scores(g, node, a: View, b: View) -> None:
     groups = int(np.prod(lead))
     q = a.idx.reshape(groups, n, dh)
     k = np.swapaxes(b.idx.reshape(groups, dh, m), 1, 2)
+    if (a.unit is None) != (b.unit is None):
+        raise Refused("it multiplies L2-normalised queries by keys that are not (or the other way round); cosine "
+                      "attention normalises both")
+    if a.unit is not None and not (_rows(q) <= a.unit and _rows(k) <= b.unit):
+        raise Refused("its queries and keys were L2-normalised along another axis than the one it multiplies "
+                      "over (each head's channels), which is not cosine attention")
     cells = np.arange(groups * n * m).reshape(lead + (n, m))
-    _put_scores(g, node.output[0], Scores(a.layer, q, k, cells, a.factor * b.factor, np.zeros(groups * n * m)), cells)
+    _put_scores(g, node.output[0], Scores(a.layer, q, k, cells, a.factor * b.factor, np.zeros(groups * n * m),
+                                          cosine=a.unit is not None), cells)
+
+
+def _rows(idx: np.ndarray) -> frozenset:
+    """The rows of `idx` along its last axis, each's indices sorted, as a set (a View's `unit`)."""
+    rows = np.sort(idx.reshape(-1, idx.shape[-1]), axis=1).astype(np.int64)
+    return frozenset(r.tobytes() for r in rows)
+
+
+# -- cosine attention's normalisation (Swin v2) --------------------------------------------------------------
+
+def _reduce_l2(g, node, attrs):
+    v = _view(g, node.input[0])
+    axes = attrs.get("axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        axes = _ints(g, node.input[1], "axes")
+    last = v.idx.ndim - 1
+    if not axes or [int(a) % v.idx.ndim for a in axes] != [last] or not attrs.get("keepdims", 1):
+        raise Refused(f"a ReduceL2 over axes {axes} of a {_describe(g, node.input[0])} is not supported (only "
+                      f"over the last axis, kept: cosine attention's norms)")
+    if v.factor <= 0 or v.unit is not None:
+        raise Refused(f"a ReduceL2 of a {_describe(g, node.input[0])} scaled by {v.factor:g} is not supported")
+    _state(g)[node.output[0]] = Norm(v, 0.0, v.idx.shape[:-1] + (1,))
+    g.values.pop(node.output[0], None)
+
+
+def _norm_input(g, name: str, op: str) -> Norm:
+    x = _state(g).get(name)
+    if not isinstance(x, Norm):
+        raise Refused(f"{op} of a {_describe(g, name)} is not supported (only of an L2 norm: cosine attention's)")
+    return x
+
+
+def _clip(g, node, attrs):
+    x = _norm_input(g, node.input[0], "a Clip")
+    low = _const(g, node.input[1], "min") if len(node.input) > 1 and node.input[1] else attrs.get("min")
+    high = _const(g, node.input[2], "max") if len(node.input) > 2 and node.input[2] else attrs.get("max")
+    if low is None or high is not None or np.size(low) != 1:
+        raise Refused("a Clip of a norm is supported only from below (a least norm), by one value")
+    _state(g)[node.output[0]] = Norm(x.of, max(x.eps, float(np.reshape(low, -1)[0])), x.shape)
+
+
+def _expand(g, node, attrs):
+    x = _norm_input(g, node.input[0], "an Expand")
+    shape = tuple(_ints(g, node.input[1], "shape"))
+    try:
+        out = np.broadcast_shapes(x.shape, shape)
+    except ValueError:
+        raise Refused(f"an Expand of a norm of shape {x.shape} to {shape} does not broadcast") from None
+    if out != tuple(x.of.idx.shape):
+        raise Refused(f"an Expand of a norm to {out}, not the shape {tuple(x.of.idx.shape)} of the tensor it is "
+                      f"the norm of, is not supported")
+    _state(g)[node.output[0]] = Norm(x.of, x.eps, out)
+
+
+def _normalised(g, node, v: View, norm: Norm) -> None:
+    """A tensor divided by its own L2 norm: a unit view."""
+    if v.layer != norm.of.layer or not np.array_equal(v.idx, norm.of.idx) or v.factor != norm.of.factor \
+            or norm.shape != tuple(v.idx.shape):
+        raise Refused("it divides a tensor by the L2 norm of another (or by a norm not expanded to its shape); "
+                      "only a tensor's own normalisation (cosine attention's) is supported")
+    if not 0 < norm.eps <= MAX_NORM_EPS:
+        raise Refused(f"its norms are held at least {norm.eps:g}, where ours are at least {COSINE_EPS:g} (torch's "
+                      f"F.normalize); only a least norm in (0, {MAX_NORM_EPS:g}] is supported")
+    _put(g, node.output[0], View(v.layer, v.idx, 1.0, _rows(v.idx)))
 
 
 def _softmax(g, node, attrs):
@@ -708,14 +838,14 @@ def _softmax(g, node, attrs):
     rows = np.moveaxis(s.cells, axis, -1).reshape(-1, m)
     if axis != s.cells.ndim - 1 or not np.array_equal(rows, rows[:, :1] + np.arange(m)) or (rows[:, 0] % m).any():
         raise Refused("a softmax over another axis than each query's keys is not supported")
-    _put_scores(g, node.output[0], Scores(s.layer, s.q, s.k, s.cells, s.scale, s.added, True), s.cells)
+    _put_scores(g, node.output[0], dataclasses.replace(s, softmaxed=True), s.cells)
 
 
 def _weighted_sum(g, node, s: Scores, v: View) -> None:
     """softmax(scores) @ values: our Attention layer, found and checked against the indices."""
     if not s.softmaxed:
         raise Refused("a product of attention scores before their softmax is not supported")
-    if v.layer != s.layer or v.factor != 1.0 or s.cells.shape[:-1] + (v.idx.shape[-1],) != \
+    if v.layer != s.layer or v.factor != 1.0 or v.unit is not None or s.cells.shape[:-1] + (v.idx.shape[-1],) != \
             s.cells.shape[:-2] + (s.cells.shape[-2], v.idx.shape[-1]) or v.idx.shape[:-1] != \
             s.cells.shape[:-2] + (s.cells.shape[-1],):
         raise Refused(f"it multiplies attention weights of shape {tuple(s.cells.shape)} by a tensor of shape "
@@ -825,12 +955,37 @@ def _make_attention(g, node, s: Scores, spec, windows, head, qpix, kpix, heads, 
         raise Refused(f"the constants added to its scores do not leave out (at most {MASKED:g}) the keys a "
                           f"shifted window's mask leaves out")
     c = in_shape[0] // 3
-    default = 1.0 / float(np.sqrt(c // heads))
-    scale = 0.0 if abs(s.scale - default) <= 1e-6 * default else float(s.scale)
     params = {"bias": first.astype(np.float32)} if np.abs(first).max() > 0 else {}
+    per_head = _head_factors(s, head, heads)
+    if s.cosine:
+        params["cosine_scale"] = (s.scale * per_head).astype(np.float32)
+        scale = 0.0
+    else:
+        if np.ptp(per_head) > 1e-6 * np.abs(per_head).max():
+            raise Refused("its scores are scaled by a factor per head, which only cosine attention (Swin v2's) takes")
+        total = s.scale * float(per_head[0])
+        default = 1.0 / float(np.sqrt(c // heads))
+        scale = 0.0 if abs(total - default) <= 1e-6 * default else total
     return g.new_layer(Attention, node.name or node.output[0], (s.layer,), params, (c,) + tuple(in_shape[1:]),
-                       heads=heads, window=window, shift=shift, grid=grid, position_bias=bool(params), scale=scale)
+                       heads=heads, window=window, shift=shift, grid=grid, position_bias="bias" in params,
+                       scale=scale, cosine=s.cosine)
+
+
+def _head_factors(s: Scores, head: np.ndarray, heads: int) -> np.ndarray:
+    """(heads,) each head's factor of its scores beyond `scale` (ones where none was given); Refused where
+    a group's cells, or the groups of one head, are not scaled alike."""
+    if s.cell_scale is None:
+        return np.ones(heads)
+    per_group = s.cell_scale.reshape(len(head), -1)
+    out = np.full(heads, np.nan)
+    for gi, hd in enumerate(head):
+        f = per_group[gi]
+        if np.ptp(f) > 1e-6 * np.abs(f).max() or (not np.isnan(out[hd]) and abs(out[hd] - f[0]) > 1e-6 * abs(f[0])):
+            raise Refused("its scores are scaled by factors that are not one per head, the same in every window")
+        out[hd] = f[0]
+    return out
 
 
 _COMPUTES = {"MatMul": _matmul, "Einsum": _einsum, "Gemm": _gemm, "Add": _add, "Mul": _mul, "Div": _div, "Softmax": _softmax,
-             "LayerNormalization": _layernorm, "Gelu": _gelu}
+             "LayerNormalization": _layernorm, "Gelu": _gelu, "ReduceL2": _reduce_l2, "Clip": _clip,
+             "Expand": _expand}

@@ -48,7 +48,11 @@ FLOPs, per image:
     channels split into heads: the scores Q K^T and the weighted sum P V,
     2 * n * n * C each; per head n * n for the scaling, n * n for a relative
     position bias or a shifted window's mask where there is one, and the
-    softmax's three per score (as the softmax layer's);
+    softmax's three per score (as the softmax layer's); cosine attention
+    (Swin v2's) three more per element of the queries and the keys, 6 * n * C
+    (the square, its share of the head's sum, the division by the norm; the
+    square root per token and head not counted, as layer normalisation's);
+    its scale per head is the scaling above;
   - a space-to-depth gather (Swin's patch merging), a crop and taking a token:
     none, they move data.
 
@@ -78,6 +82,7 @@ from enum import StrEnum
 import numpy as np
 
 NET_INPUT = "input"   # the name a layer uses for the net's input
+COSINE_EPS = 1e-12    # a cosine attention's least norm of a query or key (torch's F.normalize)
 
 
 class LayerKind(StrEnum):
@@ -134,6 +139,7 @@ class Feature(StrEnum):
     GATE = "a multiply by a per-channel (N, C, 1, 1) gate"
     GELU = "the gelu activation"
     GELU_TANH = "the tanh form of gelu"
+    COSINE_ATTENTION = "cosine attention (Swin v2's: queries and keys L2-normalised, a scale per head)"
 
 
 ACTIVATIONS = tuple(a.value for a in Activation)
@@ -147,7 +153,7 @@ _ACTIVATION_FEATURE = {Activation.RELU6: Feature.RELU6, Activation.TANH: Feature
 # issue 45's kinds and features: a backend that says `frozenset(LayerKind)` takes these away until it runs them
 TRANSFORMER_KINDS = frozenset({LayerKind.LAYERNORM, LayerKind.TOKENS, LayerKind.ATTENTION, LayerKind.SPACE_TO_DEPTH,
                                LayerKind.CROP, LayerKind.TAKE_TOKEN})
-TRANSFORMER_FEATURES = frozenset({Feature.GELU, Feature.GELU_TANH})
+TRANSFORMER_FEATURES = frozenset({Feature.GELU, Feature.GELU_TANH, Feature.COSINE_ATTENTION})
 # the activations of the layers before issue 45, which the random nets of the tests draw from
 ZOO_ACTIVATIONS = tuple(a.value for a in Activation if a not in (Activation.GELU, Activation.GELU_TANH))
 
@@ -739,7 +745,13 @@ class Attention(Layer):
     they are left out, which differs by less than exp(-100)).  Scores are q.k * scale (0: 1/sqrt(C /
     heads)), plus param "bias" (heads, n, n) where `position_bias` (Swin's and
     MaxViT's relative position bias, gathered from its table by the importer),
-    then softmax over the keys."""
+    then softmax over the keys.
+
+    With `cosine` (Swin v2's attention), each head's query and key are first
+    divided by their L2 norm over the head's channels (at least COSINE_EPS, as
+    torch's F.normalize), and a query's scores are multiplied by its head's
+    param "cosine_scale" (heads,) instead of `scale` (Swin v2's
+    exp(min(logit_scale, log 100)), worked out by the importer)."""
 
     kind = LayerKind.ATTENTION
 
@@ -749,6 +761,7 @@ class Attention(Layer):
     grid: bool = False
     position_bias: bool = False
     scale: float = 0.0
+    cosine: bool = False
 
     def __post_init__(self):
         super().__post_init__()
@@ -764,6 +777,9 @@ class Attention(Layer):
                              f"windows (not the whole map, not a grid)")
         if self.activation != "none":
             raise ValueError(f"{self.name}: attention carries no activation of its own")
+        if self.cosine and self.scale:
+            raise ValueError(f"{self.name}: a cosine attention's scale is per head (param cosine_scale), not "
+                             f"scale={self.scale}")
 
     def windows(self, in_shape) -> tuple:
         """(rows, cols) of a window on an input of `in_shape` (the whole map for (0, 0))."""
@@ -815,7 +831,14 @@ class Attention(Layer):
         return out
 
     def head_scale(self, in_shape) -> float:
+        """The factor of the scores q.k; 1 for a cosine layer, whose backends fold each head's
+        cosine_scale into its normalised queries (normalised_qk)."""
+        if self.cosine:
+            return 1.0
         return self.scale or 1.0 / float(np.sqrt(in_shape[0] // 3 // self.heads))
+
+    def features(self):
+        return super().features() | ({Feature.COSINE_ATTENTION} if self.cosine else set())
 
     def out_shape(self, in_shape):
         c3, h, w = in_shape
@@ -830,17 +853,20 @@ class Attention(Layer):
         return (c3 // 3, h, w)
 
     def param_shapes(self, in_shape):
-        if not self.position_bias:
-            return {}
-        wh, ww = self.windows(in_shape)
-        return {"bias": (self.heads, wh * ww, wh * ww)}
+        shapes = {}
+        if self.position_bias:
+            wh, ww = self.windows(in_shape)
+            shapes["bias"] = (self.heads, wh * ww, wh * ww)
+        if self.cosine:
+            shapes["cosine_scale"] = (self.heads,)
+        return shapes
 
     def flops(self, in_shape):
         c, h, w = self.out_shape(in_shape)
         wh, ww = self.windows(in_shape)
         n, count = wh * ww, (h // wh) * (w // ww)
         per_head = n * n * (1 + 3 + (1 if self.position_bias or any(self.shift) else 0))
-        return count * (4 * n * n * c + self.heads * per_head)
+        return count * (4 * n * n * c + self.heads * per_head + (6 * n * c if self.cosine else 0))
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,8 @@ def init_weights(net: Net, seed: int = 0) -> dict[str, np.ndarray]:
                 arr *= np.float32(np.sqrt(gain / fan_in))
             elif pname in ("coeff", "scale", "var"):   # batch norm's var must be positive
                 arr = rng.uniform(0.5, 1.5, shape).astype(np.float32)
+            elif pname == "cosine_scale":   # Swin v2's exp(logit_scale): from 10 at its start up to 100
+                arr = rng.uniform(5.0, 30.0, shape).astype(np.float32)
             else:
                 arr = rng.uniform(-0.1, 0.1, shape).astype(np.float32)
             weights[key] = arr

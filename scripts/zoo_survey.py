@@ -8,6 +8,7 @@ against the framework's own on the same input.  One line per model: runs
 
     .venv/bin/python scripts/zoo_survey.py --out docs/zoo.md            # every model
     .venv/bin/python scripts/zoo_survey.py --only resnet18,MobileNetV2   # some
+    .venv/bin/python scripts/zoo_survey.py --redo swin_v2_t,NASNetLarge   # these again, the other lines kept
     .venv/bin/python scripts/zoo_survey.py --backends all ...            # every backend (slow on PoCL)
 
 Needs torchvision (not a dependency of the project: `pip install torchvision`
@@ -17,13 +18,17 @@ operators are left unregistered (they need a CUDA or CPU build matching
 torch's exactly).  Each model is built, exported and checked in a child
 process of its own, so memory is given back between models; results are
 kept in a JSON file beside the output as they come, and a rerun skips the
-models already there (--fresh starts over).
+models already there (--fresh starts over, --redo forgets the lines of the
+models it names).  A model whose two images do not fit this machine's memory
+(`compare check` refuses, naming how many do) is checked on the first of
+them alone, and its line says so.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -57,6 +62,8 @@ TORCH_SIZES = {"inception_v3": 299, "googlenet": 64, "alexnet": 224, "squeezenet
                "vgg11": 224, "vgg11_bn": 224, "vgg13": 224, "vgg13_bn": 224, "vgg16": 224, "vgg16_bn": 224,
                "vgg19": 224, "vgg19_bn": 224}
 TORCH_DEFAULT_SIZE = 64
+IMAGES = 2   # the survey's input: two images
+FITS = re.compile(r"an input of (\d+) images? fits")   # compare check's refusal for the host's memory
 
 
 def _torchvision():
@@ -84,7 +91,7 @@ def build_torch(name: str, folder: Path) -> tuple[str, str]:
     models = _torchvision()
     torch.manual_seed(0)
     size = TORCH_SIZES.get(name, TORCH_DEFAULT_SIZE)
-    x = np.random.default_rng(0).random((2, 3, size, size), dtype=np.float32)
+    x = np.random.default_rng(0).random((IMAGES, 3, size, size), dtype=np.float32)
     model = _lively(torch, models.get_model(name, weights=None), torch.from_numpy(x)).eval()
     path = folder / f"{name}.onnx"
     with warnings.catch_warnings():
@@ -144,7 +151,7 @@ def build_keras(name: str, folder: Path) -> tuple[str, str]:
     keras.utils.set_random_seed(0)
     size = KERAS_MODELS[name]
     model = getattr(keras.applications, name)(weights=None, input_shape=(size, size, 3))
-    x = np.random.default_rng(0).random((2, 3, size, size), dtype=np.float32) * 255   # pixels, as Keras takes them
+    x = np.random.default_rng(0).random((IMAGES, 3, size, size), dtype=np.float32) * 255   # pixels, as Keras takes them
     path = folder / f"{name}.keras"
     model.save(path)
     y = np.asarray(model(x.transpose(0, 2, 3, 1), training=False))
@@ -170,18 +177,21 @@ def one(source: str, name: str, backends: str, folder: Path) -> dict:
         return {"source": source, "model": name, "status": "not built",
                 "why": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
     row = {"source": source, "model": name, "input": size}
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    check = subprocess.run([COMPARE, "check", "--net", path, "--backends", backends, "--input",
-                            str(folder / f"{name}-x.npy"), "--save-outputs", str(folder / f"{name}-outs")],
-                           capture_output=True, text=True, env=env, cwd=folder)
-    errors = [line for line in check.stderr.splitlines() if line.startswith("error:")]
+    check, errors = _check(path, folder / f"{name}-x.npy", backends, folder, name)
+    fewer = FITS.search(errors[-1]) if check.returncode == 2 and errors else None
+    if fewer and 1 <= int(fewer.group(1)) < IMAGES:   # the host's memory holds fewer: the first of them
+        import numpy as np
+        images = int(fewer.group(1))
+        np.save(folder / f"{name}-x{images}.npy", np.load(folder / f"{name}-x.npy")[:images])
+        check, errors = _check(path, folder / f"{name}-x{images}.npy", backends, folder, name)
+        row["images"] = images
     if check.returncode == 2:
         row.update(status="refused", why=errors[-1][len("error: "):].replace(path + ": ", "") if errors
                    else check.stderr.strip().splitlines()[-1])
     else:
         row.update(status="PASS" if check.returncode == 0 else "FAIL", backends=_statuses(check.stdout))
-        row["vs_framework"] = _against_framework(folder, name)
-        row["framework_float32"] = _framework_float32(folder, name, source)
+        row["vs_framework"] = _against_framework(folder, name, row.get("images", IMAGES))
+        row["framework_float32"] = _framework_float32(folder, name, source, row.get("images", IMAGES))
         if check.returncode != 0:
             row["why"] = _why_failed(check.stdout) or "; ".join(errors) or check.stdout.strip().splitlines()[-1]
             conditioned = _conditioning(check.stdout, row["framework_float32"], source)
@@ -189,6 +199,15 @@ def one(source: str, name: str, backends: str, folder: Path) -> dict:
                 row.update(status="ill-conditioned", why=conditioned)
     row["seconds"] = round(time.perf_counter() - t0, 1)
     return row
+
+
+def _check(path: str, x_path: Path, backends: str, folder: Path, name: str):
+    """`compare check` of the model at `path` on the input at `x_path`: the finished process and its error lines."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    check = subprocess.run([COMPARE, "check", "--net", path, "--backends", backends, "--input", str(x_path),
+                            "--save-outputs", str(folder / f"{name}-outs")],
+                           capture_output=True, text=True, env=env, cwd=folder)
+    return check, [line for line in check.stderr.splitlines() if line.startswith("error:")]
 
 
 def _why_failed(stdout: str) -> str:
@@ -207,15 +226,15 @@ def _why_failed(stdout: str) -> str:
     return ""
 
 
-def _framework_float32(folder: Path, name: str, source: str) -> float | None:
-    """The framework's own float32 output against its float64 one (the same model and weights): how far
-    float32 rounding alone moves this net's output, the yardstick of ours."""
+def _framework_float32(folder: Path, name: str, source: str, images: int = IMAGES) -> float | None:
+    """The framework's own float32 output against its float64 one (the same model and weights) on the
+    first `images` images: how far float32 rounding alone moves this net's output, the yardstick of ours."""
     import numpy as np
     y64_path = folder / f"{name}-y64.npy"
     if not y64_path.exists():
         return None
-    y64 = np.load(y64_path).astype(np.float64)
-    y = np.load(folder / f"{name}-y.npy").astype(np.float64).reshape(y64.shape)
+    y64 = np.load(y64_path).astype(np.float64)[:images]
+    y = np.load(folder / f"{name}-y.npy").astype(np.float64)[:images].reshape(y64.shape)
     return float(np.linalg.norm(y - y64) / max(np.linalg.norm(y64), 1e-30))
 
 
@@ -240,7 +259,7 @@ def _statuses(stdout: str) -> dict:
         if line.startswith("backend") and "check" in line and "rel L2" in line:
             table = True
             continue
-        if table and line.strip() and not line.startswith("---"):
+        if table and line.strip() and not line.startswith(("---", " ")):   # not a wrapped cell's next line
             parts = line.split()
             out[parts[0]] = parts[1]
         elif table and not line.strip():
@@ -248,12 +267,12 @@ def _statuses(stdout: str) -> dict:
     return out
 
 
-def _against_framework(folder: Path, name: str) -> float | None:
+def _against_framework(folder: Path, name: str, images: int = IMAGES) -> float | None:
     import numpy as np
     ours = folder / f"{name}-outs" / "numpy.npy"
     if not ours.exists():
         return None
-    y = np.load(folder / f"{name}-y.npy").astype(np.float64)
+    y = np.load(folder / f"{name}-y.npy").astype(np.float64)[:images]
     got = np.load(ours).astype(np.float64).reshape(y.shape)
     return float(np.linalg.norm(got - y) / max(np.linalg.norm(y), 1e-30))
 
@@ -263,13 +282,15 @@ def render(rows: list[dict], backends: str) -> str:
     lines = ["# The classification zoo on our importers", "",
              f"Every image-classification model of torchvision.models and keras.applications, with random "
              f"weights, exported to ONNX (torch.onnx.export, dynamic batch) or saved as .keras, then "
-             f"`compare check --backends {backends}` on two images of the size given (the reference against "
+             f"`compare check --backends {backends}` on two images of the size given (one where two do not fit "
+             f"this machine's memory: the input column says so; the reference against "
              f"the float64 oracle, layer by layer and end to end), and our reference's output against the "
              f"framework's own (relative L2).  Made by `scripts/zoo_survey.py`.", "",
-             f"{len(ran)} of {len(rows)} run; the rest are refused, each in one line naming what we lack.  "
-             f"'ill-conditioned': the net's random weights make its output so sensitive that the framework's own "
-             f"float32 output is as far from its float64 one as ours from the float64 oracle (the line says "
-             f"both); no layer of ours is wrong there.", "",
+             f"{len(ran)} of {len(rows)} run" + ("; the rest are refused, each in one line naming what we lack.  "
+                                                  if len(ran) < len(rows) else ".  ") +
+             "'ill-conditioned': the net's random weights make its output so sensitive that the framework's own "
+             "float32 output is as far from its float64 one as ours from the float64 oracle (the line says "
+             "both); no layer of ours is wrong there.", "",
              "| source | model | input | result | vs framework | why refused |",
              "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:
@@ -278,7 +299,10 @@ def render(rows: list[dict], backends: str) -> str:
         if r.get("backends") and backends != "numpy":
             result += " (" + ", ".join(f"{b} {s}" for b, s in r["backends"].items()) + ")"
         why = r.get("why", "").replace("|", "\\|")
-        lines.append(f"| {r['source']} | {r['model']} | {r.get('input', '')} | {result} | {vs} | {why} |")
+        size = r.get("input", "")
+        if r.get("images", IMAGES) != IMAGES:
+            size += f", {r['images']} image" + ("s" if r["images"] > 1 else "")
+        lines.append(f"| {r['source']} | {r['model']} | {size} | {result} | {vs} | {why} |")
     return "\n".join(lines) + "\n"
 
 
@@ -288,6 +312,7 @@ def main(argv=None) -> int:
     p.add_argument("--only", help="comma-separated model names")
     p.add_argument("--backends", default="numpy")
     p.add_argument("--fresh", action="store_true", help="forget the results kept so far")
+    p.add_argument("--redo", help="comma-separated model names whose kept results are forgotten (run again)")
     p.add_argument("--timeout-s", type=float, default=900, help="per model")
     p.add_argument("--one", nargs=2, metavar=("SOURCE", "MODEL"), help=argparse.SUPPRESS)
     p.add_argument("--folder", help=argparse.SUPPRESS)
@@ -298,8 +323,13 @@ def main(argv=None) -> int:
     kept_path = Path(args.out).with_suffix(".json")
     kept = {} if args.fresh or not kept_path.exists() else {(r["source"], r["model"]): r
                                                             for r in json.loads(kept_path.read_text())}
+    redo = set(args.redo.split(",")) if args.redo else set()
+    kept = {key: row for key, row in kept.items() if key[1] not in redo}
     wanted = set(args.only.split(",")) if args.only else None
     todo = [("torchvision", n) for n in torch_names()] + [("keras", n) for n in KERAS_MODELS]
+    unknown = redo - {name for _, name in todo}
+    if unknown:   # its kept line would be lost, and no new one made
+        p.error(f"--redo {','.join(sorted(unknown))}: not a model here (torchvision's need torchvision installed)")
     todo = [t for t in todo if wanted is None or t[1] in wanted]
     for source, name in todo:
         if (source, name) in kept:

@@ -1,10 +1,11 @@
 """Small PyTorch models in the shape of torchvision's transformer classifiers
-(vit_b_16, swin_t, convnext_tiny, maxvit_t), built from torch.nn modules and
+(vit_b_16, swin_t, swin_v2_t, convnext_tiny, maxvit_t), built from torch.nn modules and
 functions the way torchvision's forward passes compute (the same ops in the
 same order, so the exported graphs have the same patterns), for
 tests/test_onnx_transformer.py.  torchvision itself is not a test dependency."""
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -188,6 +189,129 @@ class TinySwin(nn.Module):
         return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+def _log_coords_table(ws: int) -> torch.Tensor:
+    """Swin v2's (1, 2ws-1, 2ws-1, 2) table of relative offsets, scaled to +-8 and log-spaced."""
+    r = torch.arange(-(ws - 1), ws, dtype=torch.float32)
+    table = torch.stack(torch.meshgrid(r, r, indexing="ij"), dim=-1)[None] / (ws - 1) * 8
+    return torch.sign(table) * torch.log2(table.abs() + 1.0) / 3.0
+
+
+def cosine_window_attention(x, qkv, proj, logit_scale, bias, heads: int, ws: int, shift: int):
+    """Swin v2's window attention on a channels-last (B, H, W, C) map, in torchvision's order of operations:
+    the keys' bias zeroed, queries and keys normalised, their products times exp(min(logit_scale, log 100)),
+    the position bias (16 sigmoid of an MLP's output, made by the caller) and the shift's mask added."""
+    b, h, w, c = x.shape
+    _, ph, pw, _ = x.shape
+    sh = 0 if ws >= ph else shift
+    sw = 0 if ws >= pw else shift
+    if sh + sw > 0:
+        x = torch.roll(x, shifts=(-sh, -sw), dims=(1, 2))
+    nw = (ph // ws) * (pw // ws)
+    x = x.view(b, ph // ws, ws, pw // ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(b * nw, ws * ws, c)
+    qkv_bias = qkv.bias.clone()
+    qkv_bias[c:2 * c].zero_()
+    t = F.linear(x, qkv.weight, qkv_bias).reshape(x.size(0), x.size(1), 3, heads, c // heads).permute(2, 0, 3, 1, 4)
+    q, k, v = t[0], t[1], t[2]
+    attn = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
+    attn = attn * torch.clamp(logit_scale, max=math.log(100.0)).exp()
+    n = ws * ws
+    attn = attn + bias
+    if sh + sw > 0:
+        mask = x.new_zeros((ph, pw))
+        count = 0
+        for hs in ((0, -ws), (-ws, -sh), (-sh, None)):
+            for wsl in ((0, -ws), (-ws, -sw), (-sw, None)):
+                mask[hs[0]:hs[1], wsl[0]:wsl[1]] = count
+                count += 1
+        mask = mask.view(ph // ws, ws, pw // ws, ws).permute(0, 2, 1, 3).reshape(nw, n)
+        mask = mask.unsqueeze(1) - mask.unsqueeze(2)
+        mask = mask.masked_fill(mask != 0, -100.0).masked_fill(mask == 0, 0.0)
+        attn = attn.view(x.size(0) // nw, nw, heads, n, n) + mask.unsqueeze(1).unsqueeze(0)
+        attn = attn.view(-1, heads, n, n)
+    attn = F.softmax(attn, dim=-1)
+    x = proj((attn @ v).transpose(1, 2).reshape(x.size(0), x.size(1), c))
+    x = x.view(b, ph // ws, pw // ws, ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(b, ph, pw, c)
+    if sh + sw > 0:
+        x = torch.roll(x, shifts=(sh, sw), dims=(1, 2))
+    return x
+
+
+class SwinV2Block(nn.Module):
+    """Swin v2's block: cosine attention, and the norms after the attention and the MLP (post-norm)."""
+
+    def __init__(self, dim: int, heads: int, ws: int, shift: int):
+        super().__init__()
+        self.heads, self.ws, self.shift = heads, ws, shift
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        # each head's logit scale, one above log 100 so the clamp matters
+        scales = torch.linspace(math.log(5.0), math.log(200.0), heads).reshape(heads, 1, 1)
+        self.logit_scale = nn.Parameter(scales)
+        self.cpb_mlp = nn.Sequential(nn.Linear(2, 32), nn.ReLU(inplace=True), nn.Linear(32, heads, bias=False))
+        self.register_buffer("table", _log_coords_table(ws))
+        self.register_buffer("index", _relative_index(ws))
+        self.norm1 = nn.LayerNorm(dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+
+    def forward(self, x):
+        n = self.ws * self.ws
+        table = self.cpb_mlp(self.table).view(-1, self.heads)
+        bias = 16 * torch.sigmoid(table[self.index].view(n, n, -1).permute(2, 0, 1).contiguous().unsqueeze(0))
+        x = x + self.norm1(cosine_window_attention(x, self.qkv, self.proj, self.logit_scale, bias, self.heads,
+                                                   self.ws, self.shift))
+        return x + self.norm2(self.mlp(x))
+
+
+class PatchMergingV2(PatchMerging):
+    """Swin v2's: the reduction, then the norm (of its output's width)."""
+
+    def __init__(self, dim: int):
+        super().__init__(dim)
+        self.norm = nn.LayerNorm(2 * dim)
+
+    def forward(self, x):
+        x = torch.cat([x[..., 0::2, 0::2, :], x[..., 1::2, 0::2, :], x[..., 0::2, 1::2, :], x[..., 1::2, 1::2, :]], -1)
+        return self.norm(self.reduction(x))
+
+
+class TinySwinV2(TinySwin):
+    """swin_v2_t's forward: as swin_t's, its blocks and merging Swin v2's; after merging the 4x4 map is one
+    window (unshifted)."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Sequential(nn.Conv2d(3, 8, 2, 2), Permute([0, 2, 3, 1]), nn.LayerNorm(8)),
+            SwinV2Block(8, 2, 4, 0), SwinV2Block(8, 2, 4, 2), PatchMergingV2(8), SwinV2Block(16, 4, 4, 2))
+
+
+class CosineTokens(nn.Module):
+    """Cosine attention over a map's tokens, its queries and keys normalised along `axis` (-1: each head's
+    channels, Swin v2's; -2: across the tokens, which is not cosine attention), each as the last axis."""
+
+    def __init__(self, axis: int = -1, dim: int = 8, heads: int = 2):
+        super().__init__()
+        self.axis, self.heads = axis, heads
+        self.patch = nn.Conv2d(3, dim, 2, 2)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.logit_scale = nn.Parameter(torch.log(torch.tensor([4.0, 12.0])).reshape(heads, 1, 1))
+
+    def forward(self, x):
+        x = self.patch(x)
+        h, w = x.shape[2], x.shape[3]
+        x = x.flatten(2).transpose(1, 2)                                               # (N, T, C)
+        n, t, c = x.shape
+        q, k, v = self.qkv(x).reshape(n, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        if self.axis == -1:
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        else:   # along the last axis of the transposed: the tokens
+            q, k = (F.normalize(a.transpose(-2, -1), dim=-1).transpose(-2, -1) for a in (q, k))
+        attn = q @ k.transpose(-2, -1)
+        attn = F.softmax(attn * torch.clamp(self.logit_scale, max=math.log(100.0)).exp(), dim=-1)
+        return (attn @ v).transpose(1, 2).reshape(n, t, c).transpose(1, 2).reshape(n, c, h, w)
+
+
 class SqueezeExcitation(nn.Module):
     def __init__(self, c: int, squeeze: int):
         super().__init__()
@@ -283,13 +407,15 @@ class TinyMaxViT(nn.Module):
 
 
 MODELS = {"vit": (TinyViT, (3, 16, 16)), "convnext": (TinyConvNeXt, (3, 32, 32)), "swin": (TinySwin, (3, 16, 16)),
-          "maxvit": (TinyMaxViT, (3, 32, 32))}
+          "maxvit": (TinyMaxViT, (3, 32, 32)), "swin_v2": (TinySwinV2, (3, 16, 16))}
+# models for the importer's own tests, not run on every backend
+EXTRA = {"cosine_tokens": (CosineTokens, (3, 8, 8)), "cosine_across_tokens": (lambda: CosineTokens(axis=-2), (3, 8, 8))}
 
 
 def export(name: str, path: str, x: np.ndarray, seed: int = 0, opset: int | None = None) -> np.ndarray:
     """Model `name` with seeded weights written to `path` as ONNX (batch a dynamic axis); PyTorch's output on `x`."""
     torch.manual_seed(seed)
-    model = MODELS[name][0]()
+    model = {**MODELS, **EXTRA}[name][0]()
     gen = torch.Generator().manual_seed(seed)
     for m in model.modules():   # batch norms with statistics of their own, so folding them is a real test
         if isinstance(m, nn.BatchNorm2d):

@@ -1,5 +1,5 @@
 """Issue 45's ONNX part: small models in the shape of torchvision's vit_b_16,
-swin_t and convnext_tiny (tests/onnx_transformer_models.py), exported by
+swin_t, swin_v2_t and convnext_tiny (tests/onnx_transformer_models.py), exported by
 PyTorch, imported (nets/onnx_transformer.py), and run by the float64 oracle
 and the backends that take the transformer's kinds against PyTorch's own
 output; the others refuse in one line naming the kind."""
@@ -32,7 +32,8 @@ def _imported(name: str, tmp_path, batch: int = 2, seed: int = 0):
 KINDS = {"vit": {LayerKind.TOKENS, LayerKind.ATTENTION, LayerKind.LAYERNORM, LayerKind.TAKE_TOKEN},
          "swin": {LayerKind.ATTENTION, LayerKind.LAYERNORM, LayerKind.SPACE_TO_DEPTH},
          "convnext": {LayerKind.LAYERNORM},
-         "maxvit": {LayerKind.ATTENTION, LayerKind.LAYERNORM, LayerKind.MUL, LayerKind.AVGPOOL}}
+         "maxvit": {LayerKind.ATTENTION, LayerKind.LAYERNORM, LayerKind.MUL, LayerKind.AVGPOOL},
+         "swin_v2": {LayerKind.ATTENTION, LayerKind.LAYERNORM, LayerKind.SPACE_TO_DEPTH}}
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -52,6 +53,43 @@ def test_swin_windows_and_shift_are_found(tmp_path):
                                                                           ((4, 4), (2, 2), True),
                                                                           ((0, 0), (0, 0), True)]
     assert all(a.heads == 2 for a in attention)
+
+
+def test_swin_v2_cosine_attention_is_found(tmp_path):
+    """Swin v2's cosine attention: its windows and shift as v1's, each head's scale exp(min(logit_scale,
+    log 100)) and its position bias 16 sigmoid(MLP(table)) worked out at import from the model's own."""
+    import math
+    import torch
+    net, weights, _, _ = _imported("swin_v2", tmp_path)
+    attention = [layer for layer in net.layers if layer.kind == LayerKind.ATTENTION]
+    assert [(a.window, a.shift, a.heads, a.cosine, a.position_bias) for a in attention] == [
+        ((4, 4), (0, 0), 2, True, True), ((4, 4), (2, 2), 2, True, True), ((0, 0), (0, 0), 4, True, True)]
+    from onnx_transformer_models import SwinV2Block
+    torch.manual_seed(0)
+    block = SwinV2Block(8, 2, 4, 0)
+    want = np.minimum(np.exp(block.logit_scale.detach().numpy().reshape(-1)), 100.0)
+    assert weights[f"{attention[0].name}.cosine_scale"] == pytest.approx(want, rel=1e-5)
+    assert want.max() == pytest.approx(100.0) and want.min() == pytest.approx(5.0)
+    bias = weights[f"{attention[0].name}.bias"]
+    assert bias.shape == (2, 16, 16) and 0 < bias.min() and bias.max() < 16
+    assert not math.isclose(float(bias.min()), float(bias.max()))
+
+
+def test_cosine_attention_over_a_whole_map_and_a_wrong_axis(tmp_path):
+    """Cosine attention over every token (one window), its scale per head; queries and keys normalised across
+    the tokens instead of each head's channels is not cosine attention: refused in one line, not run wrong."""
+    x = np.random.default_rng(1).random((2, 3, 8, 8), dtype=np.float32)
+    framework = export("cosine_tokens", str(tmp_path / "ok.onnx"), x)
+    net, weights = load_onnx(tmp_path / "ok.onnx")
+    (attention,) = [layer for layer in net.layers if layer.kind == LayerKind.ATTENTION]
+    assert attention.cosine and attention.window == (0, 0) and not attention.position_bias
+    assert weights[f"{attention.name}.cosine_scale"] == pytest.approx([4.0, 12.0], rel=1e-5)
+    got = oracle.forward(net, weights, x)[-1].reshape(framework.shape)
+    assert np.linalg.norm(got - framework) / np.linalg.norm(framework) < 1e-5
+    export("cosine_across_tokens", str(tmp_path / "wrong.onnx"), x)
+    with pytest.raises(UserError, match="another axis") as err:
+        load_onnx(tmp_path / "wrong.onnx")
+    assert "\n" not in str(err.value)
 
 
 def test_maxvit_window_and_grid_are_found(tmp_path):

@@ -2,7 +2,7 @@
 to end against the float64 oracle, on two small nets that hold every new kind
 between them (vit-tiny, built in: tokens, whole-map attention, gelu, the class
 token; a Swin- and MaxViT-like net: shifted windows with a position bias, a
-grid, patch merging, a crop).  A backend that lacks a kind says so in one line
+grid, Swin v2's cosine attention, patch merging, a crop).  A backend that lacks a kind says so in one line
 naming it."""
 import numpy as np
 import pytest
@@ -20,6 +20,11 @@ SWIN_LIKE = Net("swin-like", (3, 8, 8), (
     Attention("shifted", heads=2, window=(2, 2), shift=(1, 1), position_bias=True),
     Conv("qkv2", "gelu_tanh", out_channels=24, kernel=(1, 1)),
     Attention("grid", heads=2, window=(2, 2), grid=True, position_bias=True),
+    # Swin v2's: cosine attention in shifted windows with a position bias, then its post-norm; and over the
+    # whole map (its last stage, one window)
+    Conv("qkv3", out_channels=24, kernel=(1, 1)),
+    Attention("cosine", heads=2, window=(2, 2), shift=(1, 1), position_bias=True, cosine=True), LayerNorm("post"),
+    Conv("qkv4", out_channels=24, kernel=(1, 1)), Attention("cosine-whole", heads=2, cosine=True),
     SpaceToDepth("merge"), Crop("crop", crop=(1, 0, 0, 1))))
 
 NETS = {"vit-tiny": VIT_TINY, "swin-like": SWIN_LIKE}

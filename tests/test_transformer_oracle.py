@@ -63,6 +63,25 @@ def test_attention_heads_are_apart():
     assert y[0, :, 0, 0] == pytest.approx([5.0, 2.0], abs=1e-12)
 
 
+def test_cosine_attention_by_hand():
+    # one head of two channels, two tokens: query 0 is (3, 4), normalised (0.6, 0.8); the keys (5, 0) and
+    # (0, 2) normalise to (1, 0) and (0, 1); a head scale of 5 ln 3 makes the scores 3 ln 3 and 4 ln 3,
+    # so softmax 1/4, 3/4.  Query 1 is zero: its norm is held at COSINE_EPS, scores 0, weights 1/2, 1/2
+    x = np.array([[3.0, 0.0], [4.0, 0.0],       # q: channel 0, channel 1; token 0, token 1
+                  [5.0, 0.0], [0.0, 2.0],       # k
+                  [4.0, 8.0], [1.0, 3.0]]).reshape(1, 6, 2, 1)   # v
+    scale = np.array([5 * math.log(3)])
+    y = oracle.attention(x, heads=1, cosine_scale=scale)
+    assert y[0, :, :, 0].T.ravel() == pytest.approx([0.25 * 4 + 0.75 * 8, 0.25 * 1 + 0.75 * 3, 6.0, 2.0], abs=1e-12)
+    # the norms divide out: queries and keys of any length give the same output
+    x2 = x.copy()
+    x2[0, :4] *= 7.0
+    assert oracle.attention(x2, heads=1, cosine_scale=scale) == pytest.approx(y, abs=1e-12)
+    # a layer whose cosine_scale is that, through layer_forward
+    layer = Attention("a", heads=1, cosine=True)
+    assert oracle.layer_forward(layer, x, {"a.cosine_scale": scale}) == pytest.approx(y, abs=1e-12)
+
+
 def test_shifted_windows_by_hand():
     # rows 0..3, windows of 2 rows, shift 1: rolled rows are 1 2 | 3 0; rows 3 and 0 came from either side
     # of the roll's seam, so each attends only to itself; rows 1 and 2 (queries 0) average their values
@@ -100,6 +119,8 @@ def test_flops_by_hand():
     assert Attention("a", heads=2).flops((12, 5, 1)) == 2 * 2 * 25 * 4 + 2 * (25 + 75)
     # Swin-like: 2x2 windows of a 4x4 map (4 windows), shifted: the mask's add too
     assert Attention("a", heads=1, window=(2, 2), shift=(1, 1)).flops((6, 4, 4)) == 4 * (4 * 16 * 2 + 16 * 5)
+    # cosine attention: six more per element of the queries and keys (the norms' square, sum, division)
+    assert Attention("a", heads=1, window=(2, 2), cosine=True).flops((6, 4, 4)) == 4 * (4 * 16 * 2 + 16 * 4 + 6 * 4 * 2)
     assert LayerNorm("n").flops((3, 2, 2)) == 7 * 12
     assert Tokens("t").flops((4, 2, 2)) == 4 * 5
     assert Tokens("t", position=False).flops((4, 2, 2)) == 0
@@ -115,6 +136,8 @@ def test_bad_shapes_are_refused():
         Attention("a", heads=1, shift=(1, 1))
     with pytest.raises(ValueError, match="leaves nothing"):
         Net("n", (1, 3, 3), (Crop("c", crop=(2, 0, 1, 0)),))
+    with pytest.raises(ValueError, match="scale is per head"):
+        Attention("a", heads=1, cosine=True, scale=0.5)
     with pytest.raises(ValueError, match="each offset"):
         SpaceToDepth("s", order=((0, 0), (0, 0), (1, 0), (1, 1)))
 
@@ -136,7 +159,13 @@ def _transformer_nets():
         Conv("qkv2", out_channels=12, kernel=(1, 1)),
         Attention("grid", heads=1, window=(2, 2), grid=True, position_bias=True),
         SpaceToDepth("merge"), Crop("crop", crop=(1, 0, 0, 1))))
-    return [vit, swin]
+    swin_v2 = Net("swin-v2", (3, 8, 8), (
+        Conv("patch", out_channels=8, kernel=(2, 2), stride=(2, 2)),
+        Conv("qkv", out_channels=24, kernel=(1, 1)),
+        Attention("attn", heads=2, window=(2, 2), shift=(1, 1), position_bias=True, cosine=True),
+        LayerNorm("post"),
+        Conv("qkv2", out_channels=24, kernel=(1, 1)), Attention("whole", heads=4, cosine=True)))
+    return [vit, swin, swin_v2]
 
 
 @pytest.mark.parametrize("net", _transformer_nets(), ids=lambda n: n.name)

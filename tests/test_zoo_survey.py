@@ -33,3 +33,41 @@ def test_framework_float32_error(tmp_path):
     np.save(tmp_path / "m-y.npy", (y64 + [[0.0, 0.0, 3.0]]).astype(np.float32))
     assert survey._framework_float32(tmp_path, "m", "keras") == 1.0   # |(0, 0, 3)| / |(1, 2, 2)|
     assert survey._framework_float32(tmp_path, "absent", "keras") is None
+
+
+def test_a_model_checked_on_fewer_images_says_so(tmp_path):
+    """compare check's refusal for the host's memory names how many images fit; the survey reads it, and its
+    line then says the input was one image, measured against the framework's output on that image alone."""
+    refusal = ("error: vit_h_14 at the 2 images of x.npy needs about 8.2 GiB of host memory (...), more than 80% "
+               "of the 7.0 GiB available; an input of 1 images fits")
+    assert survey.FITS.search(refusal).group(1) == "1"
+    assert survey.FITS.search(refusal.replace("an input of 1 images fits", "not even batch 1 fits")) is None
+    rows = [{"source": "torchvision", "model": "vit_h_14", "input": "224x224", "images": 1, "status": "PASS",
+             "vs_framework": 1e-6},
+            {"source": "torchvision", "model": "vit_b_16", "input": "224x224", "status": "PASS", "vs_framework": 1e-6}]
+    table = survey.render(rows, "numpy")
+    assert "| vit_h_14 | 224x224, 1 image | PASS |" in table and "| vit_b_16 | 224x224 | PASS |" in table
+    assert "2 of 2 run" in table
+    y = np.array([[1.0, 2.0], [5.0, 5.0]])
+    np.save(tmp_path / "m-y.npy", y)
+    (tmp_path / "m-outs").mkdir()
+    np.save(tmp_path / "m-outs" / "numpy.npy", y[:1] * 1.5)   # ours on the first image alone
+    assert survey._against_framework(tmp_path, "m", images=1) == 0.5
+
+
+def test_redo_refuses_a_model_it_cannot_run(tmp_path, monkeypatch):
+    """--redo of a model the survey does not list here (torchvision absent) would lose its kept line."""
+    import pytest
+    monkeypatch.setattr(survey, "torch_names", lambda: [])
+    with pytest.raises(SystemExit):
+        survey.main(["--out", str(tmp_path / "zoo.md"), "--redo", "vit_h_14"])
+    assert not (tmp_path / "zoo.md").exists()
+
+
+def test_statuses_skip_a_wrapped_cells_next_line():
+    table = ("backend    check    rel L2    max abs    worst layer (rel L2)                  top-1 agree    note\n"
+             "---------  -------  --------  ---------  ------------------------------------  -------------  ----\n"
+             "numpy      PASS     3.5e-07   2.1e-06    features_features_5_features_5_3_mlp  100%\n"
+             "                                         _mlp_3_MatMul 3.4e-07\n"
+             "torch      FAIL     1.0e+00   2.0e+00    head 1.0e+00                          0%\n")
+    assert survey._statuses(table) == {"numpy": "PASS", "torch": "FAIL"}

@@ -11,7 +11,10 @@ projections and the MLP are 1x1 convolutions, so they are already GEMMs
                   or one xGEMMSTRIDEDBATCHED a head ("strided"); clblast-best
                   measures both.  Windows that are not the whole map are
                   gathered into contiguous blocks first and scattered back after
-                  (own kernels; the shift's roll is in their indices)
+                  (own kernels; the shift's roll is in their indices); cosine
+                  attention (Swin v2's) normalises each head's queries and keys
+                  first, its scale in the queries (own kernel), so the scores'
+                  GEMM is the same with alpha 1
   layernorm       layernorm (own kernel): CLBlast has no reduction over channels
   tokens          tokens (own kernel): the class token and the position embedding
   take_token      xCOPY of one token's channels (stride T), once per image
@@ -23,6 +26,8 @@ own kernel, or the activate_inplace kernel (kernels/common.h).
 from __future__ import annotations
 
 import numpy as np
+
+from nets import COSINE_EPS
 
 from ..opencl.launch import ACT_CODES, Launch
 from .layers import ClblastOp, as_array
@@ -171,6 +176,15 @@ class AttentionOp(ClblastOp):
             self.steps.append("window partition (own kernel)")
         src, dst = (self.qkv_w, self.out_w) if self.windowed else (in_buf, out_buf)
         groups = batch * nw
+        self.cosine = None
+        if layer.cosine:   # into the windows' buffer in place, or from the input into a copy of its own
+            self.unit = src if self.windowed else owner.alloc(batch * c3 * h * w * 4, f"unit queries of {layer.name}")
+            self.cosine_scale = rt.upload(params["cosine_scale"], f"cosine scale of {layer.name}")
+            owner.buffers.append(self.cosine_scale)
+            self.cosine = _launch(rt, "cosine_qk", "none", (n, heads, groups), (LOCAL_SIZE, 1, 1), COSINE_QK=1, C=c,
+                                  NT=n, DH=dh, COPY_V=int(not self.windowed), COSINE_EPS=f"{COSINE_EPS!r}f")
+            self.cosine_from, src = src, self.unit
+            self.steps.append("cosine normalisation (own kernel)")
         self.scores = owner.alloc(groups * heads * n * n * 4, f"scores of {layer.name}")
         added = layer.added_scores(in_shape, params.get("bias"))
         self.added = rt.upload(added if added is not None else np.zeros(1, np.float32), f"added scores of {layer.name}")
@@ -223,6 +237,9 @@ class AttentionOp(ClblastOp):
         self.apply()
         if self.windowed:
             rec.kernel("window partition (own kernel)", self.gather(self.in_buf, self.gather_idx, self.qkv_w))
+        if self.cosine is not None:
+            rec.kernel("cosine normalisation (own kernel)",
+                       self.cosine(self.cosine_from, self.cosine_scale, self.unit))
         with rec.library(self.gemm_step):
             self._products(True)
         rec.kernel("softmax (own kernel)", self.softmax(self.scores, self.added))

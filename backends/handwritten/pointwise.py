@@ -53,7 +53,9 @@ def _defines(net, i: int, dst) -> dict:
     kw = 4 if net.device != "cpu" else 8
     return {"N": net.batch, "XC4": src.c_stored, "XHP": src.hp, "XWP": src.wp, "XPT": src.pad_h, "XPL": src.pad_w,
             "YC": dst.c, "YC4": dst.c_stored, "YH": dst.h, "YW": dst.w, "YHP": dst.hp, "YWP": dst.wp,
-            "YPT": dst.pad_h, "YPL": dst.pad_w, "KW": kw, "RP": RP, "KP": round_up(dst.c_stored, kw)}
+            "YPT": dst.pad_h, "YPL": dst.pad_w, "KW": kw, "RP": RP, "KP": round_up(dst.c_stored, kw),
+            # the output a slice of a concatenation's buffer (the 1x1's own, or an add's folded into it)
+            "YS": dst.c_pitch // 4, "YO": dst.c_offset // 4}
 
 
 def _launch(net, i: int, defines: dict) -> Launch:
@@ -91,8 +93,8 @@ class ChoosesPointwise:
     pointwise = "measured"
 
     def choose_form(self, index: int, layer, params: dict, op, bufs: list):
-        if self.pointwise == "never" or not applies(layer) or self.reads_or_writes_a_view(index):
-            return super().choose_form(index, layer, params, op, bufs)   # its kernel takes no channel pitch
+        if self.pointwise == "never" or not applies(layer) or self.input_layout(index).is_view:
+            return super().choose_form(index, layer, params, op, bufs)   # it reads whole pixels
         first = len(self.buffers)
         blocked = build(self, index, params)
         if self.pointwise == "always":

@@ -8,7 +8,9 @@ it measures faster), gelu in their epilogue as every activation.  Here:
   attention   one fused kernel: per work-group a tile of one window's and head's
               queries, each work-item one query; the keys and values pass through
               local memory a tile at a time, the softmax is online (a running max
-              and sum rescale the weighted sum), so the scores are never written
+              and sum rescale the weighted sum), so the scores are never written;
+              cosine attention (Swin v2's) divides each query and key by its norm
+              in the same kernel
   layernorm   one work-item per pixel or token, its channels contiguous (NHWC)
   tokens, take_token, space_to_depth, crop
               gather: a copy by address maps made at prepare (the class token and
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nets import LayerKind
+from nets import COSINE_EPS, LayerKind
 from nets.errors import Unsupported
 
 from ..opencl.launch import ACT_CODES, Launch, step_name
@@ -136,11 +138,15 @@ def _attention(net, index, layer, params, src: Layout, dst: Layout, in_shape: tu
     scale = layer.head_scale(in_shape)
     defines = {"ATTENTION": 1, "ACT": ACT_CODES["none"], "DH": dh, "NT": nt, "WINDOWS": windows, "HEADS": layer.heads,
                "C": c, "QT": qt, "KT": KEY_TILE, "XIMG": image_floats(src), "YIMG": image_floats(dst),
-               "ADDED": 0 if added is None else added.shape[0], "SCALE": f"{scale!r}f"}
+               "ADDED": 0 if added is None else added.shape[0], "SCALE": f"{scale!r}f",
+               "COSINE": int(layer.cosine), "COSINE_EPS": f"{COSINE_EPS!r}f"}
     grid = (-(-nt // qt) * qt, windows * layer.heads, net.batch)
     launch = Launch(net.rt, SOURCE, "attention", defines, grid, (qt, 1, 1), exact=True)
     args = (_ints(net, pixel_offsets(src)[pixels.reshape(-1)], f"{layer.name} window pixels (input)"),
             _ints(net, pixel_offsets(dst)[pixels.reshape(-1)], f"{layer.name} window pixels (output)"),
             net.upload(added if added is not None else np.zeros(1, np.float32), f"{layer.name} added scores"))
-    return KernelOp(net, index, launch, args, f"attention (fused: {windows} window(s) x {layer.heads} heads of "
-                                             f"{nt} tokens, keys in tiles of {KEY_TILE} in local memory)")
+    if layer.cosine:
+        args += (net.upload(params["cosine_scale"], f"{layer.name} cosine scale"),)
+    return KernelOp(net, index, launch, args, f"{'cosine ' if layer.cosine else ''}attention (fused: {windows} "
+                                             f"window(s) x {layer.heads} heads of {nt} tokens, keys in tiles of "
+                                             f"{KEY_TILE} in local memory)")

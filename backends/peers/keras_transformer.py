@@ -1,13 +1,15 @@
 """The transformer's layers (issue 45) for the TensorFlow peer, on NHWC tensors
 (keras_layers.py builds the others): LayerNormalization over the channels,
 the tokens by reshape and concat, attention over the windows by batched
-matmuls (TensorFlow's own), patch merging by strided slices.  Tokens are
+matmuls (TensorFlow's own; cosine attention's queries and keys
+l2_normalize'd first, each head's scale folded into its queries), patch
+merging by strided slices.  Tokens are
 (N, T, 1, C) here, our (C, T, 1) maps channels-last."""
 from __future__ import annotations
 
 import numpy as np
 
-from nets import LayerKind
+from nets import COSINE_EPS, LayerKind
 
 
 def _partition(tf, x, win, grid):
@@ -38,6 +40,7 @@ def _attention(tf, layer, params, in_shape):
     added = layer.added_scores(in_shape, params.get("bias"))
     added = None if added is None else tf.constant(added[None])          # (1, windows or 1, heads, n, n)
     scale = layer.head_scale(in_shape)
+    cosine = tf.constant(params["cosine_scale"].reshape(heads, 1, 1)) if layer.cosine else None
 
     def op(x):
         if any(shift):
@@ -45,7 +48,11 @@ def _attention(tf, layer, params, in_shape):
         t = _partition(tf, x, win, layer.grid)                                # (N, W, n, 3C)
         nw, n = t.shape[1], t.shape[2]
         t = tf.transpose(tf.reshape(t, (-1, nw, n, 3, heads, dh)), (3, 0, 1, 4, 2, 5))   # (3, N, W, heads, n, dh)
-        s = tf.matmul(t[0], t[1], transpose_b=True) * scale
+        q, k = t[0], t[1]
+        if cosine is not None:   # l2_normalize's epsilon bounds the squared norm
+            q = tf.math.l2_normalize(q, axis=-1, epsilon=COSINE_EPS ** 2) * cosine
+            k = tf.math.l2_normalize(k, axis=-1, epsilon=COSINE_EPS ** 2)
+        s = tf.matmul(q, k, transpose_b=True) * scale
         if added is not None:
             s = s + added
         o = tf.matmul(tf.nn.softmax(s, axis=-1), t[2])                      # (N, W, heads, n, dh)

@@ -2,13 +2,15 @@
 tinygrad_layers.py's: layer normalisation on the channels-last view, the
 windows by reshape and permute, attention by matmuls and softmax (tinygrad
 fuses and searches them as the rest), the position bias and Swin's mask one
-added constant; the exact gelu from tinygrad's erf."""
+added constant; cosine attention's queries and keys divided by their norms
+first, each head's scale folded into its queries; the exact gelu from
+tinygrad's erf."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 
-from nets import LayerKind
+from nets import COSINE_EPS, LayerKind
 
 from .windows import partition, unpartition
 
@@ -25,6 +27,10 @@ def _attention(Tensor, layer, p: dict, in_shape: tuple, device: str) -> Callable
     added = layer.added_scores(in_shape, None if "bias" not in p else p["bias"].numpy())
     added = None if added is None else Tensor(added[None], device=device).realize()   # (1, W or 1, heads, n, n)
     scale = layer.head_scale(in_shape)
+    cosine = p["cosine_scale"].reshape(heads, 1, 1) if layer.cosine else None
+
+    def unit(t):
+        return t / t.square().sum(-1, keepdim=True).sqrt().maximum(COSINE_EPS)
 
     def op(xs):
         x = xs[0]
@@ -33,7 +39,10 @@ def _attention(Tensor, layer, p: dict, in_shape: tuple, device: str) -> Callable
         t = partition(x, win, layer.grid)
         nb, nw, nt = t.shape[0], t.shape[1], t.shape[2]
         qkv = t.reshape(nb, nw, nt, 3, heads, dh).permute(3, 0, 1, 4, 2, 5)
-        s = (qkv[0] @ qkv[1].transpose(-1, -2)) * scale
+        q, k = qkv[0], qkv[1]
+        if cosine is not None:
+            q, k = unit(q) * cosine, unit(k)
+        s = (q @ k.transpose(-1, -2)) * scale
         if added is not None:
             s = s + added
         o = s.softmax(-1) @ qkv[2]

@@ -2,14 +2,16 @@
 makes the others: layer normalisation over the channels is F.layer_norm on
 the channels-last view, attention F.scaled_dot_product_attention (PyTorch's
 fused kernel where it has one) on the windows, with the position bias and
-Swin's shift mask as one additive mask (-inf where a key is left out)."""
+Swin's shift mask as one additive mask (-inf where a key is left out); cosine
+attention's queries and keys F.normalize'd first, each head's scale folded
+into its queries."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
 
-from nets import LayerKind
+from nets import COSINE_EPS, LayerKind
 
 from .windows import partition, unpartition
 
@@ -29,6 +31,7 @@ def _attention(torch, layer, p: dict, in_shape: tuple, dev) -> Callable:
     if allowed is not None:
         keep = torch.from_numpy(np.where(allowed, 0.0, -np.inf).astype(np.float32)).to(dev)[:, None]
         mask = keep if mask is None else mask + keep
+    cosine = p["cosine_scale"].reshape(heads, 1, 1) if layer.cosine else None
 
     def op(xs):
         x = xs[0]
@@ -37,7 +40,11 @@ def _attention(torch, layer, p: dict, in_shape: tuple, dev) -> Callable:
         t = partition(x, win, layer.grid)                                      # (N, W, n, 3C)
         nb, nw, nt = t.shape[0], t.shape[1], t.shape[2]
         qkv = t.reshape(nb, nw, nt, 3, heads, dh).permute(3, 0, 1, 4, 2, 5)     # (3, N, W, heads, n, dh)
-        o = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], attn_mask=mask, scale=scale)
+        q, k = qkv[0], qkv[1]
+        if cosine is not None:
+            q = F.normalize(q, dim=-1, eps=COSINE_EPS) * cosine
+            k = F.normalize(k, dim=-1, eps=COSINE_EPS)
+        o = F.scaled_dot_product_attention(q, k, qkv[2], attn_mask=mask, scale=scale)
         y = unpartition(o.permute(0, 1, 3, 2, 4).reshape(nb, nw, nt, c), (nb, c, h, w), win, layer.grid)
         return torch.roll(y, shift, (2, 3)) if any(shift) else y.contiguous()
     return op

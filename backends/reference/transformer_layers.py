@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nets import LayerKind
+from nets import COSINE_EPS, LayerKind
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -77,6 +77,10 @@ def attention(x, layer, params):
     nw, nt = t.shape[1], t.shape[2]
     qkv = t.reshape(n, nw, nt, 3, heads, dh).transpose(3, 0, 1, 4, 2, 5)         # (3, N, W, heads, n, dh)
     q, k, v = qkv[0], qkv[1], qkv[2]
+    if layer.cosine:   # each head's query and key normalised, its scale folded into the query
+        q = q * (params["cosine_scale"][:, None, None] / np.maximum(np.linalg.norm(q, axis=-1, keepdims=True),
+                                                                      np.float32(COSINE_EPS)))
+        k = k / np.maximum(np.linalg.norm(k, axis=-1, keepdims=True), np.float32(COSINE_EPS))
     s = q @ k.swapaxes(-1, -2)                                                  # (N, W, heads, n, n)
     s *= np.float32(layer.head_scale(x.shape[1:]))
     if layer.position_bias:
