@@ -142,12 +142,15 @@ def test_a_1x1_with_an_add_folded_writes_into_the_concatenations_slice(name, see
 
 
 @pytest.mark.parametrize("backend_class", [VectorisedNet, TiledNet])
-def test_a_winograd_conv_leaves_an_add_writing_a_concatenations_slice_its_own_kernel(runtime, backend_class):
-    """Winograd's kernels take no channel pitch: the add after a Winograd conv, its output a slice of a
-    concatenation's buffer, is not folded into it, and the net still matches the oracle."""
+@pytest.mark.parametrize("form", ["F2", "F2-gemm"])
+def test_a_winograd_conv_leaves_an_add_writing_a_concatenations_slice_its_own_kernel(runtime, backend_class, form):
+    """Winograd's output kernels (the one-kernel form's and the GEMM form's) take no channel pitch: the add
+    after a Winograd conv, its output a slice of a concatenation's buffer, is not folded into it, and the
+    net still matches the oracle."""
     net, batch = nasnet_cell(3, b_kernel=3)
     weights = init_weights(net, 3)
     x = np.random.default_rng(3).standard_normal((batch,) + net.input_shape).astype(np.float32)
-    config = run(backend_class(runtime, net, weights, batch, winograd="F2"), net, weights, x)
-    assert config["winograd"]["b"]["chosen"] == winograd_math.name(2)
+    config = run(backend_class(runtime, net, weights, batch, winograd=form), net, weights, x)
+    assert config["winograd"]["b"]["chosen"].startswith(winograd_math.name(2))
+    assert ("GEMM" in config["winograd"]["b"]["chosen"]) == form.endswith("gemm")
     assert "add" not in config["residual_adds_fused"]

@@ -318,9 +318,9 @@ class VectorisedNet(ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidua
         """Conv i's op with add j in its epilogue (`extra`: its -D constants), writing
         add j's output; None where conv i does not run vectorised's conv kernel (the depthwise)."""
         op = self.ops[i]
+        if isinstance(op, (WinogradOp, WinogradGemmOp)) and self.layouts[j + 1].is_view:
+            return None   # Winograd's output kernels take no channel pitch: the add stays a kernel
         if isinstance(op, WinogradOp):
-            if self.layouts[j + 1].is_view:   # its kernels take no channel pitch: the add stays a kernel
-                return None
             return with_residual(self, op, j, extra, residual)
         if isinstance(op, WinogradGemmOp):
             return gemm_residual(self, op, j, extra, residual)
