@@ -22,9 +22,11 @@ already chosen with their launches (measured.py); the fastest runs.
 the step is named "vector conv VWxNV RP px".  No device name decides
 anything: on a GPU the forms are measured as anywhere else (and lose).
 
-`cpu_conv` (the nets' argument): "measured" (the default), "never", or
-"always" (the first variant wherever it applies, unmeasured and unchecked
-here: the tests check each variant against the oracle so).
+`cpu_conv` (the nets' argument): "measured" (the default; offered where the
+device prefers vectors of MIN_WIDTH floats or more, and not where the caller
+forced another form, winograd="F2" or pointwise="always"), "never", "always"
+(the first variant wherever it applies, unmeasured and unchecked here: the
+tests check each variant against the oracle so), or a variant "VW,NV,RP".
 """
 from __future__ import annotations
 
@@ -39,7 +41,9 @@ from ..reference.numpy_backend import _activate, _conv
 from .layout import round_up
 from .measured import HOW, fastest_ms
 from .net import KernelOp
+from .pointwise import PointwiseOp
 from .residual import ResidualConvOp
+from .winograd import WinogradOp
 from .filters import depthwise_filters, is_depthwise, pad_to
 
 SOURCE = "cpu_conv.cl"
@@ -59,7 +63,8 @@ SHAPES = ((4, 4), (8, 4), (2, 8), (4, 2), (2, 2), (2, 1), (1, 1))
 
 def parse_mode(mode: str):
     """"measured", "never", "always" (each layer's first variant), or "VW,NV,RP": that variant
-    wherever it applies (a depthwise conv takes VW and RP); a Variant for the last."""
+    wherever it applies (a depthwise conv takes RP, and VW or the widest below it that divides its
+    channels); a Variant for the last."""
     if mode in ("measured", "never", "always"):
         return mode
     try:
@@ -225,13 +230,13 @@ class ChoosesCpuConv:
         if mode == "never" or which is None or self.reads_or_writes_a_view(index):
             return op   # (its kernels take no channel pitch)
         vw = vector_width(self.rt.info)
-        if mode == "measured" and vw < MIN_WIDTH:
+        if mode == "measured" and (vw < MIN_WIDTH or self._forced(op)):
             return op
         owned = {"chosen": self.buffers[first:]}
-        if isinstance(mode, Variant):
-            options = [Variant(mode.vw, 1, mode.rp)] if which == "depthwise" else [mode]
+        c_stored = self.layouts[index + 1].c_stored
+        if isinstance(mode, Variant):   # a depthwise conv narrows the vector to divide its channels
+            options = [Variant(dw_variants(mode.vw, c_stored)[0].vw, 1, mode.rp)] if which == "depthwise" else [mode]
         else:
-            c_stored = self.layouts[index + 1].c_stored
             options = dw_variants(vw, c_stored) if which == "depthwise" else variants(vw, c_stored)
         if mode != "measured":
             self.release(owned["chosen"])
@@ -260,3 +265,8 @@ class ChoosesCpuConv:
             **({"refused": refused} if refused else {})}
         self.config["measured_forms"] = HOW
         return forms[best]
+
+    def _forced(self, op) -> bool:
+        """`op` is a form its own mode forced (winograd="F2", pointwise="always"): the caller's choice stands."""
+        return ((isinstance(op, PointwiseOp) and self.pointwise == "always")
+                or (isinstance(op, WinogradOp) and self.winograd not in ("measured", "never")))

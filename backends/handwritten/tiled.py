@@ -116,6 +116,10 @@ class TiledNet(VectorisedNet):
         return choose_split(self, index, op, self.buffers[first:],
                             lambda: self.tiled_op(index, layer, params, (op.plan.tile,), 1))
 
+    def _forced(self, op) -> bool:
+        """As vectorised's, and a tile or split the caller narrowed (`tiles`, `ksplit`) stands too."""
+        return super()._forced(op) or (isinstance(op, TiledConvOp) and (self.tiles != TILES or self.ksplit is not None))
+
     def tiled_op(self, index, layer, params, tiles, ksplit) -> TiledConvOp:
         """Conv layer `index` as the tiled kernel, planned among `tiles` (and a split, where `ksplit` is None)."""
         src, dst = self.input_layout(index), self.layouts[index + 1]
