@@ -13,7 +13,7 @@ from backends.handwritten.tiled import TiledNet
 from backends.handwritten.vectorised import VectorisedNet
 from compare import oracle
 from compare.checking import check_prepared
-from nets import ZOO_ACTIVATIONS, Add, Conv, GlobalAvgPool, Net
+from nets import ZOO_ACTIVATIONS, Add, Conv, GlobalAvgPool, Net, Subsample
 from nets.weights import init_weights
 
 from conftest import backend_or_skip
@@ -72,6 +72,21 @@ def test_every_variant_matches_the_oracle(runtime, variant, seed, backend_class)
     assert config["residual_adds_fused"] == {"add": "into b's epilogue (adds a)"}
 
 
+@pytest.mark.parametrize("variant", ["8,1,4", "16,1,3"])
+def test_a_subsampling_runs_as_a_vector_depthwise(runtime, variant):
+    """LeNet's subsampling: each tap weighs coeff / taps; windows 2x2 stride 2 and 3x3 stride 1."""
+    net = Net("sub", (3, 12, 11), (
+        Conv("c", "tanh", out_channels=6, kernel=(5, 5)),
+        Subsample("s", "sigmoid", kernel=(2, 2), stride=(2, 2)),
+        Subsample("t", "none", kernel=(3, 3), stride=(1, 1))))
+    weights = init_weights(net, 10)
+    x = np.random.default_rng(10).standard_normal((3,) + net.input_shape).astype(np.float32)
+    config = run(VectorisedNet(runtime, net, weights, 3, cpu_conv=variant), net, weights, x)
+    rp = variant.split(",")[2]
+    for name in ("s", "t"):   # 6 channels stored as 8: a vector of 16 narrows to 8
+        assert config["layers"][name]["kernel"].startswith(f"vector subsample 8x1 {rp} px")
+
+
 def test_a_vector_depthwise_folds_into_the_1x1_after_it(runtime):
     net, batch, weights, x = inputs(6)
     config = run(VectorisedNet(runtime, net, weights, batch, cpu_conv="8,1,4", fold_depthwise="always"),
@@ -89,7 +104,7 @@ def test_measured_keeps_the_faster(runtime, monkeypatch, vector_wins):
     net, batch, weights, x = inputs(7)
     config = run(VectorisedNet(runtime, net, weights, batch, winograd="never"), net, weights, x)
     record = config["cpu_conv"]
-    assert set(record) == {"a", "b", "dw", "pw", "dw2"}
+    assert set(record) == {"a", "b", "dw", "pw", "dw2"}   # (the pool has no vector kernel)
     for name, r in record.items():
         assert r["vector_width"] == 8 and max(r["rel_l2_against_float64"].values()) < cpu_conv.MAX_REL_L2
         assert r["chosen"].startswith(("8x", "4x")) == vector_wins, (name, r)

@@ -124,7 +124,10 @@ def dw_variants(vw: int, channels_stored: int) -> list[Variant]:
 
 
 def kind(net, index: int, layer) -> str | None:
-    """'conv' (ungrouped), 'depthwise', or None where no vector kernel applies."""
+    """'conv' (ungrouped), 'depthwise' (a LeNet subsampling too: a depthwise conv whose
+    taps all weigh coeff / taps), or None where no vector kernel applies."""
+    if layer.kind == "subsample":
+        return "depthwise"
     if layer.kind != "conv" or tuple(layer.dilation) != (1, 1):
         return None
     if layer.groups == 1:
@@ -140,6 +143,19 @@ class CpuConvOp(KernelOp):
 
     def describe(self) -> dict:
         return {**super().describe(), "variant": self.variant.label}
+
+
+def as_conv(layer, params: dict) -> dict:
+    """The layer's weight (K, C / groups, FH, FW), bias, stride, padding and groups: a
+    subsampling's as the depthwise conv it equals (each tap weighs coeff / taps)."""
+    if layer.kind == "subsample":
+        fh, fw = layer.kernel
+        coeff = np.asarray(params["coeff"], np.float64)
+        weight = np.broadcast_to((coeff / (fh * fw))[:, None, None, None], (len(coeff), 1, fh, fw))
+        return {"weight": weight, "bias": params["bias"], "stride": layer.stride, "padding": (0, 0, 0, 0),
+                "groups": len(coeff)}
+    return {"weight": params["weight"], "bias": params["bias"], "stride": layer.stride,
+            "padding": layer.padding, "groups": layer.groups}
 
 
 def _launch(net, index: int, defines: dict, v: Variant) -> Launch:
@@ -162,11 +178,12 @@ def build(net, index: int, params: dict, v: Variant) -> CpuConvOp:
         if src.c_stored % v.vw:
             raise ValueError(f"{layer.name}: {src.c_stored} stored channels are no multiple of the vector width {v.vw}")
         defines = {**window, "DW_VEC": 1, "VW": v.vw, "NV": 1, "RP": v.rp}
+        conv = as_conv(layer, params)
         # vectorised's depthwise buffers: dw_pw and the block kernels can take them as they are
         return CpuConvOp(net, index, _launch(net, index, defines, v),
-                         net.upload(depthwise_filters(params["weight"], src.c_stored), f"{layer.name} weights"),
-                         net.upload(pad_to(params["bias"], dst.c_stored), f"{layer.name} bias"), v, defines,
-                         "vector depthwise")
+                         net.upload(depthwise_filters(conv["weight"], src.c_stored), f"{layer.name} weights"),
+                         net.upload(pad_to(conv["bias"], dst.c_stored), f"{layer.name} bias"), v, defines,
+                         "vector depthwise" if layer.kind == "conv" else f"vector {layer.kind.value}")
     kp = round_up(dst.c_stored, v.kw)
     defines = {**window, "CONV_VEC": 1, "XC": src.c, "VW": v.vw, "NV": v.nv, "RP": v.rp, "KP": kp}
     k, c, fh, fw = params["weight"].shape
@@ -199,8 +216,10 @@ def _errors(net, index: int, params: dict, forms: dict) -> dict:
     in_buf = net.activations[net.net.sources(index)[0] + 1]
     out_layout, out_buf = net.layouts[index + 1], net.activations[index + 1]
     x = np.random.default_rng(SEED + index).standard_normal(src.canonical_shape).astype(np.float32)
-    ref = _activate(_conv(x.astype(np.float64), np.asarray(params["weight"], np.float64),
-                          np.asarray(params["bias"], np.float64), layer.stride, layer.padding, layer.groups), layer.activation)
+    conv = as_conv(layer, params)
+    ref = _activate(_conv(x.astype(np.float64), np.asarray(conv["weight"], np.float64),
+                          np.asarray(conv["bias"], np.float64), conv["stride"], conv["padding"], conv["groups"]),
+                    layer.activation)
     norm = float(np.linalg.norm(ref)) or 1.0
     net.rt.write(in_buf, src.pack(x))
     quiet = Recorder(net.rt.queue, enabled=False)
