@@ -13,7 +13,7 @@ from backends.handwritten.tiled import TiledNet
 from backends.handwritten.vectorised import VectorisedNet
 from compare import oracle
 from compare.checking import check_prepared
-from nets import ZOO_ACTIVATIONS, Add, Conv, GlobalAvgPool, Net, Subsample
+from nets import ZOO_ACTIVATIONS, Add, Conv, Dense, GlobalAvgPool, Net, Subsample
 from nets.weights import init_weights
 
 from conftest import backend_or_skip
@@ -32,7 +32,8 @@ def random_net(seed: int) -> tuple[Net, int]:
         Conv("dw", acts[2], out_channels=k, kernel=(3, 3), pad=(1, 1), groups=k),
         Conv("pw", acts[3], out_channels=m, kernel=(1, 1)),
         Conv("dw2", acts[4], out_channels=m, kernel=(3, 3), stride=(2, 2), pad=(1, 1), groups=m),
-        GlobalAvgPool("gap"))), int(rng.integers(1, 4))
+        GlobalAvgPool("gap"),
+        Dense("fc", acts[0], out_features=int(rng.integers(1, 40))))), int(rng.integers(1, 4))
 
 
 def run(prepared, net, weights, x):
@@ -66,6 +67,7 @@ def test_every_variant_matches_the_oracle(runtime, variant, seed, backend_class)
     vw, nv, rp = variant.split(",")
     for name in ("a", "pw"):
         assert config["layers"][name]["kernel"].startswith(f"vector conv {vw}x{nv} {rp} px")
+    assert config["layers"]["fc"]["kernel"].startswith(f"vector dense {vw}x{nv} {rp} px")
     # the depthwise convs take the widest vector that divides their stored channels
     for name in ("dw", "dw2"):
         assert config["layers"][name]["kernel"].startswith("vector depthwise")
@@ -74,11 +76,13 @@ def test_every_variant_matches_the_oracle(runtime, variant, seed, backend_class)
 
 @pytest.mark.parametrize("variant", ["8,1,4", "16,1,3"])
 def test_a_subsampling_runs_as_a_vector_depthwise(runtime, variant):
-    """LeNet's subsampling: each tap weighs coeff / taps; windows 2x2 stride 2 and 3x3 stride 1."""
+    """LeNet's subsampling: each tap weighs coeff / taps; windows 2x2 stride 2 and 3x3 stride 1;
+    then a dense layer over the whole image."""
     net = Net("sub", (3, 12, 11), (
         Conv("c", "tanh", out_channels=6, kernel=(5, 5)),
         Subsample("s", "sigmoid", kernel=(2, 2), stride=(2, 2)),
-        Subsample("t", "none", kernel=(3, 3), stride=(1, 1))))
+        Subsample("t", "none", kernel=(3, 3), stride=(1, 1)),
+        Dense("fc", "relu", out_features=7)))   # reads a 6-channel image stored as 8 channels
     weights = init_weights(net, 10)
     x = np.random.default_rng(10).standard_normal((3,) + net.input_shape).astype(np.float32)
     config = run(VectorisedNet(runtime, net, weights, 3, cpu_conv=variant), net, weights, x)
@@ -104,7 +108,7 @@ def test_measured_keeps_the_faster(runtime, monkeypatch, vector_wins):
     net, batch, weights, x = inputs(7)
     config = run(VectorisedNet(runtime, net, weights, batch, winograd="never"), net, weights, x)
     record = config["cpu_conv"]
-    assert set(record) == {"a", "b", "dw", "pw", "dw2"}   # (the pool has no vector kernel)
+    assert set(record) == {"a", "b", "dw", "pw", "dw2", "fc"}   # (the pool has no vector kernel)
     for name, r in record.items():
         assert r["vector_width"] == 8 and max(r["rel_l2_against_float64"].values()) < cpu_conv.MAX_REL_L2
         assert r["chosen"].startswith(("8x", "4x")) == vector_wins, (name, r)
@@ -138,8 +142,10 @@ def test_vector_width_from_the_device(preferred, width):
 
 
 def test_variants_fit_the_channels():
-    assert [v.label for v in cpu_conv.variants(8, 64)] == ["8x2 4 px", "8x1 8 px"]
-    assert [v.label for v in cpu_conv.variants(8, 40)] == ["8x1 8 px"]   # 48 channels of 40 waste a fifth
+    assert [v.label for v in cpu_conv.variants(8, 64, 49)] == ["8x2 4 px", "8x1 8 px"]
+    assert [v.label for v in cpu_conv.variants(8, 40, 49)] == ["8x1 8 px"]   # 48 channels of 40 waste a fifth
+    assert [v.label for v in cpu_conv.variants(8, 64, 5)] == ["8x2 4 px"]    # no taller than the pixels
+    assert [v.label for v in cpu_conv.variants(16, 1000, 1)] == ["16x2 1 px", "16x1 1 px"]   # a GEMV
     assert [v.kw for v in cpu_conv.dw_variants(16, 24)] == [8, 8]           # 16 does not divide 24
 
 

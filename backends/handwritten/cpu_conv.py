@@ -44,7 +44,7 @@ from .net import KernelOp
 from .pointwise import PointwiseOp
 from .residual import ResidualConvOp
 from .winograd import WinogradOp
-from .filters import depthwise_filters, is_depthwise, pad_to
+from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
 
 SOURCE = "cpu_conv.cl"
 MAX_REL_L2 = 1e-5   # as Winograd's: a tenth of the float32 tolerance
@@ -103,10 +103,12 @@ class Variant:
         return f"{self.vw}x{self.nv} {self.rp} px"
 
 
-def variants(vw: int, channels_stored: int) -> list[Variant]:
-    """The variants for a conv of `channels_stored` output channels: those whose
-    channel block wastes at most MAX_WASTE, else the least wasteful."""
-    every = [Variant(vw, nv, rp) for rp, nv in TILES]
+def variants(vw: int, channels_stored: int, pixels: int) -> list[Variant]:
+    """The variants for a conv (or dense layer) of `channels_stored` output channels and
+    `pixels` outputs a channel (images x rows x columns): of the tiles no taller than the
+    pixels (else one pixel a work-item), those whose channel block wastes at most MAX_WASTE,
+    else the least wasteful."""
+    every = [Variant(vw, nv, rp) for rp, nv in TILES if rp <= pixels] or [Variant(vw, nv, 1) for nv in (2, 1)]
     waste = {v: round_up(channels_stored, v.kw) / channels_stored - 1 for v in every}
     fit = [v for v in every if waste[v] <= MAX_WASTE]
     if fit:
@@ -125,9 +127,12 @@ def dw_variants(vw: int, channels_stored: int) -> list[Variant]:
 
 def kind(net, index: int, layer) -> str | None:
     """'conv' (ungrouped), 'depthwise' (a LeNet subsampling too: a depthwise conv whose
-    taps all weigh coeff / taps), or None where no vector kernel applies."""
+    taps all weigh coeff / taps), 'dense' (a 1x1 conv over one pixel an image whose channels
+    are the input buffer's whole image), or None where no vector kernel applies."""
     if layer.kind == "subsample":
         return "depthwise"
+    if layer.kind == "dense":
+        return "dense"
     if layer.kind != "conv" or tuple(layer.dilation) != (1, 1):
         return None
     if layer.groups == 1:
@@ -185,6 +190,8 @@ def build(net, index: int, params: dict, v: Variant) -> CpuConvOp:
                          net.upload(pad_to(conv["bias"], dst.c_stored), f"{layer.name} bias"), v, defines,
                          "vector depthwise" if layer.kind == "conv" else f"vector {layer.kind.value}")
     kp = round_up(dst.c_stored, v.kw)
+    if layer.kind == "dense":
+        return _dense(net, index, layer, params, v, src, dst, kp)
     defines = {**window, "CONV_VEC": 1, "XC": src.c, "VW": v.vw, "NV": v.nv, "RP": v.rp, "KP": kp}
     k, c, fh, fw = params["weight"].shape
     weight = np.zeros((fh, fw, src.c_stored, kp), np.float32)
@@ -196,6 +203,25 @@ def build(net, index: int, params: dict, v: Variant) -> CpuConvOp:
     return CpuConvOp(net, index, _launch(net, index, defines, v),
                      net.upload(weight, f"{layer.name} weights (vector conv)"),
                      net.upload(bias, f"{layer.name} bias (vector conv)"), v, defines, "vector conv")
+
+
+def _dense(net, index, layer, params, v: Variant, src, dst, kp: int) -> CpuConvOp:
+    """A dense layer as conv_vec: one pixel an image, its channels the input buffer's image,
+    border and padding channels included (their weights are zero, as vectorised's dense kernels')."""
+    in4 = src.hp * src.wp * src.c_stored
+    defines = {"CONV_VEC": 1, "N": net.batch, "XC4": in4, "XC": in4, "XHP": 1, "XWP": 1, "XH": 1, "XW": 1,
+               "XPT": 0, "XPL": 0, "PT": 0, "PL": 0, "YC": dst.c, "YC4": dst.c_stored, "YH": 1, "YW": 1,
+               "YHP": dst.hp, "YWP": dst.wp, "YPT": dst.pad_h, "YPL": dst.pad_w, "FH": 1, "FW": 1, "SH": 1, "SW": 1,
+               "ACT": ACT_CODES[layer.activation], "VW": v.vw, "NV": v.nv, "RP": v.rp, "KP": kp}
+    rows = dense_rows(params["weight"], src.c, src.h, src.w, src.c_stored, src.border)   # (OUT, in4)
+    weight = np.zeros((in4, kp), np.float32)
+    weight[:, :rows.shape[0]] = rows.T
+    weight = weight.reshape(in4, kp // v.kw, v.kw).transpose(1, 0, 2)   # a work-item's block contiguous
+    bias = np.zeros(kp, np.float32)
+    bias[:len(params["bias"])] = params["bias"]
+    return CpuConvOp(net, index, _launch(net, index, defines, v),
+                     net.upload(weight, f"{layer.name} weights (vector dense)"),
+                     net.upload(bias, f"{layer.name} bias (vector dense)"), v, defines, "vector dense")
 
 
 def with_residual(net, op: CpuConvOp, j: int, extra: dict, residual) -> ResidualConvOp | None:
@@ -213,13 +239,23 @@ def _errors(net, index: int, params: dict, forms: dict) -> dict:
     """Each form's relative L2 error against the layer in float64 on one random input."""
     layer = net.net.layers[index]
     src = net.input_layout(index)
-    in_buf = net.activations[net.net.sources(index)[0] + 1]
-    out_layout, out_buf = net.layouts[index + 1], net.activations[index + 1]
     x = np.random.default_rng(SEED + index).standard_normal(src.canonical_shape).astype(np.float32)
+    if layer.kind == "dense":
+        flat = x.astype(np.float64).reshape(len(x), -1)
+        ref = _activate(flat @ np.asarray(params["weight"], np.float64) + np.asarray(params["bias"], np.float64),
+                        layer.activation)
+        return _compare(net, index, forms, x, ref)
     conv = as_conv(layer, params)
     ref = _activate(_conv(x.astype(np.float64), np.asarray(conv["weight"], np.float64),
                           np.asarray(conv["bias"], np.float64), conv["stride"], conv["padding"], conv["groups"]),
                     layer.activation)
+    return _compare(net, index, forms, x, ref)
+
+
+def _compare(net, index: int, forms: dict, x: np.ndarray, ref: np.ndarray) -> dict:
+    src = net.input_layout(index)
+    in_buf = net.activations[net.net.sources(index)[0] + 1]
+    out_layout, out_buf = net.layouts[index + 1], net.activations[index + 1]
     norm = float(np.linalg.norm(ref)) or 1.0
     net.rt.write(in_buf, src.pack(x))
     quiet = Recorder(net.rt.queue, enabled=False)
@@ -228,7 +264,7 @@ def _errors(net, index: int, params: dict, forms: dict) -> dict:
         for form, op in forms.items():
             op.enqueue(quiet)
             net.rt.finish()
-            errors[form] = float(np.linalg.norm(op.read_output().astype(np.float64) - ref)) / norm
+            errors[form] = float(np.linalg.norm(op.read_output().astype(np.float64).reshape(ref.shape) - ref)) / norm
     finally:   # zero border, NaN interior, as prepare left them (layout.py)
         net.rt.write(in_buf, src.template())
         net.rt.write(out_buf, out_layout.template())
@@ -256,7 +292,9 @@ class ChoosesCpuConv:
         if isinstance(mode, Variant):   # a depthwise conv narrows the vector to divide its channels
             options = [Variant(dw_variants(mode.vw, c_stored)[0].vw, 1, mode.rp)] if which == "depthwise" else [mode]
         else:
-            options = dw_variants(vw, c_stored) if which == "depthwise" else variants(vw, c_stored)
+            out = self.layouts[index + 1]
+            options = (dw_variants(vw, c_stored) if which == "depthwise"
+                       else variants(vw, c_stored, self.batch * out.h * out.w))
         if mode != "measured":
             self.release(owned["chosen"])
             return build(self, index, params, options[0])

@@ -44,13 +44,12 @@ import pyopencl as cl
 
 from nets import STUDY_KINDS, TRANSFORMER_KINDS, Feature, LayerKind
 from nets.errors import Unsupported
-from nets.layouts import chw_rows_to_hwc
 
 from ..base import layer_params
 from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class, limits
 from .blocks import MODES as BLOCK_MODES, FusesBlocks
-from .filters import depthwise_filters, is_depthwise, pad_to
+from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
 from .cpu_conv import ChoosesCpuConv, CpuConvOp, parse_mode as cpu_conv_mode, with_residual as cpu_conv_residual
 from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
 from .layout import round_up
@@ -72,21 +71,6 @@ def nhwc_filters(weight: np.ndarray, c_stored: int, k_stored: int) -> np.ndarray
     out = np.zeros((k_stored, fh, fw, c_stored), np.float32)
     out[:k, :, :, :c] = np.asarray(weight, np.float32).transpose(0, 2, 3, 1)
     return out
-
-
-def dense_rows(weight: np.ndarray, c: int, h: int, w: int, c_stored: int,
-               border: tuple = (0, 0, 0, 0)) -> np.ndarray:
-    """Dense weight (C*H*W, OUT), rows in the canonical C,H,W flatten order ->
-    (OUT, HP*WP*c_stored): row j lists output j's weights in the order the NHWC
-    input buffer holds its features, zero for the padding channels and for
-    the buffer's border (top, left, bottom, right; a graph's buffer read by a
-    conv too may have one)."""
-    n_out = weight.shape[1]
-    top, left, bottom, right = border
-    hp, wp = h + top + bottom, w + left + right
-    padded = np.zeros((hp, wp, c_stored, n_out), np.float32)
-    padded[top:top + h, left:left + w, :c, :] = chw_rows_to_hwc(weight, (c, h, w)).reshape(h, w, c, n_out)
-    return np.ascontiguousarray(padded.reshape(hp * wp * c_stored, n_out).T)
 
 
 def ungrouped(weight: np.ndarray, groups: int) -> np.ndarray:
