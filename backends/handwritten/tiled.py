@@ -179,7 +179,8 @@ class TiledBackend(VectorisedBackend):
                "grouped/depthwise convs, pools as vectorised; folds as vectorised (a library call cannot): each residual "
                "add and its activation into the conv before it, each depthwise conv and the 1x1 conv after it into "
                "vectorised's one kernel through local memory (that 1x1 then untiled) where that measured faster at "
-               "prepare; Winograd and block kernels as vectorised; a split sum only where measured faster)")
+               "prepare; Winograd and block kernels as vectorised; a split sum only where measured faster; on a device preferring float vectors of 8+ (a CPU), "
+               "the vector-width kernels as vectorised where measured faster)")
     net_class = TiledNet
 
     def prepare(self, net, weights, batch, mode=None):
