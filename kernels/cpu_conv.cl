@@ -139,12 +139,24 @@ __kernel void conv_vec(__global const float* restrict x,
 #endif
 
 #ifdef DW_VEC
+// POOL_MAX (1): a max-pool instead, the same work-items and loads with max for
+// multiply-add, no weights; taps in the padding never win (skipped, or -inf), a NaN does.
 #define BLOCKS ((YW + RP - 1) / RP)    // blocks of RP output columns a row
 #define IW ((RP - 1) * SW + FW)        // input columns the block's windows span
+#ifndef POOL_MAX
+#define POOL_MAX 0
+#endif
+
+inline vec vmax_keep_nan(const vec m, const vec v)
+{
+    return select(m, v, isgreater(v, m) | isnan(v));
+}
 
 __kernel void dw_vec(__global const float* restrict x,
+#if !POOL_MAX
                      __global const float* restrict w,
                      __global const float* restrict b,
+#endif
                      __global float4* restrict y)
 {
     const uint k0 = get_global_id(0) * VW;
@@ -158,22 +170,47 @@ __kernel void dw_vec(__global const float* restrict x,
     vec acc[RP];
 #pragma unroll
     for (int r = 0; r < RP; r++)
-        acc[r] = (vec)(0.0f);
+        acc[r] = (vec)(POOL_MAX ? -INFINITY : 0.0f);
     for (int fy = 0; fy < FH; fy++) {
-        const __global float* xr = x + ((n * XHP + row * SH + fy + (XPT - PT)) * XWP + col0 * SW + (XPL - PL)) * XC4 + k0;
+#if POOL_MAX
+        const int iy = (int)(row * SH) + fy - PT;
+        if (iy < 0 || iy >= XH)
+            continue;
+#endif
+        // signed: a max-pool's padding is no border of its input (its offsets go below 0, its loads never)
+        const int px = ((int)(n * XHP + row * SH) + fy + (XPT - PT)) * XWP + (int)(col0 * SW) + (XPL - PL);
+        const __global float* xr = x + px * XC4 + (int)k0;
         vec in[IW];
 #pragma unroll
-        for (int i = 0; i < IW; i++)
+        for (int i = 0; i < IW; i++) {
+#if POOL_MAX
+            const int ix = (int)(col0 * SW) + i - PL;
+            const bool inside = ix >= 0 && ix < XW && i <= last;
+            in[i] = VLOAD(0, xr + (inside ? i : PL) * XC4);   // a tap outside loads the first inside, then
+            in[i] = inside ? in[i] : (vec)(-INFINITY);         // counts as -inf (no load out of bounds)
+#else
             in[i] = VLOAD(0, xr + min(i, last) * XC4);
+#endif
+        }
 #pragma unroll
         for (int fx = 0; fx < FW; fx++) {
+#if POOL_MAX
+#pragma unroll
+            for (int r = 0; r < RP; r++)
+                acc[r] = vmax_keep_nan(acc[r], in[r * SW + fx]);
+#else
             const vec wv = VLOAD(0, w + (fy * FW + fx) * XC4 + k0);
 #pragma unroll
             for (int r = 0; r < RP; r++)
                 acc[r] = fma(in[r * SW + fx], wv, acc[r]);
+#endif
         }
     }
+#if POOL_MAX
+    const vec bias = (vec)(0.0f);
+#else
     const vec bias = VLOAD(0, b + k0);
+#endif
     for (int r = 0; r < valid; r++) {
         const uint yp = ((n * YHP + row + YPT) * YWP + col0 + r + YPL) * YS + YO;
         float o[VW];

@@ -13,7 +13,7 @@ from backends.handwritten.tiled import TiledNet
 from backends.handwritten.vectorised import VectorisedNet
 from compare import oracle
 from compare.checking import check_prepared
-from nets import ZOO_ACTIVATIONS, Add, Conv, Dense, GlobalAvgPool, Net, Subsample
+from nets import ZOO_ACTIVATIONS, Add, Conv, Dense, GlobalAvgPool, MaxPool, Net, Subsample
 from nets.weights import init_weights
 
 from conftest import backend_or_skip
@@ -75,20 +75,23 @@ def test_every_variant_matches_the_oracle(runtime, variant, seed, backend_class)
 
 
 @pytest.mark.parametrize("variant", ["8,1,4", "16,1,3"])
-def test_a_subsampling_runs_as_a_vector_depthwise(runtime, variant):
-    """LeNet's subsampling: each tap weighs coeff / taps; windows 2x2 stride 2 and 3x3 stride 1;
-    then a dense layer over the whole image."""
-    net = Net("sub", (3, 12, 11), (
+def test_pools_and_subsamplings_run_as_the_vector_depthwise(runtime, variant):
+    """LeNet's subsampling (each tap weighs coeff / taps) and max-pools (padding never wins), at
+    windows 2x2 stride 2, 3x3 stride 2 padded, 2x2 stride 1; then a dense layer over the whole image."""
+    net = Net("pools", (3, 16, 15), (
         Conv("c", "tanh", out_channels=6, kernel=(5, 5)),
+        MaxPool("m", "none", kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
         Subsample("s", "sigmoid", kernel=(2, 2), stride=(2, 2)),
-        Subsample("t", "none", kernel=(3, 3), stride=(1, 1)),
+        MaxPool("m2", "relu", kernel=(2, 2), stride=(1, 1)),
+        Subsample("t", "none", kernel=(2, 2), stride=(1, 1)),
         Dense("fc", "relu", out_features=7)))   # reads a 6-channel image stored as 8 channels
     weights = init_weights(net, 10)
     x = np.random.default_rng(10).standard_normal((3,) + net.input_shape).astype(np.float32)
     config = run(VectorisedNet(runtime, net, weights, 3, cpu_conv=variant), net, weights, x)
     rp = variant.split(",")[2]
-    for name in ("s", "t"):   # 6 channels stored as 8: a vector of 16 narrows to 8
-        assert config["layers"][name]["kernel"].startswith(f"vector subsample 8x1 {rp} px")
+    for name, what in (("m", "maxpool"), ("s", "subsample"), ("m2", "maxpool"), ("t", "subsample")):
+        # 6 channels stored as 8: a vector of 16 narrows to 8
+        assert config["layers"][name]["kernel"].startswith(f"vector {what} 8x1 {rp} px")
 
 
 def test_a_vector_depthwise_folds_into_the_1x1_after_it(runtime):

@@ -33,9 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.net import Recorder
+from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import choose_local
 from ..reference.numpy_backend import _activate, _conv
 from .layout import round_up
@@ -127,9 +129,9 @@ def dw_variants(vw: int, channels_stored: int) -> list[Variant]:
 
 def kind(net, index: int, layer) -> str | None:
     """'conv' (ungrouped), 'depthwise' (a LeNet subsampling too: a depthwise conv whose
-    taps all weigh coeff / taps), 'dense' (a 1x1 conv over one pixel an image whose channels
+    taps all weigh coeff / taps; and a max-pool, the same kernel with max for multiply-add), 'dense' (a 1x1 conv over one pixel an image whose channels
     are the input buffer's whole image), or None where no vector kernel applies."""
-    if layer.kind == "subsample":
+    if layer.kind in ("subsample", "maxpool"):
         return "depthwise"
     if layer.kind == "dense":
         return "dense"
@@ -142,8 +144,9 @@ def kind(net, index: int, layer) -> str | None:
 
 class CpuConvOp(KernelOp):
     def __init__(self, net, index, launch, weight, bias, variant: Variant, defines: dict, what: str):
-        super().__init__(net, index, launch, (weight, bias), step_name(f"{what} {variant.label}",
-                                                                       net.net.layers[index].activation))
+        # a max-pool has no weight and no bias
+        super().__init__(net, index, launch, () if weight is None else (weight, bias),
+                         step_name(f"{what} {variant.label}", net.net.layers[index].activation))
         self.variant, self.defines, self.what = variant, defines, what
 
     def describe(self) -> dict:
@@ -183,6 +186,9 @@ def build(net, index: int, params: dict, v: Variant) -> CpuConvOp:
         if src.c_stored % v.vw:
             raise ValueError(f"{layer.name}: {src.c_stored} stored channels are no multiple of the vector width {v.vw}")
         defines = {**window, "DW_VEC": 1, "VW": v.vw, "NV": 1, "RP": v.rp}
+        if layer.kind == "maxpool":
+            defines["POOL_MAX"] = 1
+            return CpuConvOp(net, index, _launch(net, index, defines, v), None, None, v, defines, "vector maxpool")
         conv = as_conv(layer, params)
         # vectorised's depthwise buffers: dw_pw and the block kernels can take them as they are
         return CpuConvOp(net, index, _launch(net, index, defines, v),
@@ -245,11 +251,22 @@ def _errors(net, index: int, params: dict, forms: dict) -> dict:
         ref = _activate(flat @ np.asarray(params["weight"], np.float64) + np.asarray(params["bias"], np.float64),
                         layer.activation)
         return _compare(net, index, forms, x, ref)
+    if layer.kind == "maxpool":
+        return _compare(net, index, forms, x, _activate(_maxpool(x.astype(np.float64), layer), layer.activation))
     conv = as_conv(layer, params)
     ref = _activate(_conv(x.astype(np.float64), np.asarray(conv["weight"], np.float64),
                           np.asarray(conv["bias"], np.float64), conv["stride"], conv["padding"], conv["groups"]),
                     layer.activation)
     return _compare(net, index, forms, x, ref)
+
+
+def _maxpool(x: np.ndarray, layer) -> np.ndarray:
+    """The window maxima, padding as -inf (never winning)."""
+    top, left, bottom, right = layer.padding
+    padded = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=-np.inf)
+    (fh, fw), (sh, sw) = layer.kernel, layer.stride
+    win = sliding_window_view(padded, (fh, fw), axis=(2, 3))[:, :, ::sh, ::sw]
+    return win.max(axis=(4, 5))
 
 
 def _compare(net, index: int, forms: dict, x: np.ndarray, ref: np.ndarray) -> dict:
@@ -300,13 +317,18 @@ class ChoosesCpuConv:
             return build(self, index, params, options[0])
         chosen = getattr(op, "step", type(op).__name__)
         forms = {chosen: op}
+        refused = {}
         for v in options:
             start = len(self.buffers)
-            forms[v.label] = build(self, index, params, v)
+            try:
+                forms[v.label] = build(self, index, params, v)
+            except KernelBuildError as exc:   # a variant this device's compiler refuses is no choice
+                self.release(self.buffers[start:])
+                refused[v.label] = str(exc).splitlines()[0][:200]
+                continue
             owned[v.label] = self.buffers[start:]
         owned[chosen] = owned.pop("chosen")
         errors = _errors(self, index, params, forms)
-        refused = {}
         for f, err in errors.items():
             if f != chosen and not err <= MAX_REL_L2:   # NaN too
                 refused[f] = f"relative L2 {err:.1e} against float64, above {MAX_REL_L2:.0e}"
