@@ -1,6 +1,7 @@
-"""Convolutions shaped for a CPU's vector units (kernels/cpu_conv.cl), a form
-`vectorised` and `vectorised-tiled` measure at prepare against the form they
-would otherwise run (direct, Winograd, blocked 1x1, tiled) and keep where faster.
+"""Layers shaped for a CPU's vector units (kernels/cpu_conv.cl): convs, depthwise
+convs, LeNet's subsamplings, max-pools and dense layers, a form `vectorised` and
+`vectorised-tiled` measure at prepare against the form they would otherwise run
+(direct, Winograd, blocked 1x1, tiled, float4 pooling and GEMV) and keep where faster.
 
 On PoCL a work-group is a loop over its work-items on one core, and PoCL's
 vectoriser widens that loop only where the kernel is scalar code with no
@@ -11,22 +12,29 @@ output channels, VW the device's preferred float vector width
 (CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT: 8 on AVX2, 16 on AVX-512), so that
 every multiply-add is a full-width vector instruction and each weight
 vector loaded feeds RP pixels; the input's padding channels are skipped
-(LeNet's C1 reads 1 channel of the 4 stored).
+(LeNet's C1 reads 1 channel of the 4 stored).  A depthwise conv (a
+subsampling is one whose taps weigh coeff / taps; a max-pool the same
+with max for multiply-add) holds RP neighbouring columns of VW channels;
+a dense layer is a conv of one pixel an image.
 
-The variants (RP, NV) come from the vector width and the layer's channels
-(variants()); each is built, run on one random input and checked against
-the layer computed in float64 on the host, one whose relative L2 error
-exceeds MAX_REL_L2 is refused, and the rest are timed against the form
-already chosen with their launches (measured.py); the fastest runs.
-`config["cpu_conv"]` records per layer every form's time and error, and
-the step is named "vector conv VWxNV RP px".  No device name decides
-anything: on a GPU the forms are measured as anywhere else (and lose).
+The variants (RP, NV) come from the vector width and the layer's shape
+(variants(), dw_variants()); each is built, run on one random input and
+checked against the layer computed in float64 on the host, one whose
+relative L2 error exceeds MAX_REL_L2 (or that the compiler refuses) is
+refused, and the rest are timed against the form already chosen with
+their launches (measured.py); the fastest runs.  `config["cpu_conv"]`
+records per layer every form's time and error, and the step is named
+"vector conv VWxNV RP px" (depthwise, subsample, maxpool, dense).  No
+device name decides: they are offered where the device prefers float
+vectors of MIN_WIDTH or more (PoCL on AVX2 or AVX-512), not where it
+prefers float4 or narrower, where `vectorised`'s kernels already fit
+(NVIDIA reports 1, Oclgrind 1).
 
-`cpu_conv` (the nets' argument): "measured" (the default; offered where the
-device prefers vectors of MIN_WIDTH floats or more, and not where the caller
-forced another form, winograd="F2" or pointwise="always"), "never", "always"
-(the first variant wherever it applies, unmeasured and unchecked here: the
-tests check each variant against the oracle so), or a variant "VW,NV,RP".
+`cpu_conv` (the nets' argument): "measured" (the default; not where the
+caller forced another form, winograd="F2" or pointwise="always", or
+narrowed vectorised-tiled's tiles), "never", "always" (the first variant
+wherever it applies, unmeasured and unchecked here: the tests check each
+variant against the oracle so), or a variant "VW,NV,RP".
 """
 from __future__ import annotations
 
@@ -40,13 +48,13 @@ from ..opencl.net import Recorder
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import choose_local
 from ..reference.numpy_backend import _activate, _conv
+from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
 from .layout import round_up
 from .measured import HOW, fastest_ms
 from .net import KernelOp
 from .pointwise import PointwiseOp
 from .residual import ResidualConvOp
 from .winograd import WinogradOp
-from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
 
 SOURCE = "cpu_conv.cl"
 MAX_REL_L2 = 1e-5   # as Winograd's: a tenth of the float32 tolerance
@@ -128,9 +136,8 @@ def dw_variants(vw: int, channels_stored: int) -> list[Variant]:
 
 
 def kind(net, index: int, layer) -> str | None:
-    """'conv' (ungrouped), 'depthwise' (a LeNet subsampling too: a depthwise conv whose
-    taps all weigh coeff / taps; and a max-pool, the same kernel with max for multiply-add), 'dense' (a 1x1 conv over one pixel an image whose channels
-    are the input buffer's whole image), or None where no vector kernel applies."""
+    """'conv' (ungrouped), 'depthwise' (a subsampling and a max-pool too: the same kernel),
+    'dense' (a conv of one pixel an image), or None where no vector kernel applies."""
     if layer.kind in ("subsample", "maxpool"):
         return "depthwise"
     if layer.kind == "dense":
@@ -153,17 +160,23 @@ class CpuConvOp(KernelOp):
         return {**super().describe(), "variant": self.variant.label}
 
 
-def as_conv(layer, params: dict) -> dict:
-    """The layer's weight (K, C / groups, FH, FW), bias, stride, padding and groups: a
-    subsampling's as the depthwise conv it equals (each tap weighs coeff / taps)."""
+@dataclass(frozen=True)
+class ConvParams:
+    weight: np.ndarray   # (K, C / groups, FH, FW)
+    bias: np.ndarray
+    stride: tuple
+    padding: tuple       # (top, left, bottom, right)
+    groups: int
+
+
+def as_conv(layer, params: dict) -> ConvParams:
+    """The layer as a conv: a subsampling as the depthwise conv it equals (each tap weighs coeff / taps)."""
     if layer.kind == "subsample":
         fh, fw = layer.kernel
         coeff = np.asarray(params["coeff"], np.float64)
         weight = np.broadcast_to((coeff / (fh * fw))[:, None, None, None], (len(coeff), 1, fh, fw))
-        return {"weight": weight, "bias": params["bias"], "stride": layer.stride, "padding": (0, 0, 0, 0),
-                "groups": len(coeff)}
-    return {"weight": params["weight"], "bias": params["bias"], "stride": layer.stride,
-            "padding": layer.padding, "groups": layer.groups}
+        return ConvParams(weight, params["bias"], layer.stride, (0, 0, 0, 0), len(coeff))
+    return ConvParams(params["weight"], params["bias"], layer.stride, layer.padding, layer.groups)
 
 
 def _launch(net, index: int, defines: dict, v: Variant) -> Launch:
@@ -192,8 +205,8 @@ def build(net, index: int, params: dict, v: Variant) -> CpuConvOp:
         conv = as_conv(layer, params)
         # vectorised's depthwise buffers: dw_pw and the block kernels can take them as they are
         return CpuConvOp(net, index, _launch(net, index, defines, v),
-                         net.upload(depthwise_filters(conv["weight"], src.c_stored), f"{layer.name} weights"),
-                         net.upload(pad_to(conv["bias"], dst.c_stored), f"{layer.name} bias"), v, defines,
+                         net.upload(depthwise_filters(conv.weight, src.c_stored), f"{layer.name} weights"),
+                         net.upload(pad_to(conv.bias, dst.c_stored), f"{layer.name} bias"), v, defines,
                          "vector depthwise" if layer.kind == "conv" else f"vector {layer.kind.value}")
     kp = round_up(dst.c_stored, v.kw)
     if layer.kind == "dense":
@@ -254,8 +267,8 @@ def _errors(net, index: int, params: dict, forms: dict) -> dict:
     if layer.kind == "maxpool":
         return _compare(net, index, forms, x, _activate(_maxpool(x.astype(np.float64), layer), layer.activation))
     conv = as_conv(layer, params)
-    ref = _activate(_conv(x.astype(np.float64), np.asarray(conv["weight"], np.float64),
-                          np.asarray(conv["bias"], np.float64), conv["stride"], conv["padding"], conv["groups"]),
+    ref = _activate(_conv(x.astype(np.float64), np.asarray(conv.weight, np.float64),
+                          np.asarray(conv.bias, np.float64), conv.stride, conv.padding, conv.groups),
                     layer.activation)
     return _compare(net, index, forms, x, ref)
 
