@@ -54,7 +54,7 @@ from compare.results import load_results
 
 HANDWRITTEN = ("baseline", "vectorised", "vectorised-tiled", "fused", "morton")
 DIRECT = "-direct"
-DIRECT_FORMS = dict(winograd="never", fuse_blocks="never")
+DIRECT_FORMS = dict(winograd="never", fuse_blocks="never", cpu_conv="never")
 
 
 class VectorisedDirect(VectorisedBackend):

@@ -164,6 +164,15 @@ def blocks(backend, gpu: bool = False):
     return prepare
 
 
+def vector(backend, variant: str):
+    """`backend`'s net with every conv, depthwise conv, subsampling, max-pool and dense layer as the
+    kernels shaped for a CPU's vector width (cpu_conv.py), variant "VW,NV,RP" forced: Oclgrind
+    prefers no vectors, so the measured choice would not offer them."""
+    def prepare(net, weights, batch):
+        return type(backend).net_class(backend.runtime, net, weights, batch, cpu_conv=variant)
+    return prepare
+
+
 def main(name: str) -> int:
     if name == "clblast-best":
         from backends.opencl.runtime import get_runtime
@@ -184,6 +193,10 @@ def main(name: str) -> int:
             runs.append((SHRUNK_GRAPH, 1, lambda *a: gpu_plans(backend, *a)))
     if name == "vectorised":
         runs.append((SHRUNK_DW_PW, 1, lambda *a: gpu_fold(backend, *a)))
+    if forms:   # the vector kernels (issue 46): a vector of 8 and of 16 floats, a tile of 2 vectors and of 1
+        runs += [(LENET, 2, vector(backend, "8,2,4")), (SHRUNK_GRAPH, 1, vector(backend, "16,1,3"))]
+        if name == "vectorised":
+            runs.append((SHRUNK_VGG, 1, vector(backend, "8,1,8")))
     if forms:   # the GPU plans: every position in one work-item, and the positions split
         runs += [(WINOGRAD_GPU, 1, winograd(backend, form, gpu=True)) for form in (forms[1], forms[0] + ":1")]
         # the tile products as a batched GEMM (winograd_gemm.py): staged through local memory as on a

@@ -66,7 +66,7 @@ def test_measured_keeps_the_faster(runtime, monkeypatch, blocked_wins):
     net, batch = random_net(0)
     weights = init_weights(net, 2)
     x = np.random.default_rng(2).standard_normal((batch,) + net.input_shape).astype(np.float32)
-    config = run(VectorisedNet(runtime, net, weights, batch, fold_depthwise="never"), net, weights, x)
+    config = run(VectorisedNet(runtime, net, weights, batch, fold_depthwise="never", cpu_conv="never"), net, weights, x)
     assert {r["chosen"] for r in config["pointwise"].values()} == {"pointwise" if blocked_wins else "direct"}
     assert set(config["pointwise"]) == {"a", "b", "c"}
     assert config["layers"]["c"]["kernel"].startswith("pointwise 1x1" if blocked_wins else "conv")

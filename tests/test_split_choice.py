@@ -36,7 +36,7 @@ def test_the_faster_of_split_and_one_kernel_runs(monkeypatch, split_wins):
     monkeypatch.setattr(split_choice, "fastest_ms", fastest)
     weights = init_weights(NET, 4)
     x = np.random.default_rng(4).standard_normal((2,) + NET.input_shape).astype(np.float32)
-    prepared = tiled.TiledNet(runtime, NET, weights, 2, winograd="never")
+    prepared = tiled.TiledNet(runtime, NET, weights, 2, winograd="never", cpu_conv="never")
     try:
         assert check_prepared(prepared, x, oracle.forward(NET, weights, x)).status == "PASS"
         record = prepared.config["split_sums"]

@@ -138,7 +138,7 @@ def test_gpu_plans_on_this_device_name_their_steps(runtime, monkeypatch):
     net = Net("t", (12, 9, 9), (Conv("a", "relu", out_channels=20, kernel=(3, 3), pad=(1, 1)),))
     weights = init_weights(net, 3)
     x = np.random.default_rng(3).standard_normal((1,) + net.input_shape).astype(np.float32)
-    prepared = tiled.TiledNet(runtime, net, weights, 1, winograd="never", pointwise="never")
+    prepared = tiled.TiledNet(runtime, net, weights, 1, winograd="never", pointwise="never", cpu_conv="never")
     try:
         assert prepared.config["layers"]["a"]["split"] > 1
         assert compare_arrays(prepared.forward(x), oracle.forward(net, weights, x)[-1]).passed

@@ -164,6 +164,8 @@ def test_other_device_paths(device, monkeypatch):
     """The GPU shapes and 64-lane GEMV, and Mali's dot-per-float4, on this device."""
     monkeypatch.setattr(vectorised, "device_class", lambda info: device)
     backend = backends.get("vectorised")
+    # and a GPU's preferred vector width, so the CPU's vector kernels (cpu_conv.py) are not offered
+    monkeypatch.setitem(backend.runtime.info, "preferred_vector_width_float", 1)
     net, _ = EDGES["conv-pool-conv-dense"]
     config = check_net(backend, net, 1, 7)
     assert config["device_class"] == device

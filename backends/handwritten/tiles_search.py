@@ -72,7 +72,7 @@ def search(rt, one: Net, batch: int, seconds: float, checker_for: CheckerFor, pr
     weights = init_weights(one, 0)
     x = make_input(one, batch, 0)
     is_correct = checker_for(one, weights, x)
-    model = TiledNet(rt, one, weights, batch, winograd="never", pointwise="never")
+    model = TiledNet(rt, one, weights, batch, winograd="never", pointwise="never", cpu_conv="never")
     op = model.ops[0]
     while hasattr(op, "op"):   # the first and last ops are wrapped with the layout conversions
         op = op.op
@@ -85,7 +85,7 @@ def search(rt, one: Net, batch: int, seconds: float, checker_for: CheckerFor, pr
             break
         progress(f"tiles {one.name}: {timed} timed, {time.monotonic() - start:.0f} s")
         try:
-            prepared = TiledNet(rt, one, weights, batch, tiles=(tile,), ksplit=k, winograd="never", pointwise="never")
+            prepared = TiledNet(rt, one, weights, batch, tiles=(tile,), ksplit=k, winograd="never", pointwise="never", cpu_conv="never")
         except (Unsupported, KernelBuildError, ValueError):
             refused += 1
             continue

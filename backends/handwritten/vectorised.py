@@ -50,12 +50,13 @@ import pyopencl as cl
 
 from nets import STUDY_KINDS, TRANSFORMER_KINDS, Feature, LayerKind
 from nets.errors import Unsupported
-from nets.layouts import chw_rows_to_hwc
 
 from ..base import layer_params
 from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class, limits
 from .blocks import MODES as BLOCK_MODES, FusesBlocks
+from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
+from .cpu_conv import ChoosesCpuConv, CpuConvOp, parse_mode as cpu_conv_mode, with_residual as cpu_conv_residual
 from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
 from .layout import round_up
 from .transformer import transformer_op
@@ -79,29 +80,6 @@ def nhwc_filters(weight: np.ndarray, c_stored: int, k_stored: int) -> np.ndarray
     return out
 
 
-def dense_rows(weight: np.ndarray, c: int, h: int, w: int, c_stored: int,
-               border: tuple = (0, 0, 0, 0)) -> np.ndarray:
-    """Dense weight (C*H*W, OUT), rows in the canonical C,H,W flatten order ->
-    (OUT, HP*WP*c_stored): row j lists output j's weights in the order the NHWC
-    input buffer holds its features, zero for the padding channels and for
-    the buffer's border (top, left, bottom, right; a graph's buffer read by a
-    conv too may have one)."""
-    n_out = weight.shape[1]
-    top, left, bottom, right = border
-    hp, wp = h + top + bottom, w + left + right
-    padded = np.zeros((hp, wp, c_stored, n_out), np.float32)
-    padded[top:top + h, left:left + w, :c, :] = chw_rows_to_hwc(weight, (c, h, w)).reshape(h, w, c, n_out)
-    return np.ascontiguousarray(padded.reshape(hp * wp * c_stored, n_out).T)
-
-
-def depthwise_filters(weight: np.ndarray, c_stored: int) -> np.ndarray:
-    """Depthwise weight (C, 1, FH, FW) -> (FH, FW, c_stored), zero where padded."""
-    c, _, fh, fw = weight.shape
-    out = np.zeros((fh, fw, c_stored), np.float32)
-    out[:, :, :c] = np.asarray(weight, np.float32)[:, 0].transpose(1, 2, 0)
-    return out
-
-
 def ungrouped(weight: np.ndarray, groups: int) -> np.ndarray:
     """A grouped weight (K, C/groups, FH, FW) as the dense (K, C, FH, FW) it
     equals: each group's filters zero outside its own input channels."""
@@ -113,29 +91,19 @@ def ungrouped(weight: np.ndarray, groups: int) -> np.ndarray:
     return out
 
 
-def is_depthwise(layer, in_channels: int) -> bool:
-    """One filter per input channel (MobileNet's): the depthwise kernel's case."""
-    return layer.groups > 1 and layer.groups == layer.out_channels == in_channels
-
-
-def pad_to(values: np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros(n, np.float32)
-    out[:len(values)] = values
-    return out
-
-
-class VectorisedNet(ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidualAdds, HandwrittenNet):
+class VectorisedNet(ChoosesCpuConv, ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidualAdds, HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
 
     def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured", winograd: str = "measured",
-                 fuse_blocks: str = "measured", pointwise: str = "measured"):
+                 fuse_blocks: str = "measured", pointwise: str = "measured", cpu_conv: str = "measured"):
         """`fold_depthwise` (dw_pw.FOLDS): whether a depthwise conv and the 1x1 conv that alone reads it
         run as one kernel: always, never, or where measured faster at prepare.  `winograd`
         (winograd.MODES): whether a 3x3 stride-1 conv runs as Winograd F(2x2) or F(4x4) (winograd.py).
         `fuse_blocks` (blocks.MODES): whether an inverted residual and the next one's expand run as
         one kernel (blocks.py).  `pointwise` (pointwise.MODES): whether a 1x1 conv runs as the
-        register-blocked GEMM (pointwise.py)."""
+        register-blocked GEMM (pointwise.py).  `cpu_conv` (cpu_conv.parse_mode): whether an ungrouped or
+        depthwise conv runs as a kernel shaped for the device's vector width (cpu_conv.py)."""
         if fold_depthwise not in FOLDS:
             raise ValueError(f"fold_depthwise {fold_depthwise!r}: one of {', '.join(FOLDS)}")
         if winograd not in WINOGRAD_MODES:
@@ -144,7 +112,9 @@ class VectorisedNet(ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidua
             raise ValueError(f"fuse_blocks {fuse_blocks!r}: one of {', '.join(BLOCK_MODES)}")
         if pointwise not in POINTWISE_MODES:
             raise ValueError(f"pointwise {pointwise!r}: one of {', '.join(POINTWISE_MODES)}")
+        cpu_conv_mode(cpu_conv)   # a clear error for a bad one
         self.winograd, self.fuse_blocks_mode, self.pointwise = winograd, fuse_blocks, pointwise
+        self.cpu_conv = cpu_conv
         self.device = device_class(runtime.info)
         # Mali has dot hardware (study 7.2.2); elsewhere dot is a horizontal add
         self.dot_each = int(self.device == "mali")
@@ -242,7 +212,7 @@ class VectorisedNet(ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidua
         folded, kept = {}, {}
         for i, pw in enumerate(self.net.layers):
             d = foldable_depthwise(self.net, i)
-            if d is None or _bare(self.ops[d]).launch.name != "depthwise":
+            if d is None or _bare(self.ops[d]).launch.name not in ("depthwise", "dw_vec"):   # their buffers serve
                 continue
             dw = self.net.layers[d]
             if self.fold_depthwise == "never":
@@ -326,6 +296,8 @@ class VectorisedNet(ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidua
             return gemm_residual(self, op, j, extra, residual)
         if isinstance(op, PointwiseOp):
             return pointwise_residual(self, op, j, extra, residual)
+        if isinstance(op, CpuConvOp):
+            return cpu_conv_residual(self, op, j, extra, residual)
         if not isinstance(op, KernelOp) or op.launch.name != "conv":
             return None
         conv, src, dst = self.net.layers[i], self.input_layout(i), self.layouts[j + 1]
@@ -370,7 +342,9 @@ class VectorisedBackend(ReplayingBackend):
                "cannot: each residual add and its activation into the conv before it, and each depthwise conv into "
                "the 1x1 conv after it (one kernel, the depthwise output kept in local memory, not global) where "
                "that measured faster at prepare, else their own kernels; 3x3 stride-1 convs as Winograd F(2x2)/F(4x4) "
-               "and MobileNet blocks as one kernel each, 1x1s as a blocked GEMM, where measured faster at prepare")
+               "and MobileNet blocks as one kernel each, 1x1s as a blocked GEMM, where measured faster at prepare; "
+               "where the device prefers float vectors of 8+ (a CPU), convs, depthwise convs, subsamplings and dense "
+               "layers as register tiles of its vector width where measured faster (cpu_conv.py)")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS | TRANSFORMER_KINDS
     supported_features = frozenset(Feature)

@@ -1,0 +1,224 @@
+// A convolution shaped for a CPU's vector units (backends/handwritten/cpu_conv.py):
+// one work-item computes a register tile of RP output pixels x NV vectors of
+// VW output channels, VW the device's preferred float vector width (8 on
+// AVX2, 16 on AVX-512), so each multiply-add is one full-width vector
+// instruction and each loaded weight vector feeds RP pixels.  No local
+// memory and no barrier: PoCL runs a work-group as a loop over its
+// work-items on one core, and a barrier would cut that loop in two with the
+// accumulators spilled to memory.  The explicit vectors do what PoCL's
+// vectoriser across work-items cannot do for `vectorised`'s float4 kernel.
+//
+// dw_vec does the same for a depthwise convolution: a work-item computes RP
+// neighbouring output pixels of one row x VW channels, loading each input
+// vector of a filter row once for the RP windows that overlap there.
+//
+// Buffers are `vectorised`'s: NHWC, channels stored in float4s, zero borders.
+// CONV_VEC or DW_VEC picks the kernel.  -D constants, besides the layout ones of kernels/vectorised.cl's conv (N, XC4,
+// XHP, XWP, XPT, XPL, PT, PL, YC, YC4, YH, YW, YHP, YWP, YPT, YPL, FH, FW, SH,
+// SW, ACT, YS, YO; RESIDUAL with RHP, RWP, RPT, RPL):
+//   XC   the input's real channels: the loop stops there (the padding channels are zero)
+//   VW   floats per vector: 4, 8 or 16
+//   NV   vectors per work-item along the output channels
+//   RP   output pixels per work-item (image, row and column flattened)
+//   KP   output channels of the weights as stored, a multiple of VW * NV
+// dw_vec: XC4 == YC4, a multiple of VW; NV unused; weights (FH, FW, XC4) and bias (XC4) as
+// `vectorised`'s depthwise kernel takes them.
+// Weights are reordered at prepare to (KP / KW, FH, FW, XC4, KW), zero-padded, so that a
+// work-item's weights are one contiguous stream (the prefetcher follows it; rows KP apart
+// cost a TLB miss every page on a layer of 512 channels); bias to KP.
+
+#include "common.h"
+
+#if VW == 4
+typedef float4 vec;
+#define VLOAD vload4
+#define VSTORE vstore4
+#elif VW == 8
+typedef float8 vec;
+#define VLOAD vload8
+#define VSTORE vstore8
+#elif VW == 16
+typedef float16 vec;
+#define VLOAD vload16
+#define VSTORE vstore16
+#else
+#error "VW is 4, 8 or 16"
+#endif
+
+#define XV (XC4 / 4)
+#define YV (YC4 / 4)
+#define KW (VW * NV)
+#define PIXELS (N * YH * YW)
+#ifndef YS
+#define YS YV
+#endif
+#ifndef YO
+#define YO 0
+#endif
+
+// Output pixel p's image, row and column (unsigned: no `freeze` for Oclgrind; kernels/tiled_conv.cl).
+#define PIXEL_AT(p, n, row, col) do { \
+        n = (p) / (YH * YW); const uint rc_ = (p) - n * (YH * YW); \
+        row = rc_ / YW; col = rc_ - row * YW; } while (0)
+
+#ifdef CONV_VEC
+__kernel void conv_vec(__global const float* restrict x,
+                       __global const float* restrict w,
+                       __global const float* restrict b,
+#if RESIDUAL
+                       __global const float4* restrict res,
+#endif
+                       __global float4* restrict y)
+{
+    const uint k0 = get_global_id(0) * KW;
+    const uint p0 = get_global_id(1) * RP;
+    if (k0 >= YC4 || p0 >= PIXELS)
+        return;
+    // each pixel's window, its top-left tap; a pixel past the last reads the last's (never written)
+    uint xp[RP];
+    for (int r = 0; r < RP; r++) {
+        uint n, row, col;
+        PIXEL_AT(min(p0 + r, (uint)PIXELS - 1), n, row, col);
+        xp[r] = ((n * XHP + row * SH + (XPT - PT)) * XWP + col * SW + (XPL - PL)) * XC4;
+    }
+    vec acc[RP][NV];
+    for (int r = 0; r < RP; r++)
+        for (int j = 0; j < NV; j++)
+            acc[r][j] = (vec)(0.0f);
+    for (int fy = 0; fy < FH; fy++)
+        for (int fx = 0; fx < FW; fx++) {
+            // this tap's input of each pixel, then its channels at a signed offset: the
+            // compiler keeps one pointer a pixel and steps the channel (uint sums may wrap)
+            const __global float* xt[RP];
+#pragma unroll
+            for (int r = 0; r < RP; r++)
+                xt[r] = x + xp[r] + (fy * XWP + fx) * XC4;
+            const __global float* wr = w + ((k0 / KW * FH + fy) * FW + fx) * XC4 * KW;
+            for (int c = 0; c < XC; c++) {
+                vec wv[NV];
+#pragma unroll
+                for (int j = 0; j < NV; j++)
+                    wv[j] = VLOAD(0, wr + c * KW + j * VW);
+#pragma unroll
+                for (int r = 0; r < RP; r++) {
+                    const vec v = (vec)(xt[r][c]);
+#pragma unroll
+                    for (int j = 0; j < NV; j++)
+                        acc[r][j] = fma(v, wv[j], acc[r][j]);
+                }
+            }
+        }
+    vec bias[NV];
+    for (int j = 0; j < NV; j++)
+        bias[j] = VLOAD(0, b + k0 + j * VW);
+    for (int r = 0; r < RP; r++) {
+        if (p0 + r >= PIXELS)
+            break;
+        uint n, row, col;
+        PIXEL_AT(p0 + r, n, row, col);
+        const uint yp = ((n * YHP + row + YPT) * YWP + col + YPL) * YS + YO;
+#if RESIDUAL
+        const uint rp = ((n * RHP + row + RPT) * RWP + col + RPL) * YV;
+#endif
+        for (int j = 0; j < NV; j++) {
+            float o[VW];
+            VSTORE(acc[r][j] + bias[j], 0, o);
+            for (int h = 0; h < VW / 4; h++) {
+                const int k4 = k0 / 4 + j * (VW / 4) + h;
+                if (k4 >= YV)
+                    break;
+                float4 part = vload4(h, o);
+#if RESIDUAL
+                part += res[rp + k4];
+#endif
+                y[yp + k4] = zero_tail(activate4(part), k4);
+            }
+        }
+    }
+}
+#endif
+
+#ifdef DW_VEC
+// POOL_MAX (1): a max-pool instead, the same work-items and loads with max for
+// multiply-add, no weights; taps in the padding never win (skipped, or -inf), a NaN does.
+#define BLOCKS ((YW + RP - 1) / RP)    // blocks of RP output columns a row
+#define IW ((RP - 1) * SW + FW)        // input columns the block's windows span
+#ifndef POOL_MAX
+#define POOL_MAX 0
+#endif
+
+inline vec vmax_keep_nan(const vec m, const vec v)
+{
+    return select(m, v, isgreater(v, m) | isnan(v));
+}
+
+__kernel void dw_vec(__global const float* restrict x,
+#if !POOL_MAX
+                     __global const float* restrict w,
+                     __global const float* restrict b,
+#endif
+                     __global float4* restrict y)
+{
+    const uint k0 = get_global_id(0) * VW;
+    const uint q = get_global_id(1);
+    if (k0 >= YC4 || q >= N * YH * BLOCKS)
+        return;
+    const uint nrow = q / BLOCKS, col0 = (q - nrow * BLOCKS) * RP;
+    const uint n = nrow / YH, row = nrow - n * YH;
+    const int valid = min(RP, (int)(YW - col0));
+    const int last = (valid - 1) * SW + FW - 1;   // the last input column this block's windows read
+    vec acc[RP];
+#pragma unroll
+    for (int r = 0; r < RP; r++)
+        acc[r] = (vec)(POOL_MAX ? -INFINITY : 0.0f);
+    for (int fy = 0; fy < FH; fy++) {
+#if POOL_MAX
+        const int iy = (int)(row * SH) + fy - PT;
+        if (iy < 0 || iy >= XH)
+            continue;
+#endif
+        // signed: a max-pool's padding is no border of its input (its offsets go below 0, its loads never)
+        const int px = ((int)(n * XHP + row * SH) + fy + (XPT - PT)) * XWP + (int)(col0 * SW) + (XPL - PL);
+        const __global float* xr = x + px * XC4 + (int)k0;
+        vec in[IW];
+#pragma unroll
+        for (int i = 0; i < IW; i++) {
+#if POOL_MAX
+            const int ix = (int)(col0 * SW) + i - PL;
+            const bool inside = ix >= 0 && ix < XW && i <= last;
+            in[i] = VLOAD(0, xr + (inside ? i : PL) * XC4);   // a tap outside loads the first inside, then
+            in[i] = inside ? in[i] : (vec)(-INFINITY);         // counts as -inf (no load out of bounds)
+#else
+            in[i] = VLOAD(0, xr + min(i, last) * XC4);
+#endif
+        }
+#pragma unroll
+        for (int fx = 0; fx < FW; fx++) {
+#if POOL_MAX
+#pragma unroll
+            for (int r = 0; r < RP; r++)
+                acc[r] = vmax_keep_nan(acc[r], in[r * SW + fx]);
+#else
+            const vec wv = VLOAD(0, w + (fy * FW + fx) * XC4 + k0);
+#pragma unroll
+            for (int r = 0; r < RP; r++)
+                acc[r] = fma(in[r * SW + fx], wv, acc[r]);
+#endif
+        }
+    }
+#if POOL_MAX
+    const vec bias = (vec)(0.0f);
+#else
+    const vec bias = VLOAD(0, b + k0);
+#endif
+    for (int r = 0; r < valid; r++) {
+        const uint yp = ((n * YHP + row + YPT) * YWP + col0 + r + YPL) * YS + YO;
+        float o[VW];
+        VSTORE(acc[r] + bias, 0, o);
+        for (int h = 0; h < VW / 4; h++) {
+            const int k4 = k0 / 4 + h;
+            y[yp + k4] = zero_tail(activate4(vload4(h, o)), k4);
+        }
+    }
+}
+#endif

@@ -1,0 +1,159 @@
+"""Convolutions shaped for the device's vector width (backends/handwritten/
+cpu_conv.py, kernels/cpu_conv.cl): every variant (vector widths 4, 8 and 16,
+whatever this device prefers) at random shapes (channels not a multiple of
+the vectors, strides, asymmetric padding, batches, every activation, a
+residual add in the epilogue, depthwise convs at both strides, a depthwise
+folded into the 1x1 after it) against the float64 oracle; the measured
+choice both ways, and a variant that fails the float64 check never chosen."""
+import numpy as np
+import pytest
+
+from backends.handwritten import cpu_conv
+from backends.handwritten.tiled import TiledNet
+from backends.handwritten.vectorised import VectorisedNet
+from compare import oracle
+from compare.checking import check_prepared
+from nets import ZOO_ACTIVATIONS, Add, Conv, Dense, GlobalAvgPool, MaxPool, Net, Subsample
+from nets.weights import init_weights
+
+from conftest import backend_or_skip
+
+
+def random_net(seed: int) -> tuple[Net, int]:
+    rng = np.random.default_rng(seed)
+    acts = [str(a) for a in rng.choice(ZOO_ACTIVATIONS, 5)]
+    c, k, m, h, w = (int(v) for v in rng.integers((1, 5, 2, 5, 5), (7, 21, 30, 10, 10)))
+    f = int(rng.choice([1, 3, 5]))
+    pad = tuple(int(v) for v in rng.integers(0, f // 2 + 1, 4))   # (top, left, bottom, right)
+    return Net(f"cpu-conv{seed}", (c, h, w), (
+        Conv("a", acts[0], out_channels=k, kernel=(f, f), stride=(int(rng.integers(1, 3)),) * 2, pad=pad),
+        Conv("b", "none", out_channels=k, kernel=(3, 3), pad=(1, 1)),
+        Add("add", acts[1], inputs=("b", "a")),
+        Conv("dw", acts[2], out_channels=k, kernel=(3, 3), pad=(1, 1), groups=k),
+        Conv("pw", acts[3], out_channels=m, kernel=(1, 1)),
+        Conv("dw2", acts[4], out_channels=m, kernel=(3, 3), stride=(2, 2), pad=(1, 1), groups=m),
+        GlobalAvgPool("gap"),
+        Dense("fc", acts[0], out_features=int(rng.integers(1, 40))))), int(rng.integers(1, 4))
+
+
+def run(prepared, net, weights, x):
+    try:
+        result = check_prepared(prepared, x, oracle.forward(net, weights, x))
+        assert result.status == "PASS", (result.end_to_end, [(r.name, r.rel_l2) for r in result.layers if not r.passed])
+        return prepared.config
+    finally:
+        prepared.close()
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    return backend_or_skip("vectorised").runtime
+
+
+def inputs(seed):
+    net, batch = random_net(seed)
+    weights = init_weights(net, seed)
+    x = np.random.default_rng(seed).standard_normal((batch,) + net.input_shape).astype(np.float32)
+    return net, batch, weights, x
+
+
+@pytest.mark.parametrize("variant, seed, backend_class", [
+    ("8,1,8", 0, VectorisedNet), ("8,2,4", 1, TiledNet), ("4,2,3", 2, VectorisedNet),
+    ("16,1,4", 3, TiledNet), ("16,2,2", 4, VectorisedNet), ("4,1,1", 5, VectorisedNet)])
+def test_every_variant_matches_the_oracle(runtime, variant, seed, backend_class):
+    net, batch, weights, x = inputs(seed)
+    config = run(backend_class(runtime, net, weights, batch, cpu_conv=variant, fold_depthwise="never",
+                               fuse_blocks="never"), net, weights, x)
+    vw, nv, rp = variant.split(",")
+    for name in ("a", "pw"):
+        assert config["layers"][name]["kernel"].startswith(f"vector conv {vw}x{nv} {rp} px")
+    assert config["layers"]["fc"]["kernel"].startswith(f"vector dense {vw}x{nv} {rp} px")
+    # the depthwise convs take the widest vector that divides their stored channels
+    for name in ("dw", "dw2"):
+        assert config["layers"][name]["kernel"].startswith("vector depthwise")
+    assert config["residual_adds_fused"] == {"add": "into b's epilogue (adds a)"}
+
+
+@pytest.mark.parametrize("variant", ["8,1,4", "16,1,3"])
+def test_pools_and_subsamplings_run_as_the_vector_depthwise(runtime, variant):
+    """LeNet's subsampling (each tap weighs coeff / taps) and max-pools (padding never wins), at
+    windows 2x2 stride 2, 3x3 stride 2 padded, 2x2 stride 1; then a dense layer over the whole image."""
+    net = Net("pools", (3, 16, 15), (
+        Conv("c", "tanh", out_channels=6, kernel=(5, 5)),
+        MaxPool("m", "none", kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
+        Subsample("s", "sigmoid", kernel=(2, 2), stride=(2, 2)),
+        MaxPool("m2", "relu", kernel=(2, 2), stride=(1, 1)),
+        Subsample("t", "none", kernel=(2, 2), stride=(1, 1)),
+        Dense("fc", "relu", out_features=7)))   # reads a 6-channel image stored as 8 channels
+    weights = init_weights(net, 10)
+    x = np.random.default_rng(10).standard_normal((3,) + net.input_shape).astype(np.float32)
+    config = run(VectorisedNet(runtime, net, weights, 3, cpu_conv=variant), net, weights, x)
+    rp = variant.split(",")[2]
+    for name, what in (("m", "maxpool"), ("s", "subsample"), ("m2", "maxpool"), ("t", "subsample")):
+        # 6 channels stored as 8: a vector of 16 narrows to 8
+        assert config["layers"][name]["kernel"].startswith(f"vector {what} 8x1 {rp} px")
+
+
+def test_a_vector_depthwise_folds_into_the_1x1_after_it(runtime):
+    net, batch, weights, x = inputs(6)
+    config = run(VectorisedNet(runtime, net, weights, batch, cpu_conv="8,1,4", fold_depthwise="always"),
+                 net, weights, x)
+    assert config["layers"]["dw"]["kernel"].startswith("vector depthwise")
+    assert "dw" in config["depthwise_fused"]
+
+
+@pytest.mark.parametrize("vector_wins", [True, False])
+def test_measured_keeps_the_faster(runtime, monkeypatch, vector_wins):
+    monkeypatch.setitem(runtime.info, "preferred_vector_width_float", 8)
+    monkeypatch.setattr(cpu_conv, "fastest_ms",
+                        lambda rt, forms: {f: float(f.startswith(("8x", "4x")) != vector_wins) + 0.1 * i
+                                           for i, f in enumerate(forms)})
+    net, batch, weights, x = inputs(7)
+    config = run(VectorisedNet(runtime, net, weights, batch, winograd="never"), net, weights, x)
+    record = config["cpu_conv"]
+    assert set(record) == {"a", "b", "dw", "pw", "dw2", "fc"}   # (the pool has no vector kernel)
+    for name, r in record.items():
+        assert r["vector_width"] == 8 and max(r["rel_l2_against_float64"].values()) < cpu_conv.MAX_REL_L2
+        assert r["chosen"].startswith(("8x", "4x")) == vector_wins, (name, r)
+        assert config["layers"][name]["kernel"].startswith("vector") == vector_wins
+
+
+def test_a_variant_that_fails_the_float64_check_is_never_chosen(runtime, monkeypatch):
+    """With the tolerance at 0 every variant's rounding fails it: the other forms' choice
+    runs, however fast the variants measured."""
+    monkeypatch.setitem(runtime.info, "preferred_vector_width_float", 8)
+    monkeypatch.setattr(cpu_conv, "MAX_REL_L2", 0.0)
+    monkeypatch.setattr(cpu_conv, "fastest_ms",
+                        lambda rt, forms: {f: 0.0 if f.startswith(("8x", "4x")) else 1.0 for f in forms})
+    net, batch, weights, x = inputs(8)
+    config = run(VectorisedNet(runtime, net, weights, batch, winograd="never"), net, weights, x)
+    for name, r in config["cpu_conv"].items():
+        assert not r["chosen"].startswith(("8x", "4x")) and len(r["refused"]) >= 1, (name, r)
+        assert not config["layers"][name]["kernel"].startswith("vector")
+
+
+def test_not_offered_where_the_device_prefers_float4(runtime, monkeypatch):
+    monkeypatch.setitem(runtime.info, "preferred_vector_width_float", 4)
+    net, batch, weights, x = inputs(9)
+    config = run(VectorisedNet(runtime, net, weights, batch, winograd="never"), net, weights, x)
+    assert "cpu_conv" not in config
+
+
+@pytest.mark.parametrize("preferred, width", [(None, 4), (1, 4), (4, 4), (8, 8), (16, 16), (32, 16)])
+def test_vector_width_from_the_device(preferred, width):
+    assert cpu_conv.vector_width({"preferred_vector_width_float": preferred}) == width
+
+
+def test_variants_fit_the_channels():
+    assert [v.label for v in cpu_conv.variants(8, 64, 49)] == ["8x2 4 px", "8x1 8 px"]
+    assert [v.label for v in cpu_conv.variants(8, 40, 49)] == ["8x1 8 px"]   # 48 channels of 40 waste a fifth
+    assert [v.label for v in cpu_conv.variants(8, 64, 5)] == ["8x2 4 px"]    # no taller than the pixels
+    assert [v.label for v in cpu_conv.variants(16, 1000, 1)] == ["16x2 1 px", "16x1 1 px"]   # a GEMV
+    assert [v.kw for v in cpu_conv.dw_variants(16, 24)] == [8, 8]           # 16 does not divide 24
+
+
+@pytest.mark.parametrize("bad", ["sometimes", "8,2", "3,1,4", "8,0,4"])
+def test_a_bad_mode_is_refused_in_one_line(runtime, bad):
+    net, batch, weights, _ = inputs(0)
+    with pytest.raises(ValueError, match="cpu_conv|variant"):
+        VectorisedNet(runtime, net, weights, batch, cpu_conv=bad)
