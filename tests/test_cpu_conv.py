@@ -157,3 +157,33 @@ def test_a_bad_mode_is_refused_in_one_line(runtime, bad):
     net, batch, weights, _ = inputs(0)
     with pytest.raises(ValueError, match="cpu_conv|variant"):
         VectorisedNet(runtime, net, weights, batch, cpu_conv=bad)
+
+
+def test_a_vector_kernel_chosen_over_winograd_leaves_the_later_layers_their_gemm_scratch(runtime, monkeypatch):
+    """Winograd's GEMM scratch is the net's, shared by the layers: the first 3x3 conv allocates it while its
+    forms are measured; where a vector kernel then replaces that conv's Winograd form, the scratch stays for
+    the next conv's GEMM form (it was freed with the first conv's form, and the second read freed memory)."""
+    from backends.handwritten import winograd, winograd_gemm
+    monkeypatch.setitem(runtime.info, "preferred_vector_width_float", 8)
+    # Winograd's GEMM form wins its measurement on both 3x3 convs; the vector kernel wins on 'a' alone
+    monkeypatch.setattr(winograd, "fastest_ms", lambda rt, forms: {f: 0.0 if "GEMM" in f else 1.0 for f in forms})
+    calls = []
+
+    def vector_wins_on_a_alone(rt, forms):
+        calls.append(list(forms))
+        return {f: float(f.startswith(("8x", "4x")) != (len(calls) == 1)) for f in forms}
+    monkeypatch.setattr(cpu_conv, "fastest_ms", vector_wins_on_a_alone)
+    net = Net("two-3x3", (6, 9, 7), (
+        Conv("a", "relu", out_channels=8, kernel=(3, 3), pad=(1, 1)),
+        Conv("b", "none", out_channels=8, kernel=(3, 3), pad=(1, 1)),
+        GlobalAvgPool("gap")))
+    weights = init_weights(net, 11)
+    x = np.random.default_rng(11).standard_normal((2,) + net.input_shape).astype(np.float32)
+    prepared = VectorisedNet(runtime, net, weights, 2)
+    scratch = prepared._winograd_scratch
+    kept = {id(b) for b in prepared.buffers}
+    config = dict(prepared.config)
+    run(prepared, net, weights, x)
+    assert config["cpu_conv"]["a"]["chosen"].startswith(("8x", "4x"))
+    assert "GEMM" in config["winograd"]["b"]["chosen"] and not config["cpu_conv"]["b"]["chosen"].startswith(("8x", "4x"))
+    assert scratch is not None and all(id(b) in kept for b in scratch)

@@ -241,8 +241,19 @@ class HandwrittenNet(OpenCLNet):
         same work that a backend measured faster."""
         return op
 
+    def share(self, buf):
+        """Mark `buf` the net's own, used by the forms of several layers (Winograd's GEMM scratch): a form's
+        release() leaves it, whichever form allocated it first; unshare() hands it back to release()."""
+        self._shared = getattr(self, "_shared", set()) | {id(buf)}
+        return buf
+
+    def unshare(self, bufs: list) -> None:
+        self._shared = getattr(self, "_shared", set()) - {id(b) for b in bufs}
+
     def release(self, bufs: list) -> None:
-        """Free buffers that no op kept (a form not chosen)."""
+        """Free buffers that no op kept (a form not chosen); shared ones (share) stay."""
+        shared = getattr(self, "_shared", set())
+        bufs = [b for b in bufs if id(b) not in shared]
         gone = {id(b) for b in bufs}
         for b in bufs:
             b.release()

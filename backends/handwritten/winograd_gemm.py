@@ -168,7 +168,7 @@ def scratch(net):
 def _poisoned(net, nbytes: int, what: str):
     """A buffer of NaN written from the host rather than filled: Oclgrind takes what a kernel reads
     of a filled buffer, even after another kernel wrote it, for uninitialised (as tiled.py's parts)."""
-    buf = net.alloc(nbytes, what, poison=False)
+    buf = net.share(net.alloc(nbytes, what, poison=False))   # not the buffer of the form that first asked for it
     net.rt.write(buf, np.full(nbytes // 4, np.nan, np.float32))
     return buf
 
@@ -177,6 +177,7 @@ def release_unused_scratch(net, ops) -> None:
     """Free the shared scratch where no layer kept a GEMM form."""
     found = getattr(net, "_winograd_scratch", None)
     if found is not None and not any(isinstance(_bare(op), WinogradGemmOp) for op in ops):
+        net.unshare(list(found))
         net.release(list(found))
         net._winograd_scratch = None
 
