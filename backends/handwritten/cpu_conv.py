@@ -55,6 +55,7 @@ from .net import KernelOp
 from .pointwise import PointwiseOp
 from .residual import ResidualConvOp
 from .winograd import WinogradOp
+from .winograd_gemm import WinogradGemmOp
 
 SOURCE = "cpu_conv.cl"
 MAX_REL_L2 = 1e-5   # as Winograd's: a tenth of the float32 tolerance
@@ -361,4 +362,4 @@ class ChoosesCpuConv:
     def _forced(self, op) -> bool:
         """`op` is a form its own mode forced (winograd="F2", pointwise="always"): the caller's choice stands."""
         return ((isinstance(op, PointwiseOp) and self.pointwise == "always")
-                or (isinstance(op, WinogradOp) and self.winograd not in ("measured", "never")))
+                or (isinstance(op, (WinogradOp, WinogradGemmOp)) and self.winograd not in ("measured", "never")))
