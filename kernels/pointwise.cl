@@ -16,6 +16,12 @@
 //   KP   output channels of the weights (XC4 rows of KP) and bias as stored: a multiple of KW
 //   YS, YO  the output buffer's float4s per pixel and this layer's first there (a slice of a
 //           concatenation's buffer, written in place: handwritten/zoo.py); else YV and 0
+//   LNORM, LC, LN_EPS  (handwritten/layernorm_fused.py) the layernorm that alone feeds this 1x1 done
+//           here: x is the layernorm's input (LC channels), the weights and bias have its scale and
+//           shift folded in (W diag(scale), b + W shift), so a pixel's output is
+//           rstd * (W' (x - mean)) + b'.  Each work-item works out its pixels' mean and 1/std itself
+//           in two passes over their channels before the product (no E[x^2] - mean^2: it cancels
+//           where the mean is large against the spread), then multiplies by the centred input.
 
 #include "common.h"
 
@@ -55,6 +61,35 @@ __kernel void pointwise(__global const float4* restrict x,
         PIXEL_AT(min(p0 + r, (uint)PIXELS - 1), n, row, col);
         xp[r] = x + ((n * XHP + row + XPT) * XWP + col + XPL) * XV;
     }
+#if LNORM
+    // each pixel's mean over its LC channels (those past LC are stored as zeros), then its variance
+    // from the centred values, the last float4's channels past LC left out
+    float mean[RP], rstd[RP];
+    for (int r = 0; r < RP; r++) {
+        float4 s = (float4)(0.0f);
+        for (int i = 0; i < XV; i++)
+            s += xp[r][i];
+        const float m = (s.x + s.y + s.z + s.w) * (1.0f / LC);
+        float4 q = (float4)(0.0f);
+        for (int i = 0; i < LC / 4; i++) {
+            const float4 d = xp[r][i] - m;
+            q = mad(d, d, q);
+        }
+#if LC % 4
+        float4 d = xp[r][LC / 4] - m;
+        d.w = 0.0f;
+#if LC % 4 < 3
+        d.z = 0.0f;
+#endif
+#if LC % 4 < 2
+        d.y = 0.0f;
+#endif
+        q = mad(d, d, q);
+#endif
+        mean[r] = m;
+        rstd[r] = rsqrt((q.x + q.y + q.z + q.w) * (1.0f / LC) + LN_EPS);
+    }
+#endif
     vec acc[RP];
     for (int r = 0; r < RP; r++)
         acc[r] = (vec)(0.0f);
@@ -62,7 +97,12 @@ __kernel void pointwise(__global const float4* restrict x,
     for (int i = 0; i < XV; i++, wr += 4 * KP) {
         const vec w0 = VLOAD(0, wr), w1 = VLOAD(0, wr + KP), w2 = VLOAD(0, wr + 2 * KP), w3 = VLOAD(0, wr + 3 * KP);
         for (int r = 0; r < RP; r++) {
+#if LNORM
+            // centred: a channel past LC gives -mean, against a zero row of the weights
+            const float4 v = xp[r][i] - mean[r];
+#else
             const float4 v = xp[r][i];
+#endif
             acc[r] = mad((vec)(v.x), w0, acc[r]);
             acc[r] = mad((vec)(v.y), w1, acc[r]);
             acc[r] = mad((vec)(v.z), w2, acc[r]);
@@ -79,7 +119,11 @@ __kernel void pointwise(__global const float4* restrict x,
 #if RESIDUAL
         const uint rp = ((n * RHP + row + RPT) * RWP + col + RPL) * YV;
 #endif
+#if LNORM
+        const vec o = mad(acc[r], (vec)(rstd[r]), bias);
+#else
         const vec o = acc[r] + bias;
+#endif
         store_kw(o, k0,
 #if RESIDUAL
                  res, rp,

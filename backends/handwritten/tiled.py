@@ -82,17 +82,19 @@ class TiledConvOp(KernelOp):
 class TiledNet(VectorisedNet):
     def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None, tuned: TunedTiles | None = None,
                  fold_depthwise: str = "measured", winograd: str = "measured", fuse_blocks: str = "measured",
-                 split_sums: str = "measured", pointwise: str = "measured", cpu_conv: str = "measured"):
+                 split_sums: str = "measured", pointwise: str = "measured", cpu_conv: str = "measured",
+                 fuse_layernorm: str = "measured"):
         # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py, compare tune sweep them);
         # `tuned`: the measured choices, used for the layers they name; `split_sums`: "measured" (a split
         # kept where it measured faster than one kernel: split_choice.py) or "planned" (as the plan says);
-        # `fold_depthwise`, `winograd`, `fuse_blocks`, `pointwise`, `cpu_conv`: as vectorised's
+        # `fold_depthwise`, `winograd`, `fuse_blocks`, `pointwise`, `cpu_conv`, `fuse_layernorm`: as vectorised's
         if split_sums not in ("measured", "planned"):
             raise ValueError(f"split_sums {split_sums!r}: measured or planned")
         self.tiles, self.ksplit, self.split_sums = tiles, ksplit, split_sums
         self.tuned = tuned or TunedTiles(None)
         self.tile_sources: dict[str, str] = {}
-        super().__init__(runtime, net, weights, batch, fold_depthwise, winograd, fuse_blocks, pointwise, cpu_conv)
+        super().__init__(runtime, net, weights, batch, fold_depthwise, winograd, fuse_blocks, pointwise, cpu_conv,
+                         fuse_layernorm)
         self.config["tile_source"] = self.tile_sources
         self.config["conv"] = ("implicit GEMM tiles in local memory, register blocks per work-item "
                                "(kernels/tiled_conv.cl); tile and split per layer: backends/handwritten/tiled_plan.py")
