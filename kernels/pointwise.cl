@@ -14,6 +14,8 @@
 //   KW   output channels per work-item: 4 (float4) or 8 (float8)
 //   RP   output pixels per work-item (image, row and column flattened)
 //   KP   output channels of the weights (XC4 rows of KP) and bias as stored: a multiple of KW
+//   NB   blocks of KW output channels per work-item, one after the other (default 1; LNORM: so that
+//        the work-items of a pixel work out its statistics fewer times)
 //   YS, YO  the output buffer's float4s per pixel and this layer's first there (a slice of a
 //           concatenation's buffer, written in place: handwritten/zoo.py); else YV and 0
 //   LNORM, LC, LN_EPS  (handwritten/layernorm_fused.py) the layernorm that alone feeds this 1x1 done
@@ -34,6 +36,9 @@
 #ifndef YO
 #define YO 0
 #endif
+#ifndef NB
+#define NB 1
+#endif
 
 #include "kw_store.h"
 
@@ -50,9 +55,8 @@ __kernel void pointwise(__global const float4* restrict x,
 #endif
                         __global float4* restrict y)
 {
-    const int k0 = get_global_id(0) * KW;
     const uint p0 = get_global_id(1) * RP;
-    if (k0 >= YC4 || p0 >= PIXELS)
+    if (get_global_id(0) * NB * KW >= YC4 || p0 >= PIXELS)
         return;
     // each pixel's input; a pixel past the last reads the last (its sums are never written)
     const __global float4* xp[RP];
@@ -90,44 +94,49 @@ __kernel void pointwise(__global const float4* restrict x,
         rstd[r] = rsqrt((q.x + q.y + q.z + q.w) * (1.0f / LC) + LN_EPS);
     }
 #endif
-    vec acc[RP];
-    for (int r = 0; r < RP; r++)
-        acc[r] = (vec)(0.0f);
-    const __global float* wr = w + k0;
-    for (int i = 0; i < XV; i++, wr += 4 * KP) {
-        const vec w0 = VLOAD(0, wr), w1 = VLOAD(0, wr + KP), w2 = VLOAD(0, wr + 2 * KP), w3 = VLOAD(0, wr + 3 * KP);
-        for (int r = 0; r < RP; r++) {
-#if LNORM
-            // centred: a channel past LC gives -mean, against a zero row of the weights
-            const float4 v = xp[r][i] - mean[r];
-#else
-            const float4 v = xp[r][i];
-#endif
-            acc[r] = mad((vec)(v.x), w0, acc[r]);
-            acc[r] = mad((vec)(v.y), w1, acc[r]);
-            acc[r] = mad((vec)(v.z), w2, acc[r]);
-            acc[r] = mad((vec)(v.w), w3, acc[r]);
-        }
-    }
-    const vec bias = VLOAD(0, b + k0);
-    for (int r = 0; r < RP; r++) {
-        if (p0 + r >= PIXELS)
+    for (int kb = 0; kb < NB; kb++) {   // NB blocks of KW channels, the statistics shared
+        const int k0 = (get_global_id(0) * NB + kb) * KW;
+        if (k0 >= YC4)
             break;
-        uint n, row, col;
-        PIXEL_AT(p0 + r, n, row, col);
-        const uint yp = ((n * YHP + row + YPT) * YWP + col + YPL) * YS + YO;
+        vec acc[RP];
+        for (int r = 0; r < RP; r++)
+            acc[r] = (vec)(0.0f);
+        const __global float* wr = w + k0;
+        for (int i = 0; i < XV; i++, wr += 4 * KP) {
+            const vec w0 = VLOAD(0, wr), w1 = VLOAD(0, wr + KP), w2 = VLOAD(0, wr + 2 * KP), w3 = VLOAD(0, wr + 3 * KP);
+            for (int r = 0; r < RP; r++) {
+#if LNORM
+                // centred: a channel past LC gives -mean, against a zero row of the weights
+                const float4 v = xp[r][i] - mean[r];
+#else
+                const float4 v = xp[r][i];
+#endif
+                acc[r] = mad((vec)(v.x), w0, acc[r]);
+                acc[r] = mad((vec)(v.y), w1, acc[r]);
+                acc[r] = mad((vec)(v.z), w2, acc[r]);
+                acc[r] = mad((vec)(v.w), w3, acc[r]);
+            }
+        }
+        const vec bias = VLOAD(0, b + k0);
+        for (int r = 0; r < RP; r++) {
+            if (p0 + r >= PIXELS)
+                break;
+            uint n, row, col;
+            PIXEL_AT(p0 + r, n, row, col);
+            const uint yp = ((n * YHP + row + YPT) * YWP + col + YPL) * YS + YO;
 #if RESIDUAL
-        const uint rp = ((n * RHP + row + RPT) * RWP + col + RPL) * YV;
+            const uint rp = ((n * RHP + row + RPT) * RWP + col + RPL) * YV;
 #endif
 #if LNORM
-        const vec o = mad(acc[r], (vec)(rstd[r]), bias);
+            const vec o = mad(acc[r], (vec)(rstd[r]), bias);
 #else
-        const vec o = acc[r] + bias;
+            const vec o = acc[r] + bias;
 #endif
-        store_kw(o, k0,
+            store_kw(o, k0,
 #if RESIDUAL
-                 res, rp,
+                     res, rp,
 #endif
-                 y, yp);
+                     y, yp);
+        }
     }
 }

@@ -55,6 +55,8 @@ MAX_REL_L2 = 1e-5   # as Winograd's and cpu_conv's: a tenth of the float32 toler
 OFFSET = 30.0       # the check's tokens: mean up to this many times their spread
 SEED = 45           # of the check's input
 FUSED, OWN = "fused", "own kernels"
+# blocks of output channels a work-item of the fused kernel: each of these (capped at the 1x1's), measured
+BLOCKS = (1, 4, 1 << 30)
 
 
 def fusable(net: Net, i: int) -> tuple[int | None, str]:
@@ -138,12 +140,23 @@ def _bare(op):
     return op.op if isinstance(op, EdgeOp) else op
 
 
-def build(net, l: int, i: int, ln_params: dict, conv_params: dict) -> LayerNormGemmOp:
-    """Layernorm l and 1x1 i as one blocked-1x1 launch reading l's input and writing i's output."""
+def blocks(net, i: int) -> int:
+    """Blocks of KW output channels of 1x1 i (pointwise.py's KW for the device)."""
+    defines = pointwise._defines(net, i, net.layouts[i + 1])
+    return defines["KP"] // defines["KW"]
+
+
+def label(nb: int) -> str:
+    return FUSED if nb == 1 else f"{FUSED}, {nb} blocks a work-item"
+
+
+def build(net, l: int, i: int, ln_params: dict, conv_params: dict, nb: int = 1) -> LayerNormGemmOp:
+    """Layernorm l and 1x1 i as one blocked-1x1 launch reading l's input and writing i's output,
+    each work-item `nb` blocks of output channels (its pixels' statistics worked out once for them)."""
     ln, conv = net.net.layers[l], net.net.layers[i]
     src, dst = net.input_layout(l), net.layouts[i + 1]
     defines = {**pointwise._defines(net, i, dst, src), "ACT": ACT_CODES[conv.activation],
-               "LNORM": 1, "LC": src.c, "LN_EPS": f"{float(ln.eps)!r}f"}
+               "LNORM": 1, "LC": src.c, "LN_EPS": f"{float(ln.eps)!r}f", "NB": nb}
     kp = defines["KP"]
     w, b = folded_params(ln_params, conv_params)
     weight = np.zeros((src.c_stored, kp), np.float32)
@@ -210,39 +223,50 @@ class FusesLayerNorms:
                 kept[ln.name] = f"its own kernel: {why}"
                 continue
             ln_params, conv_params = layer_params(self.net, self._weights, l), layer_params(self.net, self._weights, i)
-            first = len(self.buffers)
-            built = build(self, l, i, ln_params, conv_params)
             own = [ops[l], ops[i]]
-            fold = [FoldedLayerNorm(ops[l], ops[l].convert if isinstance(ops[l], InputEdge) else None), built]
-            if isinstance(ops[i], OutputEdge):   # as the net's last layer, it converts the output after it
-                fold[1] = OutputEdge(built, self.rt, ops[i].stage, ops[i].shape, ops[i].convert)
-            err = errors(self, l, i, {OWN: [_bare(o) for o in own], FUSED: [built]}, ln_params, conv_params)
+            candidates, owned = {}, {}
+            for nb in sorted({min(b, blocks(self, i)) for b in BLOCKS}):
+                first = len(self.buffers)
+                candidates[label(nb)] = build(self, l, i, ln_params, conv_params, nb)
+                owned[label(nb)] = self.buffers[first:]
+            err = errors(self, l, i, {OWN: [_bare(o) for o in own], **{k: [op] for k, op in candidates.items()}},
+                         ln_params, conv_params)
             record = {"into": conv.name, "rel_l2_against_float64": {k: float(f"{v:.2e}") for k, v in err.items()}}
-            if not err[FUSED] <= MAX_REL_L2:   # NaN too
-                record.update(chosen=OWN, refused=f"relative L2 {err[FUSED]:.1e} against float64, above "
-                                                  f"{MAX_REL_L2:.0e}")
-                self.release(self.buffers[first:])
-                records[ln.name] = record
-                kept[ln.name] = f"its own kernel: the fused form {record['refused']}"
-                continue
-            if self.fuse_layernorm == "measured":
-                times = fastest_ms(self.rt, {FUSED: fold, OWN: own})
+            refused = {k: f"relative L2 {err[k]:.1e} against float64, above {MAX_REL_L2:.0e}"
+                       for k in candidates if not err[k] <= MAX_REL_L2}   # NaN too
+            if refused:
+                record["refused"] = refused
+            forms = {}
+            for k, op in candidates.items():
+                if k in refused:
+                    continue
+                fold = [FoldedLayerNorm(ops[l], ops[l].convert if isinstance(ops[l], InputEdge) else None), op]
+                if isinstance(ops[i], OutputEdge):   # as the net's last layer, it converts the output after it
+                    fold[1] = OutputEdge(op, self.rt, ops[i].stage, ops[i].shape, ops[i].convert)
+                forms[k] = fold
+            if self.fuse_layernorm == "measured" or len(forms) > 1:
+                times = fastest_ms(self.rt, {**forms, OWN: own} if self.fuse_layernorm == "measured" else forms)
                 record["ms"] = {k: round(v, 4) for k, v in times.items()}
                 self.config["measured_forms"] = HOW
-                if times[OWN] <= times[FUSED]:
-                    record["chosen"] = OWN
-                    self.release(self.buffers[first:])
-                    records[ln.name] = record
-                    kept[ln.name] = (f"its own kernel, {conv.name} another: measured faster so "
-                                     f"({times[OWN]:.4f} ms against {times[FUSED]:.4f} fused)")
-                    continue
-            record["chosen"] = FUSED
+                best = min(times, key=times.get)
+            else:
+                best = next(iter(forms), OWN)
+            record["chosen"] = best
             records[ln.name] = record
-            ops[l], ops[i] = fold
-            timed = f"; measured {record['ms'][FUSED]:.4f} ms against {record['ms'][OWN]:.4f} as two" \
-                if "ms" in record else ""
-            fused[ln.name] = (f"into {conv.name}'s blocked 1x1 (scale and shift in its weights, each token's "
-                              f"mean and 1/std in its kernel{timed})")
+            for k, b in owned.items():
+                if k != best:
+                    self.release(b)
+            if best == OWN:
+                kept[ln.name] = (f"its own kernel: every fused form refused ({'; '.join(refused.values())})"
+                                 if not forms else
+                                 f"its own kernel, {conv.name} another: measured faster so ({times[OWN]:.4f} ms "
+                                 f"against {min(times[k] for k in forms):.4f} fused)")
+                continue
+            ops[l], ops[i] = forms[best]
+            timed = (f"; measured {times[best]:.4f} ms against {times[OWN]:.4f} as two"
+                     if OWN in record.get("ms", {}) else "")
+            fused[ln.name] = (f"into {conv.name}'s blocked 1x1 ({best}: scale and shift in its weights, each "
+                              f"token's mean and 1/std in its kernel{timed})")
         self.config["layernorm_fused"] = fused
         if kept:
             self.config["layernorm_not_fused"] = kept

@@ -62,7 +62,8 @@ def _defines(net, i: int, dst, src=None) -> dict:
 
 def _launch(net, i: int, defines: dict) -> Launch:
     dst = net.layouts[i + 1]
-    grid = (defines["KP"] // defines["KW"], -(-net.batch * dst.h * dst.w // RP))
+    # NB blocks of KW channels a work-item (layernorm_fused.py; else 1)
+    grid = (-(-defines["KP"] // (defines["KW"] * defines.get("NB", 1))), -(-net.batch * dst.h * dst.w // RP))
     shapes = SHAPES["cpu" if net.device == "cpu" else "gpu"]
     return Launch(net.rt, SOURCE, "pointwise", defines, grid, lambda lim: choose_local(grid, shapes, lim))
 
