@@ -138,20 +138,21 @@ def main(argv=None) -> int:
         p.error(f"--backends: {', '.join(unknown)} has no fuse_layernorm; take vectorised or vectorised-tiled")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    stem = f"{args.net}-b{args.batch}" if args.batch else args.net
     every = names + [f"{n}-ln-{f}" for n in names for f in FORMS]
     cmd = ["run", "--net", args.net, "--backends", ",".join(every), "--repeats", str(args.repeats),
-           "--warmup", str(args.warmup), "--interleave", "--out", str(out / f"{args.net}.json")]
+           "--warmup", str(args.warmup), "--interleave", "--out", str(out / f"{stem}.json")]
     if args.batch:
         cmd += ["--batch", str(args.batch)]
     before = os.getloadavg()
     print(f"== compare {' '.join(cmd)}\nload average before: {' '.join(f'{v:.2f}' for v in before)}", flush=True)
     code = compare_main(cmd)
     after = os.getloadavg()
-    text = summary(out / f"{args.net}.json", names)
+    text = summary(out / f"{stem}.json", names)
     text += f"\n\nload average before: {' '.join(f'{v:.2f}' for v in before)}; after: " \
             f"{' '.join(f'{v:.2f}' for v in after)} (1, 5, 15 min)"
     print(text, flush=True)
-    (out / f"{args.net}-summary.txt").write_text(text + "\n")
+    (out / f"{stem}-summary.txt").write_text(text + "\n")
     return code
 
 

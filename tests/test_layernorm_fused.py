@@ -8,7 +8,7 @@ where the error passes the bound; and where it must not fuse."""
 import numpy as np
 import pytest
 
-from backends.handwritten import layernorm_fused
+from backends.handwritten import layernorm_fused, vectorised
 from backends.handwritten.tiled import TiledNet
 from backends.handwritten.vectorised import VectorisedNet
 from compare import oracle
@@ -76,9 +76,12 @@ def forward_checked(prepared, net, weights, x):
         prepared.close()
 
 
-@pytest.mark.parametrize("backend_class", BACKENDS)
+@pytest.mark.parametrize("backend_class, gpu", [(VectorisedNet, False), (TiledNet, False), (TiledNet, True)])
 @pytest.mark.parametrize("seed", [0, 1, 2, 7])
-def test_the_fused_pair_at_the_nets_edges_matches_the_oracle(runtime, backend_class, seed):
+def test_the_fused_pair_at_the_nets_edges_matches_the_oracle(runtime, monkeypatch, backend_class, gpu, seed):
+    """On the device, as planned here and as on a GPU (float4 blocks, its block counts)."""
+    if gpu:
+        monkeypatch.setattr(vectorised, "device_class", lambda info: "gpu")
     net, batch = edge_net(seed)
     weights = init_weights(net, seed)
     x = large_mean_input(net, batch, seed)

@@ -21,10 +21,14 @@ pixels); conv i's add is not folded into its epilogue (residual.py: kept
 simple, say so).  Not fused otherwise, and `config["layernorm_not_fused"]`
 says why.
 
+The fused kernel's forms: a work-item does NB blocks of the 1x1's output
+channels one after the other, its pixels' statistics worked out once for
+them, NB in BLOCKS (fewer statistics against fewer work-items).
+
 `fuse_layernorm` (the nets' argument): "measured" (the default): per pair,
-the fused op against the layernorm's kernel and the 1x1's chosen form
+the fastest fused form against the layernorm's kernel and the 1x1's chosen form
 (direct, blocked or vector: whichever won its own measuring), timed with
-their launches (measured.py); "always"; "never".  Before timing, both forms
+their launches (measured.py); "always" (the fastest fused form); "never".  Before timing, both forms
 run on one random input whose tokens have a large mean (OFFSET times their
 spread) and are compared with the pair computed in float64; the fused form
 is refused where its relative L2 error passes MAX_REL_L2 (Winograd's and
@@ -55,8 +59,9 @@ MAX_REL_L2 = 1e-5   # as Winograd's and cpu_conv's: a tenth of the float32 toler
 OFFSET = 30.0       # the check's tokens: mean up to this many times their spread
 SEED = 45           # of the check's input
 FUSED, OWN = "fused", "own kernels"
-# blocks of output channels a work-item of the fused kernel: each of these (capped at the 1x1's), measured
-BLOCKS = (1, 4, 1 << 30)
+# blocks of output channels a work-item of the fused kernel: each of these (capped at the 1x1's), measured;
+# on a CPU all of them too (a few work-items a core are enough there), on a GPU at most 16 (it needs many)
+BLOCKS = {"cpu": (1, 4, 1 << 30), "gpu": (1, 4, 16)}
 
 
 def fusable(net: Net, i: int) -> tuple[int | None, str]:
@@ -225,7 +230,7 @@ class FusesLayerNorms:
             ln_params, conv_params = layer_params(self.net, self._weights, l), layer_params(self.net, self._weights, i)
             own = [ops[l], ops[i]]
             candidates, owned = {}, {}
-            for nb in sorted({min(b, blocks(self, i)) for b in BLOCKS}):
+            for nb in sorted({min(b, blocks(self, i)) for b in BLOCKS["cpu" if self.device == "cpu" else "gpu"]}):
                 first = len(self.buffers)
                 candidates[label(nb)] = build(self, l, i, ln_params, conv_params, nb)
                 owned[label(nb)] = self.buffers[first:]
