@@ -11,6 +11,10 @@ These names exist only in this process.
 
     .venv/bin/python benchmarks/layernorm_fusion.py [--net vit-tiny] [--batch B]
         [--backends vectorised,vectorised-tiled] [--repeats 5] [--warmup 2] [--out results/layernorm]
+        [--device D]
+
+On a GPU (the default device where one is present), one command:
+`benchmarks/layernorm_fusion.py --batch 64 --repeats 10 --out results/layernorm-gpu`.
 
 Printed, after `compare run`'s own tables: the load average before and
 after; per backend, the whole pass (compute, median) of each form in its
@@ -130,6 +134,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--out", default="results/layernorm")
+    p.add_argument("--device", default=None, help="as compare run's (default: the first GPU, else PoCL)")
     args = p.parse_args(argv)
     register()
     names = [n for n in args.backends.split(",") if n]
@@ -144,6 +149,8 @@ def main(argv=None) -> int:
            "--warmup", str(args.warmup), "--interleave", "--out", str(out / f"{stem}.json")]
     if args.batch:
         cmd += ["--batch", str(args.batch)]
+    if args.device:
+        cmd += ["--device", args.device]
     before = os.getloadavg()
     print(f"== compare {' '.join(cmd)}\nload average before: {' '.join(f'{v:.2f}' for v in before)}", flush=True)
     code = compare_main(cmd)
