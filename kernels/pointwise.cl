@@ -67,31 +67,28 @@ __kernel void pointwise(__global const float4* restrict x,
     }
 #if LNORM
     // each pixel's mean over its LC channels (those past LC are stored as zeros), then its variance
-    // from the centred values, the last float4's channels past LC left out
+    // from the centred values; scalar sums and scalar loads past the last whole float4 (float4 sums
+    // and a float4 of the last channels crashed Oclgrind's --uninitialized check)
     float mean[RP], rstd[RP];
     for (int r = 0; r < RP; r++) {
-        float4 s = (float4)(0.0f);
-        for (int i = 0; i < XV; i++)
-            s += xp[r][i];
-        const float m = (s.x + s.y + s.z + s.w) * (1.0f / LC);
-        float4 q = (float4)(0.0f);
+        float m = 0.0f;
+        for (int i = 0; i < XV; i++) {
+            const float4 v = xp[r][i];
+            m += (v.x + v.y) + (v.z + v.w);
+        }
+        m *= 1.0f / LC;
+        float q = 0.0f;
         for (int i = 0; i < LC / 4; i++) {
             const float4 d = xp[r][i] - m;
-            q = mad(d, d, q);
+            q += (d.x * d.x + d.y * d.y) + (d.z * d.z + d.w * d.w);
         }
-#if LC % 4
-        float4 d = xp[r][LC / 4] - m;
-        d.w = 0.0f;
-#if LC % 4 < 3
-        d.z = 0.0f;
-#endif
-#if LC % 4 < 2
-        d.y = 0.0f;
-#endif
-        q = mad(d, d, q);
-#endif
+        // the last float4's channels up to LC, one by one (those past LC left out)
+        for (int c = LC / 4 * 4; c < LC; c++) {
+            const float d = ((const __global float*)xp[r])[c] - m;
+            q += d * d;
+        }
         mean[r] = m;
-        rstd[r] = rsqrt((q.x + q.y + q.z + q.w) * (1.0f / LC) + LN_EPS);
+        rstd[r] = rsqrt(q * (1.0f / LC) + LN_EPS);
     }
 #endif
     for (int kb = 0; kb < NB; kb++) {   // NB blocks of KW channels, the statistics shared
