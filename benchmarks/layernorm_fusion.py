@@ -20,9 +20,10 @@ Printed, after `compare run`'s own tables: the load average before and
 after; per backend, the whole pass (compute, median) of each form in its
 fastest mode and the ratios never / always and never / measured with their
 95% intervals (above 1: the fusion is faster; a winner named only where the
-interval excludes 1x), then the same ratios within each mode; then per layernorm that feeds a 1x1, the pair's time (the layernorm's
-layer and the 1x1's, each synced alone as `compare run` times layers, wall)
-in each form, medians and ratios, and what the measured form chose.
+interval excludes 1x), then the same ratios within each mode; then per
+layernorm that feeds a 1x1, the pair's time (the layernorm's layer and the
+1x1's, each synced alone as `compare run` times layers, wall) in each
+form, medians and ratios, and what the measured form chose.
 """
 from __future__ import annotations
 

@@ -10,8 +10,12 @@ token's channels (the mean, then the variance of the centred values; not
 E[x^2] - mean^2, which cancels where the mean is large against the spread),
 then the product over the centred input and rstd * acc + b' in the
 epilogue.  One launch instead of two, and the normalised tokens never go
-through global memory; the price is that each work-item of a token redoes
-its statistics (2 C reads against its C x KW multiply-adds).
+through global memory; the price is that the work-items of a token each
+work out its statistics (2 C reads against their C x KW multiply-adds a
+block of output channels).  So a work-item does NB blocks of the 1x1's
+output channels one after the other, its pixels' statistics worked out
+once for them: each NB of BLOCKS is a form (fewer statistics against
+fewer work-items).
 
 Where: conv i is a 1x1 stride-1 unpadded ungrouped conv whose one input is
 a layernorm l with no activation of its own, and nothing else reads l's
@@ -21,23 +25,20 @@ pixels); conv i's add is not folded into its epilogue (residual.py: kept
 simple, say so).  Not fused otherwise, and `config["layernorm_not_fused"]`
 says why.
 
-The fused kernel's forms: a work-item does NB blocks of the 1x1's output
-channels one after the other, its pixels' statistics worked out once for
-them, NB in BLOCKS (fewer statistics against fewer work-items).
-
 `fuse_layernorm` (the nets' argument): "measured" (the default): per pair,
-the fastest fused form against the layernorm's kernel and the 1x1's chosen form
-(direct, blocked or vector: whichever won its own measuring), timed with
-their launches (measured.py); "always" (the fastest fused form); "never".  Before timing, both forms
-run on one random input whose tokens have a large mean (OFFSET times their
-spread) and are compared with the pair computed in float64; the fused form
+the fused forms against the layernorm's kernel followed by the 1x1's
+chosen form (direct, blocked or vector: whichever won its own measuring),
+timed with their launches (measured.py), the fastest kept; "always" (the
+fastest fused form); "never".  Before timing, every form runs on one
+random input whose tokens have a large mean (up to OFFSET times their
+spread) and is compared with the pair computed in float64; a fused form
 is refused where its relative L2 error passes MAX_REL_L2 (Winograd's and
-the vector kernels' bound), "always" included.  `config["layernorm"]` holds
-each pair's times, errors and choice; `config["layernorm_fused"]` names
-each layernorm folded (the report's folded layers), and the fused step is
-"layernorm+pointwise 1x1".  The layer-wise checks keep both layers' own
-kernels, so each layer's output is still checked on its own; the fused pair
-is checked end to end and at prepare.
+the vector kernels' bound), "always" included.  `config["layernorm"]`
+holds each pair's times, errors and choice; `config["layernorm_fused"]`
+names each layernorm folded (the report's folded layers), and the fused
+step is "layernorm+pointwise 1x1".  The layer-wise checks keep both
+layers' own kernels, so each layer's output is still checked on its own;
+the fused pair is checked end to end and at prepare.
 """
 from __future__ import annotations
 
