@@ -41,7 +41,8 @@ def edge_net(seed: int) -> tuple[Net, int]:
 
 
 def inner_net(seed: int) -> tuple[Net, int]:
-    """A pre-norm block inside a net: the add reads the block's input, the layernorm only the 1x1."""
+    """A pre-norm block inside a net: the add reads the block's input, the layernorm only the 1x1; a
+    padded 3x3 conv reading the block's input too, so the layernorm reads it through a zero border."""
     rng = np.random.default_rng(seed)
     c, h, w, k = (int(v) for v in rng.integers((2, 1, 1, 1), (20, 6, 6, 40)))
     return Net(f"ln-inner{seed}", (c, h, w), (
@@ -50,6 +51,8 @@ def inner_net(seed: int) -> tuple[Net, int]:
         Conv("fc1", str(rng.choice(ACTS)), out_channels=k, kernel=(1, 1)),
         Conv("fc2", out_channels=c, kernel=(1, 1)),
         Add("add", inputs=("fc2", "embed")),
+        Conv("side", "relu", out_channels=c, kernel=(3, 3), pad=(1, 1), inputs=("embed",)),
+        Add("add2", inputs=("add", "side")),
         Conv("head", out_channels=3, kernel=(1, 1)))), int(rng.integers(1, 3))
 
 
@@ -101,7 +104,8 @@ def test_the_fused_pair_inside_a_net_matches_the_oracle(runtime, backend_class, 
     prepared = backend_class(runtime, net, weights, batch, fuse_layernorm="always")
     config = forward_checked(prepared, net, weights, x)
     assert set(config["layernorm_fused"]) == {"ln"}
-    assert prepared.config["residual_adds_fused"] == {"add": "into fc2's epilogue (adds embed)"}
+    assert config["residual_adds_fused"]["add"] == "into fc2's epilogue (adds embed)"
+    assert "border 1" in config["layers"]["embed"]["output"]
 
 
 @pytest.mark.parametrize("backend_name", ["vectorised", "vectorised-tiled"])
