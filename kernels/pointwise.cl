@@ -14,8 +14,6 @@
 //   KW   output channels per work-item: 4 (float4) or 8 (float8)
 //   RP   output pixels per work-item (image, row and column flattened)
 //   KP   output channels of the weights (XC4 rows of KP) and bias as stored: a multiple of KW
-//   NB   blocks of KW output channels per work-item, one after the other (default 1; LNORM: so that
-//        the work-items of a pixel work out its statistics fewer times)
 //   YS, YO  the output buffer's float4s per pixel and this layer's first there (a slice of a
 //           concatenation's buffer, written in place: handwritten/zoo.py); else YV and 0
 //   LNORM, LC, LN_EPS  (handwritten/layernorm_fused.py) the layernorm that alone feeds this 1x1 done
@@ -24,6 +22,9 @@
 //           rstd * (W' (x - mean)) + b'.  Each work-item works out its pixels' mean and 1/std itself
 //           in two passes over their channels before the product (no E[x^2] - mean^2: it cancels
 //           where the mean is large against the spread), then multiplies by the centred input.
+//   NB     blocks of KW output channels per work-item, one after the other (default 1; LNORM: so that
+//          the work-items of a pixel work out its statistics fewer times)
+//   LN_COPY (LNORM, a CPU) the centred pixels written to private memory once, the product reading them
 
 #include "common.h"
 
@@ -90,6 +91,15 @@ __kernel void pointwise(__global const float4* restrict x,
         mean[r] = m;
         rstd[r] = rsqrt(q * (1.0f / LC) + LN_EPS);
     }
+#if LN_COPY
+    // the centred pixels in private memory (a CPU's stack, in its cache), so that the product
+    // broadcasts each value straight from memory, as it does from x: centring in the product
+    // itself cost the broadcasts a shuffle each
+    float4 xc[RP][XV];
+    for (int r = 0; r < RP; r++)
+        for (int i = 0; i < XV; i++)
+            xc[r][i] = xp[r][i] - mean[r];
+#endif
 #endif
     for (int kb = 0; kb < NB; kb++) {   // NB blocks of KW channels, the statistics shared
         const int k0 = (get_global_id(0) * NB + kb) * KW;
@@ -102,7 +112,9 @@ __kernel void pointwise(__global const float4* restrict x,
         for (int i = 0; i < XV; i++, wr += 4 * KP) {
             const vec w0 = VLOAD(0, wr), w1 = VLOAD(0, wr + KP), w2 = VLOAD(0, wr + 2 * KP), w3 = VLOAD(0, wr + 3 * KP);
             for (int r = 0; r < RP; r++) {
-#if LNORM
+#if LN_COPY
+                const float4 v = xc[r][i];
+#elif LNORM
                 // centred: a channel past LC gives -mean, against a zero row of the weights
                 const float4 v = xp[r][i] - mean[r];
 #else
