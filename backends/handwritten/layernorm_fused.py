@@ -8,8 +8,8 @@ is each token's mean and 1/std, which the blocked 1x1 (kernels/pointwise.cl,
 -D LNORM) works out itself from the layernorm's input: two passes over the
 token's channels (the mean, then the variance of the centred values; not
 E[x^2] - mean^2, which cancels where the mean is large against the spread),
-then the product over the centred input and rstd * acc + b' in the
-epilogue.  One launch instead of two, and the normalised tokens never go
+then the product over the centred input (on a CPU copied to private
+memory first, LN_COPY) and rstd * acc + b' in the epilogue.  One launch instead of two, and the normalised tokens never go
 through global memory; the price is that the work-items of a token each
 work out its statistics (2 C reads against their C x KW multiply-adds a
 block of output channels).  So a work-item does NB blocks of the 1x1's
