@@ -182,7 +182,8 @@ class TiledBackend(VectorisedBackend):
                "add and its activation into the conv before it, each depthwise conv and the 1x1 conv after it into "
                "vectorised's one kernel through local memory (that 1x1 then untiled) where that measured faster at "
                "prepare; Winograd and block kernels as vectorised; a split sum only where measured faster; on a device preferring float vectors of 8+ (a CPU), "
-               "the vector-width kernels as vectorised where measured faster)")
+               "the vector-width kernels as vectorised where measured faster; layernorms in the 1x1 after them as "
+               "vectorised)")
     net_class = TiledNet
 
     def make_net(self, net, weights, batch):

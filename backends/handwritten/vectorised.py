@@ -354,7 +354,8 @@ class VectorisedBackend(ReplayingBackend):
                "that measured faster at prepare, else their own kernels; 3x3 stride-1 convs as Winograd F(2x2)/F(4x4) "
                "and MobileNet blocks as one kernel each, 1x1s as a blocked GEMM, where measured faster at prepare; "
                "where the device prefers float vectors of 8+ (a CPU), convs, depthwise convs, subsamplings and dense "
-               "layers as register tiles of its vector width where measured faster (cpu_conv.py)")
+               "layers as register tiles of its vector width where measured faster (cpu_conv.py); a layernorm that only "
+               "a 1x1 conv reads inside that 1x1's kernel where measured faster (layernorm_fused.py)")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS | TRANSFORMER_KINDS
     supported_features = frozenset(Feature)
