@@ -13,12 +13,13 @@ group of its own.
 the outputs (numpy arrays), which never go into a results file."""
 from __future__ import annotations
 
+
 import datetime as _dt
 import threading
 import time
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -273,11 +274,13 @@ class Session:
         return (f"not timed: it cannot win, as its passes take at least {floor.ms:.3f} ms ({floor.how}), more than a "
                 f"warm-up pass of {fastest.label} ({fastest.pass_ms:.3f} ms)")
 
-    def _measure_modes(self, backend, modes: list[str]) -> list[ModeResult]:
+    def _measure_modes(self, backend, modes: list[str]) -> tuple[list[ModeResult], dict[str, _Ready]]:
         """Each mode of a backend with several: ready, checked end to end, then all timed end to
         end in turn, one pass of each, each after an untimed pass of its own, so drift between
-        them (and between the children they may run in) hits every mode alike."""
-        results, trials, readies, passed = {}, {}, [], []
+        them (and between the children they may run in) hits every mode alike.  The results, and
+        the ready modes whose output passed, left open for the caller (who closes them)."""
+        results, trials, readies, passed = {}, {}, {}, []
+        kept: dict[str, _Ready] = {}
         try:
             # a mode whose floor can be told before it is prepared comes last, to be held against the others
             floors = {}
@@ -293,8 +296,7 @@ class Session:
                         self.progress(f"{backend.name} ({mode}): {skipped}")
                         results[mode] = ModeResult(mode, "SKIPPED", reason=skipped)
                         continue
-                    ready = self._ready(backend, mode, f"{backend.name} ({mode})")
-                    readies.append(ready)
+                    ready = readies[mode] = self._ready(backend, mode, f"{backend.name} ({mode})")
                     results[mode] = ModeResult(mode, "OK")
                     if self.ref is not None:   # a mode is a candidate only if its output passes the check
                         comparison = compare_arrays(ready.output, self.ref[-1])
@@ -329,25 +331,32 @@ class Session:
             for mode, trial in trials.items():
                 if results[mode].status == "OK" and len(ok) > 1:
                     results[mode].compute = Samples.of(trial.phases["compute"])
-            return [results[m] for m in modes]
+            kept = {mode: ready for mode, ready in readies.items() if results[mode].status == "OK"}
+            return [results[m] for m in modes], kept
         finally:
-            for ready in readies:
-                ready.prepared.close()
+            for mode, ready in readies.items():
+                if mode not in kept:
+                    ready.prepared.close()
 
-    def _candidates(self, backend, entry: BackendResult) -> list[str | None]:
+    def _candidates(self, backend, entry: BackendResult) -> tuple[list[str | None], _Ready | None]:
         """The modes to use, best first: a backend with several has each measured (entry.modes) and
-        gets those whose output passed the oracle's check, fastest first; one without modes, [None]."""
+        gets those whose output passed the oracle's check, fastest first; one without modes, [None].
+        With them the first's ready net from that measurement, still open (None if it has none): a prepare
+        on PoCL can take a minute, and the chosen mode need not be made twice."""
         modes = backend.modes()
         if not modes:
-            return [None]
-        entry.modes = self._measure_modes(backend, modes)
+            return [None], None
+        entry.modes, kept = self._measure_modes(backend, modes)
         order = _by_speed(entry.modes)
+        first = kept.pop(order[0], None) if order else None
+        for ready in kept.values():
+            ready.prepared.close()
         if not order:
             why = "; ".join(f"{m.name}: {(m.reason or '').splitlines()[0]}" for m in entry.modes)
             if all(m.status == "UNSUPPORTED" for m in entry.modes):
                 raise Unsupported(f"no mode can run here ({why})")
             raise RuntimeError(f"no mode passed ({why})")
-        return order
+        return order, first
 
     @staticmethod
     def _refuse_mode(entry: BackendResult, check: Check) -> None:
@@ -378,10 +387,13 @@ class Session:
             entry.gpu_state = {"before": gpustate.snapshot()} if gpustate.available() else None
             backend = self._made.pop(name, None) or backends.create(cls, self.runtime, plan.options)
             entry.info = backend.info()
-            candidates = self._candidates(backend, entry)
+            candidates, ready = self._candidates(backend, entry)
             for k, mode in enumerate(candidates):   # the fastest mode whose output passes the full check
                 entry.mode = mode
-                ready = self._ready(backend, mode, entry.label)
+                if ready is None:
+                    ready = self._ready(backend, mode, entry.label)
+                else:   # made while the modes were measured
+                    ready = replace(ready, label=entry.label)
                 entry.prepare_ms, entry.first_run_ms = ready.prepare_ms, ready.first_run_ms
                 entry.config = ready.prepared.config
                 entry.memory_bytes = ready.prepared.memory_bytes

@@ -129,7 +129,8 @@ class NewcomerBackend(OpenCLBackend):
 class ModalInProcess:
     """A backend with two modes whose passes write, to the file named by
     COMPARE_TEST_PASS_LOG, its mode and its process: which modes were timed
-    in turn, each in a child of its own."""
+    in turn, each in a child of its own (and each prepare its mode to
+    COMPARE_TEST_PREPARE_LOG, where set)."""
 
     name = "modal"
     summary = "a test double"
@@ -155,6 +156,9 @@ class ModalInProcess:
         from nets.errors import Unsupported
         if mode == os.environ.get("COMPARE_TEST_REFUSED_MODE"):
             raise Unsupported(f"{mode}: refused for the test")
+        if os.environ.get("COMPARE_TEST_PREPARE_LOG"):
+            with open(os.environ["COMPARE_TEST_PREPARE_LOG"], "a") as log:
+                log.write(f"{mode}\n")
 
         class Logged(NumpyNet):
             def run(self):

@@ -151,6 +151,26 @@ def test_modes_are_timed_in_turn_each_in_a_child_of_its_own(tmp_path, monkeypatc
     assert timed == ["first", "first", "second", "second"] * 3
 
 
+def test_the_chosen_mode_is_checked_and_timed_as_made_when_the_modes_were_measured(tmp_path, monkeypatch):
+    # a prepare on PoCL can take a minute: each mode is made once, the fastest kept open for the check
+    import backends
+    from compare import runner
+    from nets import LENET
+    from nets.weights import init_weights, make_input
+    passes, prepares = tmp_path / "passes.txt", tmp_path / "prepares.txt"
+    monkeypatch.setenv("COMPARE_TEST_PASS_LOG", str(passes))
+    monkeypatch.setenv("COMPARE_TEST_PREPARE_LOG", str(prepares))
+    monkeypatch.setitem(backends.REGISTRY, "modal", ("run_checks", "ModalBackend"))
+    plan = runner.Plan(net=LENET, batch=2, weights=init_weights(LENET, 0), x=make_input(LENET, 2, 0),
+                       backends=["modal"], mode="both", repeats=2, warmup=1, peak_gflops=1.0)
+    result, _ = runner.execute(plan)
+    entry, = result.backends
+    assert entry.status == "OK" and entry.check.status == "PASS", entry.reason
+    assert sorted(prepares.read_text().split()) == ["first", "second"]
+    chosen = {pid for mode, pid in (line.split() for line in passes.read_text().splitlines()) if mode == entry.mode}
+    assert len(chosen) == 1   # the child the mode was measured in is the one checked and timed
+
+
 def test_a_mode_left_alone_is_not_timed_against_nothing(tmp_path, monkeypatch):
     # the other refused (a CLBlast tuned mode that would change no call): nothing to choose, so no mode passes
     import backends
