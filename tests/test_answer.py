@@ -210,10 +210,11 @@ def test_every_sentence_of_the_committed_answers_is_short():
     root = Path(__file__).resolve().parent.parent / "reports"
     files = [p for p in sorted(root.glob("*/*.json")) + sorted(root.glob("*/compiler/*.json"))
              if json.loads(p.read_text()).get("schema") == "clblast-compare/results"]
-    said = [line for p in files for line in answer.lines(load_results(p))]
+    results = [load_results(p) for p in files]
+    said = [line for r in results for line in answer.lines(r)]
     assert len(said) > 10
     assert max(len(line) for line in said) < answer.SENTENCE_MAX
-    for _, headers, rows in answer.answer_tables([load_results(p) for p in files]):
+    for _, headers, rows in answer.answer_tables(results):
         assert len(headers) <= 7 and all(len(r) == len(headers) for r in rows)
 
 
