@@ -100,6 +100,8 @@ class PreparedNet(ABC):
         self.batch = batch
         self.config: dict = {}                 # choices made (work-groups, layouts): recorded in results
         self.memory_bytes: int | None = None   # device memory held: weights + buffers
+        self.made_ms = 0.0            # the backend's own time to make it, where it keeps one (ReplayingBackend)
+        self.shared_prepare_ms = 0.0  # prepare work done for another mode's net that this one shares (a twin)
 
     # -- the three phases of a forward pass; each returns when its work is done
     @abstractmethod

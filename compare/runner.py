@@ -244,7 +244,7 @@ class Session:
         t0 = time.perf_counter()
         with self._stage(f"{label}: preparing {plan.net.name}"):
             prepared = backend.prepare(plan.net, plan.weights, plan.batch, mode=mode)
-        prepare_ms = (time.perf_counter() - t0) * 1e3
+        prepare_ms = (time.perf_counter() - t0) * 1e3 + getattr(prepared, "shared_prepare_ms", 0.0)
         try:
             t0 = time.perf_counter()
             with self._stage(f"{label}: first run"):

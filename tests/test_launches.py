@@ -157,6 +157,38 @@ def test_the_replayed_pass_equals_the_plain_one_and_the_oracle(name, net, batch)
         replay.close()
 
 
+@pytest.mark.parametrize("name", REPLAYING)
+def test_the_replay_of_an_open_plain_pass_is_that_pass_recorded_and_outlives_it(name):
+    """One prepare for both modes (the runner makes them in turn): the replay runs the plain net's own
+    kernels and buffers, counts its prepare time, and still runs once the plain one is closed."""
+    backend = backend_or_skip(name)
+    why = missing(backend.runtime.device)
+    if why:
+        if REQUIRE_ALL:
+            pytest.fail(f"`make test` runs on PoCL, which offers cl_khr_command_buffer, but: {why}")
+        pytest.skip(f"this device cannot replay: {why}")
+    net, batch = SMALL_GRAPH, 2
+    weights = init_weights(net, 6)
+    plain = backend.prepare(net, weights, batch, mode=PLAIN)
+    replay = backend.prepare(net, weights, batch, mode=REPLAY)
+    try:
+        assert replay.ops is plain.ops and replay.buffers is plain.buffers
+        assert replay.shared_prepare_ms == plain.made_ms > 0
+        x = _fresh(net, batch, 7)
+        ref = oracle.forward(net, weights, x)[-1]
+        plain.close()
+        assert compare_arrays(replay.forward(x), ref).passed   # its buffers were not freed with the plain net
+    finally:
+        plain.close()
+        replay.close()
+    again = backend.prepare(net, weights, batch, mode=REPLAY)   # no open plain pass: a prepare of its own
+    try:
+        assert again.shared_prepare_ms == 0 and again.recorded is not None
+        assert compare_arrays(again.forward(x), ref).passed
+    finally:
+        again.close()
+
+
 class _NoCommandBuffers:
     name = "a device  "
     extensions = "cl_khr_fp64 cl_khr_byte_addressable_store"

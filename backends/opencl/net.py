@@ -8,6 +8,7 @@ backend's own layouts (padding, NHWC, Morton) stay inside those two.
 """
 from __future__ import annotations
 
+import copy
 import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
@@ -186,6 +187,19 @@ class OpenCLNet(PreparedNet):
         self.config["pass"] = (f"recorded once as a command buffer of {buf.kernels} kernels ({EXTENSION}) and "
                                f"replayed whole; per-layer times and layer checks enqueue each layer's kernels alone")
 
+    def replaying_twin(self) -> "OpenCLNet":
+        """This prepared pass under a second handle that replays it recorded as a command buffer (record):
+        the same kernels, buffers and measured choices, so the two modes differ only in how the pass is
+        enqueued, and the prepare (a minute for a ResNet on PoCL) is done once.  Whichever of the two is
+        closed last frees what they share."""
+        twin = copy.copy(self)
+        twin.config, twin.recorded = dict(self.config), None
+        twin.record()
+        self._holders = twin._holders = getattr(self, "_holders", None) or [1]
+        self._holders[0] += 1
+        twin.shared_prepare_ms = self.made_ms
+        return twin
+
     @contextmanager
     def counting_routines(self):
         """Around a pass: yields a callable giving the library routine calls made so far (none here; a
@@ -253,6 +267,12 @@ class OpenCLNet(PreparedNet):
             self.recorded.release()
             self.recorded = None
         self.flat = None
+        holders, self._holders = getattr(self, "_holders", None), None
+        if holders is not None:
+            holders[0] -= 1
+            if holders[0] > 0:   # its twin (replaying_twin) still runs on them
+                self.buffers, self.ops = [], []
+                return
         for buf in self.buffers:
             buf.release()
         self.buffers = []
