@@ -187,3 +187,36 @@ def test_a_vector_kernel_chosen_over_winograd_leaves_the_later_layers_their_gemm
     assert config["cpu_conv"]["a"]["chosen"].startswith(("8x", "4x"))
     assert "GEMM" in config["winograd"]["b"]["chosen"] and not config["cpu_conv"]["b"]["chosen"].startswith(("8x", "4x"))
     assert scratch is not None and all(id(b) in kept for b in scratch)
+
+
+# The vector fold of a depthwise conv into the 1x1 after it (cpu_fold.py, kernels/cpu_conv.cl dw_pw_vec).
+
+def fold_net(seed: int, stride: int, residual: bool) -> Net:
+    """An inverted residual: stem 3x3 -> 1x1 expand -> depthwise 3x3 (stride) -> 1x1 project (-> add of the
+    stem's output where `residual`, stride 1), channel counts drawn to miss the vector widths."""
+    rng = np.random.default_rng(seed)
+    c, s, e, k = (int(v) for v in rng.integers((1, 3, 9, 5), (5, 11, 30, 27)))
+    act = str(rng.choice(ZOO_ACTIVATIONS))
+    project = Conv("project", "none" if residual else act, out_channels=s if residual else k, kernel=(1, 1))
+    return Net(f"fold{seed}", (c, int(rng.integers(5, 12)), int(rng.integers(5, 12))), (
+        Conv("stem", "relu6", out_channels=s, kernel=(3, 3), pad=(1, 1)),
+        Conv("expand", "relu6", out_channels=e, kernel=(1, 1)),
+        Conv("dw", "relu6", out_channels=e, kernel=(3, 3), stride=(stride, stride), pad=(1, 1), groups=e),
+        project,
+        *((Add("add", act, inputs=("project", "stem")),) if residual else ()),
+        GlobalAvgPool("gap")))
+
+
+@pytest.mark.parametrize("variant, stride, residual, seed", [
+    ("8,2,4", 1, True, 20), ("8,1,8", 2, False, 21), ("16,1,4", 1, False, 22), ("4,2,3", 2, False, 23),
+    ("8,2,4", 2, False, 24), ("16,2,2", 1, True, 25)])
+def test_the_vector_fold_matches_the_oracle(runtime, variant, stride, residual, seed):
+    net = fold_net(seed, stride, residual)
+    weights = init_weights(net, seed)
+    batch = 1 + seed % 2
+    x = np.random.default_rng(seed).standard_normal((batch,) + net.input_shape).astype(np.float32)
+    config = run(VectorisedNet(runtime, net, weights, batch, cpu_conv=variant), net, weights, x)
+    vw, nv, rp = variant.split(",")
+    assert config["depthwise_fused"]["dw"].startswith(f"into project's kernel (dw_pw_vec {vw}x{nv} {rp} px fold")
+    if residual:
+        assert config["residual_adds_fused"]["add"].startswith("into project's epilogue")

@@ -56,6 +56,7 @@ from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class, limits
 from .blocks import MODES as BLOCK_MODES, FusesBlocks
 from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
+from .cpu_fold import FoldsVectorDepthwise, Pair
 from .cpu_conv import ChoosesCpuConv, CpuConvOp, parse_mode as cpu_conv_mode, with_residual as cpu_conv_residual
 from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
 from .layout import round_up
@@ -91,7 +92,8 @@ def ungrouped(weight: np.ndarray, groups: int) -> np.ndarray:
     return out
 
 
-class VectorisedNet(ChoosesCpuConv, ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidualAdds, HandwrittenNet):
+class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, ChoosesPointwise, FusesBlocks, FoldsResidualAdds,
+                    HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
 
@@ -219,32 +221,41 @@ class VectorisedNet(ChoosesCpuConv, ChoosesWinograd, ChoosesPointwise, FusesBloc
                 kept[dw.name] = f"its own kernel, {pw.name} another: folding turned off (fold_depthwise='never')"
                 continue
             j, extra, residual = adds.get(i, (i, {}, None))
-            built = self.dw_pw_op(d, i, j, extra, residual)
-            if isinstance(built, str):
-                kept[dw.name] = f"its own kernel, {pw.name} another: {built}"
-                continue
-            first = self.ops[d]
-            last = self.ops[i]   # as the net's last layer, the fold converts the output after it
-            if isinstance(last, OutputEdge):
-                built = OutputEdge(built, self.rt, last.stage, last.shape, last.convert)
-            fold = [FoldedDepthwise(first, first.convert if isinstance(first, InputEdge) else None), built]
-            timed = ""
-            if self.fold_depthwise == "measured":
-                one, two = fastest_ms(self.rt, [fold, [ops[d], ops[i]]])
-                if two <= one:
-                    kept[dw.name] = (f"its own kernel, {pw.name} another: measured faster so "
-                                     f"({two:.4f} ms against {one:.4f} folded, {TIMED})")
-                    continue
-                timed = f"; measured {one:.4f} ms against {two:.4f} as two kernels, {TIMED}"
-            ops[d], ops[i] = fold
-            plan = _bare(built).plan
-            folded[dw.name] = (f"into {pw.name}'s kernel (dw_pw: {plan.tp} pixels x {plan.g} work-items a group, "
-                               f"{plan.splits} channel split{'s' if plan.splits > 1 else ''}, "
-                               f"{plan.local_bytes} B of local memory"
-                               + (f"; {self.net.layers[j].name} in its epilogue" if j != i else "") + timed + ")")
+            done, why = self._fold_dw_pw(ops, d, i, j, extra, residual)
+            vector = self.offer_vector_fold(ops, Pair(d, i, j, extra, residual))   # cpu_fold.py
+            if vector is not None:
+                folded[dw.name] = vector
+            elif done:
+                folded[dw.name] = why
+            else:
+                kept[dw.name] = f"its own kernel, {pw.name} another: {why}"
         self.config["depthwise_fused"] = folded
         if kept:
             self.config["depthwise_not_fused"] = kept
+
+    def _fold_dw_pw(self, ops: list, d: int, i: int, j: int, extra: dict, residual) -> tuple[bool, str]:
+        """ops[d], ops[i] as one dw_pw op where it builds (and, measured, is faster): whether folded, and how or why not."""
+        pw = self.net.layers[i]
+        built = self.dw_pw_op(d, i, j, extra, residual)
+        if isinstance(built, str):
+            return False, built
+        first = self.ops[d]
+        last = self.ops[i]   # as the net's last layer, the fold converts the output after it
+        if isinstance(last, OutputEdge):
+            built = OutputEdge(built, self.rt, last.stage, last.shape, last.convert)
+        fold = [FoldedDepthwise(first, first.convert if isinstance(first, InputEdge) else None), built]
+        timed = ""
+        if self.fold_depthwise == "measured":
+            one, two = fastest_ms(self.rt, [fold, [ops[d], ops[i]]])
+            if two <= one:
+                return False, f"measured faster so ({two:.4f} ms against {one:.4f} folded, {TIMED})"
+            timed = f"; measured {one:.4f} ms against {two:.4f} as two kernels, {TIMED}"
+        ops[d], ops[i] = fold
+        plan = _bare(built).plan
+        return True, (f"into {pw.name}'s kernel (dw_pw: {plan.tp} pixels x {plan.g} work-items a group, "
+                f"{plan.splits} channel split{'s' if plan.splits > 1 else ''}, "
+                f"{plan.local_bytes} B of local memory"
+                + (f"; {self.net.layers[j].name} in its epilogue" if j != i else "") + timed + ")")
 
     def dw_pw_op(self, d: int, i: int, j: int, extra: dict, residual):
         """Depthwise conv d and 1x1 conv i as one dw_pw op writing layer j's output (j != i:
