@@ -220,3 +220,85 @@ def test_the_vector_fold_matches_the_oracle(runtime, variant, stride, residual, 
     assert config["depthwise_fused"]["dw"].startswith(f"into project's kernel (dw_pw_vec {vw}x{nv} {rp} px fold")
     if residual:
         assert config["residual_adds_fused"]["add"].startswith("into project's epilogue")
+
+
+def small_mobilenet_v2() -> Net:
+    """MobileNet-v2's shape at a tenth of its size: a 3x3 stride-2 stem, inverted residuals (expand 1x1,
+    depthwise 3x3 at strides 1 and 2, linear project 1x1, the add where the shape stays) whose channels
+    (6, 10, 12; expanded 36, 60, 72) are no multiples of 8 or 16, a 1x1, the average pool, a dense head."""
+    layers, previous, channels = [Conv("stem", "relu6", out_channels=8, kernel=(3, 3), stride=(2, 2), pad=(1, 1))], \
+        "stem", 8
+    for row, (t, c, n, s) in enumerate(((1, 6, 1, 1), (6, 10, 2, 2), (6, 12, 2, 1)), start=1):
+        for i in range(1, n + 1):
+            name, stride, hidden = f"b{row}_{i}", s if i == 1 else 1, channels * t
+            if t != 1:
+                layers.append(Conv(f"{name}_expand", "relu6", inputs=(previous,), out_channels=hidden, kernel=(1, 1)))
+            layers += [Conv(f"{name}_dw", "relu6", inputs=(previous,) if t == 1 else (), out_channels=hidden,
+                            kernel=(3, 3), stride=(stride, stride), pad=(1, 1), groups=hidden),
+                       Conv(f"{name}_project", "none", out_channels=c, kernel=(1, 1))]
+            if stride == 1 and channels == c:
+                layers.append(Add(f"{name}_add", "none", inputs=(f"{name}_project", previous)))
+            previous, channels = layers[-1].name, c
+    layers += [Conv("head", "relu6", inputs=(previous,), out_channels=20, kernel=(1, 1)), GlobalAvgPool("gap"),
+               Dense("fc", "none", out_features=10)]
+    return Net("small-mobilenet-v2", (3, 22, 18), tuple(layers))
+
+
+@pytest.mark.parametrize("fold_wins", [True, False])
+@pytest.mark.parametrize("backend_class", [VectorisedNet, TiledNet])
+def test_the_measured_fold_in_a_small_mobilenet_v2(runtime, monkeypatch, backend_class, fold_wins):
+    """Every depthwise -> project pair gets the fold's variants, each checked against float64; the
+    faster form runs (timings stubbed both ways, so the choice is known) and the net passes the check."""
+    from backends.handwritten import cpu_fold
+    monkeypatch.setitem(runtime.info, "preferred_vector_width_float", 8)
+    monkeypatch.setattr(cpu_fold, "fastest_ms",
+                        lambda rt, forms: {f: float(("fold" in f) != fold_wins) + 0.01 * i for i, f in enumerate(forms)})
+    net = small_mobilenet_v2()
+    weights = init_weights(net, 30)
+    x = np.random.default_rng(30).standard_normal((2,) + net.input_shape).astype(np.float32)
+    config = run(backend_class(runtime, net, weights, 2), net, weights, x)
+    pairs = {f"{b}_dw": f"{b}_project" for b in ("b1_1", "b2_1", "b2_2", "b3_1", "b3_2")}
+    assert {dw: r["into"] for dw, r in config["cpu_fold"].items()} == pairs
+    for dw, r in config["cpu_fold"].items():
+        assert r["vector_width"] == 8 and max(r["rel_l2_against_float64"].values()) < cpu_conv.MAX_REL_L2, (dw, r)
+        assert ("fold" in r["chosen"]) == fold_wins, (dw, r)
+        assert ("dw_pw_vec" in config["depthwise_fused"].get(dw, "")) == fold_wins, (dw, config["depthwise_fused"])
+
+
+def test_a_fold_that_fails_the_float64_check_is_never_chosen(runtime, monkeypatch):
+    from backends.handwritten import cpu_fold
+    monkeypatch.setitem(runtime.info, "preferred_vector_width_float", 8)
+    monkeypatch.setattr(cpu_conv, "MAX_REL_L2", 0.0)
+    monkeypatch.setattr(cpu_fold, "fastest_ms", lambda rt, forms: {f: 0.0 if "fold" in f else 1.0 for f in forms})
+    net = fold_net(31, 1, True)
+    weights = init_weights(net, 31)
+    x = np.random.default_rng(31).standard_normal((1,) + net.input_shape).astype(np.float32)
+    config = run(VectorisedNet(runtime, net, weights, 1, winograd="never"), net, weights, x)
+    record = config["cpu_fold"]["dw"]
+    assert "fold" not in record["chosen"] and all("fold" in f for f in record["refused"]) and record["refused"]
+    assert "dw_pw_vec" not in config["depthwise_fused"].get("dw", "")
+
+
+@pytest.mark.parametrize("args", [dict(cpu_conv="never"), dict(fold_depthwise="always"), dict(fold_depthwise="never")])
+def test_no_vector_fold_where_cpu_conv_or_folding_says_not(runtime, monkeypatch, args):
+    """cpu_conv "never" is the code before the vector kernels; fold_depthwise "always" forces dw_pw,
+    "never" keeps the two kernels."""
+    monkeypatch.setitem(runtime.info, "preferred_vector_width_float", 8)
+    net = fold_net(32, 2, False)
+    weights = init_weights(net, 32)
+    x = np.random.default_rng(32).standard_normal((1,) + net.input_shape).astype(np.float32)
+    config = run(VectorisedNet(runtime, net, weights, 1, **args), net, weights, x)
+    assert "cpu_fold" not in config
+    assert "dw_pw_vec" not in str(config.get("depthwise_fused")) + str(config.get("depthwise_not_fused"))
+
+
+def test_fold_variants_fit_the_buffer_and_the_channels():
+    from backends.handwritten.cpu_fold import MAX_BUFFER, fold_variants
+    # MobileNet-v2's first project (32 -> 16, 112 columns): every block in one work-item, or 2 splits
+    assert [v.label for v in fold_variants(8, 32, 16, 112)] == ["8x2 4 px fold", "8x1 8 px fold", "8x1 8 px fold 2 splits"]
+    # 960 -> 320 at 7 columns: 8 pixels' depthwise outputs would overflow the buffer; splits keep weights in L2
+    found = fold_variants(8, 960, 320, 7)
+    assert [(v.tile.rp, v.splits, v.kb) for v in found] == [(4, 1, 20), (4, 10, 2)]
+    assert all(v.tile.rp * 960 * 4 <= MAX_BUFFER and v.kp >= 320 for v in found)
+    # 10 output channels: the least wasteful tile (16 channels); 36 depthwise channels: vectors of 4 there
+    assert [(v.label, v.dvw) for v in fold_variants(16, 36, 10, 9)] == [("16x1 8 px fold", 4)]

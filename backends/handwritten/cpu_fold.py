@@ -12,8 +12,10 @@ private buffer of RP x the depthwise's stored channels (at most MAX_BUFFER bytes
 then the 1x1 from that buffer as cpu_conv's conv_vec does (a register tile of RP pixels x
 NV vectors of VW output channels), for KB blocks of VW * NV output channels, with the 1x1's
 bias and its add in the epilogue where the 1x1 folds one (residual.py).  A work-item
-taking every block computes each depthwise output once; more work-items along the output
-channels (SPLITS) give a small layer more work-groups, each split redoing the depthwise.
+taking every block computes each depthwise output once but streams every weight of the 1x1
+for its RP pixels; splitting the output channels so that a split's weights fit in L2
+(WEIGHT_BUDGET), a work-group one split's work-items along the pixels, reuses them from
+there, each split redoing the depthwise.
 
 Offered where cpu_conv is (the device prefers float vectors of cpu_conv.MIN_WIDTH or
 more, cpu_conv "measured"; fold_depthwise "measured"), after dw_pw.py has chosen between
@@ -39,7 +41,7 @@ from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import choose_local
 from ..reference.numpy_backend import _activate, _conv
 from . import cpu_conv
-from .cpu_conv import SHAPES, SOURCE, TILES, Variant, parse_mode, vector_width
+from .cpu_conv import SOURCE, TILES, Variant, parse_mode, vector_width
 from .dw_pw import FoldedDepthwise
 from .layout import round_up
 from .measured import HOW, fastest_ms
@@ -47,7 +49,11 @@ from .net import EdgeOp, InputEdge, OutputEdge
 from .residual import InPlaceOfConv
 
 MAX_BUFFER = 16 * 1024   # bytes of a work-item's depthwise outputs: half an L1 of 32 KiB
-SPLITS = (1, 2)          # work-items along the output channels (each redoes the depthwise)
+WEIGHT_BUDGET = 128 * 1024   # bytes of 1x1 weights a split streams: a quarter of a 512 KiB L2
+# a work-group is one split's work-items along the pixels, run in turn on one core: they
+# stream the same weights, from L2 after the first (channel blocks first, as conv_vec's
+# SHAPES, made each work-item stream every weight of a wide layer from L3)
+FOLD_SHAPES = ((1, 8), (1, 4), (1, 2), (1, 1))
 
 
 @dataclass(frozen=True)
@@ -75,20 +81,26 @@ def depthwise_width(vw: int, c_stored: int) -> int:
 def fold_variants(vw: int, mid_stored: int, out_stored: int, columns: int,
                   tile: Variant | None = None) -> list[FoldVariant]:
     """The variants for a depthwise of `mid_stored` channels into a 1x1 of `out_stored`, `columns`
-    output columns a row: cpu_conv's tiles (or `tile`) whose buffer fits MAX_BUFFER, no taller
-    than a row, that waste at most cpu_conv.MAX_WASTE of the output channels, each as one
-    work-item along the channels and as SPLITS where that leaves each split a block."""
-    tiles = [tile] if tile is not None else [Variant(vw, nv, rp) for rp, nv in TILES]
+    output columns a row: cpu_conv's tiles (or `tile` alone) whose buffer fits MAX_BUFFER, no
+    wider than a row, that waste at most cpu_conv.MAX_WASTE of the output channels (else the
+    least wasteful), each as one work-item along the channels and (not `tile`) as splits
+    whose weights fit WEIGHT_BUDGET."""
+    if tile is not None:
+        tiles = [tile] if tile.rp * mid_stored * 4 <= MAX_BUFFER else []
+    else:
+        tiles = [Variant(vw, nv, rp) for rp, nv in TILES
+                 if rp * mid_stored * 4 <= MAX_BUFFER and rp <= max(columns, TILES[0][0])]
+        waste = {t: round_up(out_stored, t.kw) / out_stored - 1 for t in tiles}
+        # those that waste at most MAX_WASTE of the output channels, else the least wasteful
+        tiles = [t for t in tiles if waste[t] <= cpu_conv.MAX_WASTE] or \
+            [t for t in tiles if waste[t] == min(waste.values())]
     found = []
     for t in tiles:
-        if t.rp * mid_stored * 4 > MAX_BUFFER or (tile is None and t.rp > max(columns, TILES[0][0])):
-            continue
-        if tile is None and round_up(out_stored, t.kw) / out_stored - 1 > cpu_conv.MAX_WASTE:
-            continue
         blocks = -(-out_stored // t.kw)
-        for s in SPLITS if tile is None else SPLITS[:1]:
-            if s <= blocks:
-                found.append(FoldVariant(t, depthwise_width(t.vw, mid_stored), -(-blocks // s), s))
+        # every block in one split (the depthwise done once), and splits whose weights fit WEIGHT_BUDGET
+        fit = min(blocks, max(2, -(-mid_stored * blocks * t.kw * 4 // WEIGHT_BUDGET)))
+        for s in (1, fit) if tile is None and blocks > 1 else (1,):
+            found.append(FoldVariant(t, depthwise_width(t.vw, mid_stored), -(-blocks // s), s))
     return found
 
 
@@ -191,7 +203,7 @@ class FoldsVectorDepthwise:
                    "DACT": ACT_CODES[dw.activation], "MC": mid.c, **pair.extra,
                    "DW_PW_VEC": 1, "VW": t.vw, "NV": t.nv, "RP": t.rp, "DVW": v.dvw, "KB": v.kb, "KP": v.kp}
         grid = (v.splits, self.batch * dst.h * -(-dst.w // t.rp))
-        launch = Launch(self.rt, SOURCE, "dw_pw_vec", defines, grid, lambda lim: choose_local(grid, SHAPES, lim))
+        launch = Launch(self.rt, SOURCE, "dw_pw_vec", defines, grid, lambda lim: choose_local(grid, FOLD_SHAPES, lim))
         params = layer_params(self.net, self._weights, i)
         k, c = params["weight"].shape[:2]
         weight = np.zeros((mid.c_stored, v.kp), np.float32)
@@ -225,9 +237,12 @@ class FoldsVectorDepthwise:
         written = [(self.activations[self.net.sources(d)[0] + 1], src, x)]
         if j != i:
             other = [s for s in self.net.sources(j) if s != i][0]
-            r = rng.standard_normal(self.layouts[other + 1].canonical_shape).astype(np.float32)
+            if other == self.net.sources(d)[0]:   # the depthwise's input is the residual too
+                r = x
+            else:
+                r = rng.standard_normal(self.layouts[other + 1].canonical_shape).astype(np.float32)
+                written.append((pair.residual, self.layouts[other + 1], r))
             ref = _activate(ref + r, self.net.layers[j].activation)
-            written.append((pair.residual, self.layouts[other + 1], r))
         norm = float(np.linalg.norm(ref)) or 1.0
         quiet = Recorder(self.rt.queue, enabled=False)
         out_buf = self.activations[j + 1]
