@@ -27,6 +27,9 @@ sections 7.2 and 7.4).
   memory (dw_pw.py); where the tile does not fit the device's local memory,
   with fold_depthwise="never", or with "measured" where the two kernels
   measured faster at prepare, they stay two kernels (`config` says which);
+  on a device preferring float vectors of 8+ (a CPU), the pair as it then
+  is is measured against cpu_fold.py's vector fold (register tiles, the
+  depthwise outputs in a private buffer), and the faster kept;
 - per layer, forms of the same work measured at prepare, the faster kept
   (docs/kernels.md): a 3x3 stride-1 conv as Winograd F(2x2) or F(4x4),
   one kernel or its tile products as a batched GEMM (winograd.py,
@@ -355,7 +358,8 @@ class VectorisedBackend(ReplayingBackend):
                "that measured faster at prepare, else their own kernels; 3x3 stride-1 convs as Winograd F(2x2)/F(4x4) "
                "and MobileNet blocks as one kernel each, 1x1s as a blocked GEMM, where measured faster at prepare; "
                "where the device prefers float vectors of 8+ (a CPU), convs, depthwise convs, subsamplings and dense "
-               "layers as register tiles of its vector width where measured faster (cpu_conv.py)")
+               "layers as register tiles of its vector width where measured faster (cpu_conv.py), a depthwise conv and the "
+               "1x1 after it as one such kernel too (cpu_fold.py)")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS | TRANSFORMER_KINDS
     supported_features = frozenset(Feature)
