@@ -282,10 +282,11 @@ def test_a_fold_that_fails_the_float64_check_is_never_chosen(runtime, monkeypatc
     assert "dw_pw_vec" not in config["depthwise_fused"].get("dw", "")
 
 
-@pytest.mark.parametrize("args", [dict(cpu_conv="never"), dict(fold_depthwise="always"), dict(fold_depthwise="never")])
+@pytest.mark.parametrize("args", [dict(cpu_conv="never"), dict(fold_depthwise="always"), dict(fold_depthwise="never"),
+                                  dict(pointwise="always")])
 def test_no_vector_fold_where_cpu_conv_or_folding_says_not(runtime, monkeypatch, args):
     """cpu_conv "never" is the code before the vector kernels; fold_depthwise "always" forces dw_pw,
-    "never" keeps the two kernels."""
+    "never" keeps the two kernels; pointwise "always" forces the 1x1's form, as it does against cpu_conv's."""
     monkeypatch.setitem(runtime.info, "preferred_vector_width_float", 8)
     net = fold_net(32, 2, False)
     weights = init_weights(net, 32)

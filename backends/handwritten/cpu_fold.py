@@ -18,7 +18,7 @@ for its RP pixels; splitting the output channels so that a split's weights fit i
 there, each split redoing the depthwise.
 
 Offered where cpu_conv is (the device prefers float vectors of cpu_conv.MIN_WIDTH or
-more, cpu_conv "measured"; fold_depthwise "measured"), after dw_pw.py has chosen between
+more, cpu_conv "measured", the 1x1's form not forced by the caller; fold_depthwise "measured"), after dw_pw.py has chosen between
 its fold and the two kernels: each variant is built, checked against the pair computed in
 float64 on a random input (and a random residual), refused above cpu_conv.MAX_REL_L2 or
 where the compiler refuses it, and timed with its launches against the pair's ops as they
@@ -134,8 +134,10 @@ class FoldsVectorDepthwise:
         (None where not offered)."""
         mode = parse_mode(self.cpu_conv)
         vw = vector_width(self.rt.info)
-        if mode == "never" or self.fold_depthwise != "measured" or (mode == "measured" and vw < cpu_conv.MIN_WIDTH):
+        if mode == "never" or self.fold_depthwise != "measured":
             return None
+        if mode == "measured" and (vw < cpu_conv.MIN_WIDTH or self._forced(_bare(self.ops[pair.i]))):
+            return None   # (as cpu_conv: where the caller forced the 1x1's form, pointwise="always", it stands)
         d, i, j = pair.d, pair.i, pair.j
         src, mid, dst = self.input_layout(d), self.layouts[d + 1], self.layouts[j + 1]
         if any(lay.is_view for lay in (src, mid, dst)):
