@@ -361,7 +361,9 @@ def _clean(obj):
 
 
 def to_json(result: RunResult) -> str:
-    return json.dumps(_clean(asdict(result)), indent=1, allow_nan=False) + "\n"
+    # Compact: a four-net H100 run's files are megabytes of per-repeat times, and the committed reports
+    # travel to the GPU machine with the checkout (64 MiB in all); people read the report, not this.
+    return json.dumps(_clean(asdict(result)), separators=(",", ":"), allow_nan=False) + "\n"
 
 
 def write_results(path: str | os.PathLike, result: RunResult) -> None:

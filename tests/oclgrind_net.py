@@ -8,7 +8,8 @@ and without the residual add, as planned here and as planned on a GPU;
 the 3x3 stride-1 convs of `vectorised` and `vectorised-tiled` as each
 Winograd form (one kernel, and the tile products as a batched GEMM) and
 the 1x1s as the blocked GEMM, planned here and as on a GPU; MobileNet-v2-like blocks chained into one kernel each;
-the kernels shaped for a CPU's vector width, a depthwise folded into the 1x1 after it among them)
+the kernels shaped for a CPU's vector width, a depthwise folded into the 1x1 after it among them; a pre-norm
+block's layernorms folded into the 1x1s after them)
 under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
 file under Oclgrind, which then is the only platform.  Exit 1 if an output
 disagrees with the float64 oracle."""
@@ -21,7 +22,7 @@ from backends.clblast.best import ClblastBestBackend, ClblastBestInProcess
 from compare import oracle
 from compare.checking import compare_arrays
 from nets.weights import init_weights, make_input
-from nets import LENET, Add, Conv, Dense, Feature, GlobalAvgPool, MaxPool, Net
+from nets import LENET, Add, Conv, Dense, Feature, GlobalAvgPool, LayerNorm, MaxPool, Net
 
 # VGG's layer types at small, odd sizes, channels not a multiple of 4
 SHRUNK_VGG = Net("shrunk-vgg", (3, 13, 11), (
@@ -94,6 +95,36 @@ SHRUNK_BLOCKS = Net("shrunk-blocks", (3, 9, 7), (
     Conv("head", "tanh", out_channels=10, kernel=(1, 1)),
     GlobalAvgPool("gap"),
 ))
+
+
+# a pre-norm transformer block's layernorms folded into the 1x1 after each (layernorm_fused.py): one at
+# the net's input, channels not a multiple of 4, tokens not a multiple of the kernel's 4 pixels
+SHRUNK_PRENORM = Net("shrunk-prenorm", (7, 5, 1), (
+    LayerNorm("ln_1", eps=1e-6),
+    Conv("qkv", "none", out_channels=9, kernel=(1, 1)),
+    LayerNorm("ln_2"),
+    Conv("fc1", "gelu", out_channels=13, kernel=(1, 1)),
+    Conv("fc2", "none", out_channels=9, kernel=(1, 1)),
+    Add("add", "none", inputs=("fc2", "qkv")),
+))
+
+
+def layernorms(backend, gpu: bool = False):
+    """`backend`'s net with every layernorm that a 1x1 alone reads folded into it (unmeasured against
+    the two kernels), planned as on a GPU where `gpu`, else as on a CPU (Oclgrind's device says it is a
+    GPU): the centred pixels copied to private memory first."""
+    from backends.handwritten import vectorised
+
+    def prepare(net, weights, batch):
+        saved = vectorised.device_class
+        vectorised.device_class = lambda _: "gpu" if gpu else "cpu"
+        try:
+            prepared = type(backend).net_class(backend.runtime, net, weights, batch, fuse_layernorm="always")
+        finally:
+            vectorised.device_class = saved
+        assert len(prepared.config["layernorm_fused"]) == 2, prepared.config
+        return prepared
+    return prepare
 
 
 class UntimedBestInProcess(ClblastBestInProcess):
@@ -209,6 +240,8 @@ def main(name: str) -> int:
                  (WINOGRAD_GPU, 2, winograd(backend, forms[1] + "-gemm", cpu=True))]
         # the block kernels, as planned here (vectorised) and on a GPU (vectorised-tiled)
         runs.append((SHRUNK_BLOCKS, 2, blocks(backend, gpu=name == "vectorised-tiled")))
+        # the layernorms in the blocked 1x1 (issue 45), as planned on a CPU and on a GPU
+        runs += [(SHRUNK_PRENORM, 2, layernorms(backend, gpu=gpu)) for gpu in (False, True)]
     for net, batch, prepare in runs:
         weights = init_weights(net, 0)
         x = make_input(net, batch, 0)

@@ -48,8 +48,10 @@ class PointwiseOp(KernelOp):
         self.defines = defines
 
 
-def _defines(net, i: int, dst) -> dict:
-    src = net.input_layout(i)
+def _defines(net, i: int, dst, src=None) -> dict:
+    """The -D constants of 1x1 layer i writing `dst`, reading `src` (by default its own input's layout;
+    a layernorm folded into it: the layernorm's input, layernorm_fused.py)."""
+    src = src or net.input_layout(i)
     kw = 4 if net.device != "cpu" else 8
     return {"N": net.batch, "XC4": src.c_stored, "XHP": src.hp, "XWP": src.wp, "XPT": src.pad_h, "XPL": src.pad_w,
             "YC": dst.c, "YC4": dst.c_stored, "YH": dst.h, "YW": dst.w, "YHP": dst.hp, "YWP": dst.wp,
@@ -60,7 +62,8 @@ def _defines(net, i: int, dst) -> dict:
 
 def _launch(net, i: int, defines: dict) -> Launch:
     dst = net.layouts[i + 1]
-    grid = (defines["KP"] // defines["KW"], -(-net.batch * dst.h * dst.w // RP))
+    # NB blocks of KW channels a work-item (layernorm_fused.py; else 1)
+    grid = (-(-defines["KP"] // (defines["KW"] * defines.get("NB", 1))), -(-net.batch * dst.h * dst.w // RP))
     shapes = SHAPES["cpu" if net.device == "cpu" else "gpu"]
     return Launch(net.rt, SOURCE, "pointwise", defines, grid, lambda lim: choose_local(grid, shapes, lim))
 
