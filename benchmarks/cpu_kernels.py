@@ -5,9 +5,11 @@ and against the CPU frameworks, per net in one interleaved run each
 oracle, the timed passes taken in turn, so the load of a shared machine
 falls on all alike).
 
-The hand-written backends run twice: as they are, and as
-`<name>-novector`, the same backend with cpu_conv "never" (the kernels
-before this item).  These names exist only in this process.
+The hand-written backends run as they are, as `<name>-novector`, the same
+backend with cpu_conv "never" (the kernels before this item), and as
+`<name>-nofold`, cpu_conv's kernels without its fold of a depthwise conv
+into the 1x1 after it (cpu_fold.py; the code before that fold).  These
+names exist only in this process; --backends picks which run.
 
 Per net this prints each backend's pass, then per kind of layer (the
 report's categories: conv 3x3, conv 1x1, depthwise 3x3, dense, pooling...)
@@ -19,7 +21,8 @@ eager mode most), which its whole pass does not pay the same way, so the
 pass ratio is the one to quote; the kinds say where the time goes.
 
     .venv/bin/python benchmarks/cpu_kernels.py [--nets lenet:100,resnet18,mobilenet-v2]
-        [--repeats 5] [--warmup 2] [--out results/cpu-kernels]
+        [--backends vectorised,vectorised-tiled,vectorised-novector,...] [--repeats 5] [--warmup 2]
+        [--out results/cpu-kernels]
 """
 from __future__ import annotations
 
@@ -43,6 +46,8 @@ from compare.speedup import Speedup
 OURS = ("vectorised", "vectorised-tiled")
 PEERS = ("torch", "tensorflow")
 NOVECTOR = "-novector"
+NOFOLD = "-nofold"
+BEFORE = (NOVECTOR, NOFOLD)   # our backends' earlier selves, each held against our best
 
 
 class VectorisedNoVector(VectorisedBackend):
@@ -63,10 +68,39 @@ class TiledNoVector(TiledBackend):
                         cpu_conv="never")
 
 
+class NoFold:
+    """A net that never offers cpu_fold.py's vector fold (cpu_conv's kernels otherwise as they are)."""
+
+    def offer_vector_fold(self, ops, pair):
+        return None
+
+
+class VectorisedNoFoldNet(NoFold, VectorisedNet):
+    pass
+
+
+class TiledNoFoldNet(NoFold, TiledNet):
+    pass
+
+
+class VectorisedNoFold(VectorisedBackend):
+    name = "vectorised" + NOFOLD
+    summary = "vectorised without the vector fold of a depthwise conv into the 1x1 after it (cpu_fold.py)"
+    net_class = VectorisedNoFoldNet
+
+
+class TiledNoFold(TiledBackend):
+    name = "vectorised-tiled" + NOFOLD
+    summary = "vectorised-tiled without the vector fold of a depthwise conv into the 1x1 after it (cpu_fold.py)"
+
+    def make_net(self, net, weights, batch):
+        return TiledNoFoldNet(self.runtime, net, weights, batch, tuned=TunedTiles.for_device(self.runtime.info))
+
+
 def register() -> None:
     module = VectorisedNoVector.__module__
-    backends.REGISTRY[VectorisedNoVector.name] = (module, "VectorisedNoVector")
-    backends.REGISTRY[TiledNoVector.name] = (module, "TiledNoVector")
+    for cls in (VectorisedNoVector, TiledNoVector, VectorisedNoFold, TiledNoFold):
+        backends.REGISTRY[cls.name] = (module, cls.__name__)
 
 
 def ratio(theirs: list[float], ours: list[float]) -> str:
@@ -88,15 +122,15 @@ def per_kind(path: Path) -> str:
     if not mine:
         return "\n".join(out + ["no hand-written backend passed"])
     best = min(mine, key=an.compute_ms)
-    old = by.get(best.name + NOVECTOR)
+    olds = [by[best.name + b] for b in BEFORE if best.name + b in by]
     passes = []
-    for other in [by.get(p) for p in PEERS] + [old]:
+    for other in [by.get(p) for p in PEERS] + olds:
         if other is not None:
             passes.append(f"{best.label} against {other.label}: "
                           f"{ratio(other.timing.end_to_end.compute.values, best.timing.end_to_end.compute.values)}")
     out += ["", "whole pass, our best (above 1x: ours faster):", *passes, ""]
     heads = ["kind", "layers", "MFLOP"] + [b.label for b in ok] + [f"ours vs {p}" for p in PEERS if p in by] + \
-        (["ours vs -novector"] if old else [])
+        [f"ours vs {o.name[len(best.name):]}" for o in olds]
     rows = []
     for cat, layers in groups(res).items():
         row = [cat, len(layers), f"{sum(res.net.layers[i].flops for i in layers) / 1e6:.1f}"]
@@ -106,7 +140,7 @@ def per_kind(path: Path) -> str:
             row.append(f"{np.median(v):.3f}" + (f" ({where})" if where and not own else "") if v else "-")
         ours = group_values(best, layers)
         where, own = _folded(best, res, layers)
-        for p in [p for p in PEERS if p in by] + ([old.name] if old else []):
+        for p in [p for p in PEERS if p in by] + [o.name for o in olds]:
             # a kind ours folded away has no time of its own to hold against theirs
             row.append(f"folded {where}" if where and not own else ratio(group_values(by[p], layers), ours))
         rows.append(row)
@@ -120,10 +154,12 @@ def main(argv=None) -> int:
     p.add_argument("--nets", default="lenet:100,resnet18,mobilenet-v2", help="comma-separated, each net[:batch]")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--backends", default=",".join([*OURS, *(n + NOVECTOR for n in OURS), *PEERS]),
+                   help=f"comma-separated: {', '.join(OURS)}, each with {' or '.join(BEFORE)}, and {', '.join(PEERS)}")
     p.add_argument("--out", default="results/cpu-kernels")
     args = p.parse_args(argv)
     register()
-    names = list(OURS) + [n + NOVECTOR for n in OURS] + list(PEERS)
+    names = [n for n in args.backends.split(",") if n]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     code = 0

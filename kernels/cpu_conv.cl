@@ -12,8 +12,15 @@
 // neighbouring output pixels of one row x VW channels, loading each input
 // vector of a filter row once for the RP windows that overlap there.
 //
+// dw_pw_vec folds a depthwise convolution into the 1x1 that alone reads it
+// (backends/handwritten/cpu_fold.py): a work-item computes the depthwise
+// outputs of its RP neighbouring output columns (as dw_vec, a vector of DVW
+// channels at a time) into a private buffer (RP x XC4 floats, L1-sized), then
+// the 1x1 from there as conv_vec does, for KB blocks of KW output channels,
+// so the depthwise output never goes through global memory.
+//
 // Buffers are `vectorised`'s: NHWC, channels stored in float4s, zero borders.
-// CONV_VEC or DW_VEC picks the kernel.  -D constants, besides the layout ones of kernels/vectorised.cl's conv (N, XC4,
+// CONV_VEC, DW_VEC or DW_PW_VEC picks the kernel.  -D constants, besides the layout ones of kernels/vectorised.cl's conv (N, XC4,
 // XHP, XWP, XPT, XPL, PT, PL, YC, YC4, YH, YW, YHP, YWP, YPT, YPL, FH, FW, SH,
 // SW, ACT, YS, YO; RESIDUAL with RHP, RWP, RPT, RPL):
 //   XC   the input's real channels: the loop stops there (the padding channels are zero)
@@ -26,6 +33,13 @@
 // Weights are reordered at prepare to (KP / KW, FH, FW, XC4, KW), zero-padded, so that a
 // work-item's weights are one contiguous stream (the prefetcher follows it; rows KP apart
 // cost a TLB miss every page on a layer of 512 channels); bias to KP.
+// dw_pw_vec: the depthwise's window constants (X* its input, Y* the 1x1's output, which has the
+// depthwise's pixels; FH, FW, SH, SW, PT, PL), ACT the 1x1's (or its add's) activation, and
+//   MC, DACT  the depthwise's real channels (stored: XC4) and activation
+//   DVW       the depthwise's vector width: 4, 8 or 16, dividing XC4
+//   KB        blocks of KW output channels per work-item (KP a multiple of KW * KB)
+// depthwise weights (FH, FW, XC4) and bias (XC4) as dw_vec's; the 1x1's weights
+// (KP / KW, XC4, KW) and bias (KP) as conv_vec's of a 1x1 window.
 
 #include "common.h"
 
@@ -218,6 +232,128 @@ __kernel void dw_vec(__global const float* restrict x,
         for (int h = 0; h < VW / 4; h++) {
             const int k4 = k0 / 4 + h;
             y[yp + k4] = zero_tail(activate4(vload4(h, o)), k4);
+        }
+    }
+}
+#endif
+
+#ifdef DW_PW_VEC
+#if DVW == 4
+typedef float4 dvec;
+#define DVLOAD vload4
+#define DVSTORE vstore4
+#elif DVW == 8
+typedef float8 dvec;
+#define DVLOAD vload8
+#define DVSTORE vstore8
+#elif DVW == 16
+typedef float16 dvec;
+#define DVLOAD vload16
+#define DVSTORE vstore16
+#else
+#error "DVW is 4, 8 or 16"
+#endif
+#define BLOCKS ((YW + RP - 1) / RP)    // blocks of RP output columns a row
+#define IW ((RP - 1) * SW + FW)        // input columns the block's windows span
+#define SPLITS (KP / (KW * KB))        // work-items along the output channels
+
+__kernel void dw_pw_vec(__global const float* restrict x,
+                        __global const float* restrict dw,
+                        __global const float* restrict db,
+                        __global const float* restrict w,
+                        __global const float* restrict b,
+#if RESIDUAL
+                        __global const float4* restrict res,
+#endif
+                        __global float4* restrict y)
+{
+    const uint s = get_global_id(0);
+    const uint q = get_global_id(1);
+    if (s >= SPLITS || q >= N * YH * BLOCKS)
+        return;
+    const uint nrow = q / BLOCKS, col0 = (q - nrow * BLOCKS) * RP;
+    const uint n = nrow / YH, row = nrow - n * YH;
+    const int valid = min(RP, (int)(YW - col0));
+    const int last = (valid - 1) * SW + FW - 1;   // the last input column this block's windows read
+    // the depthwise outputs of the RP pixels, activated: the 1x1's input (columns past `valid`
+    // repeat the last's loads, computed and never stored)
+    float d[RP][XC4];
+    for (int c0 = 0; c0 < MC; c0 += DVW) {
+        dvec acc[RP];
+#pragma unroll
+        for (int r = 0; r < RP; r++)
+            acc[r] = (dvec)(0.0f);
+        for (int fy = 0; fy < FH; fy++) {
+            const int px = ((int)(n * XHP + row * SH) + fy + (XPT - PT)) * XWP + (int)(col0 * SW) + (XPL - PL);
+            const __global float* xr = x + px * XC4 + c0;
+            dvec in[IW];
+#pragma unroll
+            for (int i = 0; i < IW; i++)
+                in[i] = DVLOAD(0, xr + min(i, last) * XC4);
+#pragma unroll
+            for (int fx = 0; fx < FW; fx++) {
+                const dvec wv = DVLOAD(0, dw + (fy * FW + fx) * XC4 + c0);
+#pragma unroll
+                for (int r = 0; r < RP; r++)
+                    acc[r] = fma(in[r * SW + fx], wv, acc[r]);
+            }
+        }
+        const dvec bias = DVLOAD(0, db + c0);
+#pragma unroll
+        for (int r = 0; r < RP; r++) {
+            DVSTORE(acc[r] + bias, 0, &d[r][c0]);
+#pragma unroll
+            for (int h = 0; h < DVW / 4; h++)
+                vstore4(activation4(vload4(h, &d[r][c0]), DACT), h, &d[r][c0]);
+        }
+    }
+    for (int kb = 0; kb < KB; kb++) {
+        const uint k0 = (s * KB + kb) * KW;
+        if (k0 >= YC4)
+            break;
+        const __global float* wr = w + k0 * XC4;   // block k0 / KW: XC4 x KW floats
+        vec acc[RP][NV];
+#pragma unroll
+        for (int r = 0; r < RP; r++)
+#pragma unroll
+            for (int j = 0; j < NV; j++)
+                acc[r][j] = (vec)(0.0f);
+        for (int c = 0; c < MC; c++) {
+            vec wv[NV];
+#pragma unroll
+            for (int j = 0; j < NV; j++)
+                wv[j] = VLOAD(0, wr + c * KW + j * VW);
+#pragma unroll
+            for (int r = 0; r < RP; r++) {
+                const vec v = (vec)(d[r][c]);
+#pragma unroll
+                for (int j = 0; j < NV; j++)
+                    acc[r][j] = fma(v, wv[j], acc[r][j]);
+            }
+        }
+        vec bias[NV];
+        for (int j = 0; j < NV; j++)
+            bias[j] = VLOAD(0, b + k0 + j * VW);
+        for (int r = 0; r < valid; r++) {
+            const uint col = col0 + r;
+            const uint yp = ((n * YHP + row + YPT) * YWP + col + YPL) * YS + YO;
+#if RESIDUAL
+            const uint rp = ((n * RHP + row + RPT) * RWP + col + RPL) * YV;
+#endif
+            for (int j = 0; j < NV; j++) {
+                float o[VW];
+                VSTORE(acc[r][j] + bias[j], 0, o);
+                for (int h = 0; h < VW / 4; h++) {
+                    const int k4 = k0 / 4 + j * (VW / 4) + h;
+                    if (k4 >= YV)
+                        break;
+                    float4 part = vload4(h, o);
+#if RESIDUAL
+                    part += res[rp + k4];
+#endif
+                    y[yp + k4] = zero_tail(activate4(part), k4);
+                }
+            }
         }
     }
 }

@@ -8,7 +8,8 @@ and without the residual add, as planned here and as planned on a GPU;
 the 3x3 stride-1 convs of `vectorised` and `vectorised-tiled` as each
 Winograd form (one kernel, and the tile products as a batched GEMM) and
 the 1x1s as the blocked GEMM, planned here and as on a GPU; MobileNet-v2-like blocks chained into one kernel each;
-a pre-norm block's layernorms folded into the 1x1s after them)
+the kernels shaped for a CPU's vector width, a depthwise folded into the 1x1 after it among them; a pre-norm
+block's layernorms folded into the 1x1s after them)
 under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
 file under Oclgrind, which then is the only platform.  Exit 1 if an output
 disagrees with the float64 oracle."""
@@ -228,6 +229,9 @@ def main(name: str) -> int:
         runs += [(LENET, 2, vector(backend, "8,2,4")), (SHRUNK_GRAPH, 1, vector(backend, "16,1,3"))]
         if name == "vectorised":
             runs.append((SHRUNK_VGG, 1, vector(backend, "8,1,8")))
+            # the vector fold (cpu_fold.py) with the depthwise as the net's first layer and an add in its epilogue
+            # (SHRUNK_GRAPH's pairs take it above too)
+            runs.append((SHRUNK_DW_PW, 1, vector(backend, "8,2,4")))
     if forms:   # the GPU plans: every position in one work-item, and the positions split
         runs += [(WINOGRAD_GPU, 1, winograd(backend, form, gpu=True)) for form in (forms[1], forms[0] + ":1")]
         # the tile products as a batched GEMM (winograd_gemm.py): staged through local memory as on a

@@ -3,8 +3,9 @@ cpu_conv.py, kernels/cpu_conv.cl): every variant (vector widths 4, 8 and 16,
 whatever this device prefers) at random shapes (channels not a multiple of
 the vectors, strides, asymmetric padding, batches, every activation, a
 residual add in the epilogue, depthwise convs at both strides, a depthwise
-folded into the 1x1 after it) against the float64 oracle; the measured
-choice both ways, and a variant that fails the float64 check never chosen."""
+folded into the 1x1 after it, by dw_pw and by the vector fold of cpu_fold.py)
+against the float64 oracle; the measured choice both ways (in a small
+MobileNet-v2 for the fold), and a variant that fails the float64 check never chosen."""
 import numpy as np
 import pytest
 
@@ -187,3 +188,121 @@ def test_a_vector_kernel_chosen_over_winograd_leaves_the_later_layers_their_gemm
     assert config["cpu_conv"]["a"]["chosen"].startswith(("8x", "4x"))
     assert "GEMM" in config["winograd"]["b"]["chosen"] and not config["cpu_conv"]["b"]["chosen"].startswith(("8x", "4x"))
     assert scratch is not None and all(id(b) in kept for b in scratch)
+
+
+# The vector fold of a depthwise conv into the 1x1 after it (cpu_fold.py, kernels/cpu_conv.cl dw_pw_vec).
+
+def fold_net(seed: int, stride: int, residual: bool) -> Net:
+    """An inverted residual: stem 3x3 -> 1x1 expand -> depthwise 3x3 (stride) -> 1x1 project (-> add of the
+    stem's output where `residual`, stride 1), channel counts drawn to miss the vector widths."""
+    rng = np.random.default_rng(seed)
+    c, s, e, k = (int(v) for v in rng.integers((1, 3, 9, 5), (5, 11, 30, 27)))
+    act = str(rng.choice(ZOO_ACTIVATIONS))
+    project = Conv("project", "none" if residual else act, out_channels=s if residual else k, kernel=(1, 1))
+    return Net(f"fold{seed}", (c, int(rng.integers(5, 12)), int(rng.integers(5, 12))), (
+        Conv("stem", "relu6", out_channels=s, kernel=(3, 3), pad=(1, 1)),
+        Conv("expand", "relu6", out_channels=e, kernel=(1, 1)),
+        Conv("dw", "relu6", out_channels=e, kernel=(3, 3), stride=(stride, stride), pad=(1, 1), groups=e),
+        project,
+        *((Add("add", act, inputs=("project", "stem")),) if residual else ()),
+        GlobalAvgPool("gap")))
+
+
+@pytest.mark.parametrize("variant, stride, residual, seed", [
+    ("8,2,4", 1, True, 20), ("8,1,8", 2, False, 21), ("16,1,4", 1, False, 22), ("4,2,3", 2, False, 23),
+    ("8,2,4", 2, False, 24), ("16,2,2", 1, True, 25)])
+def test_the_vector_fold_matches_the_oracle(runtime, variant, stride, residual, seed):
+    net = fold_net(seed, stride, residual)
+    weights = init_weights(net, seed)
+    batch = 1 + seed % 2
+    x = np.random.default_rng(seed).standard_normal((batch,) + net.input_shape).astype(np.float32)
+    config = run(VectorisedNet(runtime, net, weights, batch, cpu_conv=variant), net, weights, x)
+    vw, nv, rp = variant.split(",")
+    assert config["depthwise_fused"]["dw"].startswith(f"into project's kernel (dw_pw_vec {vw}x{nv} {rp} px fold")
+    if residual:
+        assert config["residual_adds_fused"]["add"].startswith("into project's epilogue")
+
+
+def small_mobilenet_v2() -> Net:
+    """MobileNet-v2's shape at a tenth of its size: a 3x3 stride-2 stem, inverted residuals (expand 1x1,
+    depthwise 3x3 at strides 1 and 2, linear project 1x1, the add where the shape stays) whose channels
+    (6, 10, 12; expanded 36, 60, 72) are no multiples of 8 or 16, a 1x1, the average pool, a dense head."""
+    layers, previous, channels = [Conv("stem", "relu6", out_channels=8, kernel=(3, 3), stride=(2, 2), pad=(1, 1))], \
+        "stem", 8
+    for row, (t, c, n, s) in enumerate(((1, 6, 1, 1), (6, 10, 2, 2), (6, 12, 2, 1)), start=1):
+        for i in range(1, n + 1):
+            name, stride, hidden = f"b{row}_{i}", s if i == 1 else 1, channels * t
+            if t != 1:
+                layers.append(Conv(f"{name}_expand", "relu6", inputs=(previous,), out_channels=hidden, kernel=(1, 1)))
+            layers += [Conv(f"{name}_dw", "relu6", inputs=(previous,) if t == 1 else (), out_channels=hidden,
+                            kernel=(3, 3), stride=(stride, stride), pad=(1, 1), groups=hidden),
+                       Conv(f"{name}_project", "none", out_channels=c, kernel=(1, 1))]
+            if stride == 1 and channels == c:
+                layers.append(Add(f"{name}_add", "none", inputs=(f"{name}_project", previous)))
+            previous, channels = layers[-1].name, c
+    layers += [Conv("head", "relu6", inputs=(previous,), out_channels=20, kernel=(1, 1)), GlobalAvgPool("gap"),
+               Dense("fc", "none", out_features=10)]
+    return Net("small-mobilenet-v2", (3, 22, 18), tuple(layers))
+
+
+@pytest.mark.parametrize("fold_wins", [True, False])
+@pytest.mark.parametrize("backend_class", [VectorisedNet, TiledNet])
+def test_the_measured_fold_in_a_small_mobilenet_v2(runtime, monkeypatch, backend_class, fold_wins):
+    """Every depthwise -> project pair gets the fold's variants, each checked against float64; the
+    faster form runs (timings stubbed both ways, so the choice is known) and the net passes the check."""
+    from backends.handwritten import blocks, cpu_fold
+    monkeypatch.setitem(runtime.info, "preferred_vector_width_float", 8)
+    monkeypatch.setattr(cpu_fold, "fastest_ms",
+                        lambda rt, forms: {f: float(("fold" in f) != fold_wins) + 0.01 * i for i, f in enumerate(forms)})
+    # the block kernel, measured next against what the fold left, loses here (so the choice above stands)
+    monkeypatch.setattr(blocks, "fastest_ms", lambda rt, forms: {"block": 1.0, "as it was": 0.0})
+    net = small_mobilenet_v2()
+    weights = init_weights(net, 30)
+    x = np.random.default_rng(30).standard_normal((2,) + net.input_shape).astype(np.float32)
+    config = run(backend_class(runtime, net, weights, 2), net, weights, x)
+    pairs = {f"{b}_dw": f"{b}_project" for b in ("b1_1", "b2_1", "b2_2", "b3_1", "b3_2")}
+    assert {dw: r["into"] for dw, r in config["cpu_fold"].items()} == pairs
+    for dw, r in config["cpu_fold"].items():
+        assert r["vector_width"] == 8 and max(r["rel_l2_against_float64"].values()) < cpu_conv.MAX_REL_L2, (dw, r)
+        assert ("fold" in r["chosen"]) == fold_wins, (dw, r)
+        assert ("dw_pw_vec" in config["depthwise_fused"].get(dw, "")) == fold_wins, (dw, config["depthwise_fused"])
+
+
+def test_a_fold_that_fails_the_float64_check_is_never_chosen(runtime, monkeypatch):
+    from backends.handwritten import cpu_fold
+    monkeypatch.setitem(runtime.info, "preferred_vector_width_float", 8)
+    monkeypatch.setattr(cpu_conv, "MAX_REL_L2", 0.0)
+    monkeypatch.setattr(cpu_fold, "fastest_ms", lambda rt, forms: {f: 0.0 if "fold" in f else 1.0 for f in forms})
+    net = fold_net(31, 1, True)
+    weights = init_weights(net, 31)
+    x = np.random.default_rng(31).standard_normal((1,) + net.input_shape).astype(np.float32)
+    config = run(VectorisedNet(runtime, net, weights, 1, winograd="never"), net, weights, x)
+    record = config["cpu_fold"]["dw"]
+    assert "fold" not in record["chosen"] and all("fold" in f for f in record["refused"]) and record["refused"]
+    assert "dw_pw_vec" not in config["depthwise_fused"].get("dw", "")
+
+
+@pytest.mark.parametrize("args", [dict(cpu_conv="never"), dict(fold_depthwise="always"), dict(fold_depthwise="never"),
+                                  dict(pointwise="always")])
+def test_no_vector_fold_where_cpu_conv_or_folding_says_not(runtime, monkeypatch, args):
+    """cpu_conv "never" is the code before the vector kernels; fold_depthwise "always" forces dw_pw,
+    "never" keeps the two kernels; pointwise "always" forces the 1x1's form, as it does against cpu_conv's."""
+    monkeypatch.setitem(runtime.info, "preferred_vector_width_float", 8)
+    net = fold_net(32, 2, False)
+    weights = init_weights(net, 32)
+    x = np.random.default_rng(32).standard_normal((1,) + net.input_shape).astype(np.float32)
+    config = run(VectorisedNet(runtime, net, weights, 1, **args), net, weights, x)
+    assert "cpu_fold" not in config
+    assert "dw_pw_vec" not in str(config.get("depthwise_fused")) + str(config.get("depthwise_not_fused"))
+
+
+def test_fold_variants_fit_the_buffer_and_the_channels():
+    from backends.handwritten.cpu_fold import MAX_BUFFER, fold_variants
+    # MobileNet-v2's first project (32 -> 16, 112 columns): every block in one work-item, or 2 splits
+    assert [v.label for v in fold_variants(8, 32, 16, 112)] == ["8x2 4 px fold", "8x1 8 px fold", "8x1 8 px fold 2 splits"]
+    # 960 -> 320 at 7 columns: 8 pixels' depthwise outputs would overflow the buffer; splits keep weights in L2
+    found = fold_variants(8, 960, 320, 7)
+    assert [(v.tile.rp, v.splits, v.kb) for v in found] == [(4, 1, 20), (4, 10, 2)]
+    assert all(v.tile.rp * 960 * 4 <= MAX_BUFFER and v.kp >= 320 for v in found)
+    # 10 output channels: the least wasteful tile (16 channels); 36 depthwise channels: vectors of 4 there
+    assert [(v.label, v.dvw) for v in fold_variants(16, 36, 10, 9)] == [("16x1 8 px fold", 4)]

@@ -297,6 +297,8 @@ def test_measured_each_pair_folds_where_it_measured_faster(name, monkeypatch):
     from backends.handwritten import dw_pw, vectorised
     backend = backend_or_skip(name)
     net, batch, pairs = DW_PW_NETS["blocks"]
+    # the vector fold, measured next on a CPU (cpu_fold.py, tested in test_cpu_conv.py), not offered: dw_pw's verdict runs
+    monkeypatch.setattr(vectorised.VectorisedNet, "offer_vector_fold", lambda self, ops, pair: None)
     for folded_wins in (True, False):
         seen = []
 

@@ -27,6 +27,9 @@ sections 7.2 and 7.4).
   memory (dw_pw.py); where the tile does not fit the device's local memory,
   with fold_depthwise="never", or with "measured" where the two kernels
   measured faster at prepare, they stay two kernels (`config` says which);
+  on a device preferring float vectors of 8+ (a CPU), the pair as it then
+  is is measured against cpu_fold.py's vector fold (register tiles, the
+  depthwise outputs in a private buffer), and the faster kept;
 - per layer, forms of the same work measured at prepare, the faster kept
   (docs/kernels.md): a 3x3 stride-1 conv as Winograd F(2x2) or F(4x4),
   one kernel or its tile products as a batched GEMM (winograd.py,
@@ -56,6 +59,7 @@ from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class, limits
 from .blocks import MODES as BLOCK_MODES, FusesBlocks
 from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
+from .cpu_fold import FoldsVectorDepthwise, Pair
 from .cpu_conv import ChoosesCpuConv, CpuConvOp, parse_mode as cpu_conv_mode, with_residual as cpu_conv_residual
 from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
 from .layernorm_fused import MODES as LAYERNORM_MODES, FusesLayerNorms
@@ -92,7 +96,8 @@ def ungrouped(weight: np.ndarray, groups: int) -> np.ndarray:
     return out
 
 
-class VectorisedNet(ChoosesCpuConv, ChoosesWinograd, ChoosesPointwise, FusesBlocks, FusesLayerNorms, FoldsResidualAdds,
+class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, ChoosesPointwise, FusesBlocks, FusesLayerNorms,
+                    FoldsResidualAdds,
                     HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
@@ -229,32 +234,41 @@ class VectorisedNet(ChoosesCpuConv, ChoosesWinograd, ChoosesPointwise, FusesBloc
                 kept[dw.name] = f"its own kernel, {pw.name} another: folding turned off (fold_depthwise='never')"
                 continue
             j, extra, residual = adds.get(i, (i, {}, None))
-            built = self.dw_pw_op(d, i, j, extra, residual)
-            if isinstance(built, str):
-                kept[dw.name] = f"its own kernel, {pw.name} another: {built}"
-                continue
-            first = self.ops[d]
-            last = self.ops[i]   # as the net's last layer, the fold converts the output after it
-            if isinstance(last, OutputEdge):
-                built = OutputEdge(built, self.rt, last.stage, last.shape, last.convert)
-            fold = [FoldedDepthwise(first, first.convert if isinstance(first, InputEdge) else None), built]
-            timed = ""
-            if self.fold_depthwise == "measured":
-                one, two = fastest_ms(self.rt, [fold, [ops[d], ops[i]]])
-                if two <= one:
-                    kept[dw.name] = (f"its own kernel, {pw.name} another: measured faster so "
-                                     f"({two:.4f} ms against {one:.4f} folded, {TIMED})")
-                    continue
-                timed = f"; measured {one:.4f} ms against {two:.4f} as two kernels, {TIMED}"
-            ops[d], ops[i] = fold
-            plan = _bare(built).plan
-            folded[dw.name] = (f"into {pw.name}'s kernel (dw_pw: {plan.tp} pixels x {plan.g} work-items a group, "
-                               f"{plan.splits} channel split{'s' if plan.splits > 1 else ''}, "
-                               f"{plan.local_bytes} B of local memory"
-                               + (f"; {self.net.layers[j].name} in its epilogue" if j != i else "") + timed + ")")
+            done, why = self._fold_dw_pw(ops, d, i, j, extra, residual)
+            vector = self.offer_vector_fold(ops, Pair(d, i, j, extra, residual))   # cpu_fold.py
+            if vector is not None:
+                folded[dw.name] = vector
+            elif done:
+                folded[dw.name] = why
+            else:
+                kept[dw.name] = f"its own kernel, {pw.name} another: {why}"
         self.config["depthwise_fused"] = folded
         if kept:
             self.config["depthwise_not_fused"] = kept
+
+    def _fold_dw_pw(self, ops: list, d: int, i: int, j: int, extra: dict, residual) -> tuple[bool, str]:
+        """ops[d], ops[i] as one dw_pw op where it builds (and, measured, is faster): whether folded, and how or why not."""
+        pw = self.net.layers[i]
+        built = self.dw_pw_op(d, i, j, extra, residual)
+        if isinstance(built, str):
+            return False, built
+        first = self.ops[d]
+        last = self.ops[i]   # as the net's last layer, the fold converts the output after it
+        if isinstance(last, OutputEdge):
+            built = OutputEdge(built, self.rt, last.stage, last.shape, last.convert)
+        fold = [FoldedDepthwise(first, first.convert if isinstance(first, InputEdge) else None), built]
+        timed = ""
+        if self.fold_depthwise == "measured":
+            one, two = fastest_ms(self.rt, [fold, [ops[d], ops[i]]])
+            if two <= one:
+                return False, f"measured faster so ({two:.4f} ms against {one:.4f} folded, {TIMED})"
+            timed = f"; measured {one:.4f} ms against {two:.4f} as two kernels, {TIMED}"
+        ops[d], ops[i] = fold
+        plan = _bare(built).plan
+        return True, (f"into {pw.name}'s kernel (dw_pw: {plan.tp} pixels x {plan.g} work-items a group, "
+                f"{plan.splits} channel split{'s' if plan.splits > 1 else ''}, "
+                f"{plan.local_bytes} B of local memory"
+                + (f"; {self.net.layers[j].name} in its epilogue" if j != i else "") + timed + ")")
 
     def dw_pw_op(self, d: int, i: int, j: int, extra: dict, residual):
         """Depthwise conv d and 1x1 conv i as one dw_pw op writing layer j's output (j != i:
@@ -354,8 +368,9 @@ class VectorisedBackend(ReplayingBackend):
                "that measured faster at prepare, else their own kernels; 3x3 stride-1 convs as Winograd F(2x2)/F(4x4) "
                "and MobileNet blocks as one kernel each, 1x1s as a blocked GEMM, where measured faster at prepare; "
                "where the device prefers float vectors of 8+ (a CPU), convs, depthwise convs, subsamplings and dense "
-               "layers as register tiles of its vector width where measured faster (cpu_conv.py); a layernorm that only "
-               "a 1x1 conv reads inside that 1x1's kernel where measured faster (layernorm_fused.py)")
+               "layers as register tiles of its vector width where measured faster (cpu_conv.py), a depthwise conv and the "
+               "1x1 after it as one such kernel too (cpu_fold.py); a layernorm that only a 1x1 conv reads inside that 1x1's "
+               "kernel where measured faster (layernorm_fused.py)")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS | TRANSFORMER_KINDS
     supported_features = frozenset(Feature)
