@@ -75,6 +75,29 @@ typedef float16 vec;
         n = (p) / (YH * YW); const uint rc_ = (p) - n * (YH * YW); \
         row = rc_ / YW; col = rc_ - row * YW; } while (0)
 
+// One output pixel of a work-item's register tile (ACC_ROW: NV vectors of VW channels from output
+// channel k0): bias, the residual add where RESIDUAL, the activation, stored as float4s up to the
+// stored channels.  The epilogue of conv_vec and dw_pw_vec; a macro, so it expands as written there.
+#if RESIDUAL
+#define ADD_RESIDUAL(part, n, row, col, k4) part += res[((n * RHP + row + RPT) * RWP + col + RPL) * YV + k4]
+#else
+#define ADD_RESIDUAL(part, n, row, col, k4)
+#endif
+#define STORE_PIXEL(ACC_ROW, BIAS, n, row, col, k0) do { \
+        const uint yp_ = ((n * YHP + row + YPT) * YWP + col + YPL) * YS + YO; \
+        for (int j_ = 0; j_ < NV; j_++) { \
+            float o_[VW]; \
+            VSTORE(ACC_ROW[j_] + BIAS[j_], 0, o_); \
+            for (int h_ = 0; h_ < VW / 4; h_++) { \
+                const int k4_ = (k0) / 4 + j_ * (VW / 4) + h_; \
+                if (k4_ >= YV) \
+                    break; \
+                float4 part_ = vload4(h_, o_); \
+                ADD_RESIDUAL(part_, n, row, col, k4_); \
+                y[yp_ + k4_] = zero_tail(activate4(part_), k4_); \
+            } \
+        } } while (0)
+
 #ifdef CONV_VEC
 __kernel void conv_vec(__global const float* restrict x,
                        __global const float* restrict w,
@@ -130,24 +153,7 @@ __kernel void conv_vec(__global const float* restrict x,
             break;
         uint n, row, col;
         PIXEL_AT(p0 + r, n, row, col);
-        const uint yp = ((n * YHP + row + YPT) * YWP + col + YPL) * YS + YO;
-#if RESIDUAL
-        const uint rp = ((n * RHP + row + RPT) * RWP + col + RPL) * YV;
-#endif
-        for (int j = 0; j < NV; j++) {
-            float o[VW];
-            VSTORE(acc[r][j] + bias[j], 0, o);
-            for (int h = 0; h < VW / 4; h++) {
-                const int k4 = k0 / 4 + j * (VW / 4) + h;
-                if (k4 >= YV)
-                    break;
-                float4 part = vload4(h, o);
-#if RESIDUAL
-                part += res[rp + k4];
-#endif
-                y[yp + k4] = zero_tail(activate4(part), k4);
-            }
-        }
+        STORE_PIXEL(acc[r], bias, n, row, col, k0);
     }
 }
 #endif
@@ -336,24 +342,7 @@ __kernel void dw_pw_vec(__global const float* restrict x,
             bias[j] = VLOAD(0, b + k0 + j * VW);
         for (int r = 0; r < valid; r++) {
             const uint col = col0 + r;
-            const uint yp = ((n * YHP + row + YPT) * YWP + col + YPL) * YS + YO;
-#if RESIDUAL
-            const uint rp = ((n * RHP + row + RPT) * RWP + col + RPL) * YV;
-#endif
-            for (int j = 0; j < NV; j++) {
-                float o[VW];
-                VSTORE(acc[r][j] + bias[j], 0, o);
-                for (int h = 0; h < VW / 4; h++) {
-                    const int k4 = k0 / 4 + j * (VW / 4) + h;
-                    if (k4 >= YV)
-                        break;
-                    float4 part = vload4(h, o);
-#if RESIDUAL
-                    part += res[rp + k4];
-#endif
-                    y[yp + k4] = zero_tail(activate4(part), k4);
-                }
-            }
+            STORE_PIXEL(acc[r], bias, n, row, col, k0);
         }
     }
 }
