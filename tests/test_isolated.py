@@ -127,9 +127,9 @@ def test_run_options_take_one_vocabulary_and_a_positive_timeout():
         RunOptions(timeout_s=0)
 
 
-def test_modes_are_timed_in_turn_each_in_a_child_of_its_own(tmp_path, monkeypatch):
-    # the modes of one backend, like its rivals under --interleave, so drift between them (and between
-    # their processes) hits every mode alike; a mode that changes its process for good has one of its own
+def _run_modal(tmp_path, monkeypatch, mode: str, repeats: int):
+    """One run of the two-mode test double (run_checks.ModalBackend) on LeNet-5: its entry, and the
+    (mode, pid) of every pass it ran, in order."""
     import backends
     from compare import runner
     from nets import LENET
@@ -138,12 +138,18 @@ def test_modes_are_timed_in_turn_each_in_a_child_of_its_own(tmp_path, monkeypatc
     monkeypatch.setenv("COMPARE_TEST_PASS_LOG", str(log))
     monkeypatch.setitem(backends.REGISTRY, "modal", ("run_checks", "ModalBackend"))
     plan = runner.Plan(net=LENET, batch=2, weights=init_weights(LENET, 0), x=make_input(LENET, 2, 0),
-                       backends=["modal"], mode="performance", repeats=3, warmup=1, peak_gflops=1.0)
+                       backends=["modal"], mode=mode, repeats=repeats, warmup=1, peak_gflops=1.0)
     result, _ = runner.execute(plan)
     entry, = result.backends
+    return entry, [tuple(line.split()) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_modes_are_timed_in_turn_each_in_a_child_of_its_own(tmp_path, monkeypatch):
+    # the modes of one backend, like its rivals under --interleave, so drift between them (and between
+    # their processes) hits every mode alike; a mode that changes its process for good has one of its own
+    entry, passes = _run_modal(tmp_path, monkeypatch, "performance", 3)
     assert entry.status == "OK", entry.reason
     assert [m.name for m in entry.modes] == ["first", "second"] and all(m.compute.n == 3 for m in entry.modes)
-    passes = [line.split() for line in log.read_text().splitlines()]
     pids = {mode: {pid for m, pid in passes if m == mode} for mode in ("first", "second")}
     assert len(pids["first"]) >= 1 and not pids["first"] & pids["second"]   # never the same child
     # after both were ready (a pass each): untimed + timed pass of one, then of the other, three times
@@ -153,38 +159,19 @@ def test_modes_are_timed_in_turn_each_in_a_child_of_its_own(tmp_path, monkeypatc
 
 def test_the_chosen_mode_is_checked_and_timed_as_made_when_the_modes_were_measured(tmp_path, monkeypatch):
     # a prepare on PoCL can take a minute: each mode is made once, the fastest kept open for the check
-    import backends
-    from compare import runner
-    from nets import LENET
-    from nets.weights import init_weights, make_input
-    passes, prepares = tmp_path / "passes.txt", tmp_path / "prepares.txt"
-    monkeypatch.setenv("COMPARE_TEST_PASS_LOG", str(passes))
+    prepares = tmp_path / "prepares.txt"
     monkeypatch.setenv("COMPARE_TEST_PREPARE_LOG", str(prepares))
-    monkeypatch.setitem(backends.REGISTRY, "modal", ("run_checks", "ModalBackend"))
-    plan = runner.Plan(net=LENET, batch=2, weights=init_weights(LENET, 0), x=make_input(LENET, 2, 0),
-                       backends=["modal"], mode="both", repeats=2, warmup=1, peak_gflops=1.0)
-    result, _ = runner.execute(plan)
-    entry, = result.backends
+    entry, passes = _run_modal(tmp_path, monkeypatch, "both", 2)
     assert entry.status == "OK" and entry.check.status == "PASS", entry.reason
     assert sorted(prepares.read_text().split()) == ["first", "second"]
-    chosen = {pid for mode, pid in (line.split() for line in passes.read_text().splitlines()) if mode == entry.mode}
+    chosen = {pid for mode, pid in passes if mode == entry.mode}
     assert len(chosen) == 1   # the child the mode was measured in is the one checked and timed
 
 
 def test_a_mode_left_alone_is_not_timed_against_nothing(tmp_path, monkeypatch):
     # the other refused (a CLBlast tuned mode that would change no call): nothing to choose, so no mode passes
-    import backends
-    from compare import runner
-    from nets import LENET
-    from nets.weights import init_weights, make_input
-    log = tmp_path / "passes.txt"
-    monkeypatch.setenv("COMPARE_TEST_PASS_LOG", str(log))
     monkeypatch.setenv("COMPARE_TEST_REFUSED_MODE", "first")
-    monkeypatch.setitem(backends.REGISTRY, "modal", ("run_checks", "ModalBackend"))
-    plan = runner.Plan(net=LENET, batch=2, weights=init_weights(LENET, 0), x=make_input(LENET, 2, 0),
-                       backends=["modal"], mode="performance", repeats=3, warmup=1, peak_gflops=1.0)
-    result, _ = runner.execute(plan)
-    entry, = result.backends
+    entry, _ = _run_modal(tmp_path, monkeypatch, "performance", 3)
     assert entry.status == "OK" and entry.mode == "second", entry.reason
     first, second = entry.modes
     assert first.status == "UNSUPPORTED" and "refused for the test" in first.reason
