@@ -12,8 +12,10 @@ weights, the model importers and the harness's results readers share it;
 from __future__ import annotations
 
 import errno
+import gzip
 import os
 import stat
+import zlib
 from pathlib import Path
 
 from .errors import UserError
@@ -81,14 +83,21 @@ def regular_file(path: str | os.PathLike, what: str, max_bytes: int | None = Non
 
 
 def read_text(path: str | os.PathLike, what: str, max_bytes: int, fix: str = "") -> str:
-    """The text of a user's UTF-8 file, checked by `regular_file` first."""
+    """The text of a user's UTF-8 file, checked by `regular_file` first; a name ending in .gz is
+    read through gzip, and refused where it does not decompress or decompresses past `max_bytes`."""
     path = regular_file(path, what, max_bytes, fix)
+    packed = str(path).endswith(".gz")
     try:
-        with open(path, "rb") as f:
+        with (gzip.open(path, "rb") if packed else open(path, "rb")) as f:
             data = f.read(max_bytes + 1)   # the file may have grown since it was checked
-    except OSError as exc:
+    except (OSError, EOFError, zlib.error) as exc:   # a truncated or spoilt gzip file among them
+        tail = f"; {fix}" if fix else ""
+        if packed:
+            raise UserError(f"{what} {path} is not a whole gzip file ({exc}){tail}") from None
         raise UserError(f"{what} {path} cannot be read ({exc.strerror or exc})") from None
     if len(data) > max_bytes:
+        if packed:
+            raise UserError(f"{what} {path} decompresses past {size_text(max_bytes)}: no such file is this tool's")
         raise UserError(f"{what} {path} grew past {size_text(max_bytes)} while it was read")
     try:
         return data.decode("utf-8")

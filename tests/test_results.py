@@ -19,6 +19,39 @@ def test_round_trip(tmp_path):
     assert loaded.backends[1].timing.layers[0].wall.values == [4.0] * 5   # raw samples kept
 
 
+def test_a_gzipped_results_file_loads_and_reports_as_the_plain_one(tmp_path, capsys):
+    """Old experiments are kept as .json.gz (the checkout travels to the GPU machine under 64 MiB)."""
+    import gzip
+    plain = tmp_path / "r.json"
+    write_results(plain, small_results())
+    packed = tmp_path / "r.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert load_results(packed) == load_results(plain)
+    assert main(["report", str(packed), "--out", str(tmp_path / "rep")]) == 0
+    assert (tmp_path / "rep" / "report.md").is_file()
+
+
+@pytest.mark.parametrize("content, message", [
+    (lambda text: gzip_bytes(text)[:40], "is not a whole gzip file"),                  # cut short
+    (lambda text: b"\x1f\x8b" + b"\x00" * 30, "is not a whole gzip file"),           # a spoilt header
+    (lambda text: gzip_bytes(" " * 8192 + text), "decompresses past 4.0 KiB"),         # more than the limit
+])
+def test_a_bad_gzipped_results_file_is_refused_in_one_line(tmp_path, capsys, monkeypatch, content, message):
+    from compare import results
+    monkeypatch.setattr(results, "MAX_FILE_BYTES", 4096)
+    packed = tmp_path / "r.json.gz"
+    packed.write_bytes(content(json.dumps(small_results_dict())))
+    assert main(["report", str(packed), "--out", str(tmp_path / "rep")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and "Traceback" not in err[0], err
+    assert not (tmp_path / "rep").exists()
+
+
+def gzip_bytes(text: str) -> bytes:
+    import gzip
+    return gzip.compress(text.encode())
+
+
 def test_nan_is_written_as_null(tmp_path):
     res = small_results()
     res.backends[0].check.end_to_end.rel_l2 = float("nan")
