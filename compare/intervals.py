@@ -29,9 +29,12 @@ def _medians(values, draws: np.ndarray) -> np.ndarray:
 def ratio_interval(num_values, den_values, resamples: int = RESAMPLES,
                    confidence: float = CONFIDENCE) -> tuple[float, float] | None:
     """(low, high) of median(num) / median(den), or None without raw samples
-    (a version-1 file) or with fewer than 2 of them on either side.
+    (a version-1 file), with fewer than 2 of them on either side, or where a
+    sample is 0 ms (a resample's median may then be 0: no ratio to bound).
     ratio_interval(b, a) is exactly (1/high, 1/low) of ratio_interval(a, b)."""
     if len(num_values) < 2 or len(den_values) < 2:
+        return None
+    if min(num_values) <= 0 or min(den_values) <= 0:
         return None
     if not _drawn_this_way(num_values, den_values):
         low, high = _bootstrap(den_values, num_values, resamples, confidence)

@@ -65,3 +65,10 @@ def test_one_comparison_has_one_interval_whichever_way_round():
     same = [2.0, 2.1, 1.9, 2.0, 2.2]   # equal medians: still one orientation drawn
     other = [2.0, 1.8, 2.3, 2.0, 2.0]
     assert ratio_interval(same, other) == tuple(1 / x for x in reversed(ratio_interval(other, same)))
+
+
+def test_a_time_of_zero_gives_no_interval_either_way_round():
+    # a hand-edited or spoilt file may hold 0 ms: a resample's median of 0 has no ratio (found by the fuzz test)
+    zeros, twos = [0.0, 0.0, 3.0, 3.0, 3.0], [2.5] * 5
+    assert ratio_interval(zeros, twos) is None and ratio_interval(twos, zeros) is None
+    assert ratio_interval([1.0, 1.1, 0.9, 1.0, 1.2], twos) is not None

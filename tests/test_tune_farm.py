@@ -79,7 +79,9 @@ def test_two_workers_fill_the_store_and_a_worker_killed_mid_search_loses_only_wh
     c, client = cluster
     env = dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path))
     workers = client.run(os.getpid)   # address -> pid
-    proc = subprocess.Popen([sys.executable, "-m", "compare", *ARGV, "--budget-s", "30", "--scheduler",
+    # 50 s: on a loaded host both workers answered only late in a 30 s budget, leaving the survivor no
+    # time to time another configuration after the kill
+    proc = subprocess.Popen([sys.executable, "-m", "compare", *ARGV, "--budget-s", "50", "--scheduler",
                              c.scheduler_address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     killed, at_kill = None, {}
     deadline = time.monotonic() + 60
