@@ -13,7 +13,6 @@ group of its own.
 the outputs (numpy arrays), which never go into a results file."""
 from __future__ import annotations
 
-
 import datetime as _dt
 import threading
 import time
