@@ -242,16 +242,25 @@ def test_the_engine_shows_through_the_commands_and_the_report_once_its_results_e
     assert "| opencv " in page and "auto-tuned: 2 of 4 convolutions searched" in page
 
 
-@pytest.mark.parametrize("mode, depth, label", [
+_UNTUNED_RAN = ("opencl: ocl4dnn's configurations by its heuristics; tuned mode: 3 of 7 convolutions of the pass "
+                "auto-tuned on this device (...)")
+
+
+@pytest.mark.parametrize("mode, depth, tuned_ran, label", [
     ("opencl-tuned", "opencl-tuned: 3 of 7 convolutions of the pass auto-tuned on this device; none tuned at run "
-                     "time (ocl4dnn's configurations in /somewhere, by `compare tune --scope opencv`)", "tuned 3/7"),
-    ("opencl", "opencl: ocl4dnn's configurations by its heuristics; tuned mode: 3 of 7 convolutions of the pass "
-               "auto-tuned on this device (...)", "untuned"),
+                     "time (ocl4dnn's configurations in /somewhere, by `compare tune --scope opencv`)", True,
+     "tuned 3/7"),
+    ("opencl", _UNTUNED_RAN, False, "untuned"),
+    # the tuned mode passed and measured no faster: the depth it reached is still said
+    ("opencl", _UNTUNED_RAN, True, "tuned 3/7 no gain"),
 ])
-def test_the_engines_depth_is_the_mode_that_ran_and_its_caveat_stays(mode, depth, label):
+def test_the_engines_depth_is_the_mode_that_ran_and_its_caveat_stays(mode, depth, tuned_ran, label):
     def engine(d):
         _with_engine(d, depth=depth)
         d["backends"][-1]["mode"] = mode
+        other = "opencl" if mode == "opencl-tuned" else "opencl-tuned"
+        d["backends"][-1]["modes"] = [{"name": mode, "status": "OK"},
+                                      {"name": other, "status": "OK" if tuned_ran else "FAILED", "reason": None if tuned_ran else "wrong"}]
         d["backends"][-1]["config"]["mode_label"] = f"{mode}, partly on the CPU"
     res = _results(engine)
     said = next(line for line in answer.lines(res) if line.startswith("Engine"))

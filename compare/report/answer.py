@@ -82,17 +82,28 @@ def depth_label(b: BackendResult) -> str | None:
     if b.family not in SAME_DEVICE:
         return None
     # the mode that ran is said first; what another mode ("; tuned mode: ...") would have had comes after
-    ran = (search_behind(b) or "").split("; ")[0]
-    counts = _KERNELS.search(ran)
+    parts = (search_behind(b) or "").split("; ")
+    ran, counts = parts[0], _KERNELS.search(parts[0])
     if ran.startswith(("untuned", "not searched", "not tuned")) or b.mode == "untuned" or (
             "heuristic" in ran and not counts):
-        return "untuned"
+        return _no_gain(b, parts[1:]) or "untuned"
     if counts:
         verb = "tuned" if "tuned" in ran and "searched" not in ran else "searched"
         return f"{verb} {counts.group(1)}/{counts.group(2)}"
     if ran:
         return ran.split(":")[0].split(",")[0][:24]
     return b.mode
+
+
+def _no_gain(b: BackendResult, rest: list[str]) -> str | None:
+    """'tuned 13/13 no gain' where the untuned mode ran because its searched or tuned mode, which also passed,
+    measured no faster: the depth the search reached is part of the answer, not only the mode kept."""
+    other = next((p for p in rest if re.match(r"(tuned|searched) mode: ", p)), None)
+    counts = _KERNELS.search(other or "")
+    if not counts or not any(m.name != b.mode and m.status == "OK" for m in b.modes):
+        return None
+    verb = "tuned" if other.startswith("tuned") else "searched"
+    return f"{verb} {counts.group(1)}/{counts.group(2)} no gain"
 
 
 def _fastest(res: RunResult, family: str) -> BackendResult | None:
