@@ -29,8 +29,14 @@ def check_every_mode(backend, net, weights: dict, x: np.ndarray) -> list[str]:
     """Assert that every mode of `backend` matches the oracle on `x`; the modes checked."""
     ref = oracle.forward(net, weights, x)
     modes = backend.modes() or [None]
+    last = None
     for mode in modes:
-        prepared = backend.prepare(net, weights, len(x), mode=mode)
+        try:
+            prepared = backend.prepare(net, weights, len(x), mode=mode)
+        finally:   # the last mode's net closed only now: a replay mode is the plain pass recorded, as in `compare run`
+            if last is not None:
+                last.close()
+        last = prepared
         try:
             check = check_prepared(prepared, x, ref)
             failed = [r.name for r in check.layers if not r.passed]
@@ -43,6 +49,8 @@ def check_every_mode(backend, net, weights: dict, x: np.ndarray) -> list[str]:
             assert len(outs) == len(net.layers), mode
             for layer, out, want in zip(net.layers, outs, ref):
                 assert compare_arrays(out, want).passed, (mode, "layer_outputs", layer.name)
-        finally:
+        except BaseException:
             prepared.close()
+            raise
+    last.close()
     return modes

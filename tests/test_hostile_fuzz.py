@@ -19,7 +19,7 @@ from nets.errors import UserError
 from nets.npy import load_checked
 from results_factory import small_results_dict
 
-EXAMPLES = 300
+EXAMPLES = 120   # a fresh draw each run (no example database): CI explores anew every time
 
 
 # -- results files -------------------------------------------------------------------
