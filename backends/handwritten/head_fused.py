@@ -1,33 +1,36 @@
 """A net's head as one launch (`vectorised`, `vectorised-tiled`; issue 46, item 2): the
 global average pool and the dense layer that alone reads it (ResNet-18's avgpool -> fc,
-MobileNet-v2's avgpool -> conv2d_3, most classification zoo nets), kernels/vectorised.cl
-`head`.
+MobileNet-v2's avgpool -> conv2d_3, most classification zoo nets).
 
 A work-group pools its images' maps into local memory (the pooled vector never goes
-through global memory), then computes its share of the dense outputs from there, as the
-GEMV does (LANES work-items splitting a row, ROWS rows at a time), with the dense's bias
-and activation (and the pool's activation before the product).  The outputs are split
-over SPLITS work-groups an image group, each redoing the pool (H x W reads a channel
-against the dense's OUT / SPLITS multiply-adds a channel): a CPU wants few groups, a GPU
-enough to fill its compute units.  At batch > 1 a work-group takes up to IMAGES images,
-each weight loaded serving them all.  Its local memory: the pooled vectors (images x the
-stored channels x 4 B) and, with LANES > 1, the row sums; where not even one image's
-pooled vector fits the device's local memory, the head stays two kernels (config says why).
+through global memory), then computes its share of the dense outputs from there, with the
+dense's bias and activation (and the pool's activation before the product).  Two kernels:
+kernels/vectorised.cl `head`, float4, as the GEMV (LANES work-items splitting a weight row,
+ROWS rows at a time; 32 lanes on a GPU, 1 on a CPU), and, where cpu_conv's vector kernels
+are offered (the device prefers vectors of cpu_conv.MIN_WIDTH or more, or cpu_conv forces
+them), kernels/cpu_conv.cl `head_vec`: a work-item holds NV vectors of VW outputs, its
+weights one stream, as cpu_conv's vector dense.  The outputs are split over SPLITS
+work-groups an image group, each redoing the pool (H x W reads a channel against the
+dense's OUT / SPLITS multiply-adds a channel): a CPU wants few groups, a GPU enough to fill
+its compute units.  At batch > 1 a work-group takes up to IMAGES images, each weight loaded
+serving them all.  Its local memory: the pooled vectors (images x the stored channels x 4 B)
+and, for `head` with LANES > 1, the row sums; where not even one image's fit the device's
+local memory, the head stays two kernels (config says why).
 
 Where: dense layer i whose one input is a global average pool p that nothing else reads;
 the pool's input not a slice of a concatenation's buffer, the dense's output not one either;
 neither op already folded into another kernel.
 
 `fuse_head` (the nets' argument): "measured" (the default): per head, each fused form
-(SPLITS from the device's forms) against the pool's kernel followed by the dense's chosen
-form (float4 GEMV or batched kernel, or cpu_conv's vector dense: whichever won its own
-measuring), timed with their launches (measured.py), the fastest kept; "always" (the
-fastest fused form); "never".  Before timing, every form runs on one random input and is
-compared with the head computed in float64; a form above MAX_REL_L2 is refused, "always"
-included.  `config["head"]` holds each head's times, errors and choice; `config["head_fused"]`
-names each pool folded (the report's folded layers), and the fused step is
-"global avgpool+dense" (with the activations).  The layer-wise checks keep both layers'
-own kernels, so each layer's output is still checked on its own.
+(split_options()) against the pool's kernel followed by the dense's chosen form (float4
+GEMV or batched kernel, or cpu_conv's vector dense: whichever won its own measuring), timed
+with their launches (measured.py), the fastest kept; "always" (the fastest fused form);
+"never".  Before timing, every form runs on one random input and is compared with the head
+computed in float64; a form above MAX_REL_L2 is refused, "always" included.
+`config["head"]` holds each head's times, errors and choice; `config["head_fused"]` names
+each pool folded (the report's folded layers), and the fused step is "global avgpool+dense
+(form)" (with the activations).  The layer-wise checks keep both layers' own kernels, so
+each layer's output is still checked on its own.
 """
 from __future__ import annotations
 
