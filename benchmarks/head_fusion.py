@@ -119,7 +119,8 @@ def summary(path: Path, names: list[str]) -> str:
             pool, dense = net.layers[p].name, net.layers[i].name
             v = {k: head_values(b, p, i) for k, b in forms.items()}
             record = records.get(pool) or {}
-            rows.append([f"{pool} + {dense}"] + [f"{statistics.median(v[k]):.4f}" for k in ("never", "always", "measured")]
+            rows.append([f"{pool} + {dense}"]
+                        + [f"{statistics.median(v[k]):.4f}" for k in ("never", "always", "measured")]
                         + [ratio_text(v["never"], v["always"]), ratio_text(v["never"], v["measured"]),
                            record.get("chosen", "-"),
                            ", ".join(f"{k} {t:.4f}" for k, t in (record.get("ms") or {}).items()) or "-"])

@@ -127,8 +127,8 @@ def test_a_pooled_vector_past_local_memory_keeps_two_kernels(runtime, monkeypatc
     monkeypatch.setitem(runtime.info, "local_mem_bytes", 32)
     net, batch, zero_bias = head_net(1)
     weights = weights_of(net, 5, zero_bias)
-    config, steps = checked(TiledNet(runtime, net, weights, batch, fuse_head="always", **options(runtime)), net, weights,
-                            case_input(net, batch, 5))
+    prepared = TiledNet(runtime, net, weights, batch, fuse_head="always", **options(runtime))
+    config, steps = checked(prepared, net, weights, case_input(net, batch, 5))
     assert config["head_fused"] == {} and "head" not in config
     assert "the device has 32 B" in config["head_not_fused"]["gap"]
     assert not any(s.startswith("global avgpool+") for s in steps)

@@ -87,7 +87,8 @@ class TiledNet(VectorisedNet):
         # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py, compare tune sweep them);
         # `tuned`: the measured choices, used for the layers they name; `split_sums`: "measured" (a split
         # kept where it measured faster than one kernel: split_choice.py) or "planned" (as the plan says);
-        # `fold_depthwise`, `winograd`, `fuse_blocks`, `pointwise`, `cpu_conv`, `fuse_layernorm`, `fuse_head`: as vectorised's
+        # `fold_depthwise`, `winograd`, `fuse_blocks`, `pointwise`, `cpu_conv`, `fuse_layernorm`, `fuse_head`:
+        # as vectorised's
         if split_sums not in ("measured", "planned"):
             raise ValueError(f"split_sums {split_sums!r}: measured or planned")
         self.tiles, self.ksplit, self.split_sums = tiles, ksplit, split_sums
