@@ -40,6 +40,15 @@
 //   KB        blocks of KW output channels per work-item (KP a multiple of KW * KB)
 // depthwise weights (FH, FW, XC4) and bias (XC4) as dw_vec's; the 1x1's weights
 // (KP / KW, XC4, KW) and bias (KP) as conv_vec's of a 1x1 window.
+//
+// head_vec is a net's head, a global average pool and the dense layer that alone reads it
+// (backends/handwritten/head_fused.py; vectorised.cl `head` is its float4 form): a work-group
+// of BG work-items (id 0) pools NI images' XH x XW maps (id 1: the image group) into local
+// memory, then each work-item computes KW outputs from there, one weight stream as conv_vec's
+// (KP / KW, XC4, KW), each vector loaded serving the NI images.  One barrier, between the pool
+// and the product: no accumulator lives across it.  -D: N, XC4, XC, XHP, XWP, XH, XW, XPT, XPL
+// (the pool's input), OUT, YC4 (the dense's outputs, and as stored), PACT (the pool's
+// activation), ACT (the dense's), VW, NV, KP, NI, BG.
 
 #include "common.h"
 
@@ -343,6 +352,62 @@ __kernel void dw_pw_vec(__global const float* restrict x,
         for (int r = 0; r < valid; r++) {
             const uint col = col0 + r;
             STORE_PIXEL(acc[r], bias, n, row, col, k0);
+        }
+    }
+}
+#endif
+
+#ifdef HEAD_VEC
+__kernel __attribute__((reqd_work_group_size(BG, 1, 1)))
+void head_vec(__global const float4* restrict x,
+              __global const float* restrict w,
+              __global const float* restrict b,
+              __global float* restrict y)
+{
+    __local float pooled[NI][XC4];
+    const uint lid = get_local_id(0), n0 = get_group_id(1) * NI;
+    for (uint k = lid; k < NI * XV; k += BG) {
+        const uint m = k / XV, c4 = k - m * XV;
+        const uint n = min(n0 + m, (uint)N - 1);   // past the batch: the last image again, never written
+        float4 sum = 0.0f;
+        for (int r = 0; r < XH; r++)
+            for (int col = 0; col < XW; col++)
+                sum += x[((n * XHP + r + XPT) * XWP + col + XPL) * XV + c4];
+        vstore4(activation4(sum * (1.0f / (XH * XW)), PACT), c4, pooled[m]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint k0 = get_global_id(0) * KW;
+    if (k0 >= OUT)
+        return;
+    vec acc[NI][NV];
+    for (int m = 0; m < NI; m++)
+        for (int j = 0; j < NV; j++)
+            acc[m][j] = (vec)(0.0f);
+    const __global float* wr = w + (size_t)(k0 / KW) * XC4 * KW;
+    for (int c = 0; c < XC; c++) {
+        vec wv[NV];
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+            wv[j] = VLOAD(0, wr + c * KW + j * VW);
+#pragma unroll
+        for (int m = 0; m < NI; m++) {
+            const vec p = (vec)(pooled[m][c]);
+#pragma unroll
+            for (int j = 0; j < NV; j++)
+                acc[m][j] = mad(p, wv[j], acc[m][j]);
+        }
+    }
+    for (int m = 0; m < NI; m++) {
+        if (n0 + m >= N)
+            break;
+        for (int j = 0; j < NV; j++) {
+            float o[VW];
+            VSTORE(acc[m][j] + VLOAD(0, b + k0 + j * VW), 0, o);
+            for (int h = 0; h < VW; h++) {
+                const uint k = k0 + j * VW + h;
+                if (k < OUT)
+                    y[(n0 + m) * YC4 + k] = activate(o[h]);
+            }
         }
     }
 }

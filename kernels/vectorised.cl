@@ -34,8 +34,10 @@
 //   GATE              mul: 1 when the second input is an (N, C, 1, 1) gate
 //   PB, PR, INCLUDE_PAD  avgpool: padding below / right; count the padding in the divisor
 //   FEATURES          softmax: the input's C * H * W
+//   PACT, LANES, ROWS, JB, NI  head: the pool's activation, work-items sharing a row, rows a
+//                     work-group, outputs a work-group, images a work-group
 // CONV, DEPTHWISE, DW_PW, SUBSAMPLE, MAXPOOL, ADD, GLOBAL_AVGPOOL, DENSE_GEMV,
-// DENSE_BATCHED, CONCAT_COPY, GATHER, MUL, AVGPOOL or SOFTMAX picks the kernel.
+// DENSE_BATCHED, HEAD, CONCAT_COPY, GATHER, MUL, AVGPOOL or SOFTMAX picks the kernel.
 // Global sizes are rounded up to the work-group shape: every kernel returns
 // early for the work-items past the edge.
 
@@ -413,6 +415,75 @@ __kernel void dense_batched(__global const float4* restrict x,
         acc = mad(xn[i], wj[i], acc);
 #endif
     y[n * YC4 + j] = activate(dot(acc, (float4)(1.0f)) + b[j]);
+}
+#endif
+
+#ifdef HEAD
+// A net's head, the global average pool and the dense layer that alone reads it, in one launch
+// (backends/handwritten/head_fused.py).  A work-group of (LANES, ROWS) work-items takes NI images
+// (id 2) and JB of the OUT outputs (group id 0): it first pools its images' XH x XW maps into
+// local memory (each work-item some of the XV float4s, with the pool's activation PACT), then
+// computes its outputs from there as dense_gemv does: ROWS rows at a time, the LANES work-items
+// of a row splitting it (strided float4 loads: neighbours read neighbouring weights on a GPU)
+// and adding their parts in local memory; each weight loaded serves the NI images.  The work-
+// groups along the outputs each redo the pool: it is XH x XW reads a channel, the dense XV x JB.
+// Weights: (OUT, XC4) rows in the pooled vector's order, zero for its padding channels.
+__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1)))
+void head(__global const float4* restrict x,
+          __global const float4* restrict w,
+          __global const float* restrict b,
+          __global float* restrict y)
+{
+    __local float4 pooled[NI][XV];
+#if LANES > 1
+    __local float part[NI][ROWS][LANES];
+#endif
+    const int lane = get_local_id(0), row = get_local_id(1);
+    const int n0 = get_group_id(2) * NI;
+    for (int k = row * LANES + lane; k < NI * XV; k += LANES * ROWS) {
+        const int m = k / XV, c4 = k - m * XV;
+        const int n = min(n0 + m, N - 1);   // past the batch: the last image again, never written
+        float4 sum = 0.0f;
+        for (int r = 0; r < XH; r++)
+            for (int col = 0; col < XW; col++)
+                sum += x[X_PIXEL(n, r, col) + c4];
+        pooled[m][c4] = activation4(sum * (1.0f / (XH * XW)), PACT);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int first = get_group_id(0) * JB, end = min(OUT, first + JB);
+    for (int j0 = first; j0 < end; j0 += ROWS) {   // the same trips for every work-item: barriers inside
+        const int j = j0 + row;
+        float4 acc[NI];
+        for (int m = 0; m < NI; m++)
+            acc[m] = 0.0f;
+        if (j < end) {
+            const __global float4* wj = w + (size_t)j * XV;
+            for (int i = lane; i < XV; i += LANES) {
+                const float4 wv = wj[i];
+                for (int m = 0; m < NI; m++)
+#if DOT_EACH
+                    acc[m].x += dot(pooled[m][i], wv);
+#else
+                    acc[m] = mad(pooled[m][i], wv, acc[m]);
+#endif
+            }
+        }
+        for (int m = 0; m < NI; m++) {
+            float s = dot(acc[m], (float4)(1.0f));
+#if LANES > 1
+            part[m][row][lane] = s;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int stride = LANES / 2; stride > 0; stride /= 2) {
+                if (lane < stride)
+                    part[m][row][lane] += part[m][row][lane + stride];
+                barrier(CLK_LOCAL_MEM_FENCE);
+            }
+            s = part[m][row][0];
+#endif
+            if (lane == 0 && j < end && n0 + m < N)
+                y[(n0 + m) * YC4 + j] = activate(s + b[j]);
+        }
+    }
 }
 #endif
 

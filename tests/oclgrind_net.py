@@ -9,7 +9,8 @@ the 3x3 stride-1 convs of `vectorised` and `vectorised-tiled` as each
 Winograd form (one kernel, and the tile products as a batched GEMM) and
 the 1x1s as the blocked GEMM, planned here and as on a GPU; MobileNet-v2-like blocks chained into one kernel each;
 the kernels shaped for a CPU's vector width, a depthwise folded into the 1x1 after it among them; a pre-norm
-block's layernorms folded into the 1x1s after them)
+block's layernorms folded into the 1x1s after them; the head, global average pool and dense, as one kernel in its
+float4 and vector forms)
 under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
 file under Oclgrind, which then is the only platform.  Exit 1 if an output
 disagrees with the float64 oracle."""
@@ -158,11 +159,11 @@ def gpu_fold(backend, net, weights, batch):
     return prepared
 
 
-def winograd(backend, form: str, gpu: bool = False, cpu: bool = False):
+def winograd(backend, form: str, gpu: bool = False, cpu: bool = False, **options):
     """`backend`'s net with every 3x3 stride-1 conv as Winograd `form` (winograd.py: "F2", "F4", "F2:1"...)
     and every 1x1 stride-1 conv as the blocked GEMM (pointwise.py), planned as on a GPU of 16 compute units
     where `gpu`, as on a CPU where `cpu` (Oclgrind's device says it is a GPU), unmeasured: under the
-    simulator times mean nothing."""
+    simulator times mean nothing.  `options`: the net's other arguments (fuse_head)."""
     from backends.handwritten import vectorised
 
     def prepare(net, weights, batch):
@@ -172,9 +173,11 @@ def winograd(backend, form: str, gpu: bool = False, cpu: bool = False):
         if cpu:
             vectorised.device_class = lambda _: "cpu"
         try:
-            return type(backend).net_class(backend.runtime, net, weights, batch, winograd=form, pointwise="always")
+            prepared = type(backend).net_class(backend.runtime, net, weights, batch, winograd=form,
+                                               pointwise="always", **options)
         finally:
             info["compute_units"], vectorised.device_class = saved
+        return fused_head(prepared, options)
     return prepare
 
 
@@ -196,12 +199,20 @@ def blocks(backend, gpu: bool = False):
     return prepare
 
 
-def vector(backend, variant: str):
+def fused_head(prepared, options: dict):
+    """`prepared`, its head surely one kernel where `options` force it."""
+    if options.get("fuse_head") == "always":
+        assert prepared.config["head_fused"], prepared.config.get("head_not_fused")
+    return prepared
+
+
+def vector(backend, variant: str, **options):
     """`backend`'s net with every conv, depthwise conv, subsampling, max-pool and dense layer as the
     kernels shaped for a CPU's vector width (cpu_conv.py), variant "VW,NV,RP" forced: Oclgrind
-    prefers no vectors, so the measured choice would not offer them."""
+    prefers no vectors, so the measured choice would not offer them.  `options`: the net's other arguments."""
     def prepare(net, weights, batch):
-        return type(backend).net_class(backend.runtime, net, weights, batch, cpu_conv=variant)
+        return fused_head(type(backend).net_class(backend.runtime, net, weights, batch, cpu_conv=variant, **options),
+                          options)
     return prepare
 
 
@@ -220,13 +231,15 @@ def main(name: str) -> int:
     if name == "vectorised-tiled":
         runs.append((SHRUNK_VGG, 2, lambda *a: gpu_plans(backend, *a)))
     if Feature.GRAPH in type(backend).supported_features and backend.unsupported(SHRUNK_GRAPH) is None:
-        runs.append((SHRUNK_GRAPH, 2, winograd(backend, forms[1]) if forms else backend.prepare))
+        # the head (gap -> fc) as one kernel: its float4 form, as on a GPU (Oclgrind's device says it is one)
+        runs.append((SHRUNK_GRAPH, 2, winograd(backend, forms[1], fuse_head="always") if forms else backend.prepare))
         if name == "vectorised-tiled":
             runs.append((SHRUNK_GRAPH, 1, lambda *a: gpu_plans(backend, *a)))
     if name == "vectorised":
         runs.append((SHRUNK_DW_PW, 1, lambda *a: gpu_fold(backend, *a)))
     if forms:   # the vector kernels (issue 46): a vector of 8 and of 16 floats, a tile of 2 vectors and of 1
-        runs += [(LENET, 2, vector(backend, "8,2,4")), (SHRUNK_GRAPH, 1, vector(backend, "16,1,3"))]
+        # (the head's vector form on SHRUNK_GRAPH: head_fused.py)
+        runs += [(LENET, 2, vector(backend, "8,2,4")), (SHRUNK_GRAPH, 1, vector(backend, "16,1,3", fuse_head="always"))]
         if name == "vectorised":
             runs.append((SHRUNK_VGG, 1, vector(backend, "8,1,8")))
             # the vector fold (cpu_fold.py) with the depthwise as the net's first layer and an add in its epilogue

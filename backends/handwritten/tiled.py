@@ -83,18 +83,19 @@ class TiledNet(VectorisedNet):
     def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None, tuned: TunedTiles | None = None,
                  fold_depthwise: str = "measured", winograd: str = "measured", fuse_blocks: str = "measured",
                  split_sums: str = "measured", pointwise: str = "measured", cpu_conv: str = "measured",
-                 fuse_layernorm: str = "measured"):
+                 fuse_layernorm: str = "measured", fuse_head: str = "measured"):
         # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py, compare tune sweep them);
         # `tuned`: the measured choices, used for the layers they name; `split_sums`: "measured" (a split
         # kept where it measured faster than one kernel: split_choice.py) or "planned" (as the plan says);
-        # `fold_depthwise`, `winograd`, `fuse_blocks`, `pointwise`, `cpu_conv`, `fuse_layernorm`: as vectorised's
+        # `fold_depthwise`, `winograd`, `fuse_blocks`, `pointwise`, `cpu_conv`, `fuse_layernorm`, `fuse_head`:
+        # as vectorised's
         if split_sums not in ("measured", "planned"):
             raise ValueError(f"split_sums {split_sums!r}: measured or planned")
         self.tiles, self.ksplit, self.split_sums = tiles, ksplit, split_sums
         self.tuned = tuned or TunedTiles(None)
         self.tile_sources: dict[str, str] = {}
         super().__init__(runtime, net, weights, batch, fold_depthwise, winograd, fuse_blocks, pointwise, cpu_conv,
-                         fuse_layernorm)
+                         fuse_layernorm, fuse_head)
         self.config["tile_source"] = self.tile_sources
         self.config["conv"] = ("implicit GEMM tiles in local memory, register blocks per work-item "
                                "(kernels/tiled_conv.cl); tile and split per layer: backends/handwritten/tiled_plan.py")
@@ -182,8 +183,8 @@ class TiledBackend(VectorisedBackend):
                "add and its activation into the conv before it, each depthwise conv and the 1x1 conv after it into "
                "vectorised's one kernel through local memory (that 1x1 then untiled) where that measured faster at "
                "prepare; Winograd and block kernels as vectorised; a split sum only where measured faster; on a device preferring float vectors of 8+ (a CPU), "
-               "the vector-width kernels as vectorised where measured faster; layernorms in the 1x1 after them as "
-               "vectorised)")
+               "the vector-width kernels as vectorised where measured faster; layernorms in the 1x1 after them and "
+               "the head (global average pool + dense) as one kernel, as vectorised)")
     net_class = TiledNet
 
     def make_net(self, net, weights, batch):

@@ -20,6 +20,9 @@ sections 7.2 and 7.4).
   dense conv with zero blocks (labelled); a residual add and its activation
   are folded into the epilogue of the conv before it where that conv only
   feeds the add (residual.py), else it is a kernel of its own;
+- a net's head, a global average pool and the dense layer that alone reads
+  it, as one kernel (the pooled vector in local memory) where measured
+  faster at prepare (head_fused.py);
 - a depthwise conv whose only reader is a 1x1 stride-1 conv (MobileNet-v2's
   depthwise -> project) is folded into it: one kernel computes a tile of
   pixels' depthwise results into local memory and the 1x1 (and its folded
@@ -62,6 +65,7 @@ from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
 from .cpu_fold import FoldsVectorDepthwise, Pair
 from .cpu_conv import ChoosesCpuConv, CpuConvOp, parse_mode as cpu_conv_mode, with_residual as cpu_conv_residual
 from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
+from .head_fused import MODES as HEAD_MODES, FusesHeads
 from .layernorm_fused import MODES as LAYERNORM_MODES, FusesLayerNorms
 from .layout import round_up
 from .transformer import transformer_op
@@ -97,14 +101,14 @@ def ungrouped(weight: np.ndarray, groups: int) -> np.ndarray:
 
 
 class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, ChoosesPointwise, FusesBlocks, FusesLayerNorms,
-                    FoldsResidualAdds,
+                    FusesHeads, FoldsResidualAdds,
                     HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
 
     def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured", winograd: str = "measured",
                  fuse_blocks: str = "measured", pointwise: str = "measured", cpu_conv: str = "measured",
-                 fuse_layernorm: str = "measured"):
+                 fuse_layernorm: str = "measured", fuse_head: str = "measured"):
         """`fold_depthwise` (dw_pw.FOLDS): whether a depthwise conv and the 1x1 conv that alone reads it
         run as one kernel: always, never, or where measured faster at prepare.  `winograd`
         (winograd.MODES): whether a 3x3 stride-1 conv runs as Winograd F(2x2) or F(4x4) (winograd.py).
@@ -113,7 +117,8 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
         register-blocked GEMM (pointwise.py).  `cpu_conv` (cpu_conv.parse_mode): whether an ungrouped or
         depthwise conv runs as a kernel shaped for the device's vector width (cpu_conv.py).  `fuse_layernorm`
         (layernorm_fused.MODES): whether a layernorm runs inside the 1x1 conv that alone reads it
-        (layernorm_fused.py)."""
+        (layernorm_fused.py).  `fuse_head` (head_fused.MODES): whether a global average pool and the dense
+        layer that alone reads it run as one kernel (head_fused.py)."""
         if fold_depthwise not in FOLDS:
             raise ValueError(f"fold_depthwise {fold_depthwise!r}: one of {', '.join(FOLDS)}")
         if winograd not in WINOGRAD_MODES:
@@ -124,8 +129,10 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
             raise ValueError(f"pointwise {pointwise!r}: one of {', '.join(POINTWISE_MODES)}")
         if fuse_layernorm not in LAYERNORM_MODES:
             raise ValueError(f"fuse_layernorm {fuse_layernorm!r}: one of {', '.join(LAYERNORM_MODES)}")
+        if fuse_head not in HEAD_MODES:
+            raise ValueError(f"fuse_head {fuse_head!r}: one of {', '.join(HEAD_MODES)}")
         cpu_conv_mode(cpu_conv)   # a clear error for a bad one
-        self.fuse_layernorm = fuse_layernorm
+        self.fuse_layernorm, self.fuse_head = fuse_layernorm, fuse_head
         self.winograd, self.fuse_blocks_mode, self.pointwise = winograd, fuse_blocks, pointwise
         self.cpu_conv = cpu_conv
         self.device = device_class(runtime.info)
@@ -212,11 +219,13 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
         """The residual adds folded (residual.py), then each depthwise conv into
         the 1x1 conv after it, where dw_pw.py finds one, then each block and the
         next one's expand into one kernel, where blocks.py finds them; then each layernorm into
-        the 1x1 conv that alone reads it, where layernorm_fused.py finds one."""
+        the 1x1 conv that alone reads it, where layernorm_fused.py finds one; then each global average
+        pool and the dense layer that alone reads it (a net's head) into one kernel (head_fused.py)."""
         ops = super().fused_ops()
         self.fold_depthwise_convs(ops, self.residual_folds)
         self.fuse_blocks(ops)
         self.fuse_layernorms(ops)
+        self.fuse_heads(ops)
         return ops
 
     def fold_depthwise_convs(self, ops: list, adds: dict) -> None:
@@ -370,7 +379,8 @@ class VectorisedBackend(ReplayingBackend):
                "where the device prefers float vectors of 8+ (a CPU), convs, depthwise convs, subsamplings and dense "
                "layers as register tiles of its vector width where measured faster (cpu_conv.py), a depthwise conv and the "
                "1x1 after it as one such kernel too (cpu_fold.py); a layernorm that only a 1x1 conv reads inside that 1x1's "
-               "kernel where measured faster (layernorm_fused.py)")
+               "kernel where measured faster (layernorm_fused.py); a net's head, the global average pool and the dense "
+               "layer that alone reads it, as one kernel where measured faster (head_fused.py)")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS | TRANSFORMER_KINDS
     supported_features = frozenset(Feature)
