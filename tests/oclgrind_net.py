@@ -15,6 +15,7 @@ under whatever OpenCL platform is present; tests/test_oclgrind.py runs this
 file under Oclgrind, which then is the only platform.  Exit 1 if an output
 disagrees with the float64 oracle."""
 import sys
+import time
 
 import numpy as np
 
@@ -256,6 +257,7 @@ def main(name: str) -> int:
         # the layernorms in the blocked 1x1 (issue 45), as planned on a CPU and on a GPU
         runs += [(SHRUNK_PRENORM, 2, layernorms(backend, gpu=gpu)) for gpu in (False, True)]
     for net, batch, prepare in runs:
+        start = time.perf_counter()
         weights = init_weights(net, 0)
         x = make_input(net, batch, 0)
         ref = oracle.forward(net, weights, x)
@@ -266,7 +268,8 @@ def main(name: str) -> int:
         finally:
             prepared.close()
         result = compare_arrays(y, ref[-1])
-        print(f"{name} {net.name}: {'PASS' if result.passed else 'FAIL'} rel L2 {result.rel_l2}")
+        print(f"{name} {net.name}: {'PASS' if result.passed else 'FAIL'} rel L2 {result.rel_l2} "
+              f"({time.perf_counter() - start:.1f} s)")
         failures += not result.passed
     return 1 if failures else 0
 
