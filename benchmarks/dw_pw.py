@@ -33,7 +33,7 @@ from backends.opencl.runtime import get_runtime
 from backends.handwritten.dw_pw import FOLDS
 from compare import oracle
 from compare.checking import compare_arrays
-from compare.intervals import ratio_interval
+from compare.speedup import Speedup
 from nets import get_net
 from nets.weights import init_weights, make_input
 
@@ -96,11 +96,8 @@ def main(argv=None) -> int:
                 for name in forms]
         print(tabulate(rows, ["form", "device ms (median)", "range", "wall ms (median)", "pass compute ms (median)"]))
         first, second = forms
-        interval = ratio_interval(compute[second], compute[first])   # None under 2 repeats
-        ratio = statistics.median(compute[second]) / statistics.median(compute[first])
-        print(f"pass compute, {second} / {first}: {ratio:.2f}x "
-              + (f"[{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "(no interval: 2 repeats at least)")
-              + f" (above 1: {first} is faster)")
+        print(f"pass compute, {second} / {first}: {Speedup.of(compute[second], compute[first]).text()}"
+              f" (above 1: {first} is faster)")
         if not pairs:
             return 0
         folded = prepared["folded"].config["depthwise_fused"]

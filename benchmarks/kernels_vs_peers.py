@@ -49,7 +49,7 @@ from backends.handwritten.vectorised import VectorisedBackend, VectorisedNet
 from compare import analysis as an
 from compare import roofline
 from compare.cli import main as compare_main
-from compare.intervals import clear, ratio_interval
+from compare.speedup import Speedup
 from compare.results import load_results
 
 HANDWRITTEN = ("baseline", "vectorised", "vectorised-tiled", "fused", "morton")
@@ -83,14 +83,9 @@ def register_direct_forms() -> None:
 
 
 def ratio_text(num, den) -> str:
-    """median(num) / median(den) of two backends' pass samples, with its interval."""
-    a, b = num.timing.end_to_end.compute, den.timing.end_to_end.compute
-    r = a.median / b.median
-    ci = ratio_interval(a.values, b.values)
-    if ci is None:
-        return f"{r:.2f}x"
-    verdict = {True: "", False: ", no clear difference", None: ""}[clear(ci)]
-    return f"{r:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}]{verdict}"
+    """median(num) / median(den) of two backends' pass samples, with its interval (compare.speedup)."""
+    s = Speedup.of(num.timing.end_to_end.compute.values, den.timing.end_to_end.compute.values)
+    return s.text() if s else "-"
 
 
 def kernels_per_pass(b) -> int:

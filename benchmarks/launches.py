@@ -31,7 +31,7 @@ from backends.opencl.replay import missing
 from backends.opencl.runtime import get_runtime
 from compare import oracle
 from compare.checking import compare_arrays
-from compare.intervals import ratio_interval
+from compare.speedup import Speedup
 from nets import get_net
 from nets.weights import init_weights, make_input
 
@@ -75,11 +75,9 @@ class Form:
 
 
 def _ratio(num: list[float], den: list[float]) -> str:
-    if not num or not den:
-        return "-"
-    r = statistics.median(num) / statistics.median(den)
-    iv = ratio_interval(num, den)
-    return f"{r:.2f}x" + (f" [{iv[0]:.2f}, {iv[1]:.2f}]" if iv else "")
+    """median(num) / median(den) with its interval (compare.speedup)."""
+    s = Speedup.of(num, den) if num and den else None
+    return s.bounds() if s else "-"
 
 
 def _median(xs: list[float]) -> str:

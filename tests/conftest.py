@@ -103,3 +103,9 @@ def joined_rows(lines) -> list[str]:
         elif line.strip():
             rows.append(line)
     return rows
+
+
+def pytest_collection_modifyitems(items):
+    """The tests marked `long` first, each group in its own order: the two xdist workers of `make test`
+    then end together, not one idle while the other runs a last long test (a 99 s one came last)."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -25,6 +25,7 @@ GRAPH_BACKENDS = ["baseline", "vectorised", "vectorised-tiled"]
 DW_PW_BACKENDS = ["vectorised", "vectorised-tiled"]   # baseline keeps the study's kernel per layer
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", GRAPH_BACKENDS)
 @pytest.mark.parametrize("net", ["resnet18", "mobilenet-v2"])
 def test_compare_check_passes_on_the_graph_nets(name, net, capsys):

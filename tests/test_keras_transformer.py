@@ -26,6 +26,7 @@ def keras_child():
     ("convnext_model", {LayerKind.LAYERNORM}),
     ("nasnet_model", {LayerKind.CROP}),
 ])
+@pytest.mark.long
 def test_keras_model_matches_keras(keras_child, tmp_path, builder, kinds):
     x = np.random.default_rng(5).random((2, 3, 32, 32), dtype=np.float32)
     path, keras_out = keras_child.call("keras_transformer_models", "save", builder, str(tmp_path), x)

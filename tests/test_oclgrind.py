@@ -27,6 +27,7 @@ SCRIPT = Path(__file__).with_name("oclgrind_net.py")
 
 @pytest.mark.skipif(shutil.which("oclgrind") is None and os.environ.get("COMPARE_REQUIRE_ALL") != "1",
                     reason="oclgrind is not installed (apt-get install oclgrind)")
+@pytest.mark.long
 @pytest.mark.parametrize("name", OPENCL)
 def test_kernels_are_clean_under_oclgrind(name, tmp_path):
     log = tmp_path / "oclgrind.log"

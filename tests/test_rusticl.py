@@ -39,6 +39,7 @@ def env():
     return env
 
 
+@pytest.mark.long
 def test_the_layer_suite_passes_on_rusticl(env):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                            "tests/test_layers.py", "-k", "not torch and not tinygrad and not run_returns_only_when"
@@ -49,6 +50,7 @@ def test_the_layer_suite_passes_on_rusticl(env):
     assert " passed" in proc.stdout and " failed" not in proc.stdout
 
 
+@pytest.mark.long
 def test_compare_check_lenet_all_backends_on_rusticl(env, tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.run([sys.executable, "-m", "compare", "check", "--net", "lenet", "--backends", "all",

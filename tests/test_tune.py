@@ -149,6 +149,7 @@ def _compare(*argv, env):
                           timeout=900)
 
 
+@pytest.mark.long
 def test_two_budget_limited_runs_on_this_device_the_second_continuing_the_first(tmp_path, monkeypatch):
     """A tiny GEMM on PoCL: what the first run tried is not tried again; the depth grows; then the
     verification times CLBlast's database and the best found, through the routine."""

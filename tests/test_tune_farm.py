@@ -71,6 +71,7 @@ def _by(records) -> dict[str, int]:
     return by
 
 
+@pytest.mark.long
 def test_two_workers_fill_the_store_and_a_worker_killed_mid_search_loses_only_what_it_was_timing(
         cluster, tmp_path):
     """Both workers time configurations, the records name which did which, as a local run's records name

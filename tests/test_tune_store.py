@@ -138,6 +138,7 @@ def _tried_by(folder) -> dict[str, int]:
     return by
 
 
+@pytest.mark.long
 def test_two_tunes_on_one_folder_started_together_and_a_third_12_s_later_share_the_work(tmp_path):
     """Every configuration any of them timed is in the store, none was timed by two, every file is whole,
     no claim is left behind."""

@@ -61,6 +61,7 @@ def _check_all(path: str, x: np.ndarray, framework: np.ndarray, tmp_path, capsys
             assert rel < 1e-4, (name, rel)
 
 
+@pytest.mark.long
 def test_every_zoo_block_exported_from_pytorch_passes_on_every_backend(tmp_path, capsys):
     module_or_skip("onnx", "test")
     module_or_skip("torch", "torch-cpu")
