@@ -9,7 +9,7 @@ where it must not fuse."""
 import numpy as np
 import pytest
 
-from backends.handwritten import head_fused, vectorised
+from backends.handwritten import fold_choice, head_fused, vectorised
 from backends.handwritten.cpu_conv import MIN_WIDTH, vector_width
 from backends.handwritten.tiled import TiledNet
 from backends.handwritten.vectorised import VectorisedNet
@@ -108,7 +108,7 @@ def test_the_fused_head_matches_the_oracle(runtime, monkeypatch, backend_class, 
 
 @pytest.mark.parametrize("fused_wins", [True, False])
 def test_measured_keeps_the_faster(runtime, monkeypatch, fused_wins):
-    monkeypatch.setattr(head_fused, "fastest_ms", lambda rt, forms: {
+    monkeypatch.setattr(fold_choice, "fastest_ms", lambda rt, forms: {
         f: float(f.startswith("fused") != fused_wins) + len(f) * 1e-3 for f in forms})
     net, batch, _ = head_net(2)
     weights = weights_of(net, 4, False)

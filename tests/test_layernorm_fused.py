@@ -8,7 +8,7 @@ where the error passes the bound; and where it must not fuse."""
 import numpy as np
 import pytest
 
-from backends.handwritten import layernorm_fused, vectorised
+from backends.handwritten import fold_choice, layernorm_fused, vectorised
 from backends.handwritten.tiled import TiledNet
 from backends.handwritten.vectorised import VectorisedNet
 from compare import oracle
@@ -139,7 +139,7 @@ def test_vit_tiny_checks_pass_with_the_fusion(runtime, backend_name, mode):
 
 @pytest.mark.parametrize("fused_wins", [True, False])
 def test_measured_keeps_the_faster(runtime, monkeypatch, fused_wins):
-    monkeypatch.setattr(layernorm_fused, "fastest_ms", lambda rt, forms: {
+    monkeypatch.setattr(fold_choice, "fastest_ms", lambda rt, forms: {
         f: float(f.startswith("fused") != fused_wins) + len(f) * 1e-3 for f in forms})
     net, batch = inner_net(6)
     weights = init_weights(net, 6)

@@ -50,8 +50,8 @@ from ..reference.numpy_backend import _activate
 from .cpu_conv import MIN_WIDTH, Variant, parse_mode, vector_width
 from .filters import dense_rows, pad_to
 from .layout import round_up
-from .measured import HOW, fastest_ms
-from .net import EdgeOp, InputEdge, OutputEdge
+from .fold_choice import OWN, choose
+from .net import EdgeOp, InputEdge
 from .residual import InPlaceOfConv
 
 SOURCE = "vectorised.cl"
@@ -59,7 +59,7 @@ CPU_SOURCE = "cpu_conv.cl"
 MODES = ("measured", "always", "never")
 MAX_REL_L2 = 1e-5   # as the other fused forms': a tenth of the float32 tolerance
 SEED = 46           # of the check's input
-FUSED, OWN = "fused", "own kernels"
+FUSED = "fused"
 # (lanes sharing a row, rows a work-group) per device class: the batch-1 GEMV's (workgroups.py), a
 # GPU's narrower so that a work-group of 256 items pools 256 float4s at once
 SHAPES = {"cpu": (1, 16), "gpu": (32, 8), "mali": (4, 16)}
@@ -343,43 +343,17 @@ class FusesHeads:
             own = [ops[p], ops[i]]
             err = errors(self, p, i, {OWN: [_bare(o) for o in own], **{k: [op] for k, op in candidates.items()}},
                          dense_params)
-            record = {"into": dense.name, "rel_l2_against_float64": {k: float(f"{v:.2e}") for k, v in err.items()}}
-            refused.update({k: f"relative L2 {err[k]:.1e} against float64, above {MAX_REL_L2:.0e}"
-                            for k in candidates if not err[k] <= MAX_REL_L2})   # NaN too
-            if refused:
-                record["refused"] = refused
-            forms = {}
-            for k, op in candidates.items():
-                if k in refused:
-                    continue
-                fold = [FoldedPool(ops[p], ops[p].convert if isinstance(ops[p], InputEdge) else None), op]
-                if isinstance(ops[i], OutputEdge):   # as the net's last layer, it converts the output after it
-                    fold[1] = OutputEdge(op, self.rt, ops[i].stage, ops[i].shape, ops[i].convert)
-                forms[k] = fold
-            if self.fuse_head == "measured" or len(forms) > 1:
-                times = fastest_ms(self.rt, {**forms, OWN: own} if self.fuse_head == "measured" else forms)
-                record["ms"] = {k: round(v, 4) for k, v in times.items()}
-                self.config["measured_forms"] = HOW
-                best = min(times, key=times.get)
-            else:
-                best = next(iter(forms), OWN)
-            record["chosen"] = best
-            records[pool.name] = record
-            for k, b in owned.items():
-                if k != best:
-                    self.release(b)
-            if best == OWN:
-                kept[pool.name] = (f"its own kernel: every fused form refused ({'; '.join(refused.values())})"
-                                   if not forms else
-                                   f"its own kernel, {dense.name} another: measured faster so ({times[OWN]:.4f} ms "
-                                   f"against {min(times[k] for k in forms):.4f} fused)")
+            convert = ops[p].convert if isinstance(ops[p], InputEdge) else None
+            fold = choose(self, ops, i, own, candidates, owned, err, refused,
+                          lambda: FoldedPool(ops[p], convert), self.fuse_head, dense.name, MAX_REL_L2)
+            records[pool.name] = fold.record
+            if fold.best == OWN:
+                kept[pool.name] = fold.kept(dense.name)
                 continue
-            ops[p], ops[i] = forms[best]
-            plan = _bare(forms[best][1]).plan
-            timed = (f"; measured {times[best]:.4f} ms against {times[OWN]:.4f} as two"
-                     if OWN in record.get("ms", {}) else "")
-            fused[pool.name] = (f"into {dense.name}'s head kernel ({best}: {plan.threads} work-items a group, "
-                                f"{plan.local_bytes} B of local memory{timed})")
+            ops[p], ops[i] = fold.forms[fold.best]
+            plan = _bare(fold.forms[fold.best][1]).plan
+            fused[pool.name] = (f"into {dense.name}'s head kernel ({fold.best}: {plan.threads} work-items a group, "
+                                f"{plan.local_bytes} B of local memory{fold.timed()})")
         self.config["head_fused"] = fused
         if kept:
             self.config["head_not_fused"] = kept

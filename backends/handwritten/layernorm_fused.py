@@ -51,8 +51,8 @@ from ..opencl.launch import ACT_CODES, step_name
 from ..opencl.net import LayerOp, Recorder
 from ..reference.numpy_backend import _activate
 from . import pointwise
-from .measured import HOW, fastest_ms
-from .net import EdgeOp, InputEdge, OutputEdge
+from .fold_choice import OWN, choose
+from .net import EdgeOp, InputEdge
 from .residual import InPlaceOfConv
 
 MODES = ("measured", "always", "never")
@@ -60,7 +60,7 @@ MAX_REL_L2 = 1e-5   # as Winograd's and cpu_conv's: a tenth of the float32 toler
 OFFSET = 30.0       # the check's tokens: mean up to this many times their spread
 SEED = 45           # of the check's input
 COPY_MAX_CHANNELS = 1024   # LN_COPY's private copy: RP x this many floats a work-item at most
-FUSED, OWN = "fused", "own kernels"
+FUSED = "fused"
 # blocks of output channels a work-item of the fused kernel: each of these (capped at the 1x1's), measured;
 # on a CPU all of them too (a few work-items a core are enough there), on a GPU at most 16 (it needs many)
 BLOCKS = {"cpu": (1, 4, 1 << 30), "gpu": (1, 4, 16)}
@@ -241,42 +241,16 @@ class FusesLayerNorms:
                 owned[label(nb)] = self.buffers[first:]
             err = errors(self, l, i, {OWN: [_bare(o) for o in own], **{k: [op] for k, op in candidates.items()}},
                          ln_params, conv_params)
-            record = {"into": conv.name, "rel_l2_against_float64": {k: float(f"{v:.2e}") for k, v in err.items()}}
-            refused = {k: f"relative L2 {err[k]:.1e} against float64, above {MAX_REL_L2:.0e}"
-                       for k in candidates if not err[k] <= MAX_REL_L2}   # NaN too
-            if refused:
-                record["refused"] = refused
-            forms = {}
-            for k, op in candidates.items():
-                if k in refused:
-                    continue
-                fold = [FoldedLayerNorm(ops[l], ops[l].convert if isinstance(ops[l], InputEdge) else None), op]
-                if isinstance(ops[i], OutputEdge):   # as the net's last layer, it converts the output after it
-                    fold[1] = OutputEdge(op, self.rt, ops[i].stage, ops[i].shape, ops[i].convert)
-                forms[k] = fold
-            if self.fuse_layernorm == "measured" or len(forms) > 1:
-                times = fastest_ms(self.rt, {**forms, OWN: own} if self.fuse_layernorm == "measured" else forms)
-                record["ms"] = {k: round(v, 4) for k, v in times.items()}
-                self.config["measured_forms"] = HOW
-                best = min(times, key=times.get)
-            else:
-                best = next(iter(forms), OWN)
-            record["chosen"] = best
-            records[ln.name] = record
-            for k, b in owned.items():
-                if k != best:
-                    self.release(b)
-            if best == OWN:
-                kept[ln.name] = (f"its own kernel: every fused form refused ({'; '.join(refused.values())})"
-                                 if not forms else
-                                 f"its own kernel, {conv.name} another: measured faster so ({times[OWN]:.4f} ms "
-                                 f"against {min(times[k] for k in forms):.4f} fused)")
+            convert = ops[l].convert if isinstance(ops[l], InputEdge) else None
+            fold = choose(self, ops, i, own, candidates, owned, err, {},
+                          lambda: FoldedLayerNorm(ops[l], convert), self.fuse_layernorm, conv.name, MAX_REL_L2)
+            records[ln.name] = fold.record
+            if fold.best == OWN:
+                kept[ln.name] = fold.kept(conv.name)
                 continue
-            ops[l], ops[i] = forms[best]
-            timed = (f"; measured {times[best]:.4f} ms against {times[OWN]:.4f} as two"
-                     if OWN in record.get("ms", {}) else "")
-            fused[ln.name] = (f"into {conv.name}'s blocked 1x1 ({best}: scale and shift in its weights, each "
-                              f"token's mean and 1/std in its kernel{timed})")
+            ops[l], ops[i] = fold.forms[fold.best]
+            fused[ln.name] = (f"into {conv.name}'s blocked 1x1 ({fold.best}: scale and shift in its weights, each "
+                              f"token's mean and 1/std in its kernel{fold.timed()})")
         self.config["layernorm_fused"] = fused
         if kept:
             self.config["layernorm_not_fused"] = kept
