@@ -10,10 +10,60 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
+from ..opencl.net import LayerOp, Recorder
 from .measured import HOW, fastest_ms
-from .net import OutputEdge
+from .net import EdgeOp, OutputEdge
 
 OWN = "own kernels"
+
+
+def bare(op):
+    return op.op if isinstance(op, EdgeOp) else op
+
+
+class Folded(LayerOp):
+    """The pair's first layer, whose work the second's kernel did: nothing to enqueue but, as the net's
+    first layer, the input's conversion."""
+
+    def __init__(self, first_op, convert=None):
+        super().__init__(first_op.layer, first_op.index)
+        self.first_op, self.convert = first_op, convert
+
+    def enqueue(self, rec):
+        if self.convert is not None:
+            self.convert.enqueue(rec)
+
+    def write_input(self, x):
+        self.first_op.write_input(x)
+
+    def read_output(self):
+        return self.first_op.read_output()
+
+
+def pair_errors(net, first: int, i: int, forms: dict, x: np.ndarray, ref: np.ndarray) -> dict:
+    """Each form's (a list of ops: the pair's work) relative L2 error against `ref`, the pair in float64 on
+    `x`; the buffers are left as prepare made them."""
+    src, dst = net.input_layout(first), net.layouts[i + 1]
+    in_buf, out_buf = net.activations[net.net.sources(first)[0] + 1], net.activations[i + 1]
+    norm = float(np.linalg.norm(ref)) or 1.0
+    quiet = Recorder(net.rt.queue, enabled=False)
+    out = {}
+    try:
+        for name, ops in forms.items():
+            net.rt.write(in_buf, src.pack(x))
+            net.rt.write(out_buf, dst.template())
+            for op in ops:
+                op.enqueue(quiet)
+            net.rt.finish()
+            got = dst.unpack(net.rt.read(out_buf, dst.stored_shape)).astype(np.float64)
+            out[name] = float(np.linalg.norm(got.reshape(ref.shape) - ref)) / norm
+    finally:   # zero border, NaN interior, as prepare left them (layout.py)
+        net.rt.write(in_buf, src.template())
+        net.rt.write(out_buf, dst.template())
+        net.rt.write(net.activations[first + 1], net.layouts[first + 1].template())
+    return out
 
 
 @dataclass

@@ -43,15 +43,14 @@ from nets import LayerKind, Net
 
 from ..base import layer_params
 from ..opencl.launch import ACT_CODES, Launch, step_name
-from ..opencl.net import LayerOp, Recorder
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
 from ..reference.numpy_backend import _activate
 from .cpu_conv import MIN_WIDTH, Variant, parse_mode, vector_width
 from .filters import dense_rows, pad_to
 from .layout import round_up
-from .fold_choice import OWN, choose
-from .net import EdgeOp, InputEdge
+from .fold_choice import OWN, Folded, bare, choose, pair_errors
+from .net import InputEdge
 from .residual import InPlaceOfConv
 
 SOURCE = "vectorised.cl"
@@ -179,29 +178,6 @@ class HeadOp(InPlaceOfConv):
         rec.kernel(self.step, self.launch(*self.args))
 
 
-class FoldedPool(LayerOp):
-    """The pool, whose work the dense's kernel did: nothing to enqueue but, as the net's first
-    layer, the input's conversion."""
-
-    def __init__(self, pool_op, convert=None):
-        super().__init__(pool_op.layer, pool_op.index)
-        self.pool_op, self.convert = pool_op, convert
-
-    def enqueue(self, rec):
-        if self.convert is not None:
-            self.convert.enqueue(rec)
-
-    def write_input(self, x):
-        self.pool_op.write_input(x)
-
-    def read_output(self):
-        return self.pool_op.read_output()
-
-
-def _bare(op):
-    return op.op if isinstance(op, EdgeOp) else op
-
-
 def plans(net, p: int, i: int) -> tuple[list[HeadPlan], str]:
     """The fused forms of head (p, i) whose local memory fits the device, or ([], why not)."""
     src, dst = net.input_layout(p), net.layouts[i + 1]
@@ -271,34 +247,17 @@ def build(net, p: int, i: int, plan: HeadPlan, dense_params: dict) -> HeadOp | s
     bias = net.upload(bias, f"{dense.name} bias (head)")
     args = (net.activations[net.net.sources(p)[0] + 1], weight, bias, net.activations[i + 1])
     what = f"{step_name('global avgpool', pool.activation)}+{step_name('dense', dense.activation)}"
-    return HeadOp(_bare(net.ops[i]), launch, args, f"{what} ({plan.label[len(FUSED) + 1:]})", built)
+    return HeadOp(bare(net.ops[i]), launch, args, f"{what} ({plan.label[len(FUSED) + 1:]})", built)
 
 
 def errors(net, p: int, i: int, forms: dict, dense_params: dict) -> dict:
     """Each form's (a list of ops: the head's work) relative L2 error against the head in float64
     on one random input; the buffers are left as prepare made them."""
     pool, dense = net.net.layers[p], net.net.layers[i]
-    src, dst = net.input_layout(p), net.layouts[i + 1]
-    in_buf, out_buf = net.activations[net.net.sources(p)[0] + 1], net.activations[i + 1]
+    src = net.input_layout(p)
     x = np.random.default_rng(SEED + i).standard_normal(src.canonical_shape).astype(np.float32)
     ref = reference(x, pool.activation, dense_params, dense.activation)
-    norm = float(np.linalg.norm(ref)) or 1.0
-    quiet = Recorder(net.rt.queue, enabled=False)
-    out = {}
-    try:
-        for name, ops in forms.items():
-            net.rt.write(in_buf, src.pack(x))
-            net.rt.write(out_buf, dst.template())
-            for op in ops:
-                op.enqueue(quiet)
-            net.rt.finish()
-            got = dst.unpack(net.rt.read(out_buf, dst.stored_shape)).astype(np.float64)
-            out[name] = float(np.linalg.norm(got.reshape(ref.shape) - ref)) / norm
-    finally:   # zero border, NaN interior, as prepare left them (layout.py)
-        net.rt.write(in_buf, src.template())
-        net.rt.write(out_buf, dst.template())
-        net.rt.write(net.activations[p + 1], net.layouts[p + 1].template())
-    return out
+    return pair_errors(net, p, i, forms, x, ref)
 
 
 class FusesHeads:
@@ -341,17 +300,17 @@ class FusesHeads:
                 candidates[plan.label] = built
                 owned[plan.label] = self.buffers[first:]
             own = [ops[p], ops[i]]
-            err = errors(self, p, i, {OWN: [_bare(o) for o in own], **{k: [op] for k, op in candidates.items()}},
+            err = errors(self, p, i, {OWN: [bare(o) for o in own], **{k: [op] for k, op in candidates.items()}},
                          dense_params)
             convert = ops[p].convert if isinstance(ops[p], InputEdge) else None
             fold = choose(self, ops, i, own, candidates, owned, err, refused,
-                          lambda: FoldedPool(ops[p], convert), self.fuse_head, dense.name, MAX_REL_L2)
+                          lambda: Folded(ops[p], convert), self.fuse_head, dense.name, MAX_REL_L2)
             records[pool.name] = fold.record
             if fold.best == OWN:
                 kept[pool.name] = fold.kept(dense.name)
                 continue
             ops[p], ops[i] = fold.forms[fold.best]
-            plan = _bare(fold.forms[fold.best][1]).plan
+            plan = bare(fold.forms[fold.best][1]).plan
             fused[pool.name] = (f"into {dense.name}'s head kernel ({fold.best}: {plan.threads} work-items a group, "
                                 f"{plan.local_bytes} B of local memory{fold.timed()})")
         self.config["head_fused"] = fused

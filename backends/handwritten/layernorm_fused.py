@@ -48,11 +48,10 @@ from nets import LayerKind, Net
 
 from ..base import layer_params
 from ..opencl.launch import ACT_CODES, step_name
-from ..opencl.net import LayerOp, Recorder
 from ..reference.numpy_backend import _activate
 from . import pointwise
-from .fold_choice import OWN, choose
-from .net import EdgeOp, InputEdge
+from .fold_choice import OWN, Folded, bare, choose, pair_errors
+from .net import InputEdge
 from .residual import InPlaceOfConv
 
 MODES = ("measured", "always", "never")
@@ -124,29 +123,6 @@ class LayerNormGemmOp(InPlaceOfConv):
         rec.kernel(self.step, self.launch(*self.args))
 
 
-class FoldedLayerNorm(LayerOp):
-    """The layernorm, whose work the 1x1 after it did: nothing to enqueue but,
-    as the net's first layer, the input's conversion."""
-
-    def __init__(self, ln_op, convert=None):
-        super().__init__(ln_op.layer, ln_op.index)
-        self.ln_op, self.convert = ln_op, convert
-
-    def enqueue(self, rec):
-        if self.convert is not None:
-            self.convert.enqueue(rec)
-
-    def write_input(self, x):
-        self.ln_op.write_input(x)
-
-    def read_output(self):
-        return self.ln_op.read_output()
-
-
-def _bare(op):
-    return op.op if isinstance(op, EdgeOp) else op
-
-
 def blocks(net, i: int) -> int:
     """Blocks of KW output channels of 1x1 i (pointwise.py's KW for the device)."""
     defines = pointwise._defines(net, i, net.layouts[i + 1])
@@ -176,7 +152,7 @@ def build(net, l: int, i: int, ln_params: dict, conv_params: dict, nb: int = 1) 
     args = (net.activations[net.net.sources(l)[0] + 1],
             net.upload(weight, f"{conv.name} weights ({ln.name} folded in)"),
             net.upload(bias, f"{conv.name} bias ({ln.name} folded in)"), net.activations[i + 1])
-    return LayerNormGemmOp(_bare(net.ops[i]), pointwise._launch(net, i, defines), args,
+    return LayerNormGemmOp(bare(net.ops[i]), pointwise._launch(net, i, defines), args,
                            step_name("layernorm+pointwise 1x1", conv.activation))
 
 
@@ -184,27 +160,10 @@ def errors(net, l: int, i: int, forms: dict, ln_params: dict, conv_params: dict)
     """Each form's (a list of ops: the pair's work) relative L2 error against the pair in float64 on
     check_input(); the buffers are left as prepare made them."""
     ln, conv = net.net.layers[l], net.net.layers[i]
-    src, dst = net.input_layout(l), net.layouts[i + 1]
-    in_buf, out_buf = net.activations[net.net.sources(l)[0] + 1], net.activations[i + 1]
+    src = net.input_layout(l)
     x = check_input(src.canonical_shape)
     ref = reference(x, ln_params, conv_params, ln.eps, conv.activation)
-    norm = float(np.linalg.norm(ref)) or 1.0
-    quiet = Recorder(net.rt.queue, enabled=False)
-    out = {}
-    try:
-        for name, ops in forms.items():
-            net.rt.write(in_buf, src.pack(x))
-            net.rt.write(out_buf, dst.template())
-            for op in ops:
-                op.enqueue(quiet)
-            net.rt.finish()
-            got = dst.unpack(net.rt.read(out_buf, dst.stored_shape)).astype(np.float64)
-            out[name] = float(np.linalg.norm(got.reshape(ref.shape) - ref)) / norm
-    finally:   # zero border, NaN interior, as prepare left them (layout.py)
-        net.rt.write(in_buf, src.template())
-        net.rt.write(out_buf, dst.template())
-        net.rt.write(net.activations[l + 1], net.layouts[l + 1].template())
-    return out
+    return pair_errors(net, l, i, forms, x, ref)
 
 
 class FusesLayerNorms:
@@ -239,11 +198,11 @@ class FusesLayerNorms:
                 first = len(self.buffers)
                 candidates[label(nb)] = build(self, l, i, ln_params, conv_params, nb)
                 owned[label(nb)] = self.buffers[first:]
-            err = errors(self, l, i, {OWN: [_bare(o) for o in own], **{k: [op] for k, op in candidates.items()}},
+            err = errors(self, l, i, {OWN: [bare(o) for o in own], **{k: [op] for k, op in candidates.items()}},
                          ln_params, conv_params)
             convert = ops[l].convert if isinstance(ops[l], InputEdge) else None
             fold = choose(self, ops, i, own, candidates, owned, err, {},
-                          lambda: FoldedLayerNorm(ops[l], convert), self.fuse_layernorm, conv.name, MAX_REL_L2)
+                          lambda: Folded(ops[l], convert), self.fuse_layernorm, conv.name, MAX_REL_L2)
             records[ln.name] = fold.record
             if fold.best == OWN:
                 kept[ln.name] = fold.kept(conv.name)
