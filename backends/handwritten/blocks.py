@@ -43,7 +43,7 @@ from ..opencl.net import LayerOp
 from ..opencl.workgroups import Limits, build_fitting, limits
 from .dw_pw import FoldedDepthwise, foldable_depthwise
 from .measured import HOW, fastest_ms
-from .net import EdgeOp, InputEdge, KernelOp
+from .net import InputEdge, KernelOp, bare
 from .residual import InPlaceOfConv
 
 SOURCE = "blocks.cl"
@@ -146,10 +146,6 @@ class FoldedExpand(LayerOp):
         return self.op.read_output()
 
 
-def _bare(op):
-    return op.op if isinstance(op, EdgeOp) else op
-
-
 class FusesBlocks:
     """A VectorisedNet mixin: fuse_blocks() chains each block into one kernel where `fuse_blocks` says so."""
 
@@ -225,7 +221,7 @@ class FusesBlocks:
             return f"the built kernel takes {used} B of local memory, the device has {local_mem} B"
         launch = Launch(self.rt, SOURCE, "block", None, plan.global_size, plan.local, exact=True, kernel=kernel)
         residual_arg = (residual,) if residual is not None else ()
-        args = (_bare(self.ops[ch.d]).in_buf, *_bare(self.ops[ch.d]).args[1:3],   # the depthwise kernel's own
+        args = (bare(self.ops[ch.d]).in_buf, *bare(self.ops[ch.d]).args[1:3],   # the depthwise kernel's own
                 *self._pointwise_buffers(ch.i, mid.c_stored, dst.c_stored), *residual_arg,
                 *self._pointwise_buffers(ch.e, dst.c_stored, out.c_stored),
                 self.activations[ch.j + 1], self.activations[ch.e + 1])
@@ -233,12 +229,12 @@ class FusesBlocks:
         if ch.j != ch.i:
             what = step_name(f"{what}+add", net.layers[ch.j].activation)
         what = f"block {what}+" + step_name("conv 1x1", ex.activation)
-        return BlockOp(_bare(self.ops[ch.i]), launch, args, what, plan)
+        return BlockOp(bare(self.ops[ch.i]), launch, args, what, plan)
 
     def _pointwise_buffers(self, k: int, c_stored: int, k_stored: int) -> tuple:
         """1x1 conv k's weights as rows (k_stored, c_stored) and its bias (k_stored): the buffers of
         vectorised's conv kernel, which hold them so, else uploaded so (a tiled conv's are columns)."""
-        op = _bare(self.ops[k])
+        op = bare(self.ops[k])
         if isinstance(op, KernelOp) and op.launch.name == "conv":
             return op.args[1:3]
         params = layer_params(self.net, self._weights, k)

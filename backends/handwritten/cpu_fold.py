@@ -45,7 +45,7 @@ from .cpu_conv import SOURCE, TILES, Variant, parse_mode, vector_width
 from .dw_pw import FoldedDepthwise
 from .layout import round_up
 from .measured import HOW, fastest_ms
-from .net import EdgeOp, InputEdge, OutputEdge
+from .net import InputEdge, OutputEdge, bare
 from .residual import InPlaceOfConv
 
 MAX_BUFFER = 16 * 1024   # bytes of a work-item's depthwise outputs: half an L1 of 32 KiB
@@ -136,7 +136,7 @@ class FoldsVectorDepthwise:
         vw = vector_width(self.rt.info)
         if mode == "never" or self.fold_depthwise != "measured":
             return None
-        if mode == "measured" and (vw < cpu_conv.MIN_WIDTH or self._forced(_bare(self.ops[pair.i]))):
+        if mode == "measured" and (vw < cpu_conv.MIN_WIDTH or self._forced(bare(self.ops[pair.i]))):
             return None   # (as cpu_conv: where the caller forced the 1x1's form, pointwise="always", it stands)
         d, i, j = pair.d, pair.i, pair.j
         src, mid, dst = self.input_layout(d), self.layouts[d + 1], self.layouts[j + 1]
@@ -214,7 +214,7 @@ class FoldsVectorDepthwise:
         weight = weight.reshape(mid.c_stored, v.kp // t.kw, t.kw).transpose(1, 0, 2)
         bias = np.zeros(v.kp, np.float32)
         bias[:k] = params["bias"]
-        dw_op = _bare(self.ops[d])   # vectorised's or cpu_conv's depthwise: its buffers serve
+        dw_op = bare(self.ops[d])   # vectorised's or cpu_conv's depthwise: its buffers serve
         args = (dw_op.in_buf, *dw_op.args[1:3],
                 self.upload(weight, f"{pw.name} weights (vector fold)"), self.upload(bias, f"{pw.name} bias (vector fold)"),
                 *((pair.residual,) if j != i else ()), self.activations[j + 1])
@@ -255,7 +255,7 @@ class FoldsVectorDepthwise:
             for form, ops in forms.items():
                 if form == chosen:
                     continue
-                _bare(ops[1]).enqueue(quiet)   # the fold alone: the edges' conversions are layout copies
+                bare(ops[1]).enqueue(quiet)   # the fold alone: the edges' conversions are layout copies
                 self.rt.finish()
                 got = out.unpack(self.rt.read(out_buf, out.stored_shape)).astype(np.float64)
                 errors[form] = float(np.linalg.norm(got - ref)) / norm
@@ -266,11 +266,7 @@ class FoldsVectorDepthwise:
         return errors
 
 
-def _bare(op):
-    return op.op if isinstance(op, EdgeOp) else op
-
-
 def _step(op) -> str:
     """A form's step name ('' for an op with nothing to enqueue of its own)."""
-    op = _bare(op)
+    op = bare(op)
     return "" if isinstance(op, FoldedDepthwise) else getattr(op, "step", type(op).__name__)

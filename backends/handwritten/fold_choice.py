@@ -14,13 +14,9 @@ import numpy as np
 
 from ..opencl.net import LayerOp, Recorder
 from .measured import HOW, fastest_ms
-from .net import EdgeOp, OutputEdge
+from .net import OutputEdge
 
 OWN = "own kernels"
-
-
-def bare(op):
-    return op.op if isinstance(op, EdgeOp) else op
 
 
 class Folded(LayerOp):

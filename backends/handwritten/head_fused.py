@@ -49,8 +49,8 @@ from ..reference.numpy_backend import _activate
 from .cpu_conv import MIN_WIDTH, Variant, parse_mode, vector_width
 from .filters import dense_rows, pad_to
 from .layout import round_up
-from .fold_choice import OWN, Folded, bare, choose, pair_errors
-from .net import InputEdge
+from .fold_choice import OWN, Folded, choose, pair_errors
+from .net import InputEdge, bare
 from .residual import InPlaceOfConv
 
 SOURCE = "vectorised.cl"

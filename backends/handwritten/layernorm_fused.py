@@ -50,8 +50,8 @@ from ..base import layer_params
 from ..opencl.launch import ACT_CODES, step_name
 from ..reference.numpy_backend import _activate
 from . import pointwise
-from .fold_choice import OWN, Folded, bare, choose, pair_errors
-from .net import InputEdge
+from .fold_choice import OWN, Folded, choose, pair_errors
+from .net import InputEdge, bare
 from .residual import InPlaceOfConv
 
 MODES = ("measured", "always", "never")

@@ -106,6 +106,12 @@ class EdgeOp(LayerOp):
     def describe(self) -> dict:
         return self.op.describe()
 
+def bare(op):
+    """The op inside the edges' wrappers (a one-layer net's op has two)."""
+    while isinstance(op, EdgeOp):
+        op = op.op
+    return op
+
 class InputEdge(EdgeOp):
     """The first layer, fed from the canonical input staging buffer."""
 

@@ -69,7 +69,7 @@ from .head_fused import MODES as HEAD_MODES, FusesHeads
 from .layernorm_fused import MODES as LAYERNORM_MODES, FusesLayerNorms
 from .layout import round_up
 from .transformer import transformer_op
-from .net import EdgeOp, HandwrittenNet, InputEdge, KernelOp, OutputEdge, ReplayingBackend
+from .net import HandwrittenNet, InputEdge, KernelOp, OutputEdge, ReplayingBackend, bare
 from .residual import FoldsResidualAdds, ResidualConvOp
 from .pointwise import MODES as POINTWISE_MODES, ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
 from .winograd import MODES as WINOGRAD_MODES, ChoosesWinograd, WinogradOp, with_residual
@@ -236,7 +236,7 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
         folded, kept = {}, {}
         for i, pw in enumerate(self.net.layers):
             d = foldable_depthwise(self.net, i)
-            if d is None or _bare(self.ops[d]).launch.name not in ("depthwise", "dw_vec"):   # their buffers serve
+            if d is None or bare(self.ops[d]).launch.name not in ("depthwise", "dw_vec"):   # their buffers serve
                 continue
             dw = self.net.layers[d]
             if self.fold_depthwise == "never":
@@ -273,7 +273,7 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
                 return False, f"measured faster so ({two:.4f} ms against {one:.4f} folded, {TIMED})"
             timed = f"; measured {one:.4f} ms against {two:.4f} as two kernels, {TIMED}"
         ops[d], ops[i] = fold
-        plan = _bare(built).plan
+        plan = bare(built).plan
         return True, (f"into {pw.name}'s kernel (dw_pw: {plan.tp} pixels x {plan.g} work-items a group, "
                 f"{plan.splits} channel split{'s' if plan.splits > 1 else ''}, "
                 f"{plan.local_bytes} B of local memory"
@@ -303,7 +303,7 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
         if used > local_mem:
             return f"the built kernel takes {used} B of local memory, the device has {local_mem} B"
         launch = Launch(self.rt, SOURCE, "dw_pw", None, plan.global_size, plan.local, exact=True, kernel=kernel)
-        dw_op, pw_op = _bare(self.ops[d]), _bare(self.ops[i])
+        dw_op, pw_op = bare(self.ops[d]), bare(self.ops[i])
         if isinstance(pw_op, KernelOp) and pw_op.launch.name == "conv":   # vectorised's conv: its buffers serve
             weight, bias = pw_op.args[1:3]
         else:   # another conv kernel (vectorised-tiled's), its weights in another order
@@ -361,11 +361,6 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
                             lambda lim: choose_local(grid, DENSE_SHAPES[self.device], lim))
             what = "dense"
         return KernelOp(self, index, launch, (weight, bias), step_name(what, layer.activation))
-
-
-def _bare(op):
-    """The op inside an edge's wrapper."""
-    return op.op if isinstance(op, EdgeOp) else op
 
 
 class VectorisedBackend(ReplayingBackend):

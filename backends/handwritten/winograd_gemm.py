@@ -46,7 +46,7 @@ from nets.errors import Unsupported
 from ..opencl.launch import Launch, step_name
 from ..opencl.workgroups import choose_local, limits
 from .layout import round_up
-from .net import KernelOp
+from .net import KernelOp, bare
 from .residual import InPlaceOfConv
 from .tiled_plan import Tile, local_bytes, slice_length
 from .winograd_math import TILE_SIZES, applies, filter_transform, name
@@ -176,17 +176,10 @@ def _poisoned(net, nbytes: int, what: str):
 def release_unused_scratch(net, ops) -> None:
     """Free the shared scratch where no layer kept a GEMM form."""
     found = getattr(net, "_winograd_scratch", None)
-    if found is not None and not any(isinstance(_bare(op), WinogradGemmOp) for op in ops):
+    if found is not None and not any(isinstance(bare(op), WinogradGemmOp) for op in ops):
         net.unshare(list(found))
         net.release(list(found))
         net._winograd_scratch = None
-
-
-def _bare(op):
-    """The op inside the edges' wrappers (a one-layer net's op has two)."""
-    while hasattr(op, "op"):
-        op = op.op
-    return op
 
 
 class WinogradGemmOp(KernelOp):
