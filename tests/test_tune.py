@@ -253,6 +253,27 @@ def test_a_configuration_that_kills_or_hangs_its_child_is_recorded_and_counted_a
     assert search.tried_now == store.load(p).depth()[0]
 
 
+def test_a_child_ended_by_a_configuration_that_broke_the_queue_is_counted_and_its_start_timed(tmp_path, monkeypatch):
+    """The search's summary says what its children's starts cost and how many a configuration ended (exit
+    LOST: the queue unusable after it), the usual cause of a slow stretch on NVIDIA's driver."""
+    from backends.tuning.clblast.child import LOST
+    from backends.tuning.clblast.search import Search
+    fake_children(monkeypatch, "time.sleep(0.3)\nprint(json.dumps({'ready': True}), flush=True)\n"
+                               "index, _, where = req['configs'][0]\n"
+                               "print(json.dumps({'index': index, 'problem': where[0], 'ms': None, "
+                               f"'error': 'OUT_OF_RESOURCES'}}), flush=True)\nsys.exit({LOST})")
+    store = Store(DEVICE, tmp_path)
+    p = problems.gemm(4, 8, 16)
+    search = Search("", store, LIMITS, {p: ["t:x"]})
+    search.search(5)
+    tried = store.load(p).stages[search.plans[0].stage.name].tried
+    assert len(tried) >= 2 and all(t.error == "OUT_OF_RESOURCES" for t in tried.values())   # each in a fresh child
+    assert search.rate.lost >= len(tried) - 1 and len(search.rate.ready_s) >= len(tried)
+    assert min(search.rate.ready_s) >= 0.3
+    line = next(line for line in search.rate.summary({}) if "children started" in line)
+    assert f"{search.rate.lost:,} ended by a configuration that broke the device's queue" in line
+
+
 def test_a_process_busy_on_the_processor_is_not_idle_and_a_sleeping_one_is():
     import subprocess
     import sys

@@ -44,3 +44,14 @@ def test_the_rate_of_a_search_per_place_and_what_is_left_per_net():
     assert lines[-1] == ("lenet batch 100: 7,200 configurations of CLBlast's default search left, 60 min at this "
                          "rate (10.0.0.5:4000 alone 80 min, 10.0.0.6:4000 alone 4.0 h)")
     assert Rate(clock).eta(5) is None and span(3 * 86400) == "3.0 days" and span(600) == "10 min"
+    assert not any("children" in line for line in lines)   # no child said it was ready: no line of them
+
+
+def test_the_summary_says_what_the_childrens_starts_cost_and_how_many_a_configuration_ended():
+    rate = Rate(Clock())
+    for seconds in (2.0, 9.5, 3.0):
+        rate.child_ready(seconds)
+    rate.child_lost()
+    rate.child_lost()
+    assert rate.summary({})[1] == ("  3 children started, each ready after 3.0 s (median; the longest 9.5 s, "
+                                   "14 s in all); 2 ended by a configuration that broke the device's queue")

@@ -1,7 +1,9 @@
 """How fast a long search goes and what is left of it: configurations per
 second in all and per place (this machine, or each of a farm's workers),
 what is left of CLBlast's default search per net, and the time that takes
-at the current rate."""
+at the current rate; and what its children's starts cost (a configuration
+that breaks the device's queue ends its child, and the next one starts
+afresh), which is where a slow stretch of the search can go."""
 from __future__ import annotations
 
 import time
@@ -28,6 +30,14 @@ class Rate:
         self.clock = clock
         self.start = clock()
         self.done: dict[str, int] = {}
+        self.ready_s: list[float] = []   # each child's start until it was ready for its first configuration
+        self.lost = 0                    # children ended by a configuration that broke the device's queue
+
+    def child_ready(self, seconds: float) -> None:
+        self.ready_s.append(seconds)
+
+    def child_lost(self) -> None:
+        self.lost += 1
 
     def add(self, place: str, n: int = 1) -> None:
         self.done[place] = self.done.get(place, 0) + n
@@ -56,6 +66,11 @@ class Rate:
         out = [f"this search: {total:,} configurations in {span(took)}, {self.per_second():.2f} per second"]
         if len(self.done) > 1:
             out += [f"  {p}: {n:,}, {self.per_second(p):.2f} per second" for p, n in sorted(self.done.items())]
+        if self.ready_s:
+            starts = sorted(self.ready_s)
+            out.append(f"  {len(starts):,} children started, each ready after {starts[len(starts) // 2]:.1f} s "
+                       f"(median; the longest {starts[-1]:.1f} s, {sum(starts):.0f} s in all); {self.lost:,} ended "
+                       f"by a configuration that broke the device's queue")
         for net, n in left.items():
             alone = (", ".join(f"{_short(p)} alone {span(self.eta(n, p))}" for p in sorted(self.done))
                      if len(self.done) > 1 else "")

@@ -87,6 +87,7 @@ class _Child:
     place: str = ""
     answered: set = field(default_factory=set)   # (index, position)
     ready: bool = False      # it built the problem: a death after this is a configuration's doing
+    born: float = field(default_factory=time.monotonic)   # when it was started: its start's cost, once ready
     stopped: bool = False    # stopped by us at the budget's end
 
     def __post_init__(self):
@@ -252,6 +253,7 @@ class Search(Verifying):
             got = json.loads(line)
             if got.get("ready"):
                 child.ready = True
+                self.rate.child_ready(time.monotonic() - child.born)
                 return
             index, at = int(got["index"]), int(got["problem"])
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -272,6 +274,8 @@ class Search(Verifying):
         if child not in self.children:
             return
         self.children.remove(child)
+        if ended.code == LOST:
+            self.rate.child_lost()
         if not child.ready and not child.stopped and not ended.stopped:
             raise SearchFailed(f"the search's child process failed before its first configuration "
                                f"(exit {ended.code}): {ended.last_words}")
