@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The headline runs on a GPU machine without network: each net on every backend in one interleaved run
-# (`compare run --backends all --interleave`) with the card's tuning (scripts/gpu-card.sh: CLBlast's, the
-# tiles', tinygrad's choices, OpenCV's auto-tuning made first for that net).  On a machine of several GPUs
+# (`compare run --backends all --interleave`) with the card's tuning (scripts/gpu-card.sh: CLBlast's and
+# tinygrad's choices; our tiles and OpenCV's auto-tuning measured first for that net, so both sides of the
+# hand-written/engine comparison run at their best on the card).  On a machine of several GPUs
 # the nets run at once, one GPU each (CUDA_VISIBLE_DEVICES: OpenCL, CUDA and tinygrad's child then see that
 # GPU alone); every ratio still comes from one net's interleaved run on one GPU.  Results, what each run
 # printed and the tuning folder go into OUT as headline-CARD.tgz (scripts/gpu-card.sh says how to unpack it).
@@ -21,8 +22,8 @@ one_gpu() {   # the nets whose place in the list is g modulo the GPUs, one after
     for ((i = g; i < ${#all[@]}; i += gpus)); do
         net=${all[i]}
         start=$(date +%s)
-        CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" -m compare tune --scope opencv \
-            --net "$net" --budget-s 120 > "$out/logs/$net-opencv-tune.txt" 2>&1
+        CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" -m compare tune --scope tiles,opencv \
+            --net "$net" --budget-s 240 > "$out/logs/$net-tune.txt" 2>&1
         CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" -m compare run --net "$net" --backends all \
             --repeats "$repeats" --warmup 3 --interleave --out "$out/$net.json" > "$out/$net.txt" 2>&1
         echo "$net on GPU $g: exit $?, $(( $(date +%s) - start )) s" | tee -a "$out/headline.txt"
