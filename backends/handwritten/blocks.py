@@ -41,9 +41,9 @@ from ..base import layer_params
 from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.net import LayerOp
 from ..opencl.workgroups import Limits, build_fitting, limits
-from .dw_pw import FoldedDepthwise, foldable_depthwise
+from .dw_pw import foldable_depthwise
 from .measured import HOW, fastest_ms
-from .net import InputEdge, KernelOp, bare
+from .net import Folded, KernelOp, bare
 from .residual import InPlaceOfConv
 
 SOURCE = "blocks.cl"
@@ -167,7 +167,7 @@ class FusesBlocks:
                 kept[e_name] = f"its own kernel: {built}"
                 continue
             first = self.ops[ch.d]
-            fold = [FoldedDepthwise(first, first.convert if isinstance(first, InputEdge) else None), built]
+            fold = [Folded(first), built]
             timed = ""
             if self.fuse_blocks_mode == "measured":
                 now = [ops[ch.d], ops[ch.i], ops[ch.e]]

@@ -42,10 +42,9 @@ from ..opencl.workgroups import choose_local
 from ..reference.numpy_backend import _activate, _conv
 from . import cpu_conv
 from .cpu_conv import SOURCE, TILES, Variant, parse_mode, vector_width
-from .dw_pw import FoldedDepthwise
 from .layout import round_up
 from .measured import HOW, fastest_ms
-from .net import InputEdge, OutputEdge, bare
+from .net import Folded, OutputEdge, bare
 from .residual import InPlaceOfConv
 
 MAX_BUFFER = 16 * 1024   # bytes of a work-item's depthwise outputs: half an L1 of 32 KiB
@@ -194,7 +193,7 @@ class FoldsVectorDepthwise:
         built = self._vector_fold_op(pair, v)
         if isinstance(last, OutputEdge):   # as the net's last layer, the fold converts the output after it
             built = OutputEdge(built, self.rt, last.stage, last.shape, last.convert)
-        return [FoldedDepthwise(first, first.convert if isinstance(first, InputEdge) else None), built]
+        return [Folded(first), built]
 
     def _vector_fold_op(self, pair: Pair, v: FoldVariant) -> VectorFoldOp:
         d, i, j = pair.d, pair.i, pair.j
@@ -269,4 +268,4 @@ class FoldsVectorDepthwise:
 def _step(op) -> str:
     """A form's step name ('' for an op with nothing to enqueue of its own)."""
     op = bare(op)
-    return "" if isinstance(op, FoldedDepthwise) else getattr(op, "step", type(op).__name__)
+    return "" if isinstance(op, Folded) else getattr(op, "step", type(op).__name__)

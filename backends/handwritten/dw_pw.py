@@ -152,25 +152,6 @@ class DwPwOp(InPlaceOfConv):
         rec.kernel(self.step, self.launch(*self.args))
 
 
-class FoldedDepthwise(LayerOp):
-    """The depthwise layer, whose work the 1x1 after it did: nothing to
-    enqueue but, as the net's first layer, the input's conversion."""
-
-    def __init__(self, dw_op, convert=None):
-        super().__init__(dw_op.layer, dw_op.index)
-        self.dw_op, self.convert = dw_op, convert
-
-    def enqueue(self, rec):
-        if self.convert is not None:
-            self.convert.enqueue(rec)
-
-    def write_input(self, x):
-        self.dw_op.write_input(x)
-
-    def read_output(self):
-        return self.dw_op.read_output()
-
-
 def fastest_ms(rt, forms: list[list[LayerOp]], rounds: int = ROUNDS, repeats: int = REPEATS) -> list[float]:
     """Each form's ops (the same layers' work, done two ways) timed in
     turn, `rounds` times after one untimed run each: host time of

@@ -12,30 +12,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..opencl.net import LayerOp, Recorder
+from ..opencl.net import Recorder
 from .measured import HOW, fastest_ms
 from .net import OutputEdge
 
 OWN = "own kernels"
-
-
-class Folded(LayerOp):
-    """The pair's first layer, whose work the second's kernel did: nothing to enqueue but, as the net's
-    first layer, the input's conversion."""
-
-    def __init__(self, first_op, convert=None):
-        super().__init__(first_op.layer, first_op.index)
-        self.first_op, self.convert = first_op, convert
-
-    def enqueue(self, rec):
-        if self.convert is not None:
-            self.convert.enqueue(rec)
-
-    def write_input(self, x):
-        self.first_op.write_input(x)
-
-    def read_output(self):
-        return self.first_op.read_output()
 
 
 def pair_errors(net, first: int, i: int, forms: dict, x: np.ndarray, ref: np.ndarray) -> dict:

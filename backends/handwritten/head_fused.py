@@ -49,8 +49,8 @@ from ..reference.numpy_backend import _activate
 from .cpu_conv import MIN_WIDTH, Variant, parse_mode, vector_width
 from .filters import dense_rows, pad_to
 from .layout import round_up
-from .fold_choice import OWN, Folded, choose, pair_errors
-from .net import InputEdge, bare
+from .fold_choice import OWN, choose, pair_errors
+from .net import Folded, bare
 from .residual import InPlaceOfConv
 
 SOURCE = "vectorised.cl"
@@ -302,9 +302,8 @@ class FusesHeads:
             own = [ops[p], ops[i]]
             err = errors(self, p, i, {OWN: [bare(o) for o in own], **{k: [op] for k, op in candidates.items()}},
                          dense_params)
-            convert = ops[p].convert if isinstance(ops[p], InputEdge) else None
             fold = choose(self, ops, i, own, candidates, owned, err, refused,
-                          lambda: Folded(ops[p], convert), self.fuse_head, dense.name, MAX_REL_L2)
+                          lambda: Folded(ops[p]), self.fuse_head, dense.name, MAX_REL_L2)
             records[pool.name] = fold.record
             if fold.best == OWN:
                 kept[pool.name] = fold.kept(dense.name)

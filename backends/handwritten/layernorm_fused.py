@@ -50,8 +50,8 @@ from ..base import layer_params
 from ..opencl.launch import ACT_CODES, step_name
 from ..reference.numpy_backend import _activate
 from . import pointwise
-from .fold_choice import OWN, Folded, choose, pair_errors
-from .net import InputEdge, bare
+from .fold_choice import OWN, choose, pair_errors
+from .net import Folded, bare
 from .residual import InPlaceOfConv
 
 MODES = ("measured", "always", "never")
@@ -200,9 +200,8 @@ class FusesLayerNorms:
                 owned[label(nb)] = self.buffers[first:]
             err = errors(self, l, i, {OWN: [bare(o) for o in own], **{k: [op] for k, op in candidates.items()}},
                          ln_params, conv_params)
-            convert = ops[l].convert if isinstance(ops[l], InputEdge) else None
             fold = choose(self, ops, i, own, candidates, owned, err, {},
-                          lambda: Folded(ops[l], convert), self.fuse_layernorm, conv.name, MAX_REL_L2)
+                          lambda: Folded(ops[l]), self.fuse_layernorm, conv.name, MAX_REL_L2)
             records[ln.name] = fold.record
             if fold.best == OWN:
                 kept[ln.name] = fold.kept(conv.name)

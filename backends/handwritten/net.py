@@ -138,6 +138,26 @@ class OutputEdge(EdgeOp):
     def read_output(self):
         return self.rt.read(self.stage, self.shape)   # a plain, blocking copy
 
+class Folded(LayerOp):
+    """A layer whose work the next layer's kernel does (a depthwise conv or a layernorm into the 1x1 after
+    it, a pool into the dense): nothing to enqueue but, as the net's first layer, the input's conversion."""
+
+    def __init__(self, op: LayerOp):
+        super().__init__(op.layer, op.index)
+        self.first_op = op
+        self.convert = op.convert if isinstance(op, InputEdge) else None
+
+    def enqueue(self, rec):
+        if self.convert is not None:
+            self.convert.enqueue(rec)
+
+    def write_input(self, x):
+        self.first_op.write_input(x)
+
+    def read_output(self):
+        return self.first_op.read_output()
+
+
 class HandwrittenNet(OpenCLNet):
     """Subclasses set `order` and `channel_multiple` and implement make_op()."""
 

@@ -64,12 +64,12 @@ from .blocks import MODES as BLOCK_MODES, FusesBlocks
 from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
 from .cpu_fold import FoldsVectorDepthwise, Pair
 from .cpu_conv import ChoosesCpuConv, CpuConvOp, parse_mode as cpu_conv_mode, with_residual as cpu_conv_residual
-from .dw_pw import FOLDS, TIMED, DwPwOp, FoldedDepthwise, fastest_ms, foldable_depthwise, plan_dw_pw
+from .dw_pw import FOLDS, TIMED, DwPwOp, fastest_ms, foldable_depthwise, plan_dw_pw
 from .head_fused import MODES as HEAD_MODES, FusesHeads
 from .layernorm_fused import MODES as LAYERNORM_MODES, FusesLayerNorms
 from .layout import round_up
 from .transformer import transformer_op
-from .net import HandwrittenNet, InputEdge, KernelOp, OutputEdge, ReplayingBackend, bare
+from .net import Folded, HandwrittenNet, KernelOp, OutputEdge, ReplayingBackend, bare
 from .residual import FoldsResidualAdds, ResidualConvOp
 from .pointwise import MODES as POINTWISE_MODES, ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
 from .winograd import MODES as WINOGRAD_MODES, ChoosesWinograd, WinogradOp, with_residual
@@ -265,7 +265,7 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
         last = self.ops[i]   # as the net's last layer, the fold converts the output after it
         if isinstance(last, OutputEdge):
             built = OutputEdge(built, self.rt, last.stage, last.shape, last.convert)
-        fold = [FoldedDepthwise(first, first.convert if isinstance(first, InputEdge) else None), built]
+        fold = [Folded(first), built]
         timed = ""
         if self.fold_depthwise == "measured":
             one, two = fastest_ms(self.rt, [fold, [ops[d], ops[i]]])
