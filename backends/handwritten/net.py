@@ -138,6 +138,7 @@ class OutputEdge(EdgeOp):
     def read_output(self):
         return self.rt.read(self.stage, self.shape)   # a plain, blocking copy
 
+
 class Folded(LayerOp):
     """A layer whose work the next layer's kernel does (a depthwise conv or a layernorm into the 1x1 after
     it, a pool into the dense): nothing to enqueue but, as the net's first layer, the input's conversion."""
