@@ -132,6 +132,14 @@ def tune_tiles(rt, nets: list[Net], batches: list[int], budget_s: float, checker
     return entry, rows
 
 
+def merged(there: dict | None, new: dict) -> dict:
+    """The device's tiles after a tune: the layers it timed over those timed before (another net's stay)."""
+    old = there.get("layers") if isinstance(there, dict) else None
+    if not isinstance(old, dict):
+        return new
+    return {**new, "layers": {**old, **new["layers"]}}
+
+
 def _tile_text(choice: dict) -> str:
     tm, tn, rm, rn = choice["tile"]
     return f"{tm}x{tn} ({rm}x{rn}) split {choice['ksplit']}"

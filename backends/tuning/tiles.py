@@ -31,7 +31,7 @@ def run(request, budget) -> list[str]:
     rt = request.runtime()
     tiles, rows = tiles_search.tune_tiles(rt, request.tiled, [request.batch_of(n) for n in request.tiled],
                                           budget.seconds, request.harness.checker_for, request.progress)
-    kept = request.harness.store_cache(KIND, rt.info, tiles, "the tiles' cache")
+    kept = request.harness.store_cache(KIND, rt.info, tiles, "the tiles' cache", merge=tiles_search.merged)
     request.unwritten.append(kept.problem)
     return [tabulate(rows, headers=["scope", "tuner", "for", "sizes", "tried", "matched", "best", "s"],
                      disable_numparse=True),

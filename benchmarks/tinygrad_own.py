@@ -1,0 +1,267 @@
+"""tinygrad's own recipe against our `tinygrad` peer, on the same device with the same schedules.
+
+The peer must run tinygrad at its best (DESIGN.md, the first principle): within 5% of how
+tinygrad itself runs a model.  tinygrad's own recipe: the model as an ONNX file
+(`tinygrad.nn.onnx.OnnxRunner`) inside one `TinyJit`, the input already on the device, one
+call and one synchronize per pass.  Here the model is our net with our weights, written as
+ONNX by the writer the `opencv` peer uses (so the output is checked against the same float64
+oracle), and both sides run the schedules `compare tune --scope tinygrad` chose on this device
+(seeded into a fresh tinygrad cache; a kernel not searched runs on tinygrad's heuristics on
+both sides), so what differs is only how each runs tinygrad.
+
+The ways, each in a child process of its own:
+- `own`: the recipe above, in a child set up as the peer's is (tinygrad_device.py: the
+  device's OpenCL platform alone, a fresh cache seeded with the choices)
+- `own-plain`: the same recipe in a child that sees every platform, as a user's process
+  would (tinygrad takes the first platform: run it where that is the device's)
+- `peer`: our peer's prepared net in its child, its `run()` per pass
+- `peer-timed`: the peer as `compare run` times it, `timed_pass` through the child (compute)
+
+Per way: the pass's wall time (call + synchronize, median), the host's enqueue time (the
+call alone returning), the kernels' device time summed (each kernel waited for: profiling
+events, one pass), the launches a pass makes, and the output's relative L2 error against the
+float64 oracle.  Then each way's ratio to `own`, with its 95% interval; the peer is at its
+best where its interval reaches 1.05 or below.
+
+    .venv/bin/python benchmarks/tinygrad_own.py --nets resnet18 [--repeats 100]
+
+vit-tiny has no ONNX writer (the tokens layer): it is said, not measured.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import backends
+from backends.isolated import Worker
+from backends.opencl.runtime import get_runtime
+from backends.peers.tinygrad_device import Child
+from compare import oracle
+from compare.checking import compare_arrays
+from compare.speedup import Speedup
+from nets import get_net
+from nets.errors import Unsupported
+from nets.weights import init_weights, make_input
+
+MODULE = __spec__.name if __spec__ else Path(__file__).stem   # how a child imports this file
+WAYS = ("own", "own-plain", "peer", "peer-timed")
+
+
+def _passes(call, sync, repeats: int) -> dict:
+    """Wall and enqueue time per pass (ms lists), then one pass with every kernel waited for."""
+    from tinygrad.runtime.ops_cl import CLProgram
+    for _ in range(3):
+        call()
+        sync()
+    wall, enqueue = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        call()
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        enqueue.append((t1 - t0) * 1e3)
+        wall.append((t2 - t0) * 1e3)
+    kernels: list[tuple[str, float]] = []   # (name, device ms) of one pass, each kernel waited for
+    real = CLProgram.__call__
+
+    def waited(self, *args, **kw):
+        kw["wait"] = True
+        took = real(self, *args, **kw)
+        kernels.append((_kernel_name(self.kernel), (took or 0.0) * 1e3))
+        return took
+    CLProgram.__call__ = waited
+    try:
+        call()
+        sync()
+    finally:
+        CLProgram.__call__ = real
+    return {"wall": wall, "enqueue": enqueue, "kernels_ms": sum(ms for _, ms in kernels), "launches": len(kernels),
+            "kernels": kernels}
+
+
+def _kernel_name(kernel) -> str:
+    import ctypes
+    from tinygrad.runtime.autogen import opencl as cl
+    buf = ctypes.create_string_buffer(256)
+    cl.clGetKernelInfo(kernel, cl.CL_KERNEL_FUNCTION_NAME, 256, buf, None)
+    return buf.value.decode(errors="replace")
+
+
+def _own_recipe(onnx_bytes: bytes, x: np.ndarray, device: str, width: int, repeats: int) -> dict:
+    """In a child: tinygrad's own recipe on the ONNX model (see the module)."""
+    from tinygrad import Device, Tensor, TinyJit
+    from tinygrad.helpers import Context
+    from tinygrad.nn.onnx import OnnxRunner
+    folder = Path(tempfile.mkdtemp(prefix="tinygrad-own-"))
+    try:
+        path = folder / "model.onnx"
+        path.write_bytes(onnx_bytes)
+        runner = OnnxRunner(path)
+        name = next(iter(runner.graph_inputs))
+        out = runner.graph_outputs[0]
+        jit = TinyJit(lambda t: runner({name: t})[out])
+        xt = Tensor(x, device=device).realize()
+        with Context(BEAM=width):
+            for _ in range(2):   # the JIT's first call runs, its second captures
+                jit(xt)
+            Device[device].synchronize()
+            got = _passes(lambda: jit(xt), Device[device].synchronize, repeats)
+            got["output"] = jit(xt).numpy()
+        return got
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def own_in_peer_child(target, options, store, onnx_bytes, x, width, repeats) -> dict:
+    """`own` in a child set up as the peer's: the device opened and the choices seeded by the peer's code."""
+    from backends.peers.tinygrad_peer import TinygradInChild
+    inside = TinygradInChild(target, options, store)
+    return _own_recipe(onnx_bytes, x, inside.device.tinygrad, width, repeats)
+
+
+def own_in_plain_child(store, onnx_bytes, x, width, repeats) -> dict:
+    """`own-plain`: tinygrad's default CL device (the loader's first platform), the same choices seeded."""
+    from backends.peers.tinygrad_beam import BeamHook, seed
+    choices = store.load()
+    seed(choices, "CL")
+    BeamHook.install(set(choices.kernels))
+    return _own_recipe(onnx_bytes, x, "CL", width, repeats)
+
+
+def peer_in_child(target, options, store, net, weights, x, mode, repeats) -> dict:
+    """`peer`: the peer's prepared net, its run() per pass, in the child the peer's code sets up."""
+    from backends.peers.tinygrad_peer import TinygradInChild
+    inside = TinygradInChild(target, options, store)
+    prepared = inside.prepare(net, weights, x.shape[0], mode)
+    prepared.load_input(x)
+
+    def call():   # run() less its synchronize, which _passes makes apart
+        with prepared._context():
+            prepared._y = prepared._jit(prepared._x)
+    got = _passes(call, prepared._sync, repeats)
+    got["output"] = prepared.fetch_output()
+    got["config"] = prepared.config.get("tinygrad_search")
+    return got
+
+
+def _in_child(device, fn: str, *args) -> dict:
+    child = Child(device, f"tinygrad ({fn})")
+    try:
+        return child.worker.call(MODULE, fn, child.target, *args)
+    finally:
+        child.close()
+
+
+def _plain_child(fn: str, *args) -> dict:
+    folder = tempfile.mkdtemp(prefix="tinygrad-plain-")
+    worker = Worker(f"tinygrad ({fn})", env={"DEV": "CL", "CACHEDB": os.path.join(folder, "cache.db"),
+                                            "BEAM": None, "JITBEAM": None, "CACHELEVEL": None})
+    try:
+        return worker.call(MODULE, fn, *args)
+    finally:
+        worker.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def peer_timed(backend, net, weights, x, mode, repeats) -> dict:
+    """`peer-timed`: the peer as `compare run` times a pass (timed_pass's compute, in the child)."""
+    prepared = backend.prepare(net, weights, x.shape[0], mode)
+    try:
+        for _ in range(3):
+            prepared.timed_pass(x)
+        wall, y = [], None
+        for _ in range(repeats):
+            phases, y = prepared.timed_pass(x)
+            wall.append(phases["compute"])
+        return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y}
+    finally:
+        prepared.close()
+
+
+def measure(net_name: str, ways: list[str], repeats: int, mode: str) -> list[dict]:
+    from backends.peers.opencv_onnx import net_model
+    from backends.peers.tinygrad_peer import width_of
+    net = get_net(net_name)
+    batch = net.default_batch
+    weights = init_weights(net, 0)
+    x = make_input(net, batch, 0)
+    ref = oracle.forward(net, weights, x)[-1]
+    rt = get_runtime()
+    backend = backends.get("tinygrad")
+    store, options, width = backend.store(), backend.options, width_of(mode)
+    try:
+        model = net_model(net, weights, batch)
+    except Unsupported as exc:
+        model = None
+        print(f"{net_name}: tinygrad's own recipe not run: {exc}")
+    rows = []
+    for way in ways:
+        try:
+            if way == "own" and model is not None:
+                got = _in_child(rt.device, "own_in_peer_child", options, store, model, x, width, repeats)
+            elif way == "own-plain" and model is not None:
+                got = _plain_child("own_in_plain_child", store, model, x, width, repeats)
+            elif way == "peer":
+                got = _in_child(rt.device, "peer_in_child", options, store, net, weights, x, mode, repeats)
+            elif way == "peer-timed":
+                got = peer_timed(backend, net, weights, x, mode, repeats)
+            else:
+                continue
+        except Exception as exc:  # noqa: BLE001 - one way failing is a line of the table, not the end
+            print(f"{net_name} {way}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            continue
+        check = compare_arrays(got.pop("output"), ref)
+        rows.append({"net": net_name, "way": way, "passed": check.passed, "error": check.rel_l2 if check.rel_l2 is not None else float("nan"), **got})
+    backend.close()
+    return rows
+
+
+def _print(rows: list[dict]) -> None:
+    from tabulate import tabulate
+    table = []
+    for r in rows:
+        own = next((o for o in rows if o["net"] == r["net"] and o["way"] == "own" and o["passed"]), None)
+        ratio = Speedup.of(own["wall"], r["wall"]) if own and r["way"] != "own" and r["passed"] else None
+        table.append([r["net"], r["way"], "PASS" if r["passed"] else "FAIL", f"{r['error']:.1e}",
+                      f"{statistics.median(r['wall']):.3f}",
+                      f"{statistics.median(r['enqueue']):.3f}" if r["enqueue"] else "-",
+                      f"{r['kernels_ms']:.3f}" if r["kernels_ms"] is not None else "-",
+                      r["launches"] if r["launches"] is not None else "-",
+                      "" if ratio is None else f"{1 / ratio.value:.3f}x of own" + (
+                          f" [{1 / ratio.interval[1]:.3f}, {1 / ratio.interval[0]:.3f}]" if ratio.interval else "")])
+    print(tabulate(table, headers=["net", "way", "check", "rel L2", "wall ms", "enqueue ms", "kernels ms",
+                                   "launches", "time against own (95%)"]))
+    for r in rows:
+        if r.get("config"):
+            print(f"{r['net']} peer: {r['config']}")
+        if r.get("kernels"):   # one pass's kernels, each waited for: where two ways' device times part
+            print(f"{r['net']} {r['way']} kernels (device ms): " +
+                  ", ".join(f"{name} {ms:.4f}" for name, ms in r["kernels"]))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nets", default="resnet18")
+    parser.add_argument("--ways", default=",".join(WAYS))
+    parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--mode", default="searched", help="the peer's mode (searched: BEAM=2 choices)")
+    args = parser.parse_args(argv)
+    rows = []
+    for net in args.nets.split(","):
+        rows += measure(net, args.ways.split(","), args.repeats, args.mode)
+    print(f"device: {get_runtime().device.name.strip()}; mode {args.mode}; {args.repeats} passes a way")
+    _print(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
