@@ -15,7 +15,11 @@ The ways, each in a child process of its own:
 - `own-plain`: the same recipe in a child that sees every platform, as a user's process
   would (tinygrad takes the first platform: run it where that is the device's)
 - `peer`: our peer's prepared net in its child, its `run()` per pass
-- `peer-timed`: the peer as `compare run` times it, `timed_pass` through the child (compute)
+- `peer-pass`: `peer` with timed_pass's input copy and output read between the calls (untimed)
+- `peer-checked`: `peer` after what `compare run` does first (the check, a per-layer pass)
+- `peer-timed`: the peer as `compare run` times it, `timed_pass` through the child (compute), the
+  child waiting for each request awake (backends/isolated.py); `peer-timed-asleep`: the same with
+  the child asleep in its socket's recv between passes, as before that
 
 Per way: the pass's wall time (call + synchronize, median), the host's enqueue time (the
 call alone returning), the kernels' device time summed (each kernel waited for: profiling
@@ -52,10 +56,10 @@ from nets.errors import Unsupported
 from nets.weights import init_weights, make_input
 
 MODULE = __spec__.name if __spec__ else Path(__file__).stem   # how a child imports this file
-WAYS = ("own", "own-plain", "peer", "peer-timed")
+WAYS = ("own", "own-plain", "peer", "peer-pass", "peer-checked", "peer-timed", "peer-timed-asleep")
 
 
-def _passes(call, sync, repeats: int) -> dict:
+def _passes(call, sync, repeats: int, between=lambda: None) -> dict:
     """Wall and enqueue time per pass (ms lists), then one pass with every kernel waited for."""
     from tinygrad.runtime.ops_cl import CLProgram
     for _ in range(3):
@@ -70,6 +74,7 @@ def _passes(call, sync, repeats: int) -> dict:
         t2 = time.perf_counter()
         enqueue.append((t1 - t0) * 1e3)
         wall.append((t2 - t0) * 1e3)
+        between()
     kernels: list[tuple[str, float]] = []   # (name, device ms) of one pass, each kernel waited for
     real = CLProgram.__call__
 
@@ -153,6 +158,50 @@ def peer_in_child(target, options, store, net, weights, x, mode, repeats) -> dic
     return got
 
 
+def peer_checked_in_child(target, options, store, net, weights, x, mode, repeats) -> dict:
+    """`peer-checked`: as `peer`, after what `compare run` does to a prepared net before its timed passes:
+    the check (a forward pass, each layer alone) and an untimed per-layer pass."""
+    from backends.peers.tinygrad_peer import TinygradInChild
+    from compare import oracle as ref
+    inside = TinygradInChild(target, options, store)
+    prepared = inside.prepare(net, weights, x.shape[0], mode)
+    outs = ref.forward(net, weights, x)
+    prepared.forward(x)
+    for i in range(len(net.layers)):
+        ins = [np.asarray(x if s < 0 else outs[s], np.float32) for s in net.sources(i)]
+        prepared.run_layer(i, ins[0] if len(ins) == 1 else ins)
+    prepared.load_input(x)
+    prepared.run_timed()
+
+    def call():
+        with prepared._context():
+            prepared._y = prepared._jit(prepared._x)
+    prepared.load_input(x)
+    got = _passes(call, prepared._sync, repeats)
+    got["output"] = prepared.fetch_output()
+    return got
+
+
+def peer_pass_in_child(target, options, store, net, weights, x, mode, repeats) -> dict:
+    """`peer-pass`: as `peer`, with a pass's input copy before and output read after each timed call,
+    as timed_pass does them (so what they leave behind for the next call shows)."""
+    from backends.peers.tinygrad_peer import TinygradInChild
+    inside = TinygradInChild(target, options, store)
+    prepared = inside.prepare(net, weights, x.shape[0], mode)
+
+    def call():
+        with prepared._context():
+            prepared._y = prepared._jit(prepared._x)
+
+    def around():   # what timed_pass does besides the compute, untimed
+        prepared.fetch_output()
+        prepared.load_input(x)
+    prepared.load_input(x)
+    got = _passes(call, prepared._sync, repeats, around)
+    got["output"] = prepared.fetch_output()
+    return got
+
+
 def _in_child(device, fn: str, *args) -> dict:
     child = Child(device, f"tinygrad ({fn})")
     try:
@@ -172,9 +221,17 @@ def _plain_child(fn: str, *args) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def peer_timed(backend, net, weights, x, mode, repeats) -> dict:
-    """`peer-timed`: the peer as `compare run` times a pass (timed_pass's compute, in the child)."""
-    prepared = backend.prepare(net, weights, x.shape[0], mode)
+def peer_timed(net, weights, x, mode, repeats, spin: bool = True) -> dict:
+    """`peer-timed`: the peer as `compare run` times a pass (timed_pass's compute, in the child, which waits
+    for the next request awake on a GPU); `peer-timed-asleep`: its child sleeps in recv between passes."""
+    import backends.isolated as isolated
+    kept = isolated.SPIN_S
+    isolated.SPIN_S = kept if spin else 0.0
+    backend = backends.get("tinygrad")
+    try:
+        prepared = backend.prepare(net, weights, x.shape[0], mode)
+    finally:
+        isolated.SPIN_S = kept
     try:
         for _ in range(3):
             prepared.timed_pass(x)
@@ -185,6 +242,7 @@ def peer_timed(backend, net, weights, x, mode, repeats) -> dict:
         return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y}
     finally:
         prepared.close()
+        backend.close()
 
 
 def measure(net_name: str, ways: list[str], repeats: int, mode: str) -> list[dict]:
@@ -212,8 +270,12 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str) -> list[dic
                 got = _plain_child("own_in_plain_child", store, model, x, width, repeats)
             elif way == "peer":
                 got = _in_child(rt.device, "peer_in_child", options, store, net, weights, x, mode, repeats)
-            elif way == "peer-timed":
-                got = peer_timed(backend, net, weights, x, mode, repeats)
+            elif way == "peer-pass":
+                got = _in_child(rt.device, "peer_pass_in_child", options, store, net, weights, x, mode, repeats)
+            elif way == "peer-checked":
+                got = _in_child(rt.device, "peer_checked_in_child", options, store, net, weights, x, mode, repeats)
+            elif way in ("peer-timed", "peer-timed-asleep"):
+                got = peer_timed(net, weights, x, mode, repeats, spin=way == "peer-timed")
             else:
                 continue
         except Exception as exc:  # noqa: BLE001 - one way failing is a line of the table, not the end

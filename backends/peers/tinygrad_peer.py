@@ -46,7 +46,8 @@ UNTUNED, SEARCHED = "untuned", "searched"
 KINDS = frozenset(LayerKind)       # every kind the reference runs
 FEATURES = frozenset(Feature)
 TIMING = ("whole pass: one replayed TinyJit, synchronised; per layer: each layer alone as a replayed TinyJit, "
-          "wall clock only")
+          "wall clock only; its kernels are not the pass's fused ones and run on tinygrad's heuristics where "
+          "the search never met them (the per-layer table is heuristic, the whole pass searched)")
 
 
 def width_of(mode: str | None) -> int:

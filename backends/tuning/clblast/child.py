@@ -8,7 +8,7 @@ only the configuration in hand.
 
   search:  {"task": "search", "device": "P:D", "problems": [...], "kernel": "Xgemm",
             "route": {...} | null, "configs": [[index, parameters, [positions in problems]], ...],
-            "repeats": 3}
+            "repeats": 3, "checked": [positions right with the database in an earlier child]}
            -> {"index": i, "problem": position, "ms": device span (min of repeats) | null,
                "error": null | why}; each configuration put in force once for all its problems
   verify:  {"task": "verify", "device": "P:D", "problem": ..., "candidates": [[label, sets], ...],
@@ -187,11 +187,14 @@ def main() -> int:
         return 0
     if req["task"] == "search":
         calls = [Call(rt, Problem.from_json(p)) for p in req["problems"]]
-        for call in calls:   # each call must work with CLBlast's own parameters, else no configuration is to blame
+        done = set(req.get("checked", ()))   # right with the database in an earlier child of this search
+        for n, call in enumerate(calls):   # each must work with CLBlast's own parameters, else no configuration
+            if n in done:                  # is to blame; once a search is enough (a new child after a broken
+                continue                   # queue would otherwise build the database's programs again)
             wrong = call.check()
             if wrong:
                 raise RuntimeError(f"{call.problem.key} with CLBlast's database parameters: {wrong}")
-        _say(ready=True)
+        _say(ready=True, checked=len(calls) - len(done & set(range(len(calls)))))
         search(req, calls, rt.device)
         return 0
     call = Call(rt, Problem.from_json(req["problem"]))

@@ -142,6 +142,7 @@ class Search(Verifying):
         self.claims = Claims(store)
         self.checked: list[tuple[str, str, str | None]] = []   # check_fresh's: problem, set, what was wrong
         self.said: list[str] = []   # what happened that the user must hear of (a farm's worker lost)
+        self.db_checked: set[str] = set()   # problems a child found right with CLBlast's database
 
     # -- the order: costliest first
     def cost(self, problem: Problem) -> float | None:
@@ -243,7 +244,8 @@ class Search(Verifying):
         kernel = lead.stage.kernel
         req = {"task": "search", "problems": [p.problem.to_json() for p in plans],
                "kernel": kernel, "route": ROUTE.get(kernel),
-               "configs": [[i, lead.order[i], where] for i, where in want], "repeats": 3}
+               "configs": [[i, lead.order[i], where] for i, where in want], "repeats": 3,
+               "checked": [n for n, p in enumerate(plans) if p.problem.key in self.db_checked]}
         child = _Child(plans, want, place)
         self.children.append(child)
         self.pool.start(req, place, self.lines, child)
@@ -253,6 +255,7 @@ class Search(Verifying):
             got = json.loads(line)
             if got.get("ready"):
                 child.ready = True
+                self.db_checked.update(p.problem.key for p in child.plans)
                 self.rate.child_ready(time.monotonic() - child.born)
                 return
             index, at = int(got["index"]), int(got["problem"])
