@@ -17,9 +17,7 @@ The ways, each in a child process of its own:
 - `peer`: our peer's prepared net in its child, its `run()` per pass
 - `peer-pass`: `peer` with timed_pass's input copy and output read between the calls (untimed)
 - `peer-checked`: `peer` after what `compare run` does first (the check, a per-layer pass)
-- `peer-timed`: the peer as `compare run` times it, `timed_pass` through the child (compute), the
-  child waiting for each request awake (backends/isolated.py); `peer-timed-asleep`: the same with
-  the child asleep in its socket's recv between passes, as before that
+- `peer-timed`: the peer as `compare run` times it, `timed_pass` through the child (compute)
 
 Per way: the pass's wall time (call + synchronize, median), the host's enqueue time (the
 call alone returning), the kernels' device time summed (each kernel waited for: profiling
@@ -27,7 +25,10 @@ events, one pass), the launches a pass makes, and the output's relative L2 error
 float64 oracle.  Then each way's ratio to `own`, with its 95% interval; the peer is at its
 best where its interval reaches 1.05 or below.
 
-    .venv/bin/python benchmarks/tinygrad_own.py --nets resnet18 [--repeats 100]
+    .venv/bin/python benchmarks/tinygrad_own.py --nets resnet18 [--repeats 100] [--ways own,peer-timed]
+
+Each net's table is printed as soon as its ways are measured (a run cut short keeps the nets it
+finished).
 
 vit-tiny has no ONNX writer (the tokens layer): it is said, not measured.
 """
@@ -56,7 +57,7 @@ from nets.errors import Unsupported
 from nets.weights import init_weights, make_input
 
 MODULE = __spec__.name if __spec__ else Path(__file__).stem   # how a child imports this file
-WAYS = ("own", "own-plain", "peer", "peer-pass", "peer-checked", "peer-timed", "peer-timed-asleep")
+WAYS = ("own", "own-plain", "peer", "peer-pass", "peer-checked", "peer-timed")
 
 
 def _passes(call, sync, repeats: int, between=lambda: None) -> dict:
@@ -221,17 +222,10 @@ def _plain_child(fn: str, *args) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def peer_timed(net, weights, x, mode, repeats, spin: bool = True) -> dict:
-    """`peer-timed`: the peer as `compare run` times a pass (timed_pass's compute, in the child, which waits
-    for the next request awake on a GPU); `peer-timed-asleep`: its child sleeps in recv between passes."""
-    import backends.isolated as isolated
-    kept = isolated.SPIN_S
-    isolated.SPIN_S = kept if spin else 0.0
+def peer_timed(net, weights, x, mode, repeats) -> dict:
+    """`peer-timed`: the peer as `compare run` times a pass (timed_pass's compute, in the child)."""
     backend = backends.get("tinygrad")
-    try:
-        prepared = backend.prepare(net, weights, x.shape[0], mode)
-    finally:
-        isolated.SPIN_S = kept
+    prepared = backend.prepare(net, weights, x.shape[0], mode)
     try:
         for _ in range(3):
             prepared.timed_pass(x)
@@ -274,8 +268,8 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str) -> list[dic
                 got = _in_child(rt.device, "peer_pass_in_child", options, store, net, weights, x, mode, repeats)
             elif way == "peer-checked":
                 got = _in_child(rt.device, "peer_checked_in_child", options, store, net, weights, x, mode, repeats)
-            elif way in ("peer-timed", "peer-timed-asleep"):
-                got = peer_timed(net, weights, x, mode, repeats, spin=way == "peer-timed")
+            elif way == "peer-timed":
+                got = peer_timed(net, weights, x, mode, repeats)
             else:
                 continue
         except Exception as exc:  # noqa: BLE001 - one way failing is a line of the table, not the end
@@ -317,11 +311,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--mode", default="searched", help="the peer's mode (searched: BEAM=2 choices)")
     args = parser.parse_args(argv)
-    rows = []
+    print(f"device: {get_runtime().device.name.strip()}; mode {args.mode}; {args.repeats} passes a way", flush=True)
     for net in args.nets.split(","):
-        rows += measure(net, args.ways.split(","), args.repeats, args.mode)
-    print(f"device: {get_runtime().device.name.strip()}; mode {args.mode}; {args.repeats} passes a way")
-    _print(rows)
+        _print(measure(net, args.ways.split(","), args.repeats, args.mode))
+        sys.stdout.flush()
     return 0
 
 
