@@ -32,7 +32,8 @@ from pathlib import Path
 from nets import LayerKind, Net
 from nets.errors import PassTimeout, Unsupported, UserError
 
-from ..shared_files import locked, read_json, write_json
+from .. import stores
+from ..shared_files import locked, whole, write_json
 
 SUMMARY = "compare-opencv.json"
 BASIC = "fallback to basic kernel"
@@ -92,8 +93,18 @@ class Tuning:
         return sum(1 for names in convs if any(t in f for f in files for t in names)), len(convs)
 
     def summary(self) -> dict:
-        data, _ = read_json(self.folder / SUMMARY)
-        return data if isinstance(data, dict) else {}
+        """Per net (net_key) what its tuning said; a damaged or foreign summary is set aside with what could
+        be kept written back (backends/stores.py)."""
+        path = self.folder / SUMMARY
+
+        def parse(data) -> stores.Parsed[dict]:
+            kept = {k: v for k, v in stores.obj(data, "the file").items() if isinstance(v, dict) and whole(v)}
+            return stores.Parsed(kept, sum(1 for v in data.values() if whole(v)) - len(kept))
+
+        got = stores.load(path, parse, lambda kept: f"the records of {len(kept or {})} nets kept",
+                          lambda kept: write_json(path, kept, indent=1) if kept else None,
+                          lambda: locked(self.folder, f".{SUMMARY}.lock"))
+        return got if got is not None else {}
 
     def note(self, net: Net, batch: int, record: dict) -> None:
         with locked(self.folder, f".{SUMMARY}.lock"):
