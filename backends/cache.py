@@ -35,15 +35,27 @@ def lock(kind: str):
 
 # a kind -> the function that checks one device's entry of it (raising stores.Foreign), where its entries
 # have a schema of their own here; imported only when the kind is read
-ENTRY_CHECKS = {"tiles": "backends.handwritten.tiles_tuned:check_entry"}
+ENTRY_CHECKS = {"tiles": "backends.handwritten.tiles_tuned:check_entry", "peak": "backends.cache:check_peak"}
+
+
+def check_peak(entry, where: str) -> None:
+    """A peak entry (compare/peak.py writes it): its figures, where it has them, finite numbers."""
+    for key in ("gflops", "bandwidth_gbs"):
+        if stores.obj(entry, where).get(key) is not None:
+            stores.number(entry[key], f"{where}.{key}")
 
 
 def _entry_check(kind: str):
+    """The check of one device's entry of `kind`: its key is a device_key, its value of the kind's schema."""
     where = ENTRY_CHECKS.get(kind)
-    if where is None:
-        return stores.obj
-    module, name = where.split(":")
-    return getattr(importlib.import_module(module), name)
+    module, name = where.split(":") if where else ("backends.stores", "obj")
+    check = getattr(importlib.import_module(module), name)
+
+    def checked(key, entry) -> None:
+        if not isinstance(key, str) or key.count(" | ") < 2:
+            raise stores.Foreign(f"{key!r} is not a device's key (platform | name | driver)")
+        check(entry, repr(key))
+    return checked
 
 
 def load(kind: str) -> dict:
@@ -59,7 +71,7 @@ def load(kind: str) -> dict:
             if not whole(value):
                 continue   # the entry at a cut
             try:
-                check(value, repr(key))
+                check(key, value)
             except (ValueError, KeyError, TypeError, AttributeError, IndexError):
                 dropped += 1
                 continue

@@ -427,3 +427,23 @@ def test_negative_overheads_are_a_measurement_not_a_damaged_file(tmp_path, capsy
     over.update(median=-0.25, min=-0.25, max=-0.25, q1=-0.25, q3=-0.25, values=[-0.25] * 5)
     (tmp_path / "r.json").write_text(json.dumps(d))
     assert main(["report", str(tmp_path / "r.json"), "--out", str(tmp_path / "rep")]) == 0, capsys.readouterr().err
+
+
+# -- tuning stores -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["[1,2,3]", "[]", "garbage", '{"schema": "clblast-compare/tinygrad-search"}'])
+def test_tune_show_over_a_damaged_tinygrad_store_sets_it_aside_in_one_line(tmp_path, monkeypatch, capsys, text):
+    """Was `AttributeError: 'list' object has no attribute 'get'`; the next tune would have overwritten it."""
+    module_or_skip("tinygrad", "tinygrad")
+    from backends.opencl.runtime import get_runtime
+    from backends.peers.tinygrad_search import store_for
+    monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))
+    path = store_for(get_runtime(None)).path
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    assert main(["tune", "--show", "--scope", "tinygrad", "--net", "lenet"]) == 0
+    out, err = capsys.readouterr()
+    aside = list(path.parent.glob("choices.json.damaged-*"))
+    assert len(aside) == 1 and aside[0].read_text() == text and not path.exists()
+    assert err.count("\n") == 1 and f"{path} was damaged" in err and aside[0].name in err, err
+    assert "0 kernels searched" in " ".join(out.split()), out

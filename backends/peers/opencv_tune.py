@@ -98,8 +98,9 @@ class Tuning:
         path = self.folder / SUMMARY
 
         def parse(data) -> stores.Parsed[dict]:
-            kept = {k: v for k, v in stores.obj(data, "the file").items() if isinstance(v, dict) and whole(v)}
-            return stores.Parsed(kept, sum(1 for v in data.values() if whole(v)) - len(kept))
+            found = {k: v for k, v in stores.obj(data, "the file").items() if whole(v)}
+            kept = {k: v for k, v in found.items() if _is_record(k, v)}
+            return stores.Parsed(kept, len(found) - len(kept))
 
         got = stores.load(path, parse, lambda kept: f"the records of {len(kept or {})} nets kept",
                           lambda kept: write_json(path, kept, indent=1) if kept else None,
@@ -116,6 +117,14 @@ class Tuning:
         at = "" if batch == net.default_batch else f" --batch {batch}"
         return (f"no convolution of {net.name} at batch {batch} was auto-tuned on this device: `compare tune "
                 f"--scope opencv --net {net.name}{at}` tunes them")
+
+
+def _is_record(key: str, record) -> bool:
+    """A net's record as note() writes it: under 'net@batch', its counts whole numbers where given."""
+    if "@" not in key or not key.rsplit("@", 1)[1].isdigit() or not isinstance(record, dict):
+        return False
+    return all(isinstance(record.get(k), int) and not isinstance(record.get(k), bool)
+               for k in ("convolutions", "tuned", "basic_only") if record.get(k) is not None)
 
 
 def tuning_line(tuning: Tuning, net: Net, batch: int, tuned: bool) -> str:
