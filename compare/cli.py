@@ -38,7 +38,7 @@ from .hostmem import HostNeed, check_fits, check_passes, host_need
 from .keep import Keeper, keep_file, text_writer
 from .models import SUFFIXES, load_net
 from .progress import Progress
-from .results import MAX_FILE_BYTES, RunResult, Source, load_results, to_json
+from .results import MAX_FILE_BYTES, MAX_SAMPLES, RunResult, Source, load_results, to_json
 from .modes import MODES, checks
 from .runner import Outputs, Plan, execute, exit_code
 from .signals import install_handlers, restore_handlers
@@ -119,7 +119,7 @@ def _plan(args, mode: str) -> Plan:
     def room_for(n: int, what: str | None = None, fits: str = "--batch {} fits") -> None:
         """Before a batch's input is made or read: it fits the host's memory, and so do the timings kept."""
         check_fits(net, n, need, what, fits)
-        check_passes(net, len(names), repeats, warmup, n, need, MAX_FILE_BYTES)
+        check_passes(net, len(names), repeats, warmup, n, need, MAX_FILE_BYTES, MAX_SAMPLES)
     if args.input and data:
         raise UserError("--input and --data are alternatives: give one")
     if args.input:
@@ -215,7 +215,8 @@ def _sweep_plans(args) -> tuple[Plan, list[int], Iterator[Plan]]:
         fixed_batch(base.net, batch)
     need = _host_need(base.net, base.backends, "both", base.interleave)
     check_fits(base.net, batches[-1], need, f"batch {batches[-1]} of the sweep", "batches up to {} fit")   # the largest, before any runs
-    check_passes(base.net, len(base.backends), base.repeats, base.warmup, batches[-1], need, MAX_FILE_BYTES)
+    check_passes(base.net, len(base.backends), base.repeats, base.warmup, batches[-1], need, MAX_FILE_BYTES,
+                 MAX_SAMPLES)
 
     def plans():
         for batch in batches:

@@ -65,6 +65,9 @@ def _file_page(doc: Document, res: RunResult, path: str, out_dir: Path, stem: st
                           "p50 (the median every ratio uses), p90, p99 (numpy's linear percentiles: with fewer "
                           "than 100 repeats p99 lies between the two slowest), the fastest and slowest, and the "
                           "spread: the interquartile range as a % of the median.")
+        subsample = an.subsample_note(res)
+        if subsample:
+            doc.para(subsample)
         for token in an.baselines(res, baselines):
             table = report_tables.speedup_table(res, token)
             if table:
