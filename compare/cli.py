@@ -31,7 +31,7 @@ from nets.weights import init_weights, load_weights, make_input, save_weights, w
 
 from . import __version__
 from .report import answer
-from .analysis import DEFAULT_BASELINES, baseline_names, parse_baselines
+from .analysis import DEFAULT_BASELINES, baseline_names, parse_baselines, timed
 from .cli_common import add_device_option, positive, seed_arg, unwritten
 from .files import RESULTS_ROOM, Output, check_apart, check_writable
 from .hostmem import HostNeed, check_fits, check_passes, host_need
@@ -547,12 +547,22 @@ def cmd_answer(args) -> int:
     from tabulate import tabulate
 
     from .report.answer import TABLE_NOTE, answer_tables, as_data, heading, lines
+    from .names import for_markdown, for_terminal
     results = [load_results(p) for p in _once(args.files)]
+    for p, r in zip(args.files, results):
+        if not timed(r):
+            raise UserError(f"results file {p} times no backend (mode {r.mode!r}; "
+                            f"{', '.join(sorted({b.status for b in r.backends}))}): nothing to answer; "
+                            f"`compare run` times them")
+    if not args.json:   # names are data: escaped for where they are shown (compare/names.py)
+        results = [(for_markdown if args.markdown else for_terminal)(r) for r in results]
     if args.json:
         from .machine import emit
         emit("answer", {"files": [{"file": p, **dataclasses.asdict(as_data(r))} for p, r in zip(args.files, results)]})
     elif args.markdown:   # the README's tables
-        blocks = [f"**{device}**\n\n" + tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+        from .report.document import _cell   # a '|' of a name would split its cell
+        blocks = [f"**{device}**\n\n" + tabulate([[_cell(c) for c in r] for r in rows], headers=headers,
+                                                 tablefmt="github", disable_numparse=True)
                   for device, headers, rows in answer_tables(results)]
         print("\n\n".join(blocks))
     elif args.table:

@@ -586,8 +586,19 @@ def parse_versioned(text: str, source: str, what: str, schema: str, version: int
 
 
 def parse_results(text: str, source: str) -> RunResult:
-    """A results file's text as a RunResult; UserError naming the problem."""
-    return parse_versioned(text, source, "results", SCHEMA, VERSION, RunResult, MIGRATIONS)
+    """A results file's text as a RunResult; UserError naming the problem, or saying where it holds nothing
+    to answer (no backend, or one backend twice: which of the two ran is not known)."""
+    res = parse_versioned(text, source, "results", SCHEMA, VERSION, RunResult, MIGRATIONS)
+    if not res.backends:
+        raise UserError(f"results file {source} holds no backend: nothing to report or answer; give a file that "
+                        f"`compare run` wrote")
+    seen: dict[tuple, int] = {}
+    for i, b in enumerate(res.backends):
+        j = seen.setdefault((b.name, b.mode), i)
+        if j != i:
+            raise UserError(f"results file {source} holds backend {b.name!r} twice (backends[{j}] and [{i}]): which "
+                            f"one ran is not known, so nothing is answered; give a file that `compare run` wrote")
+    return res
 
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import time
 from contextlib import contextmanager
@@ -447,3 +448,72 @@ def test_tune_show_over_a_damaged_tinygrad_store_sets_it_aside_in_one_line(tmp_p
     assert len(aside) == 1 and aside[0].read_text() == text and not path.exists()
     assert err.count("\n") == 1 and f"{path} was damaged" in err and aside[0].name in err, err
     assert "0 kernels searched" in " ".join(out.split()), out
+
+
+# -- names are data -------------------------------------------------------------------------
+
+FORGED = {"backend": "clblast\x1b[2J\x1b[H\nnumpy | 0.001 ms | 1000x faster", "net": "<script>alert(1)</script>*big*",
+          "device": "GPU\r\x1b]0;owned\x07 [link](http://x)"}
+
+
+def _forged(tmp_path: Path) -> Path:
+    d = small_results_dict()
+    d["backends"][1]["name"] = FORGED["backend"]
+    d["net"]["name"] = FORGED["net"]
+    d["device"]["name"] = FORGED["device"]
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(d))
+    return path
+
+
+def test_names_from_a_results_file_reach_the_terminal_escaped(tmp_path, capsys):
+    path = _forged(tmp_path)
+    for argv in (["answer", str(path)], ["answer", "--table", str(path)]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert not any(c in out for c in "\x1b\r\x07"), out
+        assert "clblast\\x1b[2J" in out and "GPU\\r\\x1b]0;owned\\x07" in out, out
+        assert not any(line.startswith("numpy | 0.001") for line in out.splitlines()), "a forged row"
+
+
+def test_names_from_a_results_file_are_escaped_in_the_markdown_and_html_pages(tmp_path, capsys):
+    path = _forged(tmp_path)
+    assert main(["report", str(path), "--out", str(tmp_path / "rep"), "--quiet"]) == 0
+    capsys.readouterr()
+    pages = {p.name: p.read_text() for p in (tmp_path / "rep").iterdir() if p.suffix in (".md", ".html")}
+    assert len(pages) >= 4
+    for name, text in pages.items():
+        assert not re.search(r"(?<!\\)<script>", text) and "\x1b" not in text and "\r" not in text, name
+        if name.endswith(".md"):   # in Markdown a name's brackets and stars are escaped; in HTML they are text
+            assert not re.search(r"(?<!\\)\[link(?<!\\)\]\(http", text) and not re.search(r"(?<!\\)\*big", text)
+        else:
+            assert 'href="http://x"' not in text and "<em>big" not in text, name
+    assert "\\<script>alert(1)\\</script>\\*big\\*" in pages["report.md"]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;*big*" in pages["report.html"]
+    assert main(["answer", "--markdown", str(path)]) == 0   # the README's table
+    table = capsys.readouterr().out
+    assert not re.search(r"(?<!\\)<script>", table) and "\\nnumpy \\| 0.001 ms \\| 1000x" in table, table
+
+
+@pytest.mark.parametrize("spoil, words", [
+    (lambda d: d.update(backends=[]), "holds no backend: nothing to report or answer"),
+    (lambda d: d["backends"].append(dict(d["backends"][1])), "holds backend 'clblast' twice (backends[1] and [4])"),
+])
+@pytest.mark.parametrize("command", ["answer", "report"])
+def test_a_results_file_with_nothing_to_answer_says_so(tmp_path, capsys, spoil, words, command):
+    d = small_results_dict()
+    spoil(d)
+    (tmp_path / "r.json").write_text(json.dumps(d))
+    out = ["--out", str(tmp_path / "rep")] if command == "report" else []
+    line = refused([command, str(tmp_path / "r.json")] + out, capsys, tmp_path)
+    assert words in line and "r.json" in line, line
+
+
+def test_a_results_file_without_timings_has_nothing_to_answer(tmp_path, capsys):
+    d = small_results_dict()
+    d["mode"] = "correctness"
+    for b in d["backends"]:
+        b.pop("timing", None)
+    (tmp_path / "r.json").write_text(json.dumps(d))
+    line = refused(["answer", str(tmp_path / "r.json")], capsys, tmp_path)
+    assert "times no backend (mode 'correctness'; OK, UNAVAILABLE): nothing to answer" in line, line

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from .. import analysis as an
+from .. import names as escapes
 from . import kinds
 from . import answer
 from . import plots
@@ -259,7 +260,10 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
                   baselines=an.DEFAULT_BASELINES, sweeps: list[LoadedSweep] = ()) -> list[str]:
     """The report's index (report.md, report.html: the answer, one summary figure, the headline table and
     links) and a page per results file, per sweep and for the rooflines.  Rendered into a staging folder,
-    then moved into `out_dir` all at once (compare/files.py): an interrupt leaves the old report whole."""
+    then moved into `out_dir` all at once (compare/files.py): an interrupt leaves the old report whole.
+    Every string of the files is shown escaped (compare/names.py): a name is data, never Markdown or HTML."""
+    results = [escapes.for_markdown(r) for r in results]
+    sweeps = [escapes.for_markdown(s) for s in sweeps]
     out = Path(out_dir)
     index = Document("clblast-compare report")
     index.para("Does CLBlast make a good neural-network engine on this device, or do hand-written kernels beat it? "
