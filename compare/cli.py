@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import os
+import re
 import shlex
 import signal
 import sys
@@ -29,7 +30,7 @@ from nets.npy import check_holds, header_of, read_data
 from nets.userfile import regular_file
 from nets.weights import init_weights, load_weights, make_input, save_weights, weights_digest
 
-from . import __version__
+from . import __version__, bounds
 from .report import answer
 from .analysis import DEFAULT_BASELINES, baseline_names, parse_baselines, timed
 from .cli_common import add_device_option, positive, seed_arg, unwritten
@@ -51,6 +52,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but its errors are one line like ours."""
 
     def error(self, message):
+        message = re.sub(r"^argument (--[\w-]+): must be", r"\1 must be", message)   # a bound's refusal (bounds.py)
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
 
@@ -598,7 +600,7 @@ def _add_net_options(p) -> None:
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the generated weights and input (default 0)")
     p.add_argument("--weights", help="a .npz weights file (see `compare weights`) instead of seeded weights")
     add_device_option(p)
-    p.add_argument("--timeout-s", type=float, default=600.0,
+    p.add_argument("--timeout-s", type=bounds.TIMEOUT_S, default=600.0,
                    help="a backend whose forward pass takes longer fails, and the others still run (default 600)")
     p.add_argument("--clblast-params", choices=CLBLAST_PARAMS, default=RunOptions.clblast_params,
                    help="CLBlast's parameters: tuned (the better of what `compare tune` verified for this device "
@@ -607,9 +609,9 @@ def _add_net_options(p) -> None:
 
 def _add_timing_options(p) -> None:
     """How the timed commands (run, sweep) time and compare."""
-    p.add_argument("--repeats", type=int, default=10, help="timed repeats; medians are reported (default 10)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed runs first; the first is reported apart (default 2)")
-    p.add_argument("--peak-gflops", type=float,
+    p.add_argument("--repeats", type=bounds.REPEATS, default=10, help="timed repeats; medians are reported (default 10)")
+    p.add_argument("--warmup", type=bounds.WARMUP, default=2, help="untimed runs first; the first is reported apart (default 2)")
+    p.add_argument("--peak-gflops", type=bounds.PEAK_GFLOPS,
                    help="the device's peak for utilisation (default: `compare peak`'s cached figure, "
                         "else measured at the start of the run)")
     p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
@@ -623,7 +625,7 @@ def _add_timing_options(p) -> None:
 
 def _add_run_options(p, with_timing: bool) -> None:
     _add_net_options(p)
-    p.add_argument("--batch", type=int, help="images per forward pass (default: the net's, 100 for lenet, 1 for vgg16)")
+    p.add_argument("--batch", type=bounds.BATCH, help="images per forward pass (default: the net's, 100 for lenet, 1 for vgg16)")
     p.add_argument("--input", help="a float32 .npy input of shape (N, C, H, W) instead of a seeded one")
     p.add_argument("--save-outputs", metavar="DIR", help="save the input, the reference and every backend's output as .npy")
     p.add_argument("--end-to-end-only", action="store_true", help="check only the final output, not each layer")
@@ -690,7 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("peak", help="measure the device's multiply-add throughput and memory bandwidth")
     add_device_option(p)
-    p.add_argument("--cap-s", type=float, default=30.0, help="time for the whole measurement, in seconds (default 30)")
+    p.add_argument("--cap-s", type=bounds.CAP_S, default=30.0, help="time for the whole measurement, in seconds (default 30)")
     p.set_defaults(func=cmd_peak)
 
     add_tune_parser(sub)

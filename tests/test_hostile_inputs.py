@@ -517,3 +517,34 @@ def test_a_results_file_without_timings_has_nothing_to_answer(tmp_path, capsys):
     (tmp_path / "r.json").write_text(json.dumps(d))
     line = refused(["answer", str(tmp_path / "r.json")], capsys, tmp_path)
     assert "times no backend (mode 'correctness'; OK, UNAVAILABLE): nothing to answer" in line, line
+
+
+# -- bounds ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, words", [
+    (["tune", "--net", "lenet", "--budget-s", "inf"], "--budget-s must be a finite number of seconds from 1 to "
+                                                      "2,592,000, not inf"),
+    (["tune", "--net", "lenet", "--budget-s", "1e308"], "--budget-s must be a finite number of seconds"),
+    (["tune", "--net", "lenet", "--budget-s", "nan"], "not nan"),
+    (["tune", "--net", "lenet", "--jobs", "100000"], "--jobs must be a whole number from 1 to 1,024, not 100000"),
+    (["tune", "--net", "lenet", "--beam-width", "-1"], "--beam-width must be a whole number from 1"),
+    (["run", "--net", "lenet", "--timeout-s", "inf"], "--timeout-s must be a finite number of seconds from 0.001"),
+    (["check", "--net", "lenet", "--timeout-s", "1e-9"], "--timeout-s must be a finite number of seconds from 0.001"),
+    (["sweep", "--net", "lenet", "--timeout-s", "1e400"], "--timeout-s must be a finite number of seconds"),
+    (["run", "--net", "lenet", "--peak-gflops", "inf"], "--peak-gflops must be a finite number of GFLOP/s"),
+    (["run", "--net", "lenet", "--warmup", "-1"], "--warmup must be a whole number from 0"),
+    (["run", "--net", "lenet", "--batch", "1e3"], "--batch must be a whole number from 1 to 2,147,483,647, not '1e3'"),
+    (["peak", "--cap-s", "inf"], "--cap-s must be a finite number of seconds from 1 to 86,400, not inf"),
+])
+def test_every_numeric_option_is_finite_and_within_its_stated_range(tmp_path, capsys, argv, words):
+    line = refused(argv, capsys, tmp_path)
+    assert words in line, line
+
+
+def test_check_keeps_the_timeout_as_run_does(tmp_path, capsys):
+    """Was: `check --timeout-s` applied to no pass (check runs one, and only timed passes were held to it)."""
+    # LeNet-5 at batch 1000 is 400 MFLOP on the host: no machine does a pass of it in a millisecond
+    code = main(["check", "--net", "lenet", "--backends", "numpy", "--batch", "1000", "--timeout-s", "0.001",
+                 "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and "the first pass took" in err and "more than --timeout-s 0.001" in err, err
