@@ -418,6 +418,9 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_weights(args) -> int:
+    if Path(args.net).suffix.lower() in SUFFIXES:   # a model file carries its own weights: none are seeded for it
+        raise UserError(f"--net {args.net} is a model file: `compare weights` writes the seeded weights of a built-in "
+                        f"net ({', '.join(nets.NETS)}); a model file's weights are its own, read with it")
     net = nets.get_net(args.net)
     check_writable(args.out, "--out", room=net.params() * 4 + 2**16)
     weights = init_weights(net, args.seed)

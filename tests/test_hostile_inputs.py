@@ -548,3 +548,26 @@ def test_check_keeps_the_timeout_as_run_does(tmp_path, capsys):
                  "--quiet"])
     err = capsys.readouterr().err
     assert code == 1 and "the first pass took" in err and "more than --timeout-s 0.001" in err, err
+
+
+# -- leaks ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("config, shape", [([1, 2, 3], "a list"), ({"config": {}}, "an object without 'class_name'"),
+                                           ("model", "a str")])
+def test_a_keras_config_that_is_not_a_model_is_refused_in_one_line(tmp_path, capsys, config, shape):
+    import zipfile
+    path = tmp_path / "model.keras"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("metadata.json", json.dumps({"keras_version": "3.0.0"}))
+        z.writestr("config.json", json.dumps(config))
+    line = refused(["check", "--net", str(path), "--backends", "numpy"], capsys, tmp_path)
+    assert line == (f"error: Keras model file {path}: its configuration is {shape}, not a model's (an object naming "
+                    f"its class); the file was damaged or edited: save the model again"), line
+
+
+@pytest.mark.parametrize("name", ["base.onnx", "model.keras", "old.H5"])
+def test_weights_of_a_model_file_are_refused_as_what_they_are(tmp_path, capsys, name):
+    line = refused(["weights", "--net", name, "--out", str(tmp_path / "w.npz")], capsys, tmp_path)
+    assert line.startswith(f"error: --net {name} is a model file: `compare weights` writes the seeded weights of a "
+                           f"built-in net (lenet, vgg16"), line
+    assert "unknown net" not in line
