@@ -70,6 +70,20 @@ def load(path: Path, parse: Callable[[Any], Parsed[T]], kept: Callable[[T | None
     return got
 
 
+def make_folder(folder: Path) -> Path:
+    """`folder` made where it is missing; refused in one line where something else is at its place (never
+    removed: it is not ours)."""
+    for place in [folder, *folder.parents]:
+        there = kind(place)
+        if there is None:
+            continue
+        if there != "a folder":
+            raise UserError(f"tuning folder {folder} cannot be made: {place} is {there}; move it away and tune again")
+        break
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def _check_is_a_store(path: Path) -> None:
     there = kind(path)
     if there not in (None, "a regular file"):

@@ -172,7 +172,7 @@ def check_passes(net: Net, backends: int, repeats: int, warmup: int, batch: int,
     limits = [(file_bytes // (per * SAMPLE_FILE_BYTES),
                f"a results file of at most {file_bytes / 2**20:.0f} MiB (what `compare report` reads)")]
     if file_samples is not None:
-        limits.append((file_samples // per, f"the {file_samples:,} timings a results file may keep (what "
+        limits.append((file_samples // per, f"a results file of at most {file_samples:,} timings (what "
                                             f"`compare report` reads)"))
     have = available_bytes()
     if have is not None:

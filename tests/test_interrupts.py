@@ -44,7 +44,7 @@ def folder(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_timing(folder, sig):
-    code, err, took = _interrupt(["run", "--net", "lenet", "--backends", "numpy", "--repeats", "100000",
+    code, err, took = _interrupt(["run", "--net", "lenet", "--backends", "numpy", "--repeats", "30000",
                                   "--peak-gflops", "1", "--out", str(folder / "new.json")], 4, sig)
     _stopped_cleanly(code, err, sig, folder, {"earlier.json": "an earlier results file"})
     assert took < 20
@@ -61,7 +61,7 @@ def test_ctrl_c_during_kernel_builds(folder, tmp_path_factory):
 
 def test_ctrl_c_while_the_tensorflow_child_works(folder):
     backend_or_skip("tensorflow")
-    code, err, took = _interrupt(["run", "--net", "lenet", "--backends", "tensorflow", "--repeats", "100000",
+    code, err, took = _interrupt(["run", "--net", "lenet", "--backends", "tensorflow", "--repeats", "30000",
                                   "--out", str(folder / "new.json")], 4)
     _stopped_cleanly(code, err, signal.SIGINT, folder, {"earlier.json": "an earlier results file"})
     assert took < 30

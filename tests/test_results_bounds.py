@@ -114,4 +114,5 @@ def test_run_refuses_repeats_whose_timings_would_pass_the_sample_cap(tmp_path, c
     assert main(["run", "--net", "lenet", "--backends", "numpy", "--repeats", "200",
                  "--out", str(tmp_path / "r.json")]) == 2
     line = _one_line(capsys)
-    assert "more than the 1,000 timings a results file may keep" in line and "--repeats" in line, line
+    assert "more than a results file of at most 1,000 timings (what `compare report` reads) holds" in line, line
+    assert line.endswith(f"--repeats {1000 // int(line.split(' keeps ')[1].split()[0].replace(',', ''))} fits"), line

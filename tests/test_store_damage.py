@@ -198,3 +198,16 @@ def test_every_committed_tiles_cache_loads_whole(path, tmp_path, monkeypatch, ca
 def test_every_committed_opencv_summary_loads_whole(path, capsys):
     assert Tuning(path.parent).summary() == json.loads(path.read_text())
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("store", ["tinygrad choices", "clblast record"])
+def test_a_file_in_the_place_of_a_store_folder_is_refused_in_one_line_and_kept(tmp_path, monkeypatch, store):
+    from nets.errors import UserError
+    monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))
+    kind = STORES[store]
+    folder = kind.path(tmp_path).parent
+    folder.parent.mkdir(parents=True)
+    folder.write_text("mine")
+    with pytest.raises(UserError, match=f"tuning folder {folder} cannot be made: {folder} is a regular file; move it"):
+        kind.save(tmp_path)
+    assert folder.read_text() == "mine"

@@ -351,7 +351,9 @@ class Store:
         self._seen: dict[Path, tuple] = {}   # a record's file -> its _stamp as this process last read or wrote it
 
     def lock(self):
-        """The folder's lock, for a read-merge-write of its files (taken again inside: no harm)."""
+        """The folder's lock, for a read-merge-write of its files (taken again inside: no harm); the folder
+        made first (refused in one line where a file is in its place)."""
+        stores.make_folder(self.folder)
         return locked(self.folder)
 
     def _path(self, problem: Problem) -> Path:

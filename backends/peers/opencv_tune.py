@@ -191,7 +191,7 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
         raise UserError("--scope opencv needs OpenCV: pip install 'clblast-compare[opencv]'")
     device, info = _device(rt_or_device)
     tuning = Tuning(tuning_folder(info))
-    tuning.folder.mkdir(parents=True, exist_ok=True)
+    stores.make_folder(tuning.folder)
     end = time.monotonic() + budget_s
     lines = []
     for net in nets:

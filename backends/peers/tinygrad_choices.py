@@ -228,7 +228,7 @@ class ChoiceStore:
         machine or a farm's client, may have written since this one loaded), then written whole to a
         temporary file and renamed: an interrupt leaves the last good file, and no writer loses another's
         choices.  `choices` gains what the file held."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        stores.make_folder(self.folder)
         with locked(self.folder):
             there = self.load()
             for key, choice in there.kernels.items():
