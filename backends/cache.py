@@ -1,14 +1,16 @@
 """The user's cache of per-device figures (the measured peak, our tiles):
 one JSON file per kind, keyed by the device.  Read here; written by the
 harness (compare/device_cache.py), atomically, under the file's lock.  A
-damaged file keeps every device's entry that can be read and is set aside
-(shared_files.py).  COMPARE_CACHE_DIR moves it (the tests do)."""
+damaged or foreign file keeps every device's entry that can be read and is
+of its kind's schema, and is set aside (stores.py).  COMPARE_CACHE_DIR moves it (the tests do)."""
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
-from .shared_files import locked, read_json, set_aside, whole, write_json
+from . import stores
+from .shared_files import locked, whole, write_json
 
 
 def cache_dir() -> Path:
@@ -31,22 +33,61 @@ def lock(kind: str):
     return locked(cache_dir(), f".{kind}.json.lock")
 
 
+# a kind -> the function that checks one device's entry of it (raising stores.Foreign), where its entries
+# have a schema of their own here; imported only when the kind is read
+ENTRY_CHECKS = {"tiles": "backends.handwritten.tiles_tuned:check_entry", "peak": "backends.cache:check_peak"}
+
+
+def check_peak(entry, where: str) -> None:
+    """A peak entry (compare/peak.py writes it): its figures, where it has them, finite numbers."""
+    for key in ("gflops", "bandwidth_gbs"):
+        if stores.obj(entry, where).get(key) is not None:
+            stores.number(entry[key], f"{where}.{key}")
+
+
+def _entry_check(kind: str):
+    """The check of one device's entry of `kind`: its key is a device_key, its value of the kind's schema."""
+    where = ENTRY_CHECKS.get(kind)
+    module, name = where.split(":") if where else ("backends.stores", "obj")
+    check = getattr(importlib.import_module(module), name)
+
+    def checked(key, entry) -> None:
+        if not isinstance(key, str) or key.count(" | ") < 2:
+            raise stores.Foreign(f"{key!r} is not a device's key (platform | name | driver)")
+        check(entry, repr(key))
+    return checked
+
+
 def load(kind: str) -> dict:
-    """Every device's entry in the `kind` file; {} when there is none.  A damaged file keeps the entries
-    that can be read whole: they are written back, the file itself set aside, in one line."""
-    file = path(kind)
-    data, is_whole = read_json(file)
-    if is_whole:
-        return data if isinstance(data, dict) else {}
-    kept = {k: v for k, v in data.items() if whole(v)} if isinstance(data, dict) else {}
-    with lock(kind):
-        again, now_whole = read_json(file)
-        if now_whole and isinstance(again, dict):   # another process mended it meanwhile
-            return again
-        devices = f"{len(kept)} device{'s' if len(kept) != 1 else ''}"
-        if set_aside(file, "cut short or not JSON", f"the entries of {devices} kept") is not None and kept:
+    """Every device's entry in the `kind` file; {} when there is none.  A damaged or foreign file (cut
+    short, not JSON, not an object of device entries, an entry not of the kind's schema) keeps the entries
+    that can be read whole and are of the schema: they are written back, the file itself set aside, in one
+    line (backends/stores.py)."""
+    file, check = path(kind), _entry_check(kind)
+
+    def parse(data) -> stores.Parsed[dict]:
+        kept, dropped = {}, 0
+        for key, value in stores.obj(data, "the file").items():
+            if not whole(value):
+                continue   # the entry at a cut
+            try:
+                check(key, value)
+            except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+                dropped += 1
+                continue
+            kept[key] = value
+        return stores.Parsed(kept, dropped)
+
+    def said(kept: dict | None) -> str:
+        n = len(kept or {})
+        return f"the entries of {n} device{'s' if n != 1 else ''} kept"
+
+    def write_back(kept: dict) -> None:
+        if kept:
             write_json(file, kept, indent=1)
-    return kept
+
+    got = stores.load(file, parse, said, write_back, lambda: lock(kind))
+    return got if got is not None else {}
 
 
 def entry(kind: str, info: dict):

@@ -32,6 +32,7 @@ import weakref
 from multiprocessing.connection import Connection
 
 import numpy as np
+import psutil
 
 from nets.errors import PassTimeout, UserError
 
@@ -111,6 +112,18 @@ def _stop(conn, proc, log) -> None:
         log.close()
 
 
+class Stopped(RuntimeError):
+    """A request whose child was stopped on purpose while it waited (Worker.kill)."""
+
+
+def _descendants(pid: int) -> list:
+    """The processes `pid` started, and theirs (a search's pool of compilers): stopped with it."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
 class Worker:
     """One child process that serves `new`, `call`, `get`, `drop` and `func`."""
 
@@ -129,6 +142,7 @@ class Worker:
                                       stdout=self._log, stderr=subprocess.STDOUT)
         theirs.close()
         self._conn = Connection(ours.detach())
+        self._killed = False
         self._stop = weakref.finalize(self, _stop, self._conn, self._proc, self._log)
 
     def request(self, op: str, *args, timeout_s: float | None = None):
@@ -145,6 +159,8 @@ class Worker:
                                   f"({op} {args[1] if op == 'call' else ''}); it was stopped")
             status, value = self._conn.recv()
         except (EOFError, OSError):
+            if self._killed:   # stopped on purpose from another thread (an interrupt): no death to report
+                raise Stopped(f"the {self.label} process was stopped") from None
             try:
                 code = self._proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -153,18 +169,33 @@ class Worker:
                                f"{self._last_words()}") from None
         except BaseException:
             # stopped mid-exchange (Ctrl-C, a timeout): the socket may hold half a message, and the next
-            # request would wait on the child forever, so this child serves no more
-            self._proc.kill()
-            self._stop()
+            # request would wait on the child forever, so this child (and what it started) serves no more
+            self.kill()
             raise
         if status == "error":
             raise value
         return value
 
     def _last_words(self, limit: int = 2000) -> str:
-        self._log.seek(0)
-        text = self._log.read().decode(errors="replace").strip()
+        try:
+            self._log.seek(0)
+            text = self._log.read().decode(errors="replace").strip()
+        except (ValueError, OSError):   # closed by a stop from another thread meanwhile
+            return "nothing (its log is closed)"
         return text[-limit:] or "nothing"
+
+    def kill(self) -> None:
+        """Stop the child and every process it started at once, abandoning its work (an interrupt): a request
+        another thread waits on returns with Stopped, and nothing waits the grace a child gets to end."""
+        if not self._stop.alive:
+            return
+        self._killed = True
+        for proc in _descendants(self._proc.pid) + [self._proc]:
+            try:
+                proc.kill()
+            except (OSError, psutil.Error):
+                pass   # gone already
+        self._stop()
 
     def call(self, module: str, function: str, *args):
         """`module.function(*args)` in the child; its result comes back."""

@@ -1,6 +1,6 @@
 """Files that several processes on one machine read and write at once (the
 tuning store, the peak and tiles caches): every write holds a lock
-(fcntl), merges what is on disk with what the writer holds, and renames a
+(filelock), merges what is on disk with what the writer holds, and renames a
 whole file into place (atomic.py), so no process loses another's work.
 
 A file found damaged (cut short, not JSON, of another format) is never
@@ -10,7 +10,6 @@ aside, and one line on stderr names both.
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import json
 import os
 import sys
@@ -18,39 +17,36 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+from filelock import FileLock
+
 from .atomic import write_text_atomic
 
 
 _GUARD = threading.Lock()
-_THREADS: dict[str, threading.RLock] = {}   # lock file -> the lock of this process's threads
-_HELD: dict[str, int] = {}                  # lock file -> its descriptor, while this process holds it
+_LOCKS: dict[str, FileLock] = {}   # lock file -> its one FileLock in this process (one per path: reentrant)
 
 
 @contextmanager
 def locked(folder: Path, name: str = ".lock"):
     """Hold the lock of `folder` (its file `name`) for the block, against other processes and this one's
-    other threads; a thread holding it may take it again.  Where the lock file cannot be made (a
-    read-only folder) the block runs unlocked: its write will fail and say so."""
+    other threads; a thread holding it may take it again (filelock counts the holds of each thread).
+    Where the lock file cannot be made (a read-only folder) the block runs unlocked: its write will fail
+    and say so."""
     key = str(Path(folder) / name)
     with _GUARD:
-        mine = _THREADS.setdefault(key, threading.RLock())
-    with mine:
-        if key in _HELD:   # this thread holds it already
-            yield
-            return
-        try:
-            Path(folder).mkdir(parents=True, exist_ok=True)
-            fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError:
-            yield
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            _HELD[key] = fd
-            yield
-        finally:
-            _HELD.pop(key, None)
-            os.close(fd)   # closing releases the lock
+        lock = _LOCKS.get(key)
+        if lock is None:
+            lock = _LOCKS[key] = FileLock(key, mode=0o666, thread_local=True)
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class PartialDict(dict):

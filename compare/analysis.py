@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from nets.errors import UserError
 
+from .intervals import SUBSAMPLE, subsampled
 from .modes import checks
 from .results import BackendResult, RunResult
 from .speedup import Speedup, of_samples
@@ -98,6 +99,18 @@ def unchecked_note(res: RunResult) -> str | None:
         return None
     return (f"This run ({res.command or '--mode performance'}) did not check outputs against the float64 oracle: "
             f"its times are shown, and no ratio is taken from them.")
+
+
+def subsample_note(res: RunResult) -> str | None:
+    """What the report says where a backend's intervals come from a subsample (compare/intervals.py)."""
+    big = [b.label for b in timed(res)
+           if any(subsampled(len(s.values)) for s in (b.timing.end_to_end.compute, b.timing.end_to_end.total,
+                                                      *(t.wall for t in b.timing.layers)) if s is not None)]
+    if not big:
+        return None
+    return (f"{', '.join(big)} kept more than {SUBSAMPLE:,} timings of one quantity: the 95% intervals of "
+            f"{'its' if len(big) == 1 else 'their'} ratios are bootstrapped from a seeded subsample of "
+            f"{SUBSAMPLE:,} of them (the medians themselves from every timing).")
 
 
 def on_device(res: RunResult, b: BackendResult) -> bool:

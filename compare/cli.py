@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import os
+import re
 import shlex
 import signal
 import sys
@@ -29,16 +30,16 @@ from nets.npy import check_holds, header_of, read_data
 from nets.userfile import regular_file
 from nets.weights import init_weights, load_weights, make_input, save_weights, weights_digest
 
-from . import __version__
+from . import __version__, bounds
 from .report import answer
-from .analysis import DEFAULT_BASELINES, baseline_names, parse_baselines
+from .analysis import DEFAULT_BASELINES, baseline_names, parse_baselines, timed
 from .cli_common import add_device_option, positive, seed_arg, unwritten
 from .files import RESULTS_ROOM, Output, check_apart, check_writable
 from .hostmem import HostNeed, check_fits, check_passes, host_need
 from .keep import Keeper, keep_file, text_writer
 from .models import SUFFIXES, load_net
 from .progress import Progress
-from .results import MAX_FILE_BYTES, RunResult, Source, load_results, to_json
+from .results import MAX_FILE_BYTES, MAX_SAMPLES, RunResult, Source, load_results, to_json
 from .modes import MODES, checks
 from .runner import Outputs, Plan, execute, exit_code
 from .signals import install_handlers, restore_handlers
@@ -51,6 +52,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but its errors are one line like ours."""
 
     def error(self, message):
+        message = re.sub(r"^argument (--[\w-]+): must be", r"\1 must be", message)   # a bound's refusal (bounds.py)
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
 
@@ -119,7 +121,7 @@ def _plan(args, mode: str) -> Plan:
     def room_for(n: int, what: str | None = None, fits: str = "--batch {} fits") -> None:
         """Before a batch's input is made or read: it fits the host's memory, and so do the timings kept."""
         check_fits(net, n, need, what, fits)
-        check_passes(net, len(names), repeats, warmup, n, need, MAX_FILE_BYTES)
+        check_passes(net, len(names), repeats, warmup, n, need, MAX_FILE_BYTES, MAX_SAMPLES)
     if args.input and data:
         raise UserError("--input and --data are alternatives: give one")
     if args.input:
@@ -215,7 +217,8 @@ def _sweep_plans(args) -> tuple[Plan, list[int], Iterator[Plan]]:
         fixed_batch(base.net, batch)
     need = _host_need(base.net, base.backends, "both", base.interleave)
     check_fits(base.net, batches[-1], need, f"batch {batches[-1]} of the sweep", "batches up to {} fit")   # the largest, before any runs
-    check_passes(base.net, len(base.backends), base.repeats, base.warmup, batches[-1], need, MAX_FILE_BYTES)
+    check_passes(base.net, len(base.backends), base.repeats, base.warmup, batches[-1], need, MAX_FILE_BYTES,
+                 MAX_SAMPLES)
 
     def plans():
         for batch in batches:
@@ -415,6 +418,9 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_weights(args) -> int:
+    if Path(args.net).suffix.lower() in SUFFIXES:   # a model file carries its own weights: none are seeded for it
+        raise UserError(f"--net {args.net} is a model file: `compare weights` writes the seeded weights of a built-in "
+                        f"net ({', '.join(nets.NETS)}); a model file's weights are its own, read with it")
     net = nets.get_net(args.net)
     check_writable(args.out, "--out", room=net.params() * 4 + 2**16)
     weights = init_weights(net, args.seed)
@@ -546,12 +552,22 @@ def cmd_answer(args) -> int:
     from tabulate import tabulate
 
     from .report.answer import TABLE_NOTE, answer_tables, as_data, heading, lines
+    from .names import for_markdown, for_terminal
     results = [load_results(p) for p in _once(args.files)]
+    for p, r in zip(args.files, results):
+        if not timed(r):
+            raise UserError(f"results file {p} times no backend (mode {r.mode!r}; "
+                            f"{', '.join(sorted({b.status for b in r.backends}))}): nothing to answer; "
+                            f"`compare run` times them")
+    if not args.json:   # names are data: escaped for where they are shown (compare/names.py)
+        results = [(for_markdown if args.markdown else for_terminal)(r) for r in results]
     if args.json:
         from .machine import emit
         emit("answer", {"files": [{"file": p, **dataclasses.asdict(as_data(r))} for p, r in zip(args.files, results)]})
     elif args.markdown:   # the README's tables
-        blocks = [f"**{device}**\n\n" + tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+        from .report.document import _cell   # a '|' of a name would split its cell
+        blocks = [f"**{device}**\n\n" + tabulate([[_cell(c) for c in r] for r in rows], headers=headers,
+                                                 tablefmt="github", disable_numparse=True)
                   for device, headers, rows in answer_tables(results)]
         print("\n\n".join(blocks))
     elif args.table:
@@ -587,7 +603,7 @@ def _add_net_options(p) -> None:
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the generated weights and input (default 0)")
     p.add_argument("--weights", help="a .npz weights file (see `compare weights`) instead of seeded weights")
     add_device_option(p)
-    p.add_argument("--timeout-s", type=float, default=600.0,
+    p.add_argument("--timeout-s", type=bounds.TIMEOUT_S, default=600.0,
                    help="a backend whose forward pass takes longer fails, and the others still run (default 600)")
     p.add_argument("--clblast-params", choices=CLBLAST_PARAMS, default=RunOptions.clblast_params,
                    help="CLBlast's parameters: tuned (the better of what `compare tune` verified for this device "
@@ -596,9 +612,9 @@ def _add_net_options(p) -> None:
 
 def _add_timing_options(p) -> None:
     """How the timed commands (run, sweep) time and compare."""
-    p.add_argument("--repeats", type=int, default=10, help="timed repeats; medians are reported (default 10)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed runs first; the first is reported apart (default 2)")
-    p.add_argument("--peak-gflops", type=float,
+    p.add_argument("--repeats", type=bounds.REPEATS, default=10, help="timed repeats; medians are reported (default 10)")
+    p.add_argument("--warmup", type=bounds.WARMUP, default=2, help="untimed runs first; the first is reported apart (default 2)")
+    p.add_argument("--peak-gflops", type=bounds.PEAK_GFLOPS,
                    help="the device's peak for utilisation (default: `compare peak`'s cached figure, "
                         "else measured at the start of the run)")
     p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
@@ -612,7 +628,7 @@ def _add_timing_options(p) -> None:
 
 def _add_run_options(p, with_timing: bool) -> None:
     _add_net_options(p)
-    p.add_argument("--batch", type=int, help="images per forward pass (default: the net's, 100 for lenet, 1 for vgg16)")
+    p.add_argument("--batch", type=bounds.BATCH, help="images per forward pass (default: the net's, 100 for lenet, 1 for vgg16)")
     p.add_argument("--input", help="a float32 .npy input of shape (N, C, H, W) instead of a seeded one")
     p.add_argument("--save-outputs", metavar="DIR", help="save the input, the reference and every backend's output as .npy")
     p.add_argument("--end-to-end-only", action="store_true", help="check only the final output, not each layer")
@@ -679,7 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("peak", help="measure the device's multiply-add throughput and memory bandwidth")
     add_device_option(p)
-    p.add_argument("--cap-s", type=float, default=30.0, help="time for the whole measurement, in seconds (default 30)")
+    p.add_argument("--cap-s", type=bounds.CAP_S, default=30.0, help="time for the whole measurement, in seconds (default 30)")
     p.set_defaults(func=cmd_peak)
 
     add_tune_parser(sub)

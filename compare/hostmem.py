@@ -161,7 +161,7 @@ def samples_per_repeat(net: Net, backends: int) -> int:
 
 
 def check_passes(net: Net, backends: int, repeats: int, warmup: int, batch: int, need: HostNeed,
-                 file_bytes: int) -> None:
+                 file_bytes: int, file_samples: int | None = None) -> None:
     """UserError, before any work, when `repeats` would keep more timings than a results file of at most
     `file_bytes` holds or than the host's memory leaves beside the run's batch, naming the largest that
     fits; or when `warmup` is beyond MAX_WARMUP (warm-ups keep nothing, and past a few change nothing)."""
@@ -171,6 +171,9 @@ def check_passes(net: Net, backends: int, repeats: int, warmup: int, batch: int,
     per = samples_per_repeat(net, backends)
     limits = [(file_bytes // (per * SAMPLE_FILE_BYTES),
                f"a results file of at most {file_bytes / 2**20:.0f} MiB (what `compare report` reads)")]
+    if file_samples is not None:
+        limits.append((file_samples // per, f"a results file of at most {file_samples:,} timings (what "
+                                            f"`compare report` reads)"))
     have = available_bytes()
     if have is not None:
         room = max(have * HEADROOM - need.at(batch), 0)

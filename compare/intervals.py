@@ -19,11 +19,34 @@ import numpy as np
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 SEED = 20181  # any fixed number: the same file always renders the same interval
+# Bounded memory and time, whatever a file holds: the resamples are drawn a chunk of rows at a time (numpy's
+# generator gives the same draws in chunks as at once, so intervals are as before), at most CHUNK draws held;
+# a side of more than SUBSAMPLE samples is bootstrapped from a seeded subsample of SUBSAMPLE of them (a million
+# samples would take 2000 medians of a million each: minutes), which the report says.
+CHUNK = 2**21
+SUBSAMPLE = 5000
 
 
-def _medians(values, draws: np.ndarray) -> np.ndarray:
+def subsampled(n: int) -> bool:
+    """Whether a side of `n` samples is bootstrapped from a subsample of SUBSAMPLE of them."""
+    return n > SUBSAMPLE
+
+
+def _subsample(values) -> np.ndarray:
     xs = np.asarray(values, np.float64)
-    return np.median(xs[draws], axis=1)
+    if not subsampled(len(xs)):
+        return xs
+    return xs[np.sort(np.random.default_rng(SEED).choice(len(xs), SUBSAMPLE, replace=False))]
+
+
+def _medians(xs: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """The medians of `resamples` resamples of `xs` with replacement, drawn CHUNK values at a time."""
+    rows = max(1, CHUNK // len(xs))
+    out = np.empty(resamples)
+    for start in range(0, resamples, rows):
+        stop = min(start + rows, resamples)
+        out[start:stop] = np.median(xs[rng.integers(0, len(xs), (stop - start, len(xs)))], axis=1)
+    return out
 
 
 def ratio_interval(num_values, den_values, resamples: int = RESAMPLES,
@@ -53,8 +76,8 @@ def _drawn_this_way(num_values, den_values) -> bool:
 
 def _bootstrap(num_values, den_values, resamples: int, confidence: float) -> tuple[float, float]:
     rng = np.random.default_rng(SEED)
-    num = _medians(num_values, rng.integers(0, len(num_values), (resamples, len(num_values))))
-    den = _medians(den_values, rng.integers(0, len(den_values), (resamples, len(den_values))))
+    num = _medians(_subsample(num_values), rng, resamples)   # all of num's draws first, then den's: as ever
+    den = _medians(_subsample(den_values), rng, resamples)
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(num / den, [tail, 100 - tail])
     return float(low), float(high)

@@ -31,7 +31,10 @@ VERSION = 3
 STATUSES = ("OK", "FAILED", "UNAVAILABLE", "UNSUPPORTED")
 CHECK_STATUSES = ("PASS", "FAIL")
 MODE_STATUSES = STATUSES + ("SKIPPED",)   # a mode not timed because it could not win (runner.py)
-MAX_FILE_BYTES = 256 * 2**20   # a results file of every backend at many repeats is a few MiB; far more is no results file
+# What `compare report` reads, so that it stays within a few hundred MB whatever it is given: a results file of
+# every backend at many repeats is a few MiB; the caps leave room for a million timings of one backend
+MAX_FILE_BYTES = 64 * 2**20
+MAX_SAMPLES = 2_000_000        # timings kept (every Samples' values) in one file
 MAX_DEPTH = 32                 # the deepest results file nests about 8 levels; JSON nested deeper is no results file
 FAMILIES = ("reference", "clblast", "hand-written", "compiler", "engine", "peer", "")   # backends/base.py Family; "": none
 
@@ -511,11 +514,34 @@ def _depth(data) -> int:
     return deepest
 
 
+def _samples(data) -> int:
+    """How many timings the parsed file keeps: the lengths of every 'values' array."""
+    n, stack = 0, [data]
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, dict):
+            values = obj.get("values")
+            n += len(values) if isinstance(values, list) else 0
+            stack.extend(v for k, v in obj.items() if k != "values")
+        elif isinstance(obj, list):
+            stack.extend(obj)
+    return n
+
+
+def _too_many(source: str, what: str, held: str) -> UserError:
+    return UserError(f"{what} file {source} {held}, more than the {MAX_SAMPLES:,} timings `compare` reads in "
+                     f"bounded memory; give a file of `compare run` at fewer --repeats")
+
+
 def _json(text: str, source: str, what: str):
     """Parsed JSON, refused in one line when it is not JSON or nests deeper than any file of ours
     (the parser's recursion ends in a RecursionError first when it nests very deep)."""
     deep = (f"{what} file {source} nests more than {MAX_DEPTH} levels deep, as no {what} file does; "
             f"give a file that `compare` wrote")
+    # every value takes a separator or a bracket: counted before parsing, so a file of millions of tiny
+    # values (each a Python object of 30 bytes or more once parsed) is refused before it is held
+    if len(text) > MAX_SAMPLES and text.count(",") > 2 * MAX_SAMPLES:
+        raise _too_many(source, what, f"holds over {2 * MAX_SAMPLES:,} values")
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -526,6 +552,9 @@ def _json(text: str, source: str, what: str):
         raise UserError(f"{what} file {source} is not a {what} file ({str(exc)[:120]})") from None
     if _depth(data) > MAX_DEPTH:
         raise UserError(deep)
+    n = _samples(data)
+    if n > MAX_SAMPLES:
+        raise _too_many(source, what, f"keeps {n:,} timings")
     return data
 
 
@@ -557,8 +586,19 @@ def parse_versioned(text: str, source: str, what: str, schema: str, version: int
 
 
 def parse_results(text: str, source: str) -> RunResult:
-    """A results file's text as a RunResult; UserError naming the problem."""
-    return parse_versioned(text, source, "results", SCHEMA, VERSION, RunResult, MIGRATIONS)
+    """A results file's text as a RunResult; UserError naming the problem, or saying where it holds nothing
+    to answer (no backend, or one backend twice: which of the two ran is not known)."""
+    res = parse_versioned(text, source, "results", SCHEMA, VERSION, RunResult, MIGRATIONS)
+    if not res.backends:
+        raise UserError(f"results file {source} holds no backend: nothing to report or answer; give a file that "
+                        f"`compare run` wrote")
+    seen: dict[tuple, int] = {}
+    for i, b in enumerate(res.backends):
+        j = seen.setdefault((b.name, b.mode), i)
+        if j != i:
+            raise UserError(f"results file {source} holds backend {b.name!r} twice (backends[{j}] and [{i}]): which "
+                            f"one ran is not known, so nothing is answered; give a file that `compare run` wrote")
+    return res
 
 
 

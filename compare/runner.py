@@ -249,6 +249,7 @@ class Session:
             with self._stage(f"{label}: first run"):
                 y = prepared.forward(plan.x)
             first_run_ms = pass_ms = (time.perf_counter() - t0) * 1e3
+            within(pass_ms / 1e3, plan.options.timeout_s, "the first pass")   # check's one pass is kept to it too
             _sane_output(y, label)
             for w in range(max(plan.warmup - 1, 0)):
                 t0 = time.perf_counter()

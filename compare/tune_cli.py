@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from nets.errors import UserError
 
-from . import device_cache, oracle, terminal
+from . import bounds, device_cache, oracle, terminal
 from .checking import compare_arrays
 from .cli_common import add_device_option, positive, unwritten
 from .files import check_writable
@@ -70,13 +70,13 @@ def add_tune_parser(sub) -> None:
     p = sub.add_parser("tune", help="every search the comparison depends on, for this device "
                                     "(CLBlast's default search, our tiles, tinygrad's, OpenCV's), resumable")
     p.add_argument("--net", default="lenet,vgg16", help="the nets whose problems are tuned (default lenet,vgg16)")
-    p.add_argument("--batch", type=int, help="tune at this batch instead of each net's own")
-    p.add_argument("--budget-s", type=float, default=900.0,
+    p.add_argument("--batch", type=bounds.BATCH, help="tune at this batch instead of each net's own")
+    p.add_argument("--budget-s", type=bounds.BUDGET_S, default=900.0,
                    help="time for this run, in seconds (default 900); the next run continues where it stopped")
     p.add_argument("--scope", default=None,
                    help="what to search, comma-separated, or all (default clblast,tiles): "
                         + "; ".join(f"{s.name}: {s.help}" for s in SCOPES.values()))
-    p.add_argument("--jobs", type=int, help="searches side by side, on each worker with --scheduler (default: "
+    p.add_argument("--jobs", type=bounds.JOBS, help="searches side by side, on each worker with --scheduler (default: "
                                             "half the host's cores up to 8 on a GPU, 1 on a CPU device)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="spread the search (clblast, tinygrad) over the workers of this Dask scheduler whose OpenCL "
@@ -85,7 +85,7 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--devices", metavar="all",
                    help="with --scheduler: 'all' tunes every device kind among the workers, each into its own "
                         "store (default: this machine's device, or the only kind there is)")
-    p.add_argument("--beam-width", type=int, default=2,
+    p.add_argument("--beam-width", type=bounds.BEAM_WIDTH, default=2,
                    help="tinygrad's search width (BEAM) for --scope tinygrad (default 2: the backend's searched mode)")
     p.add_argument("--show", action="store_true", help="print how deep the tuning of this device went, and stop")
     p.add_argument("--as-tuner", metavar="LAYERS",

@@ -158,6 +158,12 @@ def _check_config(path: Path, text: str | None) -> None:
         config = json.loads(text)
     except (ValueError, RecursionError):
         raise UserError(f"Keras model file {path}: its layer configuration is not JSON; save the model again")             from None
+    if not isinstance(config, dict) or not isinstance(config.get("class_name"), str):
+        # Keras would index it as a model's and fail on its own ("list indices must be integers")
+        shape = "a list" if isinstance(config, list) else "an object without 'class_name'" \
+            if isinstance(config, dict) else f"a {type(config).__name__}"
+        raise UserError(f"Keras model file {path}: its configuration is {shape}, not a model's (an object naming "
+                        f"its class); the file was damaged or edited: save the model again")
     stack = [config]
     while stack:
         obj = stack.pop()

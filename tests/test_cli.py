@@ -55,9 +55,9 @@ def test_check_numpy_passes(capsys):
     (["run", "--net", "nosuchnet", "--backends", "numpy"], "unknown net 'nosuchnet': choose one of lenet, vgg16"),
     (["run", "--net", "lenet", "--backends", "nosuch"], "unknown backend 'nosuch': choose from numpy, clblast"),
     (["check", "--net", "lenet", "--backends", "numpy", "--weights", "missing.npz"], "weights file missing.npz not found"),
-    (["run", "--net", "lenet", "--backends", "numpy", "--batch", "0"], "--batch must be a positive integer, not 0"),
-    (["run", "--net", "lenet", "--backends", "numpy", "--batch", "-3"], "--batch must be a positive integer, not -3"),
-    (["run", "--net", "lenet", "--backends", "numpy", "--repeats", "x"], "argument --repeats: invalid int value"),
+    (["run", "--net", "lenet", "--backends", "numpy", "--batch", "0"], "--batch must be a whole number from 1 to "),
+    (["run", "--net", "lenet", "--backends", "numpy", "--batch", "-3"], "--batch must be a whole number from 1 to 2,147,483,647, not -3"),
+    (["run", "--net", "lenet", "--backends", "numpy", "--repeats", "x"], "--repeats must be a whole number from 1"),
     (["report", "nothere.json"], "results file nothere.json not found"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message, tmp_path, monkeypatch):

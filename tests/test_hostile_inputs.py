@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import time
 from contextlib import contextmanager
@@ -427,3 +428,146 @@ def test_negative_overheads_are_a_measurement_not_a_damaged_file(tmp_path, capsy
     over.update(median=-0.25, min=-0.25, max=-0.25, q1=-0.25, q3=-0.25, values=[-0.25] * 5)
     (tmp_path / "r.json").write_text(json.dumps(d))
     assert main(["report", str(tmp_path / "r.json"), "--out", str(tmp_path / "rep")]) == 0, capsys.readouterr().err
+
+
+# -- tuning stores -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["[1,2,3]", "[]", "garbage", '{"schema": "clblast-compare/tinygrad-search"}'])
+def test_tune_show_over_a_damaged_tinygrad_store_sets_it_aside_in_one_line(tmp_path, monkeypatch, capsys, text):
+    """Was `AttributeError: 'list' object has no attribute 'get'`; the next tune would have overwritten it."""
+    module_or_skip("tinygrad", "tinygrad")
+    from backends.opencl.runtime import get_runtime
+    from backends.peers.tinygrad_search import store_for
+    monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))
+    path = store_for(get_runtime(None)).path
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    assert main(["tune", "--show", "--scope", "tinygrad", "--net", "lenet"]) == 0
+    out, err = capsys.readouterr()
+    aside = list(path.parent.glob("choices.json.damaged-*"))
+    assert len(aside) == 1 and aside[0].read_text() == text and not path.exists()
+    assert err.count("\n") == 1 and f"{path} was damaged" in err and aside[0].name in err, err
+    assert "0 kernels searched" in " ".join(out.split()), out
+
+
+# -- names are data -------------------------------------------------------------------------
+
+FORGED = {"backend": "clblast\x1b[2J\x1b[H\nnumpy | 0.001 ms | 1000x faster", "net": "<script>alert(1)</script>*big*",
+          "device": "GPU\r\x1b]0;owned\x07 [link](http://x)"}
+
+
+def _forged(tmp_path: Path) -> Path:
+    d = small_results_dict()
+    d["backends"][1]["name"] = FORGED["backend"]
+    d["net"]["name"] = FORGED["net"]
+    d["device"]["name"] = FORGED["device"]
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(d))
+    return path
+
+
+def test_names_from_a_results_file_reach_the_terminal_escaped(tmp_path, capsys):
+    path = _forged(tmp_path)
+    for argv in (["answer", str(path)], ["answer", "--table", str(path)]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert not any(c in out for c in "\x1b\r\x07"), out
+        assert "clblast\\x1b[2J" in out and "GPU\\r\\x1b]0;owned\\x07" in out, out
+        assert not any(line.startswith("numpy | 0.001") for line in out.splitlines()), "a forged row"
+
+
+def test_names_from_a_results_file_are_escaped_in_the_markdown_and_html_pages(tmp_path, capsys):
+    path = _forged(tmp_path)
+    assert main(["report", str(path), "--out", str(tmp_path / "rep"), "--quiet"]) == 0
+    capsys.readouterr()
+    pages = {p.name: p.read_text() for p in (tmp_path / "rep").iterdir() if p.suffix in (".md", ".html")}
+    assert len(pages) >= 4
+    for name, text in pages.items():
+        assert not re.search(r"(?<!\\)<script>", text) and "\x1b" not in text and "\r" not in text, name
+        if name.endswith(".md"):   # in Markdown a name's brackets and stars are escaped; in HTML they are text
+            assert not re.search(r"(?<!\\)\[link(?<!\\)\]\(http", text) and not re.search(r"(?<!\\)\*big", text)
+        else:
+            assert 'href="http://x"' not in text and "<em>big" not in text, name
+    assert "\\<script>alert(1)\\</script>\\*big\\*" in pages["report.md"]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;*big*" in pages["report.html"]
+    assert main(["answer", "--markdown", str(path)]) == 0   # the README's table
+    table = capsys.readouterr().out
+    assert not re.search(r"(?<!\\)<script>", table) and "\\nnumpy \\| 0.001 ms \\| 1000x" in table, table
+
+
+@pytest.mark.parametrize("spoil, words", [
+    (lambda d: d.update(backends=[]), "holds no backend: nothing to report or answer"),
+    (lambda d: d["backends"].append(dict(d["backends"][1])), "holds backend 'clblast' twice (backends[1] and [4])"),
+])
+@pytest.mark.parametrize("command", ["answer", "report"])
+def test_a_results_file_with_nothing_to_answer_says_so(tmp_path, capsys, spoil, words, command):
+    d = small_results_dict()
+    spoil(d)
+    (tmp_path / "r.json").write_text(json.dumps(d))
+    out = ["--out", str(tmp_path / "rep")] if command == "report" else []
+    line = refused([command, str(tmp_path / "r.json")] + out, capsys, tmp_path)
+    assert words in line and "r.json" in line, line
+
+
+def test_a_results_file_without_timings_has_nothing_to_answer(tmp_path, capsys):
+    d = small_results_dict()
+    d["mode"] = "correctness"
+    for b in d["backends"]:
+        b.pop("timing", None)
+    (tmp_path / "r.json").write_text(json.dumps(d))
+    line = refused(["answer", str(tmp_path / "r.json")], capsys, tmp_path)
+    assert "times no backend (mode 'correctness'; OK, UNAVAILABLE): nothing to answer" in line, line
+
+
+# -- bounds ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, words", [
+    (["tune", "--net", "lenet", "--budget-s", "inf"], "--budget-s must be a finite number of seconds from 1 to "
+                                                      "2,592,000, not inf"),
+    (["tune", "--net", "lenet", "--budget-s", "1e308"], "--budget-s must be a finite number of seconds"),
+    (["tune", "--net", "lenet", "--budget-s", "nan"], "not nan"),
+    (["tune", "--net", "lenet", "--jobs", "100000"], "--jobs must be a whole number from 1 to 1,024, not 100000"),
+    (["tune", "--net", "lenet", "--beam-width", "-1"], "--beam-width must be a whole number from 1"),
+    (["run", "--net", "lenet", "--timeout-s", "inf"], "--timeout-s must be a finite number of seconds from 0.001"),
+    (["check", "--net", "lenet", "--timeout-s", "1e-9"], "--timeout-s must be a finite number of seconds from 0.001"),
+    (["sweep", "--net", "lenet", "--timeout-s", "1e400"], "--timeout-s must be a finite number of seconds"),
+    (["run", "--net", "lenet", "--peak-gflops", "inf"], "--peak-gflops must be a finite number of GFLOP/s"),
+    (["run", "--net", "lenet", "--warmup", "-1"], "--warmup must be a whole number from 0"),
+    (["run", "--net", "lenet", "--batch", "1e3"], "--batch must be a whole number from 1 to 2,147,483,647, not '1e3'"),
+    (["peak", "--cap-s", "inf"], "--cap-s must be a finite number of seconds from 1 to 86,400, not inf"),
+])
+def test_every_numeric_option_is_finite_and_within_its_stated_range(tmp_path, capsys, argv, words):
+    line = refused(argv, capsys, tmp_path)
+    assert words in line, line
+
+
+def test_check_keeps_the_timeout_as_run_does(tmp_path, capsys):
+    """Was: `check --timeout-s` applied to no pass (check runs one, and only timed passes were held to it)."""
+    # LeNet-5 at batch 1000 is 400 MFLOP on the host: no machine does a pass of it in a millisecond
+    code = main(["check", "--net", "lenet", "--backends", "numpy", "--batch", "1000", "--timeout-s", "0.001",
+                 "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and "the first pass took" in err and "more than --timeout-s 0.001" in err, err
+
+
+# -- leaks ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("config, shape", [([1, 2, 3], "a list"), ({"config": {}}, "an object without 'class_name'"),
+                                           ("model", "a str")])
+def test_a_keras_config_that_is_not_a_model_is_refused_in_one_line(tmp_path, capsys, config, shape):
+    import zipfile
+    path = tmp_path / "model.keras"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("metadata.json", json.dumps({"keras_version": "3.0.0"}))
+        z.writestr("config.json", json.dumps(config))
+    line = refused(["check", "--net", str(path), "--backends", "numpy"], capsys, tmp_path)
+    assert line == (f"error: Keras model file {path}: its configuration is {shape}, not a model's (an object naming "
+                    f"its class); the file was damaged or edited: save the model again"), line
+
+
+@pytest.mark.parametrize("name", ["base.onnx", "model.keras", "old.H5"])
+def test_weights_of_a_model_file_are_refused_as_what_they_are(tmp_path, capsys, name):
+    line = refused(["weights", "--net", name, "--out", str(tmp_path / "w.npz")], capsys, tmp_path)
+    assert line.startswith(f"error: --net {name} is a model file: `compare weights` writes the seeded weights of a "
+                           f"built-in net (lenet, vgg16"), line
+    assert "unknown net" not in line

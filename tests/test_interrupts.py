@@ -44,7 +44,7 @@ def folder(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_timing(folder, sig):
-    code, err, took = _interrupt(["run", "--net", "lenet", "--backends", "numpy", "--repeats", "100000",
+    code, err, took = _interrupt(["run", "--net", "lenet", "--backends", "numpy", "--repeats", "30000",
                                   "--peak-gflops", "1", "--out", str(folder / "new.json")], 4, sig)
     _stopped_cleanly(code, err, sig, folder, {"earlier.json": "an earlier results file"})
     assert took < 20
@@ -61,7 +61,7 @@ def test_ctrl_c_during_kernel_builds(folder, tmp_path_factory):
 
 def test_ctrl_c_while_the_tensorflow_child_works(folder):
     backend_or_skip("tensorflow")
-    code, err, took = _interrupt(["run", "--net", "lenet", "--backends", "tensorflow", "--repeats", "100000",
+    code, err, took = _interrupt(["run", "--net", "lenet", "--backends", "tensorflow", "--repeats", "30000",
                                   "--out", str(folder / "new.json")], 4)
     _stopped_cleanly(code, err, signal.SIGINT, folder, {"earlier.json": "an earlier results file"})
     assert took < 30
@@ -160,3 +160,41 @@ def test_ctrl_c_while_a_report_is_written_leaves_the_old_report(tmp_path, monkey
     assert capsys.readouterr().err.startswith("interrupted (SIGINT)")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "rep"]   # no staging folder left
+
+
+def _processes_of(cache) -> list[str]:
+    """Every process still running with COMPARE_CACHE_DIR=cache (the tune's children and what they started)."""
+    from pathlib import Path
+    mine = f"COMPARE_CACHE_DIR={cache}".encode()
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if mine in (proc / "environ").read_bytes().split(b"\0") and (proc / "stat").read_text().split()[2] != "Z":
+                found.append(proc.name)
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def test_ctrl_c_in_a_multi_scope_tune_ends_every_child_and_thread_at_once(tmp_path_factory):
+    """Was: 10 s to exit (the search's child given its grace) and a thread's `ValueError: seek of closed file`."""
+    import glob
+    backend_or_skip("tinygrad")
+    cache = tmp_path_factory.mktemp("tune-cache")
+    proc = subprocess.Popen([sys.executable, "-m", "compare", "tune", "--scope", "tinygrad,tiles", "--net", "lenet",
+                             "--budget-s", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=dict(os.environ, COMPARE_CACHE_DIR=str(cache)))
+    # ready: the survey is saved, so the search threads are waiting on the child's search
+    deadline = time.monotonic() + 300
+    while not glob.glob(f"{cache}/tinygrad-search/*/choices.json") and proc.poll() is None:
+        assert time.monotonic() < deadline, "the survey never ended"
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.monotonic()
+    _, err = proc.communicate(timeout=120)
+    took = time.monotonic() - t0
+    assert proc.returncode == 130 and "Traceback" not in err and "Exception in thread" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("interrupted (SIGINT): stopped"), err[-3000:]
+    assert took < 2.0, f"{took:.1f} s to stop"
+    assert not _processes_of(cache), "a child of the tune still runs after the interrupt"

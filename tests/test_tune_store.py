@@ -53,7 +53,8 @@ def test_a_record_cut_in_half_keeps_its_configurations_before_the_cut_and_is_set
 @pytest.mark.parametrize("kind", ["peak", "tiles"])
 def test_a_damaged_cache_keeps_every_other_devices_entry_and_is_set_aside(tmp_path, monkeypatch, capsys, kind):
     monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))
-    entries = {f"plat | dev {n} | 1.0": {"gflops": 10.0 * n, "layers": {"k": [1, 2, 3]}} for n in range(3)}
+    entries = {f"plat | dev {n} | 1.0": {"gflops": 10.0 * n, "layers": {"k": {"tile": [8, 8, 4, 4], "ksplit": n + 1}}}
+               for n in range(3)}
     text = json.dumps(entries, indent=1)
     cache.path(kind).write_text(text[:text.rindex('"gflops"')])   # cut inside the last device's entry
     assert cache.load(kind) == {k: entries[k] for k in list(entries)[:2]}

@@ -24,8 +24,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import cache
-from ..shared_files import locked, read_json, set_aside, whole, write_json
+from .. import cache, stores
+from ..shared_files import locked, whole, write_json
 from .problems import Problem
 
 SCHEMA = "clblast-compare/clblast-tuning"
@@ -351,7 +351,9 @@ class Store:
         self._seen: dict[Path, tuple] = {}   # a record's file -> its _stamp as this process last read or wrote it
 
     def lock(self):
-        """The folder's lock, for a read-merge-write of its files (taken again inside: no harm)."""
+        """The folder's lock, for a read-merge-write of its files (taken again inside: no harm); the folder
+        made first (refused in one line where a file is in its place)."""
+        stores.make_folder(self.folder)
         return locked(self.folder)
 
     def _path(self, problem: Problem) -> Path:
@@ -450,25 +452,9 @@ def _stamp(path: Path) -> tuple | None:
 
 
 def _read(path: Path, parse, kept, keep: bool = False):
-    """`parse` of the file's JSON, or None where there is none.  A damaged file (cut short, not JSON, of
-    another version) is set aside in one line that says what `kept(parsed)` says was kept; with `keep`,
-    what `parse` made of it is written back in its place."""
-    data, is_whole = read_json(path)
-    if data is None and is_whole:
-        return None
-    got = None
-    try:
-        got = parse(data)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        what = "not a version %d %s file" % (VERSION, SCHEMA) if is_whole else "cut short or not JSON"
-    else:
-        if is_whole:
-            return got
-        what = "cut short or not JSON"
-    with locked(path.parent):
-        again, now_whole = read_json(path)
-        if now_whole and again is not None and again != data:   # another process mended it meanwhile
-            return _read(path, parse, kept, keep)
-        if set_aside(path, what, kept(got)) is not None and keep and got is not None:
-            write_json(path, got.to_json())
-    return got
+    """`parse` of the file's JSON, or None where there is none; a damaged or foreign file is set aside by
+    the one loader of the stores (backends/stores.py) in one line that says what `kept(parsed)` says was
+    kept; with `keep`, what `parse` made of it is written back in its place."""
+    def checked(data):
+        return stores.Parsed(parse(stores.obj(data, "the file")))
+    return stores.load(path, checked, kept, (lambda got: write_json(path, got.to_json())) if keep else None)

@@ -5,7 +5,7 @@ and keeps the fastest per layer and device (backends/cache.py, kind
 other with the cost model's (tiled_plan.py)."""
 from __future__ import annotations
 
-from .. import cache
+from .. import cache, stores
 from .tiled_plan import Tile
 
 KIND = "tiles"
@@ -16,6 +16,20 @@ def layer_key(batch: int, in_shape, layer) -> str:
     return (f"n{batch} in{'x'.join(map(str, in_shape))} k{layer.out_channels} "
             f"w{layer.kernel[0]}x{layer.kernel[1]} s{layer.stride[0]}x{layer.stride[1]} "
             f"p{'x'.join(map(str, layer.pad))}")   # (rows, cols), or (top, left, bottom, right)
+
+
+def check_entry(entry, where: str) -> None:
+    """One device's entry of the tiles' cache, as tiles_search writes it (stores.Foreign naming what is not):
+    per layer key its tile (four whole numbers) and its split."""
+    layers = stores.need(stores.obj(entry, where), "layers", stores.obj, where)
+    for key, found in layers.items():
+        at = f"{where}.layers[{key[:60]!r}]"
+        tile = stores.need(stores.obj(found, at), "tile", stores.array, at)
+        if len(tile) != 4 or not all(stores.whole_number(t, f"{at}.tile") > 0 for t in tile):
+            raise stores.Foreign(f"{at}.tile is not 4 whole numbers above 0")
+        Tile(*tile)   # a tile the kernel cannot run is refused there (ValueError)
+        if stores.need(found, "ksplit", stores.whole_number, at) < 1:
+            raise stores.Foreign(f"{at}.ksplit is below 1")
 
 
 class TunedTiles(cache.DeviceEntry):

@@ -32,7 +32,8 @@ from pathlib import Path
 from nets import LayerKind, Net
 from nets.errors import PassTimeout, Unsupported, UserError
 
-from ..shared_files import locked, read_json, write_json
+from .. import stores
+from ..shared_files import locked, whole, write_json
 
 SUMMARY = "compare-opencv.json"
 BASIC = "fallback to basic kernel"
@@ -92,8 +93,19 @@ class Tuning:
         return sum(1 for names in convs if any(t in f for f in files for t in names)), len(convs)
 
     def summary(self) -> dict:
-        data, _ = read_json(self.folder / SUMMARY)
-        return data if isinstance(data, dict) else {}
+        """Per net (net_key) what its tuning said; a damaged or foreign summary is set aside with what could
+        be kept written back (backends/stores.py)."""
+        path = self.folder / SUMMARY
+
+        def parse(data) -> stores.Parsed[dict]:
+            found = {k: v for k, v in stores.obj(data, "the file").items() if whole(v)}
+            kept = {k: v for k, v in found.items() if _is_record(k, v)}
+            return stores.Parsed(kept, len(found) - len(kept))
+
+        got = stores.load(path, parse, lambda kept: f"the records of {len(kept or {})} nets kept",
+                          lambda kept: write_json(path, kept, indent=1) if kept else None,
+                          lambda: locked(self.folder, f".{SUMMARY}.lock"))
+        return got if got is not None else {}
 
     def note(self, net: Net, batch: int, record: dict) -> None:
         with locked(self.folder, f".{SUMMARY}.lock"):
@@ -105,6 +117,14 @@ class Tuning:
         at = "" if batch == net.default_batch else f" --batch {batch}"
         return (f"no convolution of {net.name} at batch {batch} was auto-tuned on this device: `compare tune "
                 f"--scope opencv --net {net.name}{at}` tunes them")
+
+
+def _is_record(key: str, record) -> bool:
+    """A net's record as note() writes it: under 'net@batch', its counts whole numbers where given."""
+    if "@" not in key or not key.rsplit("@", 1)[1].isdigit() or not isinstance(record, dict):
+        return False
+    return all(isinstance(record.get(k), int) and not isinstance(record.get(k), bool)
+               for k in ("convolutions", "tuned", "basic_only") if record.get(k) is not None)
 
 
 def tuning_line(tuning: Tuning, net: Net, batch: int, tuned: bool) -> str:
@@ -171,7 +191,7 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
         raise UserError("--scope opencv needs OpenCV: pip install 'clblast-compare[opencv]'")
     device, info = _device(rt_or_device)
     tuning = Tuning(tuning_folder(info))
-    tuning.folder.mkdir(parents=True, exist_ok=True)
+    stores.make_folder(tuning.folder)
     end = time.monotonic() + budget_s
     lines = []
     for net in nets:

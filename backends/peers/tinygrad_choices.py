@@ -25,9 +25,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import cache
+from .. import cache, stores
 from ..atomic import write_text_atomic
-from ..shared_files import locked
+from ..shared_files import locked, whole
 
 SCHEMA = "clblast-compare/tinygrad-search"
 VERSION = 1
@@ -101,10 +101,23 @@ class Choice:
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> "Choice":
-        return cls(KernelKey.parse(d["key"]), list(d["opts"]), str(d["kernel"]), float(d["search_s"]),
-                   d.get("heuristic_ms"), d.get("searched_ms"), dict(d.get("settings") or {}), str(d.get("when", "")),
-                   str(d.get("kept", "search")), str(d.get("where", "")))
+    def from_json(cls, d, where: str = "choice") -> "Choice":
+        """One kernel's choice, each field of its type (Foreign naming the first that is not)."""
+        d = stores.obj(d, where)
+        key = stores.need(d, "key", stores.text, where)
+        try:
+            parsed = KernelKey.parse(key)
+        except ValueError:
+            raise stores.Foreign(f"{where}.key {key[:60]!r} is not width|ast|test size|suffix") from None
+        opts = [stores.array(o, f"{where}.opts[{i}]") for i, o in enumerate(stores.need(d, "opts", stores.array, where))]
+        settings = d.get("settings") or {}
+        return cls(parsed, opts, stores.need(d, "kernel", stores.text, where),
+                   stores.need(d, "search_s", stores.number, where),
+                   stores.number(d.get("heuristic_ms"), f"{where}.heuristic_ms", True),
+                   stores.number(d.get("searched_ms"), f"{where}.searched_ms", True),
+                   dict(stores.obj(settings, f"{where}.settings")), stores.text(d.get("when", ""), f"{where}.when"),
+                   stores.text(d.get("kept", "search"), f"{where}.kept"),
+                   stores.text(d.get("where", ""), f"{where}.where"))
 
 
 @dataclass
@@ -151,12 +164,38 @@ class Choices:
                          for s in self.nets.values()]}
 
     @classmethod
-    def from_json(cls, d: dict, device: DeviceId) -> "Choices":
-        if d.get("schema") != SCHEMA or d.get("version") != VERSION or DeviceId(**d["device"]) != device:
-            raise ValueError(f"not a version {VERSION} {SCHEMA} file of {device}")
-        kernels = [Choice.from_json(c) for c in d["kernels"]]
-        surveys = [Survey(s["net"], int(s["width"]), [tuple(k) for k in s["kernels"]]) for s in d["nets"]]
-        return cls(device, {c.key.text: c for c in kernels}, {s.name: s for s in surveys})
+    def from_json(cls, d, device: DeviceId) -> "stores.Parsed[Choices]":
+        """The choices of a file's JSON, each entry checked: Foreign where the file is not a version VERSION
+        file of `device`; the entries not of the schema left out and counted."""
+        d = stores.obj(d, "the file")
+        if d.get("schema") != SCHEMA or d.get("version") != VERSION:
+            raise stores.Foreign(f"not a version {VERSION} {SCHEMA} file")
+        theirs = stores.need(d, "device", stores.obj, "the file")
+        try:
+            same = DeviceId(**theirs) == device
+        except TypeError:
+            same = False
+        if not same:
+            raise stores.Foreign(f"a file of another device ({str(theirs)[:80]}), not of {device.name}")
+        for key in ("kernels", "nets"):
+            if key not in d and whole(d):   # a file cut short may lose its last fields; a whole one has them
+                raise stores.Foreign(f"the file has no {key!r}")
+        kernels = stores.entries(stores.array(d.get("kernels", []), "kernels"), Choice.from_json, "kernels")
+        nets = stores.entries(stores.array(d.get("nets", []), "nets"), _survey, "nets")
+        choices = cls(device, {c.key.text: c for c in kernels.value}, {s.name: s for s in nets.value})
+        return stores.Parsed(choices, kernels.dropped + nets.dropped)
+
+
+def _survey(d, where: str) -> Survey:
+    d = stores.obj(d, where)
+    kernels = []
+    for i, k in enumerate(stores.need(d, "kernels", stores.array, where)):
+        at = f"{where}.kernels[{i}]"
+        if len(stores.array(k, at)) != 3:
+            raise stores.Foreign(f"{at} holds {len(k)} values, not (key, name, ms)")
+        kernels.append((stores.text(k[0], at), stores.text(k[1], at), stores.number(k[2], at, True)))
+    return Survey(stores.need(d, "net", stores.text, where), stores.need(d, "width", stores.whole_number, where),
+                  kernels)
 
 
 class ChoiceStore:
@@ -168,26 +207,35 @@ class ChoiceStore:
         self.path = self.folder / "choices.json"
 
     def load(self) -> Choices:
-        """What was chosen so far; empty where there is no file, or a damaged one or one of another version
-        (then the search starts afresh, and the next write replaces it)."""
-        try:
-            return Choices.from_json(json.loads(self.path.read_text(encoding="utf-8")), self.device)
-        except (OSError, ValueError, KeyError, TypeError):
-            return Choices(self.device)
+        """What was chosen so far; empty where there is no file.  A damaged or foreign file (backends/stores.py)
+        is set aside in one line, never overwritten: what could be read of it is kept and written back, and
+        the search goes on from there (afresh where nothing could be kept)."""
+        got = stores.load(self.path, lambda d: Choices.from_json(d, self.device), self._kept,
+                          self._write, lambda: locked(self.folder))
+        return got if got is not None else Choices(self.device)
+
+    @staticmethod
+    def _kept(got: "Choices | None") -> str:
+        if got is None or not (got.kernels or got.nets):
+            return "nothing in it could be kept, its kernels are searched afresh"
+        return f"the choices of {len(got.kernels)} kernels and the surveys of {len(got.nets)} nets kept"
+
+    def _write(self, choices: Choices) -> None:
+        write_text_atomic(self.path, json.dumps(choices.to_json(), indent=1) + "\n")
 
     def save(self, choices: Choices) -> Path:
         """Merged under the folder's lock with what is on disk (another search of the same device, on this
         machine or a farm's client, may have written since this one loaded), then written whole to a
         temporary file and renamed: an interrupt leaves the last good file, and no writer loses another's
         choices.  `choices` gains what the file held."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        stores.make_folder(self.folder)
         with locked(self.folder):
             there = self.load()
             for key, choice in there.kernels.items():
                 choices.kernels.setdefault(key, choice)
             for name, survey in there.nets.items():
                 choices.nets.setdefault(name, survey)
-            write_text_atomic(self.path, json.dumps(choices.to_json(), indent=1) + "\n")
+            self._write(choices)
         return self.path
 
 

@@ -130,6 +130,11 @@ class LocalSearcher:
     def search(self, key: str, seconds: float):
         return self._call("search", (key, seconds), seconds)
 
+    def stop(self) -> None:
+        """Abandon the search at once (an interrupt): the child and its compilers are killed, and the
+        request a search thread waits on returns."""
+        self.child.worker.kill()
+
     def close(self) -> None:
         self.child.close()
 

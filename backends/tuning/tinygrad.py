@@ -26,6 +26,8 @@ from nets.errors import Unsupported, UserError
 
 from ..peers.tinygrad_choices import ChoiceStore, Choices, Survey, net_key
 
+STOP_S = 2.0   # how long an interrupt waits for the search threads once their searchers are stopped
+
 
 def check(request) -> None:
     from ..peers.tinygrad_search import require
@@ -145,7 +147,16 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
         return (f"tinygrad: {result.searched_now} of {len(todo)} kernels searched at width {request.width}, "
                 f"{end - time.monotonic():.0f} s left ({doing or 'starting'})")
 
+    stopping = threading.Event()
+
     def work(searcher) -> None:
+        try:
+            take(searcher)
+        except BaseException:
+            if not stopping.is_set():   # a searcher's own failure is said; one stopped by an interrupt is not
+                raise
+
+    def take(searcher) -> None:
         while True:
             try:
                 i, key, name = waiting.get_nowait()
@@ -174,8 +185,16 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
         threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in searchers]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:   # Ctrl-C: every searcher stopped now, not after the search it is in
+            stopping.set()
+            for s in searchers:
+                getattr(s, "stop", lambda: None)()
+            for t in threads:
+                t.join(STOP_S)
+            raise
     result.search_s = time.monotonic() - t0
 
 

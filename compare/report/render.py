@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from .. import analysis as an
+from .. import names as escapes
 from . import kinds
 from . import answer
 from . import plots
@@ -65,6 +66,9 @@ def _file_page(doc: Document, res: RunResult, path: str, out_dir: Path, stem: st
                           "p50 (the median every ratio uses), p90, p99 (numpy's linear percentiles: with fewer "
                           "than 100 repeats p99 lies between the two slowest), the fastest and slowest, and the "
                           "spread: the interquartile range as a % of the median.")
+        subsample = an.subsample_note(res)
+        if subsample:
+            doc.para(subsample)
         for token in an.baselines(res, baselines):
             table = report_tables.speedup_table(res, token)
             if table:
@@ -256,7 +260,10 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
                   baselines=an.DEFAULT_BASELINES, sweeps: list[LoadedSweep] = ()) -> list[str]:
     """The report's index (report.md, report.html: the answer, one summary figure, the headline table and
     links) and a page per results file, per sweep and for the rooflines.  Rendered into a staging folder,
-    then moved into `out_dir` all at once (compare/files.py): an interrupt leaves the old report whole."""
+    then moved into `out_dir` all at once (compare/files.py): an interrupt leaves the old report whole.
+    Every string of the files is shown escaped (compare/names.py): a name is data, never Markdown or HTML."""
+    results = [escapes.for_markdown(r) for r in results]
+    sweeps = [escapes.for_markdown(s) for s in sweeps]
     out = Path(out_dir)
     index = Document("clblast-compare report")
     index.para("Does CLBlast make a good neural-network engine on this device, or do hand-written kernels beat it? "
