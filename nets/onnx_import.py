@@ -930,9 +930,13 @@ def _walk(model, name: str, source: str) -> tuple[Net, dict[str, np.ndarray]]:
                 _take(attrs, {})
                 _activation(g, node, _ACTIVATIONS[node.op_type])
             elif node.op_type in _HANDLERS:
+                fixed = (g.fixed_batch, g.fixed_by)
                 try:
                     _HANDLERS[node.op_type](g, node, attrs)
                 except _Refused:
+                    # the transformer part follows every image of the file's batch: a literal batch its
+                    # reshape keeps does not fix the net's
+                    g.fixed_batch, g.fixed_by = fixed
                     if not transformer.retry(g, node, attrs):
                         raise
             else:
