@@ -875,14 +875,16 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
 
 
 def _refuse_rejected(model, name: str, source: str, reason: str) -> None:
-    """A model ONNX's checks reject is never run: our own refusal where the walk has one (it names the node
-    and the value), with ONNX's reason beside it; else ONNX's reason alone."""
+    """A model ONNX's checks reject is never run: ONNX's reason, and beside it our own refusal where the walk
+    has one (it names the node and the value)."""
+    line = f"{source}: ONNX's own checks reject the model ({reason})"
     try:
         _walk(model, name, source)
     except UserError as exc:
-        raise UserError(f"{exc} (ONNX's own checks reject the model too: {reason})") from None
-    raise UserError(f"{source}: ONNX's own checks reject the model: {reason}; it is not a valid graph: export it "
-                    f"again")
+        ours = str(exc).removeprefix(f"{source}: ")
+        line += f"; and ours: {ours}" + ("" if "export" in ours else "; export it again")
+        raise UserError(line) from None
+    raise UserError(f"{line}; it is not a valid graph: export it again")
 
 
 def _walk(model, name: str, source: str) -> tuple[Net, dict[str, np.ndarray]]:
