@@ -5,8 +5,11 @@ Those graphs move data about far more than they compute: channels-last
 transposes, token sequences, windows cut by Reshape and Transpose, Swin's roll
 as Slice and Concat, heads split and merged.  So a tensor here is followed by
 where its elements come from: a View is one of our layers' outputs seen
-through an index array of the tensor's shape (batch 1 first), each element
-the flat (C, H, W) index of the layer's element it holds.  Every data move
+through an index array of the tensor's shape, each element the flat
+(image, C, H, W) index of the layer's element it holds, over every image of
+the batch the file's input declares (1 where it is dynamic): so a fixed batch
+written into Reshape and Gather arrays is followed like any other axis, and
+what computes is checked to read each image's own elements alike.  Every data move
 (Transpose, Reshape, Slice, Gather, Squeeze, Unsqueeze, Split, Concat of one
 layer's views, a Pad of nothing) is done on the indices; what computes is
 recognised from them:
@@ -37,7 +40,7 @@ A tensor whose indices come back to the layer's own NCHW order (ConvNeXt's
 transpose back) is handed back to the importer's plain values.  The shape
 arithmetic these graphs trace (Sqrt, Range, Where, ScatterND... on shapes and
 on the bias and mask tables) is evaluated at import with onnx's reference
-implementation, the batch taken as 1.  Anything else is refused in one line.
+implementation at the file's batch.  Anything else is refused in one line.
 """
 from __future__ import annotations
 
@@ -69,8 +72,8 @@ def attach(g, value_cls, plain, refused_cls) -> None:
 
 @dataclass
 class View:
-    """An ONNX tensor as layer `layer`'s output rearranged: idx (the tensor's shape, batch 1 first)
-    holds flat (C, H, W) indices into it; `factor` a scalar the tensor is multiplied by; `unit`, where
+    """An ONNX tensor as layer `layer`'s output rearranged: idx (the tensor's shape, the file's batch)
+    holds flat (image, C, H, W) indices into it; `factor` a scalar the tensor is multiplied by; `unit`, where
     the tensor was L2-normalised along its last axis then (cosine attention's queries or keys), the
     set of those rows (their indices sorted, as bytes), which only the scores' MatMul may read."""
 
