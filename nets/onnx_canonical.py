@@ -82,6 +82,8 @@ class _Graph:
                 value = _constant_attr(node)
                 if value is not None:
                     self.consts[node.output[0]] = value
+            elif node.op_type == "Identity" and node.input[0] in self.consts:   # torch shares equal weights so
+                self.consts[node.output[0]] = self.consts[node.input[0]]
         self.outputs = {o.name for o in graph.output}
         self.shapes = {}
         for vi in list(graph.value_info) + list(graph.input) + list(graph.output):

@@ -21,8 +21,9 @@ module_or_skip("onnx", "onnx")
 
 from onnx_transformer_models import EXTRA, MODELS, export  # noqa: E402
 
-# form -> (opset, dynamo); the dynamo exporter needs onnxscript (the test extra brings it)
-FORMS = {"opset17": (17, False), "opset18": (18, False), "opset20": (20, False), "dynamo18": (18, True)}
+# form -> (opset, dynamo); below opset 17 LayerNorm is written out too; the dynamo exporter needs onnxscript (the
+# test extra brings it)
+FORMS = {"opset16": (16, False), "opset17": (17, False), "opset18": (18, False), "opset20": (20, False), "dynamo18": (18, True)}
 NAMES = list(MODELS) + ["vit_odd"]
 SHAPES = {**{k: v[1] for k, v in MODELS.items()}, **{k: v[1] for k, v in EXTRA.items()}}
 # the transformer's kinds run on these; the others say in one line which layer they lack
