@@ -45,6 +45,7 @@ import numpy as np
 
 from nets.errors import UserError
 
+from . import onnx_canonical as canonical
 from . import onnx_constants as oc
 from . import onnx_transformer as transformer
 from .spec import (NET_INPUT, Add, AvgPool, BatchNorm, Channels, Concat, Conv, Dense, GlobalAvgPool, MaxPool, Mul, Net,
@@ -810,6 +811,9 @@ def _input_shape(onnx, model, source: str, initialized: set) -> tuple[str, tuple
         raise UserError(f"{source}: input {inp.name!r} is not float32; only float32 models are supported")
     if len(dims) != 4 or any(d is None or d < 1 for d in dims[1:]):
         raise UserError(f"{source}: input {inp.name!r} has shape {dims}; only a fixed (N, C, H, W) image is supported")
+    if dims[0] is not None and dims[0] < 1:
+        raise UserError(f"{source}: input {inp.name!r} declares a batch of {dims[0]}; export the model with a batch "
+                        f"of 1 or more, or a dynamic one")
     return inp.name, tuple(dims[1:]), dims[0]
 
 
@@ -858,10 +862,34 @@ def _tensor(onnx, numpy_helper, t, what: str) -> np.ndarray:
 
 
 def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.ndarray]]:
-    """An onnx.ModelProto as (net, weights); `name` names the net."""
+    """An onnx.ModelProto as (net, weights); `name` names the net.  ONNX's own checks first, then one
+    canonical form (nets/onnx_canonical.py), then the walk."""
+    _onnx()
+    source = source or name
+    try:
+        checked = canonical.check(model)
+    except canonical.Rejected as exc:
+        _refuse_rejected(model, name, source, str(exc))
+    fused, _ = canonical.fuse(checked)
+    return _walk(fused, name, source)
+
+
+def _refuse_rejected(model, name: str, source: str, reason: str) -> None:
+    """A model ONNX's checks reject is never run: ONNX's reason, and beside it our own refusal where the walk
+    has one (it names the node and the value)."""
+    line = f"{source}: ONNX's own checks reject the model ({reason})"
+    try:
+        _walk(model, name, source)
+    except UserError as exc:
+        ours = str(exc).removeprefix(f"{source}: ")
+        line += f"; and ours: {ours}" + ("" if "export" in ours else "; export it again")
+        raise UserError(line) from None
+    raise UserError(f"{line}; it is not a valid graph: export it again")
+
+
+def _walk(model, name: str, source: str) -> tuple[Net, dict[str, np.ndarray]]:
     onnx = _onnx()
     from onnx import numpy_helper
-    source = source or name
     graph = model.graph
     consumers: dict[str, int] = {}
     for node in graph.node:
@@ -904,9 +932,13 @@ def import_model(model, name: str, source: str = "") -> tuple[Net, dict[str, np.
                 _take(attrs, {})
                 _activation(g, node, _ACTIVATIONS[node.op_type])
             elif node.op_type in _HANDLERS:
+                fixed = (g.fixed_batch, g.fixed_by)
                 try:
                     _HANDLERS[node.op_type](g, node, attrs)
                 except _Refused:
+                    # the transformer part follows every image of the file's batch: a literal batch its
+                    # reshape keeps does not fix the net's
+                    g.fixed_batch, g.fixed_by = fixed
                     if not transformer.retry(g, node, attrs):
                         raise
             else:

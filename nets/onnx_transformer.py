@@ -5,8 +5,11 @@ Those graphs move data about far more than they compute: channels-last
 transposes, token sequences, windows cut by Reshape and Transpose, Swin's roll
 as Slice and Concat, heads split and merged.  So a tensor here is followed by
 where its elements come from: a View is one of our layers' outputs seen
-through an index array of the tensor's shape (batch 1 first), each element
-the flat (C, H, W) index of the layer's element it holds.  Every data move
+through an index array of the tensor's shape, each element the flat
+(image, C, H, W) index of the layer's element it holds, over every image of
+the batch the file's input declares (1 where it is dynamic): so a fixed batch
+written into Reshape and Gather arrays is followed like any other axis, and
+what computes is checked to read each image's own elements alike.  Every data move
 (Transpose, Reshape, Slice, Gather, Squeeze, Unsqueeze, Split, Concat of one
 layer's views, a Pad of nothing) is done on the indices; what computes is
 recognised from them:
@@ -37,7 +40,7 @@ A tensor whose indices come back to the layer's own NCHW order (ConvNeXt's
 transpose back) is handed back to the importer's plain values.  The shape
 arithmetic these graphs trace (Sqrt, Range, Where, ScatterND... on shapes and
 on the bias and mask tables) is evaluated at import with onnx's reference
-implementation, the batch taken as 1.  Anything else is refused in one line.
+implementation at the file's batch.  Anything else is refused in one line.
 """
 from __future__ import annotations
 
@@ -69,8 +72,8 @@ def attach(g, value_cls, plain, refused_cls) -> None:
 
 @dataclass
 class View:
-    """An ONNX tensor as layer `layer`'s output rearranged: idx (the tensor's shape, batch 1 first)
-    holds flat (C, H, W) indices into it; `factor` a scalar the tensor is multiplied by; `unit`, where
+    """An ONNX tensor as layer `layer`'s output rearranged: idx (the tensor's shape, the file's batch)
+    holds flat (image, C, H, W) indices into it; `factor` a scalar the tensor is multiplied by; `unit`, where
     the tensor was L2-normalised along its last axis then (cosine attention's queries or keys), the
     set of those rows (their indices sorted, as bytes), which only the scores' MatMul may read."""
 
@@ -147,7 +150,11 @@ def handle(g, node, attrs: dict) -> None:
         return
     op = node.op_type
     if op in _MOVES:
-        _MOVES[op](g, node, attrs)
+        try:
+            _MOVES[op](g, node, attrs)
+        except (IndexError, ValueError) as exc:   # numpy's bounds and shapes: a move the tensor does not allow
+            raise Refused(f"its {op} does not fit its input, a {_describe(g, inputs[0])} ({exc}); the model file "
+                          f"is damaged or was edited: export it again") from None
         _absorbed(g, node.input[0])
     elif op in _COMPUTES:
         _COMPUTES[op](g, node, attrs)
@@ -213,10 +220,10 @@ def _view(g, name: str) -> View:
     v = g.plain(g, name)
     full = _layer_shape(g, v.layer)
     size = int(np.prod(full))
-    shape = (1,) + (tuple(v.shape) if not v.flat else (size,))
-    if int(np.prod(shape)) != size:
+    shape = (g.batch,) + (tuple(v.shape) if not v.flat else (size,))
+    if int(np.prod(shape)) != g.batch * size:
         raise Refused(f"input {name!r} is a part of its layer's output; only whole outputs are supported here")
-    return View(v.layer, np.arange(size, dtype=np.int64).reshape(shape))
+    return View(v.layer, np.arange(g.batch * size, dtype=np.int64).reshape(shape))
 
 
 def _describe(g, name: str) -> str:
@@ -237,13 +244,14 @@ def _put(g, name: str, v: View) -> None:
     output (or a (C, 1, 1) layer's (N, C) flattening), else as a view."""
     views = _state(g)
     full = _layer_shape(g, v.layer)
-    size = int(np.prod(full))
-    if v.factor == 1.0 and v.unit is None and v.idx.size == size and np.array_equal(v.idx.reshape(-1), np.arange(size)):
-        if v.idx.shape == (1,) + full:
+    size, batch = int(np.prod(full)), g.batch
+    if v.factor == 1.0 and v.unit is None and v.idx.size == batch * size \
+            and np.array_equal(v.idx.reshape(-1), np.arange(batch * size)):
+        if v.idx.shape == (batch,) + full:
             views.pop(name, None)
             g.values[name] = g.value_cls(v.layer, full)
             return
-        if v.idx.shape == (1, size) and (len(full) == 1 or full[1:] == (1, 1)):
+        if v.idx.shape == (batch, size) and (len(full) == 1 or full[1:] == (1, 1)):
             views.pop(name, None)
             g.values[name] = g.value_cls(v.layer, (size,), flat=True)
             return
@@ -252,17 +260,29 @@ def _put(g, name: str, v: View) -> None:
 
 
 def _channels_last(g, v: View) -> np.ndarray | None:
-    """The pixel of each row of `v`'s last axis where every row runs through one pixel's channels in
-    order (a Linear's or a LayerNorm's input, channels-last); else None."""
+    """The token of each row of `v`'s last axis (image * H * W + pixel) where every row runs through one
+    pixel's channels in order (a Linear's or a LayerNorm's input, channels-last); else None."""
     c, h, w = _layer_shape(g, v.layer)
     hw = h * w
     if v.idx.shape[-1] != c:
         return None
     rows = v.idx.reshape(-1, c)
-    pix = rows[:, 0]
-    if pix.max() >= hw or not np.array_equal(rows, pix[:, None] + np.arange(c) * hw):
+    first = rows[:, 0]
+    pix = first % (c * hw)
+    if pix.max() >= hw or not np.array_equal(rows, first[:, None] + np.arange(c) * hw):
         return None
-    return pix
+    return first // (c * hw) * hw + pix
+
+
+def _mixes_images(g, v: View) -> bool:
+    """Whether a row of `v`'s last axis holds elements of more than one image of the batch."""
+    size = int(np.prod(_layer_shape(g, v.layer)))
+    image = v.idx.reshape(-1, v.idx.shape[-1]) // size
+    return bool((image != image[:, :1]).any())
+
+
+MIXES = ("a reshape before it mixes the images of the batch (one row holds elements of several images), which "
+         "no per-image layer computes: export with a dynamic batch (dynamic_axes) or at batch 1")
 
 
 def _tokens_input(g, name: str) -> tuple[View, np.ndarray]:
@@ -273,6 +293,8 @@ def _tokens_input(g, name: str) -> tuple[View, np.ndarray]:
     if pix is None:
         v = _space_to_depth(g, name, v)
         pix = _channels_last(g, v)
+    if pix is None and _mixes_images(g, v):
+        raise Refused(f"its input {name!r} of shape {tuple(v.idx.shape)}: {MIXES}")
     if pix is None:
         raise Refused(f"its input {name!r} of shape {tuple(v.idx.shape)} does not run through each token's "
                           f"channels along its last axis (a Linear or a LayerNorm over channels-last tokens)")
@@ -291,7 +313,7 @@ def _not_unit(g, name: str, v: View) -> None:
 def _space_to_depth(g, name: str, v: View) -> View:
     """`v` as a channels-last view of a new SpaceToDepth layer, where it is one (else `v` unchanged)."""
     c, h, w = _layer_shape(g, v.layer)
-    if v.idx.ndim != 4 or v.factor != 1.0 or v.unit is not None:
+    if v.idx.ndim != 4 or v.factor != 1.0 or v.unit is not None or v.idx.shape[0] != g.batch:
         return v
     _, oh, ow, cc = v.idx.shape
     if oh == 0 or ow == 0 or h % oh or w % ow or cc != c * (h // oh) * (w // ow):
@@ -303,13 +325,13 @@ def _space_to_depth(g, name: str, v: View) -> View:
         spec = SpaceToDepth("probe", block=(bh, bw), order=order)
     except ValueError:
         return v
-    base = np.arange(c * h * w).reshape(1, c, h, w)
+    base = np.arange(g.batch * c * h * w).reshape(g.batch, c, h, w)
     want = np.concatenate([base[:, :, dy::bh, dx::bw] for dy, dx in order], axis=1).transpose(0, 2, 3, 1)
     if not np.array_equal(want, v.idx):
         return v
     out = spec.out_shape((c, h, w))
     layer = g.new_layer(SpaceToDepth, f"{name}_space_to_depth", (v.layer,), {}, out, block=(bh, bw), order=order)
-    return View(layer, np.arange(int(np.prod(out))).reshape((1,) + out).transpose(0, 2, 3, 1))
+    return View(layer, np.arange(g.batch * int(np.prod(out))).reshape((g.batch,) + out).transpose(0, 2, 3, 1))
 
 
 def _same_kind(v: View, idx: np.ndarray, factor: float | None = None) -> View:
@@ -335,8 +357,9 @@ def _target_shape(g, name: str, shape: tuple, allowzero: int) -> tuple:
     if out.count(-1) == 1:
         known = int(np.prod([d for d in out if d != -1]))
         out[out.index(-1)] = int(np.prod(shape)) // max(known, 1)
-    if int(np.prod(out)) != int(np.prod(shape)):
-        raise Refused(f"a reshape of {tuple(shape)} to {target} does not keep its elements (batch taken as 1)")
+    if int(np.prod(out)) != int(np.prod(shape)) or min(out, default=1) < 0:
+        raise Refused(f"a reshape of {tuple(shape)} to {target} does not keep its elements (at the batch of "
+                      f"{g.batch} the file's input declares, 1 where it is dynamic)")
     return tuple(out)
 
 
@@ -389,13 +412,18 @@ def _gather(g, node, attrs):
     v = _view(g, node.input[0])
     axis = int(attrs.get("axis", 0)) % v.idx.ndim
     index = _const(g, node.input[1], "index").astype(np.int64)
+    n = v.idx.shape[axis]
+    if index.size and (index.min() < -n or index.max() >= n):
+        raise Refused(f"it takes indices {index.min()}..{index.max()} of an axis of {n} (axis {axis} of a "
+                      f"{_describe(g, node.input[0])}); the model file is damaged or was edited: export it again")
     idx = np.take(v.idx, index, axis=axis)
     c, t, w = _layer_shape(g, v.layer)
-    if idx.ndim == 2 and idx.shape == (1, c) and w == 1 and v.factor == 1.0 \
-            and np.array_equal(idx[0], idx[0, 0] + np.arange(c) * t):   # one token of a sequence: ViT's x[:, 0]
+    images = (np.arange(g.batch) * c * t * w)[:, None]
+    if idx.ndim == 2 and idx.shape == (g.batch, c) and w == 1 and v.factor == 1.0 and 0 <= idx[0, 0] < t \
+            and np.array_equal(idx, images + idx[0, 0] + np.arange(c) * t):   # one token a sequence: ViT's x[:, 0]
         token = int(idx[0, 0])
         layer = g.new_layer(TakeToken, f"{node.output[0]}_token", (v.layer,), {}, (c, 1, 1), index=token)
-        _put(g, node.output[0], View(layer, np.arange(c).reshape(1, c)))
+        _put(g, node.output[0], View(layer, np.arange(g.batch * c).reshape(g.batch, c)))
         return
     _put(g, node.output[0], _same_kind(v, idx))
 
@@ -408,6 +436,9 @@ def _split(g, node, attrs):
     else:
         parts = len(node.output)
         sizes = [v.idx.shape[axis] // parts] * parts
+    if min(sizes, default=0) < 0 or sum(sizes) != v.idx.shape[axis] or len(sizes) != len(node.output):
+        raise Refused(f"split sizes {sizes} do not divide the {v.idx.shape[axis]} elements of axis {axis} into its "
+                      f"{len(node.output)} outputs; the model file is damaged or was edited: export it again")
     bounds = np.cumsum([0] + sizes)
     for out, a, b in zip(node.output, bounds[:-1], bounds[1:]):
         if out:
@@ -435,17 +466,19 @@ def _class_token(g, node, axis: int) -> None:
     cls = _const(g, node.input[0], "class token").astype(np.float32)
     v, pix = _tokens_input(g, node.input[1])
     c, h, w = _layer_shape(g, v.layer)
-    if v.idx.ndim != 3 or axis % 3 != 1 or cls.shape != (1, 1, c) or not np.array_equal(pix, np.arange(h * w)):
+    # a fixed batch expands the class token to every image: the same row each
+    same = cls.ndim == 3 and cls.shape[0] in (1, g.batch) and cls.shape[1:] == (1, c) and (cls == cls[:1]).all()
+    if v.idx.ndim != 3 or axis % 3 != 1 or not same or not np.array_equal(pix, np.arange(g.batch * h * w)):
         raise Refused(f"a concatenation of a constant {cls.shape} and tokens of shape {tuple(v.idx.shape)} is "
                           f"not a class token before every pixel in order, which is all we support")
-    layer = g.new_layer(Tokens, node.output[0], (v.layer,), {"cls": cls.reshape(c)}, (c, h * w + 1, 1),
+    layer = g.new_layer(Tokens, node.output[0], (v.layer,), {"cls": cls[0].reshape(c)}, (c, h * w + 1, 1),
                         class_token=True, position=False)
-    _put(g, node.output[0], View(layer, _token_idx(c, h * w + 1)))
+    _put(g, node.output[0], View(layer, _token_idx(c, h * w + 1, g.batch)))
 
 
-def _token_idx(c: int, t: int) -> np.ndarray:
-    """A (C, T, 1) layer's output as (1, T, C) channels-last tokens."""
-    return np.arange(c * t).reshape(1, c, t).transpose(0, 2, 1)
+def _token_idx(c: int, t: int, batch: int = 1) -> np.ndarray:
+    """A (C, T, 1) layer's output as (batch, T, C) channels-last tokens."""
+    return np.arange(batch * c * t).reshape(batch, c, t).transpose(0, 2, 1)
 
 
 def _pad(g, node, attrs):
@@ -492,8 +525,9 @@ def _linear(g, node, x_name: str, weight: np.ndarray, bias: np.ndarray | None) -
     b = np.zeros(k) if bias is None else np.broadcast_to(bias.reshape(-1), (k,))
     layer = g.new_layer(Conv, node.name or node.output[0], (v.layer,),
                         {"weight": weight.T.reshape(k, c, 1, 1), "bias": b}, (k, h, w), out_channels=k, kernel=(1, 1))
-    lead = v.idx.shape[:-1]
-    _put(g, node.output[0], View(layer, (pix[:, None] + np.arange(k) * (h * w)).reshape(lead + (k,))))
+    lead, hw = v.idx.shape[:-1], h * w
+    first = pix // hw * (k * hw) + pix % hw   # each token's first output channel, in its image
+    _put(g, node.output[0], View(layer, (first[:, None] + np.arange(k) * hw).reshape(lead + (k,))))
 
 
 def _matmul(g, node, attrs):
@@ -595,7 +629,8 @@ def _add_constant(g, node, x_name: str, c_name: str) -> None:
     c = _layer_shape(g, v.layer)[0]
     if maker is not None and maker.cls is Tokens and not maker.kwargs.get("position") and _only_reader(g, v.layer):
         t = _layer_shape(g, v.layer)[1]
-        if v.idx.shape == (1, t, c) and np.array_equal(v.idx, _token_idx(c, t)) and const.shape in ((1, t, c), (t, c)):
+        if v.idx.shape == (g.batch, t, c) and np.array_equal(v.idx, _token_idx(c, t, g.batch)) \
+                and const.shape in ((1, t, c), (t, c)):
             maker.kwargs["position"] = True
             g.weights[f"{v.layer}.pos"] = np.ascontiguousarray(const.reshape(t, c).T, dtype=np.float32)
             _absorbed(g, x_name)
@@ -620,7 +655,7 @@ def _per_channel(g, v: View, const: np.ndarray) -> np.ndarray | None:
     if full is None:
         return None
     values = np.full(c, np.nan)
-    chans = (v.idx // (h * w)).reshape(-1)
+    chans = (v.idx % (c * h * w) // (h * w)).reshape(-1)
     values[chans] = full.reshape(-1)
     again = values[chans]
     if np.isnan(values).any() or not np.allclose(again, full.reshape(-1), rtol=0, atol=0):
@@ -852,6 +887,7 @@ def _weighted_sum(g, node, s: Scores, v: View) -> None:
                           f"{tuple(v.idx.shape)} that is not the values of the same projection")
     c3, h, w = _layer_shape(g, s.layer)
     hw, c = h * w, c3 // 3
+    size = c3 * hw
     groups, n, dh = s.q.shape
     m = s.k.shape[1]
     lead = s.cells.shape[:-2]
@@ -862,22 +898,27 @@ def _weighted_sum(g, node, s: Scores, v: View) -> None:
     if c3 % 3 or dh == 0 or c % dh or vals.shape[-1] != dh or (grp != grp[:, :1]).any():
         raise Refused("the attention's queries, keys and values are not heads of one projection's three parts")
     heads = c // dh
-    # each group: one head, its queries' and keys' pixels; the keys and the values of one pixel
-    head = s.q[:, 0, 0] // hw // dh
-    want_q = (head[:, None] * dh + np.arange(dh))[:, None, :] * hw + (s.q[:, :, :1] % hw)
-    want_k = (c + head[:, None] * dh + np.arange(dh))[:, None, :] * hw + (s.k[:, :, :1] % hw)
     g_of_l = grp[:, 0]
-    want_v = (2 * c + head[g_of_l][:, None] * dh + np.arange(dh))[:, None, :] * hw + (s.k[g_of_l][:, :, :1] % hw)
-    if not (np.array_equal(s.q, want_q) and np.array_equal(s.k, want_k) and np.array_equal(vals, want_v)):
+    image = s.q[:, 0, 0] // size   # each group's image of the batch: its queries, keys and values all of it
+    if not ((s.q // size == image[:, None, None]).all() and (s.k // size == image[:, None, None]).all()
+            and (vals // size == image[g_of_l][:, None, None]).all()):
+        raise Refused(f"the attention's groups of queries, keys and values: {MIXES}")
+    q, k, vals = s.q % size, s.k % size, vals % size
+    # each group: one head, its queries' and keys' pixels; the keys and the values of one pixel
+    head = q[:, 0, 0] // hw // dh
+    want_q = (head[:, None] * dh + np.arange(dh))[:, None, :] * hw + (q[:, :, :1] % hw)
+    want_k = (c + head[:, None] * dh + np.arange(dh))[:, None, :] * hw + (k[:, :, :1] % hw)
+    want_v = (2 * c + head[g_of_l][:, None] * dh + np.arange(dh))[:, None, :] * hw + (k[g_of_l][:, :, :1] % hw)
+    if not (np.array_equal(q, want_q) and np.array_equal(k, want_k) and np.array_equal(vals, want_v)):
         raise Refused("the attention's queries, keys and values are not the heads of one projection's queries, "
                           "keys and values (channels q, k, v, each heads of equal width), which is all we support")
-    qpix, kpix = s.q[:, :, 0] % hw, s.k[:, :, 0] % hw
-    spec, windows = _find_attention(heads, h, w, n, m, head, qpix, kpix)
+    qpix, kpix = q[:, :, 0] % hw, k[:, :, 0] % hw
+    spec, windows = _find_attention(heads, h, w, n, m, head, qpix, kpix, image, g.batch)
     if spec is None:
         raise Refused(f"its {groups} groups of {n} queries over a {h}x{w} map are not the windows of our "
-                          f"attention (the whole map; windows; a grid; a shift of the windows)")
-    layer = _make_attention(g, node, s, spec, windows, head, qpix, kpix, heads, (c3, h, w))
-    out = (head[g_of_l][:, None, None] * dh + np.arange(dh)[None, None, :]) * hw \
+                          f"attention (the whole map; windows; a grid; a shift of the windows) in every image alike")
+    layer = _make_attention(g, node, s, spec, windows, head, qpix, kpix, heads, (c3, h, w), image)
+    out = image[g_of_l][:, None, None] * (c * hw) + (head[g_of_l][:, None, None] * dh + np.arange(dh)) * hw \
         + qpix[grp, qi][:, :, None]                                         # (L, n, dh)
     _put(g, node.output[0], View(layer, out.reshape(lead + (s.cells.shape[-2], dh))))
 
@@ -912,38 +953,42 @@ def _our_windows(h: int, w: int, window, grid: bool, shift) -> list[np.ndarray]:
     return out
 
 
-def _find_attention(heads, h, w, n, m, head, qpix, kpix):
-    """The first of our attention layers whose windows are exactly the groups' query and key sets."""
+def _find_attention(heads, h, w, n, m, head, qpix, kpix, image, batch: int):
+    """The first of our attention layers whose windows are exactly the groups' query and key sets, the
+    same in every image of the batch."""
     if n != m:
         return None, None
     groups = {}
     for gi in range(len(head)):
         if set(qpix[gi].tolist()) != set(kpix[gi].tolist()):
             return None, None
-        groups.setdefault(frozenset(qpix[gi].tolist()), set()).add(int(head[gi]))
+        groups.setdefault((int(image[gi]), frozenset(qpix[gi].tolist())), set()).add(int(head[gi]))
     if any(len(hs) != heads for hs in groups.values()) or len(head) != len(groups) * heads:
         return None, None
     for window, grid, shift in _candidates(h, w, n):
         windows = _our_windows(h, w, window, grid, shift)
-        if len(windows) == len(groups) and all(frozenset(win.tolist()) in groups for win in windows):
+        if len(windows) * batch == len(groups) and all((b, frozenset(win.tolist())) in groups
+                                                       for b in range(batch) for win in windows):
             return (window, grid, shift), windows
     return None, None
 
 
-def _make_attention(g, node, s: Scores, spec, windows, head, qpix, kpix, heads, in_shape) -> str:
+def _make_attention(g, node, s: Scores, spec, windows, head, qpix, kpix, heads, in_shape, image) -> str:
+    """Our Attention layer for the groups found; the constants added to the scores checked to be one
+    bias per head, the same in every window of every image (and the shift's mask)."""
     window, grid, shift = spec
-    n = len(windows[0])
+    n, count = len(windows[0]), len(windows)
     which = {frozenset(win.tolist()): k for k, win in enumerate(windows)}
     pos = [{int(p): t for t, p in enumerate(win)} for win in windows]
     added = s.added.reshape(len(head), n, n)
-    ours = np.zeros((len(windows), heads, n, n))
+    ours = np.zeros((g.batch * count, heads, n, n))   # each image's windows in turn
     for gi in range(len(head)):
         k = which[frozenset(qpix[gi].tolist())]
         qi = [pos[k][int(p)] for p in qpix[gi]]
         kj = [pos[k][int(p)] for p in kpix[gi]]
-        ours[k, int(head[gi])][np.ix_(qi, kj)] = added[gi]
+        ours[int(image[gi]) * count + k, int(head[gi])][np.ix_(qi, kj)] = added[gi]
     keep = Attention("probe", heads=heads, window=window, shift=shift, grid=grid).keep(in_shape)
-    keep = np.ones((len(windows), n, n), bool) if keep is None else keep
+    keep = np.tile(np.ones((count, n, n), bool) if keep is None else keep, (g.batch, 1, 1))
     kept = np.broadcast_to(keep[:, None], ours.shape)
     bias = np.where(kept, ours, np.nan)
     first = np.nanmax(np.where(kept, ours, -np.inf), axis=0)              # (heads, n, n): one window's value

@@ -17,12 +17,13 @@ from torch.nn import functional as F
 class ViTBlock(nn.Module):
     """torchvision's EncoderBlock: ln_1, nn.MultiheadAttention (batch first, no weights), residual; ln_2, MLP."""
 
-    def __init__(self, dim: int, heads: int, mlp: int):
+    def __init__(self, dim: int, heads: int, mlp: int, gelu: str = "none"):
         super().__init__()
         self.ln_1 = nn.LayerNorm(dim, eps=1e-6)
         self.self_attention = nn.MultiheadAttention(dim, heads, batch_first=True)
         self.ln_2 = nn.LayerNorm(dim, eps=1e-6)
-        self.mlp = nn.Sequential(nn.Linear(dim, mlp), nn.GELU(), nn.Dropout(0.0), nn.Linear(mlp, dim), nn.Dropout(0.0))
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp), nn.GELU(approximate=gelu), nn.Dropout(0.0), nn.Linear(mlp, dim),
+                                 nn.Dropout(0.0))
 
     def forward(self, x):
         y = self.ln_1(x)
@@ -34,13 +35,13 @@ class ViTBlock(nn.Module):
 class TinyViT(nn.Module):
     """vit_b_16's forward: patch conv, (N, C, h*w) -> (N, T, C), class token, positions, blocks, ln, token 0, head."""
 
-    def __init__(self, dim=16, heads=2, patch=4, image=16, blocks=2, classes=10):
+    def __init__(self, dim=16, heads=2, patch=4, image=(16, 16), blocks=2, classes=10, gelu="none"):
         super().__init__()
         self.patch = patch
         self.conv_proj = nn.Conv2d(3, dim, patch, patch)
         self.class_token = nn.Parameter(torch.randn(1, 1, dim) * 0.1)
-        self.pos_embedding = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, dim) * 0.1)
-        self.layers = nn.Sequential(*[ViTBlock(dim, heads, 2 * dim) for _ in range(blocks)])
+        self.pos_embedding = nn.Parameter(torch.randn(1, (image[0] // patch) * (image[1] // patch) + 1, dim) * 0.1)
+        self.layers = nn.Sequential(*[ViTBlock(dim, heads, 2 * dim, gelu) for _ in range(blocks)])
         self.ln = nn.LayerNorm(dim, eps=1e-6)
         self.head = nn.Linear(dim, classes)
 
@@ -409,11 +410,16 @@ class TinyMaxViT(nn.Module):
 MODELS = {"vit": (TinyViT, (3, 16, 16)), "convnext": (TinyConvNeXt, (3, 32, 32)), "swin": (TinySwin, (3, 16, 16)),
           "maxvit": (TinyMaxViT, (3, 32, 32)), "swin_v2": (TinySwinV2, (3, 16, 16))}
 # models for the importer's own tests, not run on every backend
-EXTRA = {"cosine_tokens": (CosineTokens, (3, 8, 8)), "cosine_across_tokens": (lambda: CosineTokens(axis=-2), (3, 8, 8))}
+EXTRA = {"cosine_tokens": (CosineTokens, (3, 8, 8)), "cosine_across_tokens": (lambda: CosineTokens(axis=-2), (3, 8, 8)),
+         # issue 54's odd ViT: width 80 in 5 heads, patches of 8 on a 40x56 image (5x7 tokens), tanh GELU
+         "vit_odd": (lambda: TinyViT(dim=80, heads=5, patch=8, image=(40, 56), blocks=1, gelu="tanh"), (3, 40, 56))}
 
 
-def export(name: str, path: str, x: np.ndarray, seed: int = 0, opset: int | None = None) -> np.ndarray:
-    """Model `name` with seeded weights written to `path` as ONNX (batch a dynamic axis); PyTorch's output on `x`."""
+def export(name: str, path: str, x: np.ndarray, seed: int = 0, opset: int | None = None, dynamo: bool = False,
+           fixed_batch: bool = False) -> np.ndarray:
+    """Model `name` with seeded weights written to `path` as ONNX; PyTorch's output on `x`.  The batch a
+    dynamic axis (traced at 1), or with `fixed_batch` x's own written into the graph, as an export at that batch
+    writes it; `dynamo`: torch.export's exporter (which needs onnxscript), at x's batch, as it exports by default."""
     torch.manual_seed(seed)
     model = {**MODELS, **EXTRA}[name][0]()
     gen = torch.Generator().manual_seed(seed)
@@ -424,9 +430,17 @@ def export(name: str, path: str, x: np.ndarray, seed: int = 0, opset: int | None
                 m.running_var.copy_(torch.rand(m.num_features, generator=gen) + 0.5)
     model.eval()
     inp = torch.from_numpy(x)
+    traced = inp if fixed_batch else inp[:1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the TorchScript exporter says it is deprecated; it needs no onnxscript
-        torch.onnx.export(model, inp[:1], path, dynamo=False, input_names=["image"], output_names=["out"],
-                          dynamic_axes={"image": {0: "n"}}, opset_version=opset)
+        if dynamo:
+            import contextlib
+            import io
+            with contextlib.redirect_stdout(io.StringIO()):   # its progress lines
+                torch.onnx.export(model, (inp,), path, dynamo=True, input_names=["image"], output_names=["out"],
+                                  opset_version=opset, verbose=False)
+        else:
+            torch.onnx.export(model, traced, path, dynamo=False, input_names=["image"], output_names=["out"],
+                              dynamic_axes=None if fixed_batch else {"image": {0: "n"}}, opset_version=opset)
     with torch.no_grad():
         return model(inp).numpy()

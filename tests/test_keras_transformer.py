@@ -38,3 +38,21 @@ def test_keras_model_matches_keras(keras_child, tmp_path, builder, kinds):
     got = np.log(np.maximum(oracle.softmax(logits), 1e-300))
     assert np.abs((got - got.max(axis=1, keepdims=True)) - (want - want.max(axis=1, keepdims=True))).max() < 1e-3
     assert np.linalg.norm(NumpyNet(net, weights, 2).forward(x) - keras_out) / np.linalg.norm(keras_out) < 1e-5
+
+
+@pytest.mark.long
+def test_keras_convnext_on_the_opencl_backends_at_batch_1_and_2(keras_child, tmp_path):
+    """Issue 54's Keras form: keras.applications' ConvNeXt (its LayerNormalization and gelu) at batch 1 and 2
+    on the CLBlast and hand-written backends, against Keras's own output."""
+    x = np.random.default_rng(6).random((2, 3, 32, 32), dtype=np.float32)
+    path, keras_out = keras_child.call("keras_transformer_models", "save", "convnext_model", str(tmp_path), x)
+    net, weights = load_net(path)
+    for name in ("clblast", "clblast-convgemm", "clblast-best", "vectorised", "vectorised-tiled"):
+        for batch in (1, 2):
+            prepared = backend_or_skip(name).prepare(net, weights, batch)
+            try:
+                got = prepared.forward(x[:batch]).reshape(keras_out[:batch].shape)
+            finally:
+                prepared.close()
+            err = np.linalg.norm(got - keras_out[:batch]) / np.linalg.norm(keras_out[:batch])
+            assert err < 1e-4, (name, batch, err)
