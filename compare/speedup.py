@@ -105,6 +105,15 @@ class Speedup:
         """The figure for a narrow cell (the README's tables): the same words as a table cell."""
         return self.text()
 
+    def plain(self) -> str:
+        """The ratio in words without its interval, for a narrow cell: '1.33x faster', '2.02x slower',
+        '0.95x no clear winner' (this side against the reference)."""
+        if self.verdict is Verdict.FASTER:
+            return f"{self.value:.2f}x faster"
+        if self.verdict is Verdict.SLOWER:
+            return f"{1 / self.value:.2f}x slower"
+        return f"{self.value:.2f}x {self.words()}"
+
     def sentence(self, this: str, reference: str, this_later: str | None = None) -> str:
         """`this` against `reference` in words, the faster side named first (`this_later`: how `this` reads
         when it comes second, e.g. without the capital that opens a sentence)."""

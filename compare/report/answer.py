@@ -23,7 +23,7 @@ from .. import analysis as an
 from . import kinds
 from ..modes import times
 from ..results import BackendResult, RunResult
-from ..speedup import Speedup
+from ..speedup import SPANS_1X, Speedup
 
 HAND_WRITTEN, CLBLAST, COMPILER, ENGINE, PEER = "hand-written", "clblast", "compiler", "engine", "peer"
 # the alternatives that run on the same OpenCL device: a line of the answer and a column of the table each
@@ -252,8 +252,7 @@ def depth_rows(res: RunResult):
 TABLE_NOTE = ("A row per net, every output checked against a float64 oracle; times: end-to-end compute, median. "
               "speedup: the best hand-written backend's over CLBlast at its best (its fastest backend, and how "
               "deep its tuning went); compiler, engine, fastest peer: the fastest of that side, and the "
-              "hand-written one's speedup over it.  In brackets the 95% interval of the ratio; 'no winner' "
-              "where it spans 1x.")
+              "hand-written one's speedup over it.  In brackets the 95% interval of the ratio; " + SPANS_1X + ".")
 
 
 def _cell(b: BackendResult | None) -> str:
@@ -304,7 +303,7 @@ class Ratio:
     value: float
     low: float | None
     high: float | None
-    verdict: str          # faster, slower, no clear difference, too few samples
+    verdict: str          # faster, slower, no clear winner, too noisy to call (docs/glossary.md)
 
 
 @dataclass
@@ -341,7 +340,7 @@ def _ratio_data(s: Speedup | None) -> Ratio | None:
     if s is None:
         return None
     low, high = s.interval if s.interval else (None, None)
-    return Ratio(s.value, low, high, str(s.verdict))
+    return Ratio(s.value, low, high, s.words().split(" (")[0])
 
 
 def _side(b: BackendResult | None) -> Side | None:
