@@ -44,14 +44,18 @@ from .runner import Outputs, Plan, execute, exit_code
 from .signals import install_handlers, restore_handlers
 from .tables import check_table, layer_table, modes_table, summary_table
 from .terminal import table as fit_table, wrap
+from .diff import add_diff_parser
 from .tune_cli import add_tune_parser
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but its errors are one line like ours."""
 
+    last_error = ""   # for --json: the document that says the command line was refused
+
     def error(self, message):
-        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+        _Parser.last_error = f"{message} (see `{self.prog} --help`)"
+        self.exit(2, f"error: {_Parser.last_error}\n")
 
 
 # -- inputs shared by run and check ---------------------------------------
@@ -275,14 +279,20 @@ def cmd_run(args) -> int:
     _outputs_apart(args, None if out == STDOUT else out)
     if out != STDOUT:
         check_writable(out, "--out")
-    with _human(out != STDOUT):
+    if out == STDOUT and args.json:
+        raise UserError("--out - and --json both want stdout: give one (--out FILE keeps the results file)")
+    with _human(out != STDOUT and not args.json):
         results, plan, problems = _execute(args, args.mode)
     if out == STDOUT:
         sys.stdout.write(to_json(results) + "\n")
         kept = None
     else:
         kept = keep_file(out, text_writer(to_json(results)), "--out", "results")
-    with _human(out != STDOUT):
+    if args.json:
+        from .machine import emit
+        emit("run", {"results": None if kept is None or kept.problem else out,
+                     **dataclasses.asdict(answer.as_data(results))})
+    with _human(out != STDOUT and not args.json):
         if not args.quiet:
             _run_tables(results, plan, args)
         if kept is not None and kept.problem is None and not args.quiet:
@@ -364,7 +374,16 @@ def cmd_check(args) -> int:
 
 
 def cmd_sweep(args) -> int:
+    if not args.json:
+        return _sweep(args)
+    from .machine import emit
+    with _human(False):   # the text for people on stderr, the document on stdout
+        code = _sweep(args)
+    emit("sweep", args.said)
+    return code
 
+
+def _sweep(args) -> int:
     from . import sweep as sw
     from .report.sweeps import batches_text, comparisons, crossover, notes, per_image_table, speedup_table
     baselines = parse_baselines(args.baseline)
@@ -410,6 +429,9 @@ def cmd_sweep(args) -> int:
             if b.status == "FAILED" and not sw.does_not_fit(b):
                 print(f"error: batch {res.net.batch}: backend {b.name} failed: {b.reason}", file=sys.stderr)
     stayed = f"; what was written into {out} before stays there too" if keeper.written_before_failing else ""
+    args.said = {"sweep": None if keeper.error else str(path), "net": base.net.name, "batches": batches,
+                 "crossover": crossover(comparisons(done)),
+                 "answers": [dataclasses.asdict(answer.as_data(res)) for res in done]}
     unwritten([keeper.problem("into --out", "sweep", f" (`compare report {keeper.folder}` renders it{stayed})")])
     return sw.exit_code(done)
 
@@ -420,6 +442,11 @@ def cmd_weights(args) -> int:
     weights = init_weights(net, args.seed)
     kept = keep_file(args.out, lambda tmp: save_weights(tmp, weights), "--out", "weights")
     unwritten([kept.problem])
+    if args.json:
+        from .machine import emit
+        emit("weights", {"net": net.name, "seed": args.seed, "out": args.out, "arrays": len(weights),
+                         "params": net.params()})
+        return 0
     print(f"wrote {len(weights)} arrays ({net.params():,} parameters) of {net.name}, seed {args.seed}, to {args.out}")
     return 0
 
@@ -495,6 +522,11 @@ def cmd_peak(args) -> int:
     finally:
         progress.done()
     kept = store(rt.info, peak)
+    if args.json:
+        from .machine import emit
+        emit("peak", {"device": rt.info, "peak": peak, "cached": None if kept.problem else str(cache_path())})
+        unwritten([kept.problem])
+        return 0
     d = peak["details"]
     print(f"{rt.info['name']} ({rt.info['platform']}, {rt.info['compute_units']} compute units)")
     print(f"  multiply-add: {peak['gflops']:.1f} GFLOP/s (float4 {d['float4_gflops']:.1f}, "
@@ -532,13 +564,17 @@ def cmd_report(args) -> int:
                         f"written there; free some room and run `compare report` again") from None
     from .report.pagecheck import check_folder
     pages, images, problems = check_folder(args.out)
-    if not args.quiet:
-        for path in written:
-            print(f"wrote {path}")
-    for problem in problems:
-        print(f"error: {problem}", file=sys.stderr)
-    print(f"{args.out}: {pages} pages and {images} images checked, "
-          + (f"{len(problems)} problems" if problems else "every link and image there"))
+    with _human(not args.json):
+        if not args.quiet:
+            for path in written:
+                print(f"wrote {path}")
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print(f"{args.out}: {pages} pages and {images} images checked, "
+              + (f"{len(problems)} problems" if problems else "every link and image there"))
+    if args.json:
+        from .machine import emit, report_payload
+        emit("report", report_payload(args.out, written, pages, images, problems, results, paths))
     return 1 if problems else 0
 
 
@@ -618,6 +654,7 @@ def _add_run_options(p, with_timing: bool) -> None:
     p.add_argument("--end-to-end-only", action="store_true", help="check only the final output, not each layer")
     if with_timing:
         _add_timing_options(p)
+        _add_json_option(p, "where the results file went and the answer, as `compare answer --json`")
         p.add_argument("--mode", choices=MODES, default="both", help="check outputs, time them, or both (default)")
         p.add_argument("--out", help="results file (default results/<net>-<date>.json); '-': its JSON on stdout, "
                                      "the text for people on stderr")
@@ -656,6 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "16 for vgg16, else 1,2,4,8)")
     _add_timing_options(p)
     p.add_argument("--out", help="folder for the results files and sweep.json (default results/sweep-<net>-<date>/)")
+    _add_json_option(p, "the sweep file, the crossover in words and each batch's answer")
     p.set_defaults(func=cmd_sweep, input=None, end_to_end_only=False)
 
     p = sub.add_parser("report", help="render tables and plots from results files and sweeps")
@@ -667,6 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="not the list of files written: only the page check's line")
     p.add_argument("--published", action="store_true",
                    help="add the study's published Mali-T628 figures (tables 6.2, 7.4) as labelled columns")
+    _add_json_option(p, "the files written, the page check and each file's answer")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("answer", help="the study's question answered from results files: in sentences, or as "
@@ -680,14 +719,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("peak", help="measure the device's multiply-add throughput and memory bandwidth")
     add_device_option(p)
     p.add_argument("--cap-s", type=float, default=30.0, help="time for the whole measurement, in seconds (default 30)")
+    _add_json_option(p, "the device, its peak and bandwidth, and where they were cached")
     p.set_defaults(func=cmd_peak)
 
     add_tune_parser(sub)
+    add_diff_parser(sub)
 
     p = sub.add_parser("weights", help="write a net's seeded weights as a .npz file")
     p.add_argument("--net", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=seed_arg, default=0)
+    _add_json_option(p, "the file written, its arrays and parameters")
     p.set_defaults(func=cmd_weights)
 
     p = sub.add_parser("devices", help="list the OpenCL platforms and devices")
@@ -704,10 +746,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _json_failure(args, message: str, code: int) -> None:
+    if getattr(args, "json", False):
+        from .machine import fail
+        fail(message, code)
+
+
 def main(argv=None) -> int:
+    from . import machine
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
+    machine.begin()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:   # argparse said why on stderr; --json still gets its one document
+        if "--json" in argv and exc.code:
+            from .machine import fail
+            fail(_Parser.last_error or "the command line was refused", exc.code)
+        raise
     args.argv = argv
     if not args.debug:
         # kernel compilers' warnings are for the developers of the kernels
@@ -719,11 +775,14 @@ def main(argv=None) -> int:
         if args.debug:
             raise
         print(f"error: {exc}", file=sys.stderr)
+        _json_failure(args, f"{exc}", exc.exit_code)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
-        print(f"interrupted ({signal.Signals(signum).name}): stopped; no partial file was written and "
-              f"earlier files are as they were", file=sys.stderr)
+        said = (f"interrupted ({signal.Signals(signum).name}): stopped; no partial file was written and "
+                f"earlier files are as they were")
+        print(said, file=sys.stderr)
+        _json_failure(args, said, 128 + signum)
         return 128 + signum
     finally:
         restore_handlers(previous)
