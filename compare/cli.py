@@ -29,7 +29,7 @@ from nets.npy import check_holds, header_of, read_data
 from nets.userfile import regular_file
 from nets.weights import init_weights, load_weights, make_input, save_weights, weights_digest
 
-from . import __version__
+from . import __version__, noise
 from .report import answer
 from .analysis import DEFAULT_BASELINES, baseline_names, parse_baselines
 from .cli_common import add_device_option, positive, seed_arg, unwritten
@@ -109,10 +109,18 @@ def fixed_batch(net, batch: int | None) -> None:
                         f"(torch.onnx.export's dynamic_axes) so that it reshapes to (-1, ...)")
 
 
+def _min_time(value: float) -> float:
+    if not 0 < value <= 3600:
+        raise UserError(f"--min-time-s must be a number of seconds above 0 and at most 3600, not {value}")
+    return value
+
+
 def _plan(args, mode: str) -> Plan:
     if not args.timeout_s > 0:
         raise UserError(f"--timeout-s must be a positive number of seconds, not {args.timeout_s}")
-    repeats, warmup = positive("--repeats", args.repeats), positive("--warmup", args.warmup)
+    given = args.repeats is not None   # a count given is honoured exactly; else calibrated (compare/noise.py)
+    repeats = positive("--repeats", args.repeats) if given else noise.DEFAULT_REPEATS
+    warmup = positive("--warmup", args.warmup)
     names = backends.parse_names(args.backends)
     net, model_weights = load_net(args.net)
     batch = positive("--batch", args.batch) if args.batch is not None else None
@@ -124,6 +132,9 @@ def _plan(args, mode: str) -> Plan:
         """Before a batch's input is made or read: it fits the host's memory, and so do the timings kept."""
         check_fits(net, n, need, what, fits)
         check_passes(net, len(names), repeats, warmup, n, need, MAX_FILE_BYTES)
+        cap[0] = noise.fitting_cap(lambda k: check_passes(net, len(names), k, warmup, n, need, MAX_FILE_BYTES),
+                                   repeats)
+    cap = [repeats]
     if args.input and data:
         raise UserError("--input and --data are alternatives: give one")
     if args.input:
@@ -158,7 +169,8 @@ def _plan(args, mode: str) -> Plan:
     fixed_batch(net, batch)
     return Plan(net=net, batch=batch, weights=weights, x=x, backends=names,
                 explicit=args.backends.strip() != "all", device=args.device,
-                repeats=repeats, warmup=warmup,
+                repeats=repeats, warmup=warmup, max_repeats=cap[0],
+                min_time_s=None if given else _min_time(getattr(args, "min_time_s", noise.MIN_TIME_S)),
                 mode=mode, layerwise=not args.end_to_end_only,
                 sources={"weights": Source(**weights_source), "input": Source(**input_source)},
                 peak_gflops=_peak(getattr(args, "peak_gflops", None)),
@@ -308,7 +320,8 @@ def cmd_run(args) -> int:
 def _run_tables(results: RunResult, plan, args) -> None:
     device = results.device.name
     print(wrap(f"{plan.net.name} batch {plan.batch} on {device} ({results.net.flops / 1e9:.2f} GFLOP per pass), "
-               f"median of {plan.repeats} runs") + "\n")
+               f"median of {plan.repeats} runs" + (f" or more a backend, until they add up to {plan.min_time_s:g} s"
+                                                   if plan.min_time_s else "")) + "\n")
     for b in results.backends:
         if b.ok and b.timing:
             print(wrap(f"== {b.name}: {b.summary} [{b.info.get('device', device)}]", indent="   "))
@@ -632,7 +645,11 @@ def _add_net_options(p) -> None:
 
 def _add_timing_options(p) -> None:
     """How the timed commands (run, sweep) time and compare."""
-    p.add_argument("--repeats", type=int, default=10, help="timed repeats; medians are reported (default 10)")
+    p.add_argument("--repeats", type=int, help="timed repeats of each backend, exactly; medians are reported "
+                                               "(default: at least 10, more until they add up to --min-time-s)")
+    p.add_argument("--min-time-s", type=float, default=noise.MIN_TIME_S,
+                   help=f"without --repeats: each backend's timed passes add up to this at least, up to "
+                        f"{noise.MAX_REPEATS} passes (default {noise.MIN_TIME_S:g})")
     p.add_argument("--warmup", type=int, default=2, help="untimed runs first; the first is reported apart (default 2)")
     p.add_argument("--peak-gflops", type=float,
                    help="the device's peak for utilisation (default: `compare peak`'s cached figure, "

@@ -290,3 +290,23 @@ def test_where_clblast_wins_a_kind_of_work_the_line_says_so():
     said = answer.lines(_results(transformer))
     assert said[2] == ("On the projections and MLP (1 layer): CLBlast at its best (`clblast`) is 2.00x [2.00, 2.00] "
                        "faster than hand-written `vectorised`.")
+
+
+def test_a_busy_host_says_so_in_one_line_and_names_no_winner_where_the_interval_spans_one():
+    """A fifty-fold gap with an interval across 1x, on a host whose load was four times its cores."""
+    def busy(d):
+        d["host"].update({"load_1m": 8.0, "cpus": 2, "governor": "powersave"})
+        d["backends"] = [b for b in d["backends"] if b["name"] in ("clblast", "vectorised")]
+        d["backends"][0]["timing"]["end_to_end"]["compute"] = _samples([1.0, 60.0, 1.2, 55.0, 1.1])
+        d["backends"][1]["timing"]["end_to_end"]["compute"] = _samples([50.0, 1.0, 52.0, 1.3, 49.0])
+    res = _results(busy)
+    said = answer.lines(res)
+    assert said[0].startswith("Busy host (load 8.00 on 2 cores as the run started)")
+    assert said[1].endswith("too noisy to call.") and "faster" not in said[1] and "level" not in said[1]
+    assert res.host.governor == "powersave"
+
+
+def test_a_quiet_host_and_an_old_file_without_the_load_say_nothing_of_noise():
+    assert not any(line.startswith("Busy host") for line in answer.lines(_results()))
+    quiet = _results(lambda d: d["host"].update({"load_1m": 0.3, "cpus": 2}))
+    assert not any(line.startswith("Busy host") for line in answer.lines(quiet))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from backends.options import DATABASE
 
 from .. import analysis as an
+from .. import noise
 from . import kinds
 from ..modes import times
 from ..results import BackendResult, RunResult
@@ -193,7 +194,8 @@ def lines(res: RunResult) -> list[str]:
     if left:   # the reasons are in the run's tables; here the names, a few at most
         out.append("In no ratio: " + ", ".join(left[:4]) + (f" and {len(left) - 4} more" if len(left) > 4 else "")
                    + ".")
-    return out
+    busy = noise.busy_line(res.host)
+    return ([busy] if busy else []) + out
 
 
 # A transformer's answer says who wins its two kinds of work besides the whole pass: attention, and the matrix
