@@ -212,7 +212,10 @@ class Session:
             n_modes += max(len(modes), 1)
             parts.append(f"{name} ({len(modes)} modes: {', '.join(modes)})" if modes else name)
         p = self.plan
-        what = ("checks and times" if p.checks and p.times else "checks" if p.checks else "times")
+        if not p.times:   # a check keeps one mode a backend (its first that passes): its table has a row each
+            return (f"checks {len(parts)} backends on {p.net.name} batch {p.batch}, each in the first of its modes "
+                    f"that passes: " + "; ".join(parts))
+        what = "checks and times" if p.checks else "times"
         return (f"{what} {len(parts)} backends, {n_modes} modes in all, on {p.net.name} batch {p.batch}: "
                 + "; ".join(parts))
 
@@ -518,7 +521,7 @@ def execute(plan: Plan, progress=lambda s: None, say=lambda s: None) -> tuple[Ru
     tells, before anything runs, what will be timed."""
     quiet = noise.host_state()   # before the run's own work adds to the load
     host = Host(**host_info(), **quiet)
-    if noise.busy_line(host):
+    if plan.times and noise.busy_line(host):
         say(noise.busy_line(host))
     session = Session(plan, progress, say)
     outputs = Outputs(reference=session.ref[-1] if session.ref is not None else None)

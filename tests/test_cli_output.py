@@ -173,3 +173,9 @@ def test_diff_names_a_real_change_and_refuses_two_nets(capsys):
     assert rows["tinygrad"]["change"] == "timed only in A"
     code, _, err = run(capsys, "diff", COMMITTED[4], COMMITTED[5])
     assert code == 2 and "two runs of one net" in err
+
+
+def test_check_announces_one_mode_a_backend_as_its_table_has_a_row_each(capsys):
+    code, out, _ = run(capsys, "check", "--net", "lenet", "--backends", "numpy,vectorised", "--batch", "2")
+    assert code == 0 and "modes in all" not in out
+    assert "checks 2 backends on lenet batch 2, each in the first of its modes that passes" in " ".join(out.split())
