@@ -1,7 +1,7 @@
 """How quiet the host was, and how many timed passes a backend gets.
 
 The host's load and the CPU's frequency governor are recorded with every run (compare/results.py Host):
-a run on a busy host says so in one line, and its answer names no winner whose interval spans 1x.
+a run on a busy host says so in one line, and its answer calls no side faster where an interval spans 1x.
 Repeats are calibrated as pyperf and hyperfine do: a backend gets at least the floor (`--repeats`'s
 default) and more until its timed passes add up to a minimum time, up to a cap that keeps results files
 small; a `--repeats` given is honoured exactly."""

@@ -40,7 +40,7 @@ class Verdict(StrEnum):
 @dataclass(frozen=True)
 class Speedup:
     value: float                                  # the reference's median time / this one's
-    interval: tuple[float, float] | None = None   # 95%, of the same ratio; None: too few samples
+    interval: tuple[float, float] | None = None   # 95%, of the same ratio; None: fewer than MIN_SAMPLES a side
 
     @classmethod
     def of(cls, reference: list[float], values: list[float], reference_ms: float | None = None,

@@ -310,3 +310,18 @@ def test_a_quiet_host_and_an_old_file_without_the_load_say_nothing_of_noise():
     assert not any(line.startswith("Busy host") for line in answer.lines(_results()))
     quiet = _results(lambda d: d["host"].update({"load_1m": 0.3, "cpus": 2}))
     assert not any(line.startswith("Busy host") for line in answer.lines(quiet))
+
+
+def test_one_vocabulary_the_old_dialects_are_nowhere_in_what_the_code_says():
+    """docs/glossary.md's words only: the phrases it replaced appear in no string the terminal or the report
+    is made from."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    old = ("no winner", "no clear difference", "too few samples", "level with", "the speed of", "few repeats")
+    sources = [p for p in (root / "compare").rglob("*.py")]
+    found = [(p.name, phrase) for p in sources for phrase in old if phrase in p.read_text(encoding="utf-8")]
+    assert found == []
+    glossary = (root / "docs" / "glossary.md").read_text(encoding="utf-8")
+    from compare.speedup import NO_CLEAR_WINNER, TOO_NOISY
+    from compare.diff import NO_CLEAR_CHANGE
+    assert all(f"**{w}**" in glossary for w in (NO_CLEAR_WINNER, TOO_NOISY, NO_CLEAR_CHANGE, "N.NNx faster"))

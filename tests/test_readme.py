@@ -124,3 +124,15 @@ def test_clauses_group_the_nets_by_what_each_interval_allows():
     assert readme.clauses([("a", faster), ("b", Speedup(6.0, (5.0, 7.0))), ("c", slower), ("d", level)]) == [
         "3.00x to 6.00x faster on a and b", "2.00x slower on c", "no clear winner on d"]
     assert readme.clauses([("a", faster), ("b", faster), ("c", faster)]) == ["3.00x faster on all 3 nets"]
+
+
+def test_make_demo_prints_a_first_answer_from_the_deciding_backends_before_the_full_runs():
+    """The first `compare run` of the demo times only CLBlast at its best, the best hand-written kernels and
+    the fastest peer on LeNet-5; the peak, every backend and the report come after."""
+    recipe = (ROOT / "Makefile").read_text(encoding="utf-8").split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    runs = [line.strip() for line in recipe.splitlines() if "compare run" in line]
+    assert "--backends $(FIRST)" in runs[0] and "--net lenet" in runs[0]
+    assert recipe.index("$(FIRST)") < recipe.index("compare peak") < recipe.index("--backends all")
+    first = re.search(r"^FIRST \?= (.*)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M).group(1)
+    import backends
+    assert set(first.split(",")) <= set(backends.names()) and "clblast-best" in first and "torch" in first

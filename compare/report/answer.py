@@ -22,6 +22,7 @@ from backends.options import DATABASE
 from .. import analysis as an
 from .. import noise
 from . import kinds
+from .naming import known_as
 from ..modes import times
 from ..results import BackendResult, RunResult
 from ..speedup import SPANS_1X, Speedup
@@ -162,7 +163,7 @@ def _missing(res: RunResult, family: str, what: str) -> str:
 
 def heading(res: RunResult) -> str:
     """The line above a file's answer: where, what."""
-    return f"{res.device.name}, {res.net.name} batch {res.net.batch}:"
+    return f"{known_as(res.device)}, {res.net.name} batch {res.net.batch}:"
 
 
 def lines(res: RunResult) -> list[str]:
@@ -300,7 +301,7 @@ def answer_tables(results: list[RunResult]) -> list[tuple[str, list[str], list[l
 
 @dataclass
 class Ratio:
-    """A speedup as data: the ratio, its 95% interval (null: too few repeats) and what the interval allows."""
+    """A speedup as data: the ratio, its 95% interval (null: fewer than 5 repeats a side) and what the interval allows."""
 
     value: float
     low: float | None
