@@ -406,7 +406,8 @@ def _sweep(args) -> int:
     base, batches, plans = _sweep_plans(args)
     out = args.out or f"results/sweep-{Path(args.net).stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     check_writable(out, "--out", folder=True, room=len(batches) * RESULTS_ROOM)
-    print(f"{base.net.name} at {batches_text(batches)}, {base.repeats} timed runs each, into {out}\n")
+    runs = f"at least {base.repeats}" if base.min_time_s else f"{base.repeats}"   # calibrated: compare/noise.py
+    print(f"{base.net.name} at {batches_text(batches)}, {runs} timed runs each, into {out}\n")
     done: list[RunResult] = []
     progress = Progress()
 
@@ -414,7 +415,7 @@ def _sweep(args) -> int:
         progress.done()
         done.append(res)
         print(wrap(f"== {res.net.name} batch {res.net.batch} on {res.device.name} ({res.net.flops / 1e9:.3g} GFLOP per "
-              f"pass), median of {base.repeats} runs: {path or 'not written'}", indent="   "))
+              f"pass), median of {runs} runs: {path or 'not written'}", indent="   "))
         print(summary_table(res, baselines) + "\n")
 
     keeper = Keeper(out)
