@@ -36,6 +36,7 @@ def number(low: float, high: float, unit: str = "", whole: bool = False):
 TIMEOUT_S = number(0.001, 7 * DAY_S, "seconds")
 BUDGET_S = number(1.0, 30 * DAY_S, "seconds")
 CAP_S = number(1.0, DAY_S, "seconds")
+MIN_TIME_S = number(0.0, DAY_S, "seconds")
 PEAK_GFLOPS = number(0.001, 1e9, "GFLOP/s")
 REPEATS = number(1, 10**18, whole=True)          # the results file's caps say the largest that fits (hostmem.py)
 WARMUP = number(0, 10**18, whole=True)           # past MAX_WARMUP refused with its reason (hostmem.py)

@@ -30,7 +30,7 @@ from nets.npy import check_holds, header_of, read_data
 from nets.userfile import regular_file
 from nets.weights import init_weights, load_weights, make_input, save_weights, weights_digest
 
-from . import __version__, bounds
+from . import __version__, bounds, noise
 from .report import answer
 from .analysis import DEFAULT_BASELINES, baseline_names, parse_baselines, timed
 from .cli_common import add_device_option, positive, seed_arg, unwritten
@@ -45,15 +45,19 @@ from .runner import Outputs, Plan, execute, exit_code
 from .signals import install_handlers, restore_handlers
 from .tables import check_table, layer_table, modes_table, summary_table
 from .terminal import table as fit_table, wrap
+from .diff import add_diff_parser
 from .tune_cli import add_tune_parser
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but its errors are one line like ours."""
 
+    last_error = ""   # for --json: the document that says the command line was refused
+
     def error(self, message):
         message = re.sub(r"^argument (--[\w-]+): must be", r"\1 must be", message)   # a bound's refusal (bounds.py)
-        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+        _Parser.last_error = f"{message} (see `{self.prog} --help`)"
+        self.exit(2, f"error: {_Parser.last_error}\n")
 
 
 # -- inputs shared by run and check ---------------------------------------
@@ -107,10 +111,18 @@ def fixed_batch(net, batch: int | None) -> None:
                         f"(torch.onnx.export's dynamic_axes) so that it reshapes to (-1, ...)")
 
 
+def _min_time(value: float) -> float:
+    if not 0 < value <= 3600:
+        raise UserError(f"--min-time-s must be a number of seconds above 0 and at most 3600, not {value}")
+    return value
+
+
 def _plan(args, mode: str) -> Plan:
     if not args.timeout_s > 0:
         raise UserError(f"--timeout-s must be a positive number of seconds, not {args.timeout_s}")
-    repeats, warmup = positive("--repeats", args.repeats), positive("--warmup", args.warmup)
+    given = args.repeats is not None   # a count given is honoured exactly; else calibrated (compare/noise.py)
+    repeats = positive("--repeats", args.repeats) if given else noise.DEFAULT_REPEATS
+    warmup = positive("--warmup", args.warmup)
     names = backends.parse_names(args.backends)
     net, model_weights = load_net(args.net)
     batch = positive("--batch", args.batch) if args.batch is not None else None
@@ -122,6 +134,9 @@ def _plan(args, mode: str) -> Plan:
         """Before a batch's input is made or read: it fits the host's memory, and so do the timings kept."""
         check_fits(net, n, need, what, fits)
         check_passes(net, len(names), repeats, warmup, n, need, MAX_FILE_BYTES, MAX_SAMPLES)
+        cap[0] = noise.fitting_cap(lambda k: check_passes(net, len(names), k, warmup, n, need, MAX_FILE_BYTES,
+                                                          MAX_SAMPLES), repeats)
+    cap = [repeats]
     if args.input and data:
         raise UserError("--input and --data are alternatives: give one")
     if args.input:
@@ -156,7 +171,8 @@ def _plan(args, mode: str) -> Plan:
     fixed_batch(net, batch)
     return Plan(net=net, batch=batch, weights=weights, x=x, backends=names,
                 explicit=args.backends.strip() != "all", device=args.device,
-                repeats=repeats, warmup=warmup,
+                repeats=repeats, warmup=warmup, max_repeats=cap[0],
+                min_time_s=None if given else _min_time(getattr(args, "min_time_s", noise.MIN_TIME_S)),
                 mode=mode, layerwise=not args.end_to_end_only,
                 sources={"weights": Source(**weights_source), "input": Source(**input_source)},
                 peak_gflops=_peak(getattr(args, "peak_gflops", None)),
@@ -278,14 +294,20 @@ def cmd_run(args) -> int:
     _outputs_apart(args, None if out == STDOUT else out)
     if out != STDOUT:
         check_writable(out, "--out")
-    with _human(out != STDOUT):
+    if out == STDOUT and args.json:
+        raise UserError("--out - and --json both want stdout: give one (--out FILE keeps the results file)")
+    with _human(out != STDOUT and not args.json):
         results, plan, problems = _execute(args, args.mode)
     if out == STDOUT:
         sys.stdout.write(to_json(results) + "\n")
         kept = None
     else:
         kept = keep_file(out, text_writer(to_json(results)), "--out", "results")
-    with _human(out != STDOUT):
+    if args.json:
+        from .machine import emit
+        emit("run", {"results": None if kept is None or kept.problem else out,
+                     **dataclasses.asdict(answer.as_data(results))})
+    with _human(out != STDOUT and not args.json):
         if not args.quiet:
             _run_tables(results, plan, args)
         if kept is not None and kept.problem is None and not args.quiet:
@@ -301,7 +323,8 @@ def cmd_run(args) -> int:
 def _run_tables(results: RunResult, plan, args) -> None:
     device = results.device.name
     print(wrap(f"{plan.net.name} batch {plan.batch} on {device} ({results.net.flops / 1e9:.2f} GFLOP per pass), "
-               f"median of {plan.repeats} runs") + "\n")
+               f"median of {plan.repeats} runs" + (f" or more a backend, until they add up to {plan.min_time_s:g} s"
+                                                   if plan.min_time_s else "")) + "\n")
     for b in results.backends:
         if b.ok and b.timing:
             print(wrap(f"== {b.name}: {b.summary} [{b.info.get('device', device)}]", indent="   "))
@@ -367,7 +390,16 @@ def cmd_check(args) -> int:
 
 
 def cmd_sweep(args) -> int:
+    if not args.json:
+        return _sweep(args)
+    from .machine import emit
+    with _human(False):   # the text for people on stderr, the document on stdout
+        code = _sweep(args)
+    emit("sweep", args.said)
+    return code
 
+
+def _sweep(args) -> int:
     from . import sweep as sw
     from .report.sweeps import batches_text, comparisons, crossover, notes, per_image_table, speedup_table
     baselines = parse_baselines(args.baseline)
@@ -377,7 +409,8 @@ def cmd_sweep(args) -> int:
     base, batches, plans = _sweep_plans(args)
     out = args.out or f"results/sweep-{Path(args.net).stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     check_writable(out, "--out", folder=True, room=len(batches) * RESULTS_ROOM)
-    print(f"{base.net.name} at {batches_text(batches)}, {base.repeats} timed runs each, into {out}\n")
+    runs = f"at least {base.repeats}" if base.min_time_s else f"{base.repeats}"   # calibrated: compare/noise.py
+    print(f"{base.net.name} at {batches_text(batches)}, {runs} timed runs each, into {out}\n")
     done: list[RunResult] = []
     progress = Progress()
 
@@ -385,7 +418,7 @@ def cmd_sweep(args) -> int:
         progress.done()
         done.append(res)
         print(wrap(f"== {res.net.name} batch {res.net.batch} on {res.device.name} ({res.net.flops / 1e9:.3g} GFLOP per "
-              f"pass), median of {base.repeats} runs: {path or 'not written'}", indent="   "))
+              f"pass), median of {runs} runs: {path or 'not written'}", indent="   "))
         print(summary_table(res, baselines) + "\n")
 
     keeper = Keeper(out)
@@ -413,6 +446,9 @@ def cmd_sweep(args) -> int:
             if b.status == "FAILED" and not sw.does_not_fit(b):
                 print(f"error: batch {res.net.batch}: backend {b.name} failed: {b.reason}", file=sys.stderr)
     stayed = f"; what was written into {out} before stays there too" if keeper.written_before_failing else ""
+    args.said = {"sweep": None if keeper.error else str(path), "net": base.net.name, "batches": batches,
+                 "crossover": crossover(comparisons(done)),
+                 "answers": [dataclasses.asdict(answer.as_data(res)) for res in done]}
     unwritten([keeper.problem("into --out", "sweep", f" (`compare report {keeper.folder}` renders it{stayed})")])
     return sw.exit_code(done)
 
@@ -426,6 +462,11 @@ def cmd_weights(args) -> int:
     weights = init_weights(net, args.seed)
     kept = keep_file(args.out, lambda tmp: save_weights(tmp, weights), "--out", "weights")
     unwritten([kept.problem])
+    if args.json:
+        from .machine import emit
+        emit("weights", {"net": net.name, "seed": args.seed, "out": args.out, "arrays": len(weights),
+                         "params": net.params()})
+        return 0
     print(f"wrote {len(weights)} arrays ({net.params():,} parameters) of {net.name}, seed {args.seed}, to {args.out}")
     return 0
 
@@ -501,6 +542,11 @@ def cmd_peak(args) -> int:
     finally:
         progress.done()
     kept = store(rt.info, peak)
+    if args.json:
+        from .machine import emit
+        emit("peak", {"device": rt.info, "peak": peak, "cached": None if kept.problem else str(cache_path())})
+        unwritten([kept.problem])
+        return 0
     d = peak["details"]
     print(f"{rt.info['name']} ({rt.info['platform']}, {rt.info['compute_units']} compute units)")
     print(f"  multiply-add: {peak['gflops']:.1f} GFLOP/s (float4 {d['float4_gflops']:.1f}, "
@@ -538,13 +584,17 @@ def cmd_report(args) -> int:
                         f"written there; free some room and run `compare report` again") from None
     from .report.pagecheck import check_folder
     pages, images, problems = check_folder(args.out)
-    if not args.quiet:
-        for path in written:
-            print(f"wrote {path}")
-    for problem in problems:
-        print(f"error: {problem}", file=sys.stderr)
-    print(f"{args.out}: {pages} pages and {images} images checked, "
-          + (f"{len(problems)} problems" if problems else "every link and image there"))
+    with _human(not args.json):
+        if not args.quiet:
+            for path in written:
+                print(f"wrote {path}")
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print(f"{args.out}: {pages} pages and {images} images checked, "
+              + (f"{len(problems)} problems" if problems else "every link and image there"))
+    if args.json:
+        from .machine import emit, report_payload
+        emit("report", report_payload(args.out, written, pages, images, problems, results, paths))
     return 1 if problems else 0
 
 
@@ -612,7 +662,11 @@ def _add_net_options(p) -> None:
 
 def _add_timing_options(p) -> None:
     """How the timed commands (run, sweep) time and compare."""
-    p.add_argument("--repeats", type=bounds.REPEATS, default=10, help="timed repeats; medians are reported (default 10)")
+    p.add_argument("--repeats", type=bounds.REPEATS, help="timed repeats of each backend, exactly; medians are "
+                   "reported (default: at least 10, more until they add up to --min-time-s)")
+    p.add_argument("--min-time-s", type=bounds.MIN_TIME_S, default=noise.MIN_TIME_S,
+                   help=f"without --repeats: each backend's timed passes add up to this at least, up to "
+                        f"{noise.MAX_REPEATS} passes (default {noise.MIN_TIME_S:g})")
     p.add_argument("--warmup", type=bounds.WARMUP, default=2, help="untimed runs first; the first is reported apart (default 2)")
     p.add_argument("--peak-gflops", type=bounds.PEAK_GFLOPS,
                    help="the device's peak for utilisation (default: `compare peak`'s cached figure, "
@@ -634,6 +688,7 @@ def _add_run_options(p, with_timing: bool) -> None:
     p.add_argument("--end-to-end-only", action="store_true", help="check only the final output, not each layer")
     if with_timing:
         _add_timing_options(p)
+        _add_json_option(p, "where the results file went and the answer, as `compare answer --json`")
         p.add_argument("--mode", choices=MODES, default="both", help="check outputs, time them, or both (default)")
         p.add_argument("--out", help="results file (default results/<net>-<date>.json); '-': its JSON on stdout, "
                                      "the text for people on stderr")
@@ -672,6 +727,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "16 for vgg16, else 1,2,4,8)")
     _add_timing_options(p)
     p.add_argument("--out", help="folder for the results files and sweep.json (default results/sweep-<net>-<date>/)")
+    _add_json_option(p, "the sweep file, the crossover in words and each batch's answer")
     p.set_defaults(func=cmd_sweep, input=None, end_to_end_only=False)
 
     p = sub.add_parser("report", help="render tables and plots from results files and sweeps")
@@ -683,6 +739,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="not the list of files written: only the page check's line")
     p.add_argument("--published", action="store_true",
                    help="add the study's published Mali-T628 figures (tables 6.2, 7.4) as labelled columns")
+    _add_json_option(p, "the files written, the page check and each file's answer")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("answer", help="the study's question answered from results files: in sentences, or as "
@@ -696,14 +753,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("peak", help="measure the device's multiply-add throughput and memory bandwidth")
     add_device_option(p)
     p.add_argument("--cap-s", type=bounds.CAP_S, default=30.0, help="time for the whole measurement, in seconds (default 30)")
+    _add_json_option(p, "the device, its peak and bandwidth, and where they were cached")
     p.set_defaults(func=cmd_peak)
 
     add_tune_parser(sub)
+    add_diff_parser(sub)
 
     p = sub.add_parser("weights", help="write a net's seeded weights as a .npz file")
     p.add_argument("--net", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=seed_arg, default=0)
+    _add_json_option(p, "the file written, its arrays and parameters")
     p.set_defaults(func=cmd_weights)
 
     p = sub.add_parser("devices", help="list the OpenCL platforms and devices")
@@ -720,10 +780,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _json_failure(args, message: str, code: int) -> None:
+    if getattr(args, "json", False):
+        from .machine import fail
+        fail(message, code)
+
+
 def main(argv=None) -> int:
+    from . import machine
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
+    machine.begin()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:   # argparse said why on stderr; --json still gets its one document
+        if "--json" in argv and exc.code:
+            from .machine import fail
+            fail(_Parser.last_error or "the command line was refused", exc.code)
+        raise
     args.argv = argv
     if not args.debug:
         # kernel compilers' warnings are for the developers of the kernels
@@ -735,11 +809,14 @@ def main(argv=None) -> int:
         if args.debug:
             raise
         print(f"error: {exc}", file=sys.stderr)
+        _json_failure(args, f"{exc}", exc.exit_code)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
-        print(f"interrupted ({signal.Signals(signum).name}): stopped; no partial file was written and "
-              f"earlier files are as they were", file=sys.stderr)
+        said = (f"interrupted ({signal.Signals(signum).name}): stopped; no partial file was written and "
+                f"earlier files are as they were")
+        print(said, file=sys.stderr)
+        _json_failure(args, said, 128 + signum)
         return 128 + signum
     finally:
         restore_handlers(previous)

@@ -10,6 +10,7 @@ import sys
 from dataclasses import asdict, is_dataclass
 
 VERSION = 1
+_emitted = False   # a command prints one document: a failure after it adds no second one
 
 
 def _clean(obj):
@@ -30,7 +31,24 @@ def document(command: str, payload: dict) -> dict:
 
 
 def emit(command: str, payload: dict, stream=None) -> None:
+    global _emitted
     (stream or sys.stdout).write(json.dumps(document(command, payload), indent=2) + "\n")
+    _emitted = stream is None or stream is sys.stdout
+
+
+def begin() -> None:
+    """A command starts: it has printed no document yet."""
+    global _emitted
+    _emitted = False
+
+
+def fail(message: str, code: int) -> None:
+    """Under --json, a failure is a document too: {"error": message, "exit": code} on stdout (the message
+    is on stderr as well), unless the command printed its document before it failed."""
+    global _emitted
+    if not _emitted:
+        emit("error", {"error": message, "exit": code})
+    _emitted = False
 
 
 def check_payload(res) -> dict:
@@ -50,3 +68,10 @@ def check_payload(res) -> dict:
     return {"device": res.device.name, "net": res.net.name, "batch": res.net.batch,
             "passed": sum(r["check"] == "PASS" and r["status"] == "OK" for r in ran), "checked": len(ran),
             "backends": rows}
+
+
+def report_payload(out, written, pages: int, images: int, problems: list[str], results, paths) -> dict:
+    """`compare report --json`: what was written, the page check, and each results file's answer."""
+    from .report.answer import as_data
+    return {"out": str(out), "written": [str(p) for p in written], "pages": pages, "images": images,
+            "problems": problems, "answers": [{"file": str(p), **asdict(as_data(r))} for p, r in zip(paths, results)]}

@@ -241,6 +241,8 @@ class Host:
     os: str | None = None
     python: str | None = None
     hostname: str | None = None
+    load_1m: float | None = None      # the load average as the run started (compare/noise.py); absent before
+    governor: str | None = None       # the CPU's frequency governor, where Linux says it
 
 
 @dataclass
@@ -270,6 +272,7 @@ class Settings:
     warmup: int
     layerwise_check: bool = True
     interleave: bool = False        # timed passes round-robin over the backends
+    min_time_s: float | None = None  # repeats calibrated to this time per backend, `repeats` the floor; None: exact
 
     def validate(self, where: str) -> None:
         if self.repeats < 1:

@@ -27,7 +27,7 @@ from backends import ModeFloor, RunOptions
 from nets import Net
 from nets.errors import Unsupported, UserError, raise_if_interrupted
 
-from . import __version__, gpustate, oracle
+from . import __version__, gpustate, noise, oracle
 from .checking import TOLERANCE, check_prepared, compare_arrays
 from .hostinfo import host_info
 from .modes import MODES, checks, times
@@ -49,6 +49,8 @@ class Plan:
     device: str | None = None      # the user's --device; resolved once, by the session
     repeats: int = 10
     warmup: int = 2
+    min_time_s: float | None = None   # calibrate each backend's repeats to this (compare/noise.py); None: exact
+    max_repeats: int = noise.MAX_REPEATS
     mode: str = "both"
     layerwise: bool = True
     sources: dict = field(default_factory=dict)   # where weights and input came from: name -> Source
@@ -165,6 +167,7 @@ class _Open:
     entry: BackendResult
     ready: _Ready
     trial: Trial | None = None
+    repeats: int = 1     # its timed passes (calibrated: compare/noise.py)
 
     @property
     def prepared(self):
@@ -209,7 +212,10 @@ class Session:
             n_modes += max(len(modes), 1)
             parts.append(f"{name} ({len(modes)} modes: {', '.join(modes)})" if modes else name)
         p = self.plan
-        what = ("checks and times" if p.checks and p.times else "checks" if p.checks else "times")
+        if not p.times:   # a check keeps one mode a backend (its first that passes): its table has a row each
+            return (f"checks {len(parts)} backends on {p.net.name} batch {p.batch}, each in the first of its modes "
+                    f"that passes: " + "; ".join(parts))
+        what = "checks and times" if p.checks else "times"
         return (f"{what} {len(parts)} backends, {n_modes} modes in all, on {p.net.name} batch {p.batch}: "
                 + "; ".join(parts))
 
@@ -409,7 +415,8 @@ class Session:
                 ready = None
             self.progress(f"{entry.label}: counting the launches of a pass")
             entry.launches = ready.prepared.launches(plan.x)   # untimed
-            return entry, _Open(entry, ready, self._trial(ready, backend) if plan.times else None)
+            repeats = noise.calibrated(ready.pass_ms, plan.repeats, plan.min_time_s, plan.max_repeats)
+            return entry, _Open(entry, ready, self._trial(ready, backend) if plan.times else None, repeats)
         except Exception as exc:  # noqa: BLE001 - a backend's failure is a result, not the end of the run
             if ready is not None:
                 ready.prepared.close()
@@ -423,14 +430,15 @@ class Session:
         plan = self.plan
 
         def each(step, settle, what):
-            order = (((o, r) for r in range(plan.repeats) for o in opened) if plan.interleave   # made as used
-                     else ((o, r) for o in opened for r in range(plan.repeats)))
-            passes = len(opened) * plan.repeats
+            most = max((o.repeats for o in opened), default=0)
+            order = (((o, r) for r in range(most) for o in opened if r < o.repeats) if plan.interleave   # made as used
+                     else ((o, r) for o in opened for r in range(o.repeats)))
+            passes = sum(o.repeats for o in opened)
             t0 = time.monotonic()
             for k, (o, r) in enumerate(order):
                 if not o.entry.ok:
                     continue
-                self.progress(f"{o.entry.label}: {what}, repeat {r + 1}/{plan.repeats}{_eta(t0, k, passes)}")
+                self.progress(f"{o.entry.label}: {what}, repeat {r + 1}/{o.repeats}{_eta(t0, k, passes)}")
                 try:
                     if plan.interleave:
                         settle(o.trial)
@@ -512,6 +520,10 @@ def _peak(plan: Plan, runtime, progress) -> Peak | None:
 def execute(plan: Plan, progress=lambda s: None, say=lambda s: None) -> tuple[RunResult, Outputs]:
     """Every backend of the plan: the results, and the outputs beside them.  `say` gets the line that
     tells, before anything runs, what will be timed."""
+    quiet = noise.host_state()   # before the run's own work adds to the load
+    host = Host(**host_info(), **quiet)
+    if plan.times and noise.busy_line(host):
+        say(noise.busy_line(host))
     session = Session(plan, progress, say)
     outputs = Outputs(reference=session.ref[-1] if session.ref is not None else None)
     net = plan.net
@@ -519,10 +531,10 @@ def execute(plan: Plan, progress=lambda s: None, say=lambda s: None) -> tuple[Ru
         tool=Tool("clblast-compare", __version__),
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         command=plan.command,
-        host=Host(**host_info()),
+        host=host,
         device=_device(session.runtime),
         mode=plan.mode,
-        settings=Settings(plan.repeats, plan.warmup, plan.layerwise, plan.interleave),
+        settings=Settings(plan.repeats, plan.warmup, plan.layerwise, plan.interleave, plan.min_time_s),
         net=NetInfo(name=net.name, batch=plan.batch, flops=net.flops(plan.batch),
                     layers=[LayerInfo(**row) for row in net.layer_table(plan.batch)],
                     input_shape=list(net.input_shape), params=net.params()),

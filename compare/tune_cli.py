@@ -32,7 +32,11 @@ def cmd_tune(args) -> int:
         as_tuner=_names(args.as_tuner), routines=_names(args.routines), verify_only=args.verify_only,
         harness=tuning.Harness(_oracle_checker, device_cache.store, check_writable))
     if args.show:
-        print(tuning.show(request))
+        if args.json:
+            from .machine import emit
+            emit("tune-show", {"device": args.device, "nets": nets_, "scopes": _shown(request)})
+        else:
+            print(tuning.show(request))
         return 0
     progress = Progress()
     request.progress = progress.update
@@ -40,10 +44,22 @@ def cmd_tune(args) -> int:
         summary = tuning.tune(request)
     finally:
         progress.done()
+    if args.json:   # the files not written are said in the document and, last, as the error
+        from .machine import emit
+        emit("tune", {"nets": nets_, "lines": summary.lines, "unwritten": [u for u in summary.unwritten if u]})
+        unwritten(summary.unwritten)
+        return 0
     # a line of words wraps within the terminal's width; a table (several lines) is made to fit already
     print("\n".join(line if "\n" in line else terminal.wrap(line, indent="  ") for line in summary.lines))
     unwritten(summary.unwritten)
     return 0
+
+
+def _shown(request) -> list[dict]:
+    """`tune --show --json`: per scope asked (default: every one), how deep its tuning went, in its lines."""
+    from backends.tuning import scopes as registry
+    names = list(request.scopes) if request.scopes is not None else list(registry.SCOPES)
+    return [{"scope": name, "lines": (registry.module(name).show(request) or "").splitlines()} for name in names]
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -88,6 +104,8 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--beam-width", type=bounds.BEAM_WIDTH, default=2,
                    help="tinygrad's search width (BEAM) for --scope tinygrad (default 2: the backend's searched mode)")
     p.add_argument("--show", action="store_true", help="print how deep the tuning of this device went, and stop")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout: with --show, each scope's "
+                                                       "depth; else what the tune did (docs/files.md)")
     p.add_argument("--as-tuner", metavar="LAYERS",
                    help="instead of the nets' problems, search these layers' im2col GEMMs (comma-separated names, or "
                         "'all') as CLBlast's xgemm tuner runs them: the Xgemm kernel alone, column major, sizes "

@@ -36,13 +36,13 @@ def test_the_study_question_comes_first_with_its_ratio_and_interval():
                                           "CLBlast's database parameters (no verified tuning for this device)"]]
 
 
-def test_no_clear_difference_where_the_interval_spans_one():
+def test_no_clear_winner_where_the_interval_spans_one():
     def level(d):
         d["backends"] = [b for b in d["backends"] if b["name"] in ("clblast", "vectorised")]
         d["backends"][0]["timing"]["end_to_end"]["compute"] = _samples([0.9, 1.0, 1.3, 0.95, 1.1])
         d["backends"][1]["timing"]["end_to_end"]["compute"] = _samples([0.8, 0.98, 1.2, 1.05, 0.9])
     said = answer.sentence(_results(level))
-    assert said.endswith("the speed of CLBlast at its best, `clblast` (1.000 ms, database): no winner.")
+    assert said.endswith("against CLBlast at its best, `clblast` (1.000 ms, database): 1.02x [0.83, 1.38] no clear winner.")
     assert "faster" not in said
 
 
@@ -51,7 +51,7 @@ def test_too_few_samples_give_no_interval_and_no_winner():
         for b in d["backends"][1:3]:
             b["timing"]["end_to_end"]["compute"] = stats(b["timing"]["end_to_end"]["compute"]["median"], n=3)
     said = answer.sentence(_results(few))
-    assert "4.00x the speed of CLBlast at its best" in said and "(few repeats: no winner)" in said and "[" not in said
+    assert said.endswith("(5.000 ms, database): 4.00x too noisy to call (fewer than 5 repeats).") and "[" not in said
 
 
 def test_clblast_ahead_is_said_with_the_depth_behind_it():
@@ -290,3 +290,38 @@ def test_where_clblast_wins_a_kind_of_work_the_line_says_so():
     said = answer.lines(_results(transformer))
     assert said[2] == ("On the projections and MLP (1 layer): CLBlast at its best (`clblast`) is 2.00x [2.00, 2.00] "
                        "faster than hand-written `vectorised`.")
+
+
+def test_a_busy_host_says_so_in_one_line_and_names_no_winner_where_the_interval_spans_one():
+    """A fifty-fold gap with an interval across 1x, on a host whose load was four times its cores."""
+    def busy(d):
+        d["host"].update({"load_1m": 8.0, "cpus": 2, "governor": "powersave"})
+        d["backends"] = [b for b in d["backends"] if b["name"] in ("clblast", "vectorised")]
+        d["backends"][0]["timing"]["end_to_end"]["compute"] = _samples([1.0, 60.0, 1.2, 55.0, 1.1])
+        d["backends"][1]["timing"]["end_to_end"]["compute"] = _samples([50.0, 1.0, 52.0, 1.3, 49.0])
+    res = _results(busy)
+    said = answer.lines(res)
+    assert said[0].startswith("Busy host (load 8.00 on 2 cores as the run started)")
+    assert said[1].endswith("too noisy to call.") and "faster" not in said[1] and "level" not in said[1]
+    assert res.host.governor == "powersave"
+
+
+def test_a_quiet_host_and_an_old_file_without_the_load_say_nothing_of_noise():
+    assert not any(line.startswith("Busy host") for line in answer.lines(_results()))
+    quiet = _results(lambda d: d["host"].update({"load_1m": 0.3, "cpus": 2}))
+    assert not any(line.startswith("Busy host") for line in answer.lines(quiet))
+
+
+def test_one_vocabulary_the_old_dialects_are_nowhere_in_what_the_code_says():
+    """docs/glossary.md's words only: the phrases it replaced appear in no string the terminal or the report
+    is made from."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    old = ("no winner", "no clear difference", "too few samples", "level with", "the speed of", "few repeats")
+    sources = [p for p in (root / "compare").rglob("*.py")]
+    found = [(p.name, phrase) for p in sources for phrase in old if phrase in p.read_text(encoding="utf-8")]
+    assert found == []
+    glossary = (root / "docs" / "glossary.md").read_text(encoding="utf-8")
+    from compare.speedup import NO_CLEAR_WINNER, TOO_NOISY
+    from compare.diff import NO_CLEAR_CHANGE
+    assert all(f"**{w}**" in glossary for w in (NO_CLEAR_WINNER, TOO_NOISY, NO_CLEAR_CHANGE, "N.NNx faster"))

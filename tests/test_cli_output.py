@@ -129,3 +129,53 @@ def test_progress_names_the_backend_of_all_the_repeat_and_the_time_left(capsys, 
     # vectorised has modes (plain, replay): its label names the one in use
     assert any(re.match(r"backend 2 of 2: vectorised \((plain|replay)\): end to end, repeat 3/5, about ", t)
                and t.endswith(" left") for t in said)
+
+
+@pytest.mark.parametrize("argv, code", [
+    (["answer", "--json", "no-such-file.json"], 2),
+    (["diff", "--json", "no-such-file.json", "other.json"], 2),
+    (["report", "--json", "no-such-file.json"], 2),
+    (["run", "--json", "--net", "no-such-net", "--backends", "numpy"], 2),
+    (["check", "--json", "--net", "lenet", "--backends", "no-such-backend"], 2),
+    (["answer", "--json", "--no-such-option", "x.json"], 2),
+])
+def test_json_on_failure_is_one_document_with_the_error_and_the_exit_code(capsys, argv, code):
+    got, out, err = run(capsys, *argv)
+    doc = json.loads(out)
+    assert got == code and doc["schema"] == "clblast-compare/error" and doc["exit"] == code
+    assert err.strip().splitlines()[-1] == f"error: {doc['error']}" and "\n" not in doc["error"]
+
+
+def test_report_and_weights_take_json(capsys, tmp_path):
+    code, out, err = run(capsys, "report", "--json", COMMITTED[4], "--out", str(tmp_path / "r"))
+    doc = json.loads(out)
+    assert code == 0 and doc["schema"] == "clblast-compare/report" and doc["problems"] == []
+    assert doc["pages"] > 0 and doc["answers"][0]["net"] == "lenet" and "pages and" in err
+    code, out, _ = run(capsys, "weights", "--json", "--net", "lenet", "--out", str(tmp_path / "w.npz"))
+    doc = json.loads(out)
+    assert code == 0 and doc["arrays"] > 0 and Path(doc["out"]).exists()
+
+
+def test_diff_of_a_run_against_itself_says_no_clear_change(capsys):
+    code, out, _ = run(capsys, "diff", COMMITTED[4], COMMITTED[4])
+    assert code == 0 and "no clear change" in out and "faster" not in out and widest(out) <= WIDTH
+    code, out, _ = run(capsys, "diff", "--json", COMMITTED[4], COMMITTED[4])
+    doc = json.loads(out)
+    assert code == 0 and doc["backends"] and all(r["change"] == "no clear change" for r in doc["backends"])
+    assert all(r["low"] <= 1.0 <= r["high"] for r in doc["backends"])
+
+
+def test_diff_names_a_real_change_and_refuses_two_nets(capsys):
+    h200, h100 = (str(ROOT / "reports" / d / "lenet.json") for d in ("nvidia-h200", "nvidia-h100"))
+    code, out, _ = run(capsys, "diff", "--json", h200, h100)
+    rows = {r["backend"]: r for r in json.loads(out)["backends"]}
+    assert code == 0 and rows["clblast"]["change"].endswith("x faster") and rows["clblast"]["low"] > 1.0
+    assert rows["tinygrad"]["change"] == "timed only in A"
+    code, _, err = run(capsys, "diff", COMMITTED[4], COMMITTED[5])
+    assert code == 2 and "two runs of one net" in err
+
+
+def test_check_announces_one_mode_a_backend_as_its_table_has_a_row_each(capsys):
+    code, out, _ = run(capsys, "check", "--net", "lenet", "--backends", "numpy,vectorised", "--batch", "2")
+    assert code == 0 and "modes in all" not in out
+    assert "checks 2 backends on lenet batch 2, each in the first of its modes that passes" in " ".join(out.split())

@@ -27,8 +27,8 @@ def test_overlapping_samples_span_1x_and_say_so():
     assert interval[0] < 1.0 < interval[1]
     assert clear(interval) is False
     s = Speedup.of(a, b)
-    assert s.verdict is Verdict.LEVEL and fmt_speedup(s).endswith("no clear difference")
-    assert s.sentence("x", "y").endswith(": no winner") and "faster" not in s.sentence("x", "y")
+    assert s.verdict is Verdict.LEVEL and fmt_speedup(s).endswith("no clear winner")
+    assert s.sentence("x", "y").endswith(" no clear winner") and "faster" not in s.sentence("x", "y")
 
 
 def test_the_interval_is_reproducible_and_needs_raw_samples():
@@ -43,7 +43,7 @@ def test_fewer_than_five_samples_a_side_give_no_interval():
     assert MIN_SAMPLES == 5
     s = Speedup.of(a, b)
     assert s.interval is None and s.verdict is Verdict.FEW and not s.clear
-    assert fmt_speedup(s) == f"{s.value:.2f}x (too few samples for an interval)"
+    assert fmt_speedup(s) == f"{s.value:.2f}x too noisy to call (fewer than 5 repeats)"
     assert Speedup.of(a + [3.0], b + [1.0]).interval is not None
 
 
@@ -72,3 +72,13 @@ def test_a_time_of_zero_gives_no_interval_either_way_round():
     zeros, twos = [0.0, 0.0, 3.0, 3.0, 3.0], [2.5] * 5
     assert ratio_interval(zeros, twos) is None and ratio_interval(twos, zeros) is None
     assert ratio_interval([1.0, 1.1, 0.9, 1.0, 1.2], twos) is not None
+
+
+def test_a_wide_interval_across_1x_is_too_noisy_to_call_never_level():
+    """A fifty-fold gap whose interval spans 1x (a busy host) names no winner and no tie."""
+    fast = [1.0, 1.1, 0.9, 1.05, 60.0, 0.95]
+    slow = [50.0, 52.0, 1.0, 49.0, 51.0, 1.2]
+    s = Speedup.of(slow, fast)
+    assert s.interval[0] < 1.0 < s.interval[1] and s.noisy
+    assert fmt_speedup(s).endswith("too noisy to call") and "no clear winner" not in fmt_speedup(s)
+    assert "faster" not in s.sentence("x", "y") and "slower" not in s.versus("y")

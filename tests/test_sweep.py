@@ -91,11 +91,11 @@ CLBLAST = (timed("clblast", *five(1.0)), timed("vectorised", *five(2.0)))       
 @pytest.mark.parametrize("batches, sentence", [
     ([(1, HAND), (2, HAND), (4, SPREAD), (8, CLBLAST)],
      "CLBlast at its best is faster from batch 8 on (interval excludes 1x); before that, the best hand-written "
-     "backend is faster at batches 1 and 2; no clear difference at batch 4."),
+     "backend is faster at batches 1 and 2; too noisy to call at batch 4."),
     ([(1, HAND), (2, HAND), (4, HAND), (8, HAND)],
      "no crossover up to batch 8: the best hand-written backend stays faster (every interval excludes 1x)."),
     ([(1, HAND), (2, SPREAD)],
-     "no crossover up to batch 2: the best hand-written backend is faster at batch 1; no clear difference at batch 2."),
+     "no crossover up to batch 2: the best hand-written backend is faster at batch 1; too noisy to call at batch 2."),
 ])
 def test_crossover_in_words(batches, sentence):
     comps = sr.comparisons([run_at(b, *pair) for b, pair in batches])
@@ -107,7 +107,7 @@ def test_crossover_in_words(batches, sentence):
 
 def test_too_few_repeats_name_no_winner_at_any_batch():
     few = [run_at(b, timed("clblast", 4.0, 4.0, 4.0), timed("vectorised", 1.0, 1.0, 1.0)) for b in (1, 2)]
-    assert sr.crossover(sr.comparisons(few)) == ("no crossover up to batch 2: no interval at batches 1 and 2 "
+    assert sr.crossover(sr.comparisons(few)) == ("no crossover up to batch 2: too noisy to call at batches 1 and 2 "
                                                  "(fewer than 5 timed repeats).")
 
 

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from backends.options import DATABASE
 
 from .. import analysis as an
+from .. import noise
 from . import kinds
+from .naming import known_as
 from ..modes import times
 from ..results import BackendResult, RunResult
-from ..speedup import Speedup
+from ..speedup import SPANS_1X, Speedup
 
 HAND_WRITTEN, CLBLAST, COMPILER, ENGINE, PEER = "hand-written", "clblast", "compiler", "engine", "peer"
 # the alternatives that run on the same OpenCL device: a line of the answer and a column of the table each
@@ -161,7 +163,7 @@ def _missing(res: RunResult, family: str, what: str) -> str:
 
 def heading(res: RunResult) -> str:
     """The line above a file's answer: where, what."""
-    return f"{res.device.name}, {res.net.name} batch {res.net.batch}:"
+    return f"{known_as(res.device)}, {res.net.name} batch {res.net.batch}:"
 
 
 def lines(res: RunResult) -> list[str]:
@@ -193,7 +195,8 @@ def lines(res: RunResult) -> list[str]:
     if left:   # the reasons are in the run's tables; here the names, a few at most
         out.append("In no ratio: " + ", ".join(left[:4]) + (f" and {len(left) - 4} more" if len(left) > 4 else "")
                    + ".")
-    return out
+    busy = noise.busy_line(res.host)
+    return ([busy] if busy else []) + out
 
 
 # A transformer's answer says who wins its two kinds of work besides the whole pass: attention, and the matrix
@@ -252,8 +255,7 @@ def depth_rows(res: RunResult):
 TABLE_NOTE = ("A row per net, every output checked against a float64 oracle; times: end-to-end compute, median. "
               "speedup: the best hand-written backend's over CLBlast at its best (its fastest backend, and how "
               "deep its tuning went); compiler, engine, fastest peer: the fastest of that side, and the "
-              "hand-written one's speedup over it.  In brackets the 95% interval of the ratio; 'no winner' "
-              "where it spans 1x.")
+              "hand-written one's speedup over it.  In brackets the 95% interval of the ratio; " + SPANS_1X + ".")
 
 
 def _cell(b: BackendResult | None) -> str:
@@ -299,12 +301,12 @@ def answer_tables(results: list[RunResult]) -> list[tuple[str, list[str], list[l
 
 @dataclass
 class Ratio:
-    """A speedup as data: the ratio, its 95% interval (null: too few repeats) and what the interval allows."""
+    """A speedup as data: the ratio, its 95% interval (null: fewer than 5 repeats a side) and what the interval allows."""
 
     value: float
     low: float | None
     high: float | None
-    verdict: str          # faster, slower, no clear difference, too few samples
+    verdict: str          # faster, slower, no clear winner, too noisy to call (docs/glossary.md)
 
 
 @dataclass
@@ -341,7 +343,7 @@ def _ratio_data(s: Speedup | None) -> Ratio | None:
     if s is None:
         return None
     low, high = s.interval if s.interval else (None, None)
-    return Ratio(s.value, low, high, str(s.verdict))
+    return Ratio(s.value, low, high, s.words().split(" (")[0])
 
 
 def _side(b: BackendResult | None) -> Side | None:

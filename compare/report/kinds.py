@@ -133,11 +133,11 @@ def verdicts(t: KindTable) -> list[str]:
             nxt = min((i for i in ran if i != ref), key=lambda i: t.cells[i][k].ms)
             s = t.cells[nxt][k].speedup
             out.append(f"{head}: **CLBlast wins**: {label} is {s.inverse().bounds()} faster than the next, "
-                       f"{t.backends[nxt]}" + ("" if s.clear else f" ({s.verdict})") + also + ".")
+                       f"{t.backends[nxt]}" + ("" if s.clear else f" ({s.words()})") + also + ".")
         else:
             s = t.cells[fastest][k].speedup
-            out.append(f"{head}: {t.backends[fastest]} is fastest, at {s.bounds()} the speed of {label}"
-                       + ("" if s.clear else f" ({s.verdict})") + also + ".")
+            lead = f"{t.backends[fastest]} is fastest" if s.clear else f"{t.backends[fastest]} has the lowest median"
+            out.append(f"{head}: {lead}, {s.versus(label)}" + also + ".")
     return out
 
 
@@ -145,5 +145,4 @@ def _part(backend: str, c: KindCell, count: int, label: str) -> str:
     """The clause for a backend that folded some of a kind's layers: how it did on the others."""
     s = c.speedup
     return (f"{backend} folded {count - c.timed} of these into the layers {c.folded or 'beside'} them; on the "
-            f"other {c.timed} it is at {s.bounds()} the speed of {label} on the same layers"
-            + ("" if s.clear else f", {s.verdict}"))
+            f"other {c.timed} it is {s.versus(label)} on the same layers")

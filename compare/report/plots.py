@@ -195,7 +195,7 @@ FAMILY_COLOURS = {"hand-written": "C0", "compiler": "C2", "engine": "C3", "peer"
 def summary(groups: list[tuple[str, list]], path, title: str) -> bool:
     """The report's one figure: per net and device (a group), each side's fastest backend (compare/report/
     answer.py Contender) as a bar of its speedup over CLBlast at its best, with its 95% interval; 1x drawn,
-    log scale.  A bar without an interval (too few samples) has no whiskers.  Each bar's backend is named
+    log scale.  A bar without an interval (fewer than 5 repeats a side) has no whiskers.  Each bar's backend is named
     under it, and the group under the names, so that no name crosses a bar or its whiskers."""
     groups = [(label, bars) for label, bars in groups if bars]
     if not groups:

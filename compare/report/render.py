@@ -20,6 +20,7 @@ from ..files import staged_folder
 from ..modes import times
 from .published import SOURCE
 from ..results import RunResult
+from ..speedup import SPANS_1X
 from ..sweep import LoadedSweep
 from ..tables import KERNEL_COLUMN, modes_rows
 
@@ -75,8 +76,7 @@ def _file_page(doc: Document, res: RunResult, path: str, out_dir: Path, stem: st
                 label = an.reference_label(res, token)
                 doc.heading(f"Speedup over {label}")
                 doc.table(table, caption=f"{label}'s time divided by each backend's: above 1x is faster. In brackets "
-                                         f"the 95% bootstrap interval of the ratio; 'no clear difference' where it "
-                                         f"spans 1x.")
+                                         f"the 95% bootstrap interval of the ratio; {SPANS_1X}.")
         by_kind = kinds.kind_table(res)
         if by_kind and len(by_kind.categories) > 1:   # one kind of layer would only repeat the sum
             doc.heading("By kind of layer: where CLBlast wins")
@@ -219,7 +219,7 @@ def _roofline_sections(doc: Document, files: list[tuple[RunResult, str]], out_di
 HEADLINE_CAPTION = ("End-to-end compute in ms (median: the whole pass without per-layer syncs and without "
                     "host<->device transfers), and CLBlast at its best's time (the fastest CLBlast backend of "
                     "that file) over each backend's: above 1x it is faster; in brackets the 95% bootstrap "
-                    "interval, 'no clear difference' where it spans 1x.")
+                    f"interval, {SPANS_1X}.")
 
 
 REPORT_ROOM = 8 * 2**20   # about the largest report: Markdown, HTML and a few dozen plots

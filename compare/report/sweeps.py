@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from .. import analysis as an
 from ..results import BackendResult, RunResult
-from ..speedup import MIN_SAMPLES, Speedup, Verdict
+from ..speedup import MIN_SAMPLES, NO_CLEAR_WINNER, TOO_NOISY, Speedup, Verdict
 from ..sweep import does_not_fit
 from ..tables import DASH, fmt_speedup
 
@@ -18,6 +18,7 @@ Table = tuple[list[str], list[list[str]]]
 
 # what a batch's comparison found
 HAND, CLBLAST, UNCLEAR, NO_INTERVAL, MISSING = "hand-written", "clblast", "unclear", "no interval", "missing"
+NOISY = "noisy"   # the interval spans 1x and is too wide to read (compare/speedup.py NOISY_SPAN)
 
 
 def is_hand_written(b: BackendResult) -> bool:
@@ -73,8 +74,8 @@ def compare_batch(res: RunResult) -> BatchComparison:
                           ((hand, is_hand_written, "hand-written"), (clb, is_clblast, "CLBlast")) if found is None)
         return c
     c.speedup = an.speedup(clb, hand)
-    c.verdict = {Verdict.FEW: NO_INTERVAL, Verdict.LEVEL: UNCLEAR, Verdict.FASTER: HAND,
-                 Verdict.SLOWER: CLBLAST}[c.speedup.verdict]
+    c.verdict = {Verdict.FEW: NO_INTERVAL, Verdict.LEVEL: NOISY if c.speedup.noisy else UNCLEAR,
+                 Verdict.FASTER: HAND, Verdict.SLOWER: CLBLAST}[c.speedup.verdict]
     return c
 
 
@@ -91,8 +92,9 @@ def batches_text(values: list[int]) -> str:
 
 PHRASES = {HAND: "the best hand-written backend is faster at {}",
            CLBLAST: "CLBlast at its best is faster at {}",
-           UNCLEAR: "no clear difference at {}",
-           NO_INTERVAL: "no interval at {} (fewer than " + str(MIN_SAMPLES) + " timed repeats)"}
+           UNCLEAR: NO_CLEAR_WINNER + " at {}",
+           NOISY: TOO_NOISY + " at {}",
+           NO_INTERVAL: TOO_NOISY + " at {} (fewer than " + str(MIN_SAMPLES) + " timed repeats)"}
 
 
 def _phrases(comps: list[BatchComparison]) -> list[str]:
@@ -167,7 +169,8 @@ def per_image_series(runs: list[RunResult]) -> dict[str, list[tuple[int, float]]
 
 def _winner(c: BatchComparison) -> str:
     return {HAND: c.hand.label if c.hand else "", CLBLAST: c.clblast.label if c.clblast else "",
-            UNCLEAR: "no clear difference", NO_INTERVAL: f"no interval (fewer than {MIN_SAMPLES} repeats)"}.get(c.verdict,
+            UNCLEAR: NO_CLEAR_WINNER, NOISY: TOO_NOISY,
+            NO_INTERVAL: f"{TOO_NOISY} (fewer than {MIN_SAMPLES} repeats)"}.get(c.verdict,
                                                                                                       c.why)
 
 

@@ -1,0 +1,67 @@
+"""How quiet the host was, and how many timed passes a backend gets.
+
+The host's load and the CPU's frequency governor are recorded with every run (compare/results.py Host):
+a run on a busy host says so in one line, and its answer calls no side faster where an interval spans 1x.
+Repeats are calibrated as pyperf and hyperfine do: a backend gets at least the floor (`--repeats`'s
+default) and more until its timed passes add up to a minimum time, up to a cap that keeps results files
+small; a `--repeats` given is honoured exactly."""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+DEFAULT_REPEATS = 10   # the floor when none is given
+MIN_TIME_S = 0.5       # end-to-end time a backend's timed passes add up to, when calibrated
+MAX_REPEATS = 50       # calibrated passes at most: every one is a sample kept per layer
+BUSY = 0.5             # load average per core above which the host is called busy
+GOVERNOR = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+
+
+def calibrated(pass_ms: float, floor: int, min_time_s: float | None, cap: int = MAX_REPEATS) -> int:
+    """The timed passes a backend whose untimed pass took `pass_ms` gets: `floor` exactly without a
+    minimum time, else enough to add up to `min_time_s`, between `floor` and `cap`."""
+    if min_time_s is None or pass_ms <= 0:
+        return floor
+    return max(floor, min(cap, math.ceil(min_time_s * 1e3 / pass_ms)))
+
+
+def fitting_cap(fits, floor: int, cap: int = MAX_REPEATS) -> int:
+    """The most calibrated passes up to `cap` that `fits(k)` (raising UserError when k passes would not fit
+    the results file or the host's memory) allows; `floor` when no more do."""
+    from nets.errors import UserError
+    try:
+        fits(cap)
+        return cap
+    except UserError:
+        return floor
+
+
+def host_state() -> dict:
+    """The host's load average over the last minute and the CPU frequency governor, where they can be read."""
+    try:
+        load = round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        load = None
+    try:
+        governor = GOVERNOR.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        governor = None
+    return {"load_1m": load, "governor": governor}
+
+
+def busy(host) -> str | None:
+    """'load 3.10 on 2 cores' where the host was busy as the run started, else None."""
+    load, cpus = getattr(host, "load_1m", None), getattr(host, "cpus", None)
+    if load is None or not cpus or load <= BUSY * cpus:
+        return None
+    return f"load {load:.2f} on {cpus} core{'s' if cpus > 1 else ''}"
+
+
+def busy_line(host) -> str | None:
+    """The one line a run on a busy host says, or None."""
+    said = busy(host)
+    if said is None:
+        return None
+    return (f"Busy host ({said} as the run started): where an interval spans 1x the ratio is too noisy to call; "
+            f"run again on a quiet host for an answer.")

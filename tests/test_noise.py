@@ -1,0 +1,34 @@
+"""Repeats calibrated to a minimum time per backend (a given --repeats honoured exactly), the host's load
+and governor recorded in the results."""
+from compare import noise
+from compare.cli import build_parser
+from compare.results import Host
+
+
+def test_repeats_are_calibrated_between_the_floor_and_the_cap():
+    assert noise.calibrated(0.1, 10, 0.5) == noise.MAX_REPEATS     # a fast pass: the cap
+    assert noise.calibrated(20.0, 10, 0.5) == 25                     # 25 passes of 20 ms add up to 0.5 s
+    assert noise.calibrated(500.0, 10, 0.5) == 10                    # a slow pass: the floor
+    assert noise.calibrated(0.1, 7, None) == 7                       # --repeats given: exactly
+
+
+def test_repeats_given_are_exact_and_the_default_is_calibrated():
+    parser = build_parser()
+    assert parser.parse_args(["run", "--net", "lenet"]).repeats is None
+    assert parser.parse_args(["run", "--net", "lenet", "--repeats", "3"]).repeats == 3
+
+
+def test_the_host_state_is_read_and_a_busy_host_is_named():
+    state = noise.host_state()
+    assert set(state) == {"load_1m", "governor"} and (state["load_1m"] is None or state["load_1m"] >= 0)
+    assert noise.busy(Host(cpus=2, load_1m=3.1)) == "load 3.10 on 2 cores"
+    assert noise.busy(Host(cpus=2, load_1m=0.5)) is None and noise.busy(Host(cpus=2)) is None
+
+
+def test_the_cap_falls_to_the_floor_where_more_passes_would_not_fit():
+    from nets.errors import UserError
+
+    def fits(k):
+        if k > 20:
+            raise UserError("too many")
+    assert noise.fitting_cap(fits, 10) == 10 and noise.fitting_cap(lambda k: None, 10) == noise.MAX_REPEATS
