@@ -82,8 +82,29 @@ def torch_names() -> list[str]:
         return []
 
 
-def build_torch(name: str, folder: Path) -> tuple[str, str]:
-    """Model `name` exported to ONNX in `folder`, and PyTorch's output on the survey input saved beside it."""
+FORMS = ("opset17-b1", "opset17-b2", "opset20-b1", "opset20-b2", "dynamo-b1", "dynamo-b2")
+
+
+def _export(torch, model, x, path: Path, form: str | None) -> None:
+    """`model` to ONNX at `path`: the survey's own form (torch's default opset, a dynamic batch) or `form`,
+    one a user's exporter writes: `opsetN-bK` (the TorchScript exporter at opset N, a fixed batch of K) or
+    `dynamo-bK` (torch's dynamo exporter, its default opset, a fixed batch of K)."""
+    names = {"input_names": ["image"], "output_names": ["out"]}
+    if form is None:
+        torch.onnx.export(model, torch.from_numpy(x[:1]), str(path), dynamo=False, dynamic_axes={"image": {0: "n"}},
+                          **names)
+        return
+    kind, batch = form.split("-b")
+    sample = torch.from_numpy(x[:int(batch)])
+    if kind == "dynamo":
+        torch.onnx.export(model, (sample,), str(path), dynamo=True, **names)
+    else:
+        torch.onnx.export(model, sample, str(path), dynamo=False, opset_version=int(kind[len("opset"):]), **names)
+
+
+def build_torch(name: str, folder: Path, form: str | None = None) -> tuple[str, str]:
+    """Model `name` exported to ONNX in `folder` (in `form`, see _export), and PyTorch's output on the survey
+    input saved beside it (the form's batch of images where it fixes one)."""
     import warnings
 
     import numpy as np
@@ -93,11 +114,12 @@ def build_torch(name: str, folder: Path) -> tuple[str, str]:
     size = TORCH_SIZES.get(name, TORCH_DEFAULT_SIZE)
     x = np.random.default_rng(0).random((IMAGES, 3, size, size), dtype=np.float32)
     model = _lively(torch, models.get_model(name, weights=None), torch.from_numpy(x)).eval()
+    if form is not None:
+        x = x[:int(form.split("-b")[1])]
     path = folder / f"{name}.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, torch.from_numpy(x[:1]), str(path), dynamo=False, input_names=["image"],
-                          output_names=["out"], dynamic_axes={"image": {0: "n"}})
+        _export(torch, model, x, path, form)
         with torch.no_grad():
             y = model(torch.from_numpy(x)).numpy()
             y64 = model.double()(torch.from_numpy(x).double()).numpy()   # the framework's own float64
@@ -168,15 +190,18 @@ def build_keras(name: str, folder: Path) -> tuple[str, str]:
     return str(path), f"{size}x{size}"
 
 
-def one(source: str, name: str, backends: str, folder: Path) -> dict:
-    """Build, export and check one model (in this process): its survey line as a dict."""
+def one(source: str, name: str, backends: str, folder: Path, form: str | None = None) -> dict:
+    """Build, export and check one model (in this process; `form`: torchvision's export form, see _export):
+    its survey line as a dict."""
     t0 = time.perf_counter()
     try:
-        path, size = (build_torch if source == "torchvision" else build_keras)(name, folder)
+        path, size = build_torch(name, folder, form) if source == "torchvision" else build_keras(name, folder)
     except Exception as exc:  # noqa: BLE001 - the framework's own failure is recorded, not ours
         return {"source": source, "model": name, "status": "not built",
                 "why": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
-    row = {"source": source, "model": name, "input": size}
+    row = {"source": source, "model": name, "input": size, **({"form": form} if form else {})}
+    if form:
+        row["images"] = int(form.split("-b")[1])
     check, errors = _check(path, folder / f"{name}-x.npy", backends, folder, name)
     fewer = FITS.search(errors[-1]) if check.returncode == 2 and errors else None
     if fewer and 1 <= int(fewer.group(1)) < IMAGES:   # the host's memory holds fewer: the first of them
@@ -281,7 +306,9 @@ def render(rows: list[dict], backends: str) -> str:
     ran = [r for r in rows if r["status"] in ("PASS", "ill-conditioned")]
     lines = ["# The classification zoo on our importers", "",
              f"Every image-classification model of torchvision.models and keras.applications, with random "
-             f"weights, exported to ONNX (torch.onnx.export, dynamic batch) or saved as .keras, then "
+             f"weights, exported to ONNX (torch.onnx.export, dynamic batch; or in the form after its name: "
+             f"opsetN-bK the TorchScript exporter at opset N with a fixed batch of K, dynamo-bK torch's dynamo "
+             f"exporter) or saved as .keras, then "
              f"`compare check --backends {backends}` on two images of the size given (one where two do not fit "
              f"this machine's memory: the input column says so; the reference against "
              f"the float64 oracle, layer by layer and end to end), and our reference's output against the "
@@ -302,7 +329,8 @@ def render(rows: list[dict], backends: str) -> str:
         size = r.get("input", "")
         if r.get("images", IMAGES) != IMAGES:
             size += f", {r['images']} image" + ("s" if r["images"] > 1 else "")
-        lines.append(f"| {r['source']} | {r['model']} | {size} | {result} | {vs} | {why} |")
+        model = r["model"] + (f" ({r['form']})" if r.get("form") else "")
+        lines.append(f"| {r['source']} | {model} | {size} | {result} | {vs} | {why} |")
     return "\n".join(lines) + "\n"
 
 
@@ -314,31 +342,38 @@ def main(argv=None) -> int:
     p.add_argument("--fresh", action="store_true", help="forget the results kept so far")
     p.add_argument("--redo", help="comma-separated model names whose kept results are forgotten (run again)")
     p.add_argument("--timeout-s", type=float, default=900, help="per model")
+    p.add_argument("--forms", help=f"torchvision's models in these export forms instead of the survey's own "
+                                   f"(comma-separated, or all: {','.join(FORMS)}); write --out elsewhere")
+    p.add_argument("--form", help=argparse.SUPPRESS)
     p.add_argument("--one", nargs=2, metavar=("SOURCE", "MODEL"), help=argparse.SUPPRESS)
     p.add_argument("--folder", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.one:
-        print(json.dumps(one(args.one[0], args.one[1], args.backends, Path(args.folder))))
+        print(json.dumps(one(args.one[0], args.one[1], args.backends, Path(args.folder), args.form)))
         return 0
+    forms = [None] if not args.forms else list(FORMS) if args.forms == "all" else args.forms.split(",")
+    if set(forms) - {None} - set(FORMS):
+        p.error(f"--forms takes {', '.join(FORMS)} or all")
     kept_path = Path(args.out).with_suffix(".json")
-    kept = {} if args.fresh or not kept_path.exists() else {(r["source"], r["model"]): r
+    kept = {} if args.fresh or not kept_path.exists() else {(r["source"], r["model"], r.get("form")): r
                                                             for r in json.loads(kept_path.read_text())}
     redo = set(args.redo.split(",")) if args.redo else set()
     kept = {key: row for key, row in kept.items() if key[1] not in redo}
     wanted = set(args.only.split(",")) if args.only else None
-    todo = [("torchvision", n) for n in torch_names()] + [("keras", n) for n in KERAS_MODELS]
-    unknown = redo - {name for _, name in todo}
+    todo = [("torchvision", n, f) for n in torch_names() for f in forms] + \
+        ([("keras", n, None) for n in KERAS_MODELS] if not args.forms else [])
+    unknown = redo - {name for _, name, _ in todo}
     if unknown:   # its kept line would be lost, and no new one made
         p.error(f"--redo {','.join(sorted(unknown))}: not a model here (torchvision's need torchvision installed)")
     todo = [t for t in todo if wanted is None or t[1] in wanted]
-    for source, name in todo:
-        if (source, name) in kept:
+    for source, name, form in todo:
+        if (source, name, form) in kept:
             continue
         with tempfile.TemporaryDirectory(prefix="zoo-") as folder:
             try:
                 done = subprocess.run([PYTHON, __file__, "--one", source, name, "--folder", folder,
-                                       "--backends", args.backends], capture_output=True, text=True,
-                                      timeout=args.timeout_s, cwd=ROOT)
+                                       "--backends", args.backends] + (["--form", form] if form else []),
+                                      capture_output=True, text=True, timeout=args.timeout_s, cwd=ROOT)
                 last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
                 row = json.loads(last) if last.startswith("{") else {
                     "source": source, "model": name, "status": "not built",
@@ -346,12 +381,14 @@ def main(argv=None) -> int:
             except subprocess.TimeoutExpired:
                 row = {"source": source, "model": name, "status": "not built",
                        "why": f"took over {args.timeout_s:.0f} s"}
-        kept[(source, name)] = row
-        print(f"{source} {name}: {row['status']} {row.get('why', '')}", flush=True)
+        if form:
+            row["form"] = form
+        kept[(source, name, form)] = row
+        print(f"{source} {name}{f' {form}' if form else ''}: {row['status']} {row.get('why', '')}", flush=True)
         kept_path.write_text(json.dumps(list(kept.values()), indent=1))
-    order = {t: i for i, t in enumerate([("torchvision", n) for n in torch_names()] +
-                                         [("keras", n) for n in KERAS_MODELS])}
-    rows = sorted(kept.values(), key=lambda r: order.get((r["source"], r["model"]), 1 << 30))
+    order = {t: i for i, t in enumerate([("torchvision", n, f) for n in torch_names() for f in forms] +
+                                         [("keras", n, None) for n in KERAS_MODELS])}
+    rows = sorted(kept.values(), key=lambda r: order.get((r["source"], r["model"], r.get("form")), 1 << 30))
     Path(args.out).write_text(render(rows, args.backends))
     print(f"wrote {args.out}")
     return 0

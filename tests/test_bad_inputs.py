@@ -107,11 +107,11 @@ def test_weights_in_float64_are_accepted_as_float32(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["run", "--net", "lenet", "--backends", "numpy", "--seed", "-5"],
-     "argument --seed: must be a whole number, 0 or more, not -5"),
+     "--seed must be a whole number, 0 or more, not -5"),
     (["check", "--net", "lenet", "--backends", "numpy", "--seed", "-5"],
-     "argument --seed: must be a whole number, 0 or more, not -5"),
+     "--seed must be a whole number, 0 or more, not -5"),
     (["weights", "--net", "lenet", "--out", "{dir}/w.npz", "--seed", "-5"],
-     "argument --seed: must be a whole number, 0 or more, not -5"),
+     "--seed must be a whole number, 0 or more, not -5"),
     (["check", "--net", "{dir}", "--backends", "numpy"],
      "--net {dir} is a folder; give a model file (.keras, .h5 or .onnx) or a built-in net"),
     (["check", "--net", "{dir}/model.onnx", "--backends", "numpy"],

@@ -56,10 +56,11 @@ def test_a_million_samples_are_bootstrapped_in_bounded_memory_from_a_seeded_subs
 def test_report_on_a_million_samples_stays_within_a_few_hundred_mb_and_says_it_subsampled(tmp_path):
     path = tmp_path / "million.json"
     path.write_text(json.dumps(_with_samples(1_000_000)))
-    # the report run in a child that says its own peak resident memory (KiB) on its last line
-    code = ("import resource, sys, runpy\nsys.argv = ['compare', 'report', sys.argv[1], '--out', sys.argv[2]]\n"
+    # the report run in a child that says its own peak resident memory (KiB) on its last line: VmHWM, its
+    # memory's own high-water mark (ru_maxrss would carry the forking pytest worker's, kept across exec)
+    code = ("import re, sys, runpy\nsys.argv = ['compare', 'report', sys.argv[1], '--out', sys.argv[2]]\n"
             "try:\n    runpy.run_module('compare', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+            "print(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1), file=sys.stderr)\n")
     proc = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "rep")], capture_output=True,
                           text=True, cwd=ROOT, timeout=600)
     peak_kib = int(proc.stderr.strip().splitlines()[-1])
