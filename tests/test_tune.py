@@ -253,19 +253,26 @@ def test_a_configuration_that_kills_or_hangs_its_child_is_recorded_and_counted_a
     assert search.tried_now == store.load(p).depth()[0]
 
 
-def test_a_child_ended_by_a_configuration_that_broke_the_queue_is_counted_and_its_start_timed(tmp_path, monkeypatch):
-    """The search's summary says what its children's starts cost and how many a configuration ended (exit
-    LOST: the queue unusable after it), the usual cause of a slow stretch on NVIDIA's driver."""
+def _queue_breakers(tmp_path, monkeypatch, first: str, seconds: float):
+    """A search of one small GEMM for `seconds` whose every child runs `first`, is ready, and ends on its first
+    configuration as one that broke the device's queue does (exit LOST): the search, its store, the problem."""
     from backends.tuning.clblast.child import LOST
     from backends.tuning.clblast.search import Search
-    fake_children(monkeypatch, "time.sleep(0.3)\nprint(json.dumps({'ready': True}), flush=True)\n"
+    fake_children(monkeypatch, first + "print(json.dumps({'ready': True}), flush=True)\n"
                                "index, _, where = req['configs'][0]\n"
                                "print(json.dumps({'index': index, 'problem': where[0], 'ms': None, "
                                f"'error': 'OUT_OF_RESOURCES'}}), flush=True)\nsys.exit({LOST})")
     store = Store(DEVICE, tmp_path)
     p = problems.gemm(4, 8, 16)
     search = Search("", store, LIMITS, {p: ["t:x"]})
-    search.search(5)
+    search.search(seconds)
+    return search, store, p
+
+
+def test_a_child_ended_by_a_configuration_that_broke_the_queue_is_counted_and_its_start_timed(tmp_path, monkeypatch):
+    """The search's summary says what its children's starts cost and how many a configuration ended (exit
+    LOST: the queue unusable after it), the usual cause of a slow stretch on NVIDIA's driver."""
+    search, store, p = _queue_breakers(tmp_path, monkeypatch, "time.sleep(0.3)\n", 5)
     tried = store.load(p).stages[search.plans[0].stage.name].tried
     assert len(tried) >= 2 and all(t.error == "OUT_OF_RESOURCES" for t in tried.values())   # each in a fresh child
     assert search.rate.lost >= len(tried) - 1 and len(search.rate.ready_s) >= len(tried)
@@ -758,18 +765,8 @@ def test_a_child_after_a_broken_queue_does_not_check_the_database_again(tmp_path
     """A configuration that breaks NVIDIA's queue ends its child, and the next one starts at once on the
     rest: it is told which problems an earlier child found right with CLBlast's database, so it builds no
     database program again (2.8 s a child on the H200 before, 242 such children in one 6-minute search)."""
-    from backends.tuning.clblast.child import LOST
-    from backends.tuning.clblast.search import Search
     seen = tmp_path / "checked.txt"
-    fake_children(monkeypatch, f"open({str(seen)!r}, 'a').write(json.dumps(req['checked']) + '\\n')\n"
-                               "print(json.dumps({'ready': True}), flush=True)\n"
-                               "index, _, where = req['configs'][0]\n"
-                               "print(json.dumps({'index': index, 'problem': where[0], 'ms': None, "
-                               f"'error': 'OUT_OF_RESOURCES'}}), flush=True)\nsys.exit({LOST})")
-    store = Store(DEVICE, tmp_path)
-    p = problems.gemm(4, 8, 16)
-    search = Search("", store, LIMITS, {p: ["t:x"]})
-    search.search(4)
+    _queue_breakers(tmp_path, monkeypatch, f"open({str(seen)!r}, 'a').write(json.dumps(req['checked']) + '\\n')\n", 4)
     asked = [json.loads(line) for line in seen.read_text().splitlines()]
     assert len(asked) >= 2 and asked[0] == [] and all(a == [0] for a in asked[1:])
 
