@@ -10,6 +10,8 @@ against the framework's own on the same input.  One line per model: runs
     .venv/bin/python scripts/zoo_survey.py --only resnet18,MobileNetV2   # some
     .venv/bin/python scripts/zoo_survey.py --redo swin_v2_t,NASNetLarge   # these again, the other lines kept
     .venv/bin/python scripts/zoo_survey.py --backends all ...            # every backend (slow on PoCL)
+    .venv/bin/python scripts/zoo_survey.py --forms all --only vit_b_16 --out docs/zoo-forms.md
+        # torchvision's models as users' exporters write them: opset 17 or 20 or dynamo, a fixed batch of 1 or 2
 
 Needs torchvision (not a dependency of the project: `pip install torchvision`
 matching the installed torch, e.g. torchvision 0.28 for torch 2.13) for the
@@ -302,8 +304,31 @@ def _against_framework(folder: Path, name: str, images: int = IMAGES) -> float |
     return float(np.linalg.norm(got - y) / max(np.linalg.norm(y), 1e-30))
 
 
+def render_forms(rows: list[dict], backends: str) -> str:
+    """The page of a --forms survey: a line per model and export form."""
+    ran = [r for r in rows if r["status"] in ("PASS", "ill-conditioned")]
+    lines = ["# torchvision's models as a user's exporter writes them", "",
+             f"Each model with random weights, exported to ONNX in the form after its name (opsetN-bK: "
+             f"`torch.onnx.export` at opset N with a fixed batch of K; dynamo-bK: `dynamo=True`, its default "
+             f"opset, a fixed batch of K), then `compare check --backends {backends}` on K images (the reference "
+             f"against the float64 oracle, layer by layer and end to end), and our reference's output against "
+             f"PyTorch's own (relative L2).  Made by `scripts/zoo_survey.py --forms all --only MODELS --out "
+             f"docs/zoo-forms.md`; every model in the default form: [docs/zoo.md](zoo.md).", "",
+             f"{len(ran)} of {len(rows)} run.", "",
+             "| model | input | result | vs PyTorch | why refused |", "| --- | --- | --- | --- | --- |"]
+    for r in rows:
+        images = r.get("images", IMAGES)
+        vs = "" if r.get("vs_framework") is None else f"{r['vs_framework']:.1e}"
+        why = r.get("why", "").replace("|", "\\|")
+        lines.append(f"| {r['model']} ({r['form']}) | {r.get('input', '')}, {images} image{'s' * (images > 1)} | "
+                     f"{r['status']} | {vs} | {why} |")
+    return "\n".join(lines) + "\n"
+
+
 def render(rows: list[dict], backends: str) -> str:
     ran = [r for r in rows if r["status"] in ("PASS", "ill-conditioned")]
+    if any(r.get("form") for r in rows):
+        return render_forms(rows, backends)
     lines = ["# The classification zoo on our importers", "",
              f"Every image-classification model of torchvision.models and keras.applications, with random "
              f"weights, exported to ONNX (torch.onnx.export, dynamic batch; or in the form after its name: "
