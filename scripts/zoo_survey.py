@@ -287,8 +287,9 @@ def _statuses(stdout: str) -> dict:
             table = True
             continue
         if table and line.strip() and not line.startswith(("---", " ")):   # not a wrapped cell's next line
-            parts = line.split()
-            out[parts[0]] = parts[1]
+            found = re.match(r"(\S+)(?:\s+\([^)]*\))?\s+(\S+)", line)   # a mode in brackets may follow the name
+            if found:
+                out[found.group(1)] = found.group(2)
         elif table and not line.strip():
             table = False
     return out
@@ -320,8 +321,11 @@ def render_forms(rows: list[dict], backends: str) -> str:
         images = r.get("images", IMAGES)
         vs = "" if r.get("vs_framework") is None else f"{r['vs_framework']:.1e}"
         why = r.get("why", "").replace("|", "\\|")
+        result = r["status"]
+        if r.get("backends") and backends != "numpy":
+            result += " (" + ", ".join(f"{b} {s}" for b, s in r["backends"].items()) + ")"
         lines.append(f"| {r['model']} ({r['form']}) | {r.get('input', '')}, {images} image{'s' * (images > 1)} | "
-                     f"{r['status']} | {vs} | {why} |")
+                     f"{result} | {vs} | {why} |")
     return "\n".join(lines) + "\n"
 
 
