@@ -143,63 +143,35 @@ def own_in_plain_child(store, onnx_bytes, x, width, repeats) -> dict:
     return _own_recipe(onnx_bytes, x, "CL", width, repeats)
 
 
-def peer_in_child(target, options, store, net, weights, x, mode, repeats) -> dict:
-    """`peer`: the peer's prepared net, its run() per pass, in the child the peer's code sets up."""
+def peer_in_child(target, options, store, net, weights, x, mode, repeats, way: str = "peer") -> dict:
+    """The peer's prepared net in the child the peer's code sets up, its replayed pass per call (run() less
+    its synchronize, which _passes makes apart).  `way`: "peer" alone; "peer-checked" after what
+    `compare run` does first (the check: a forward pass, each layer alone; an untimed per-layer pass);
+    "peer-pass" with timed_pass's output read and input copy between the calls (untimed)."""
     from backends.peers.tinygrad_peer import TinygradInChild
     inside = TinygradInChild(target, options, store)
     prepared = inside.prepare(net, weights, x.shape[0], mode)
-    prepared.load_input(x)
-
-    def call():   # run() less its synchronize, which _passes makes apart
-        with prepared._context():
-            prepared._y = prepared._jit(prepared._x)
-    got = _passes(call, prepared._sync, repeats)
-    got["output"] = prepared.fetch_output()
-    got["config"] = prepared.config.get("tinygrad_search")
-    return got
-
-
-def peer_checked_in_child(target, options, store, net, weights, x, mode, repeats) -> dict:
-    """`peer-checked`: as `peer`, after what `compare run` does to a prepared net before its timed passes:
-    the check (a forward pass, each layer alone) and an untimed per-layer pass."""
-    from backends.peers.tinygrad_peer import TinygradInChild
-    from compare import oracle as ref
-    inside = TinygradInChild(target, options, store)
-    prepared = inside.prepare(net, weights, x.shape[0], mode)
-    outs = ref.forward(net, weights, x)
-    prepared.forward(x)
-    for i in range(len(net.layers)):
-        ins = [np.asarray(x if s < 0 else outs[s], np.float32) for s in net.sources(i)]
-        prepared.run_layer(i, ins[0] if len(ins) == 1 else ins)
-    prepared.load_input(x)
-    prepared.run_timed()
-
-    def call():
-        with prepared._context():
-            prepared._y = prepared._jit(prepared._x)
-    prepared.load_input(x)
-    got = _passes(call, prepared._sync, repeats)
-    got["output"] = prepared.fetch_output()
-    return got
-
-
-def peer_pass_in_child(target, options, store, net, weights, x, mode, repeats) -> dict:
-    """`peer-pass`: as `peer`, with a pass's input copy before and output read after each timed call,
-    as timed_pass does them (so what they leave behind for the next call shows)."""
-    from backends.peers.tinygrad_peer import TinygradInChild
-    inside = TinygradInChild(target, options, store)
-    prepared = inside.prepare(net, weights, x.shape[0], mode)
+    if way == "peer-checked":
+        from compare import oracle as ref
+        outs = ref.forward(net, weights, x)
+        prepared.forward(x)
+        for i in range(len(net.layers)):
+            ins = [np.asarray(x if s < 0 else outs[s], np.float32) for s in net.sources(i)]
+            prepared.run_layer(i, ins[0] if len(ins) == 1 else ins)
+        prepared.load_input(x)
+        prepared.run_timed()
 
     def call():
         with prepared._context():
             prepared._y = prepared._jit(prepared._x)
 
-    def around():   # what timed_pass does besides the compute, untimed
+    def around():
         prepared.fetch_output()
         prepared.load_input(x)
     prepared.load_input(x)
-    got = _passes(call, prepared._sync, repeats, around)
+    got = _passes(call, prepared._sync, repeats, around if way == "peer-pass" else lambda: None)
     got["output"] = prepared.fetch_output()
+    got["config"] = prepared.config.get("tinygrad_search") if way == "peer" else None
     return got
 
 
@@ -262,12 +234,8 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str) -> list[dic
                 got = _in_child(rt.device, "own_in_peer_child", options, store, model, x, width, repeats)
             elif way == "own-plain" and model is not None:
                 got = _plain_child("own_in_plain_child", store, model, x, width, repeats)
-            elif way == "peer":
-                got = _in_child(rt.device, "peer_in_child", options, store, net, weights, x, mode, repeats)
-            elif way == "peer-pass":
-                got = _in_child(rt.device, "peer_pass_in_child", options, store, net, weights, x, mode, repeats)
-            elif way == "peer-checked":
-                got = _in_child(rt.device, "peer_checked_in_child", options, store, net, weights, x, mode, repeats)
+            elif way in ("peer", "peer-checked", "peer-pass"):
+                got = _in_child(rt.device, "peer_in_child", options, store, net, weights, x, mode, repeats, way)
             elif way == "peer-timed":
                 got = peer_timed(net, weights, x, mode, repeats)
             else:
@@ -276,7 +244,8 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str) -> list[dic
             print(f"{net_name} {way}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             continue
         check = compare_arrays(got.pop("output"), ref)
-        rows.append({"net": net_name, "way": way, "passed": check.passed, "error": check.rel_l2 if check.rel_l2 is not None else float("nan"), **got})
+        error = check.rel_l2 if check.rel_l2 is not None else float("nan")
+        rows.append({"net": net_name, "way": way, "passed": check.passed, "error": error, **got})
     backend.close()
     return rows
 

@@ -12,8 +12,9 @@ from .address import Address
 @dataclass(frozen=True)
 class Harness:
     """What the searches borrow from the harness: `checker_for(one_layer_net, weights, x)` gives a test of a
-    candidate's output against the float64 oracle; `store_cache(kind, device_info, value, what)` writes a
-    device's entry of a cache file and returns where it went (compare/keep.py's Kept);
+    candidate's output against the float64 oracle; `store_cache(kind, device_info, value, what, merge=None)`
+    writes a device's entry of a cache file (`merge(entry there, value)` under the file's lock, where given)
+    and returns where it went (compare/keep.py's Kept);
     `check_writable(path, what)` refuses in one line, before any work, a file that could not be written."""
 
     checker_for: Callable

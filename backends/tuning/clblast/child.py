@@ -187,14 +187,15 @@ def main() -> int:
         return 0
     if req["task"] == "search":
         calls = [Call(rt, Problem.from_json(p)) for p in req["problems"]]
-        done = set(req.get("checked", ()))   # right with the database in an earlier child of this search
-        for n, call in enumerate(calls):   # each must work with CLBlast's own parameters, else no configuration
-            if n in done:                  # is to blame; once a search is enough (a new child after a broken
-                continue                   # queue would otherwise build the database's programs again)
+        # each must work with CLBlast's own parameters, else no configuration is to blame; once a search is
+        # enough (a new child after a broken queue would otherwise build the database's programs again)
+        done = set(req.get("checked", ()))
+        todo = [call for n, call in enumerate(calls) if n not in done]
+        for call in todo:
             wrong = call.check()
             if wrong:
                 raise RuntimeError(f"{call.problem.key} with CLBlast's database parameters: {wrong}")
-        _say(ready=True, checked=len(calls) - len(done & set(range(len(calls)))))
+        _say(ready=True, checked=len(todo))
         search(req, calls, rt.device)
         return 0
     call = Call(rt, Problem.from_json(req["problem"]))
