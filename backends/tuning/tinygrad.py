@@ -147,14 +147,15 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
         return (f"tinygrad: {result.searched_now} of {len(todo)} kernels searched at width {request.width}, "
                 f"{end - time.monotonic():.0f} s left ({doing or 'starting'})")
 
-    stopping = threading.Event()
+    failed: list[BaseException] = []
 
     def work(searcher) -> None:
+        # a searcher's own failure is raised here once every thread ended; one that ends with an interrupt
+        # (whose signal can reach the searcher's processes before this thread learns of it) is not said
         try:
             take(searcher)
-        except BaseException:
-            if not stopping.is_set():   # a searcher's own failure is said; one stopped by an interrupt is not
-                raise
+        except BaseException as exc:  # noqa: BLE001
+            failed.append(exc)
 
     def take(searcher) -> None:
         while True:
@@ -189,12 +190,13 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
             for t in threads:
                 t.join()
         except BaseException:   # Ctrl-C: every searcher stopped now, not after the search it is in
-            stopping.set()
             for s in searchers:
                 getattr(s, "stop", lambda: None)()
             for t in threads:
                 t.join(STOP_S)
             raise
+    if failed:
+        raise failed[0]
     result.search_s = time.monotonic() - t0
 
 
