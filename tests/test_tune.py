@@ -281,6 +281,32 @@ def test_a_child_ended_by_a_configuration_that_broke_the_queue_is_counted_and_it
     assert f"{search.rate.lost:,} ended by a configuration that broke the device's queue" in line
 
 
+def test_a_configuration_that_broke_the_queue_is_failed_on_its_stage_mates_without_a_child_each(
+        tmp_path, monkeypatch):
+    """Two GEMMs share a stage: a configuration that breaks the queue on the first is kept as failed on the
+    second too, saying where it broke, so each breaking configuration costs one child, not one per problem."""
+    from backends.tuning.clblast.child import LOST
+    from backends.tuning.clblast.search import Search
+    fake_children(monkeypatch, "print(json.dumps({'ready': True}), flush=True)\n"
+                               "index, _, where = req['configs'][0]\n"
+                               "print(json.dumps({'index': index, 'problem': where[0], 'ms': None, "
+                               f"'error': 'OUT_OF_RESOURCES'}}), flush=True)\nsys.exit({LOST})")
+    store = Store(DEVICE, tmp_path)
+    a, b = problems.gemm(4, 8, 16), problems.gemm(8, 4, 16)
+    search = Search("", store, LIMITS, {a: ["t:a"], b: ["t:b"]})
+    lead = search.plans[0]
+    mate = next(p for p in search.plans if p is not lead and p.stage.name == lead.stage.name)
+    search.search(5)
+    led, mated = store.load(lead.problem).stages[lead.stage.name].tried, \
+        store.load(mate.problem).stages[lead.stage.name].tried
+    assert led and all(t.error == "OUT_OF_RESOURCES" for t in led.values())
+    shared = [i for i in led if i in mated]
+    assert shared and all(mated[i].error == f"not tried: this configuration broke the device's queue on "
+                                              f"{lead.problem.key}" for i in shared)
+    assert search.rate.lost <= len(led)   # one child per breaking configuration, not one per problem
+    assert search.tried_now == sum(store.load(p).depth()[0] for p in (a, b))
+
+
 def test_a_process_busy_on_the_processor_is_not_idle_and_a_sleeping_one_is():
     import subprocess
     import sys
