@@ -16,7 +16,7 @@ The ways, each in a child process of its own:
   would (tinygrad takes the first platform: run it where that is the device's)
 - `peer`: our peer's prepared net in its child, its `run()` per pass
 - `peer-pass`: `peer` with timed_pass's input copy and output read between the calls (untimed)
-- `peer-checked`: `peer` after what `compare run` does first (the check, a per-layer pass)
+- `peer-checked`: `peer` after what `compare run` does before its timed passes (the check)
 - `peer-timed`: the peer as `compare run` times it, `timed_pass` through the child (compute)
 
 Per way: the pass's wall time (call + synchronize, median), the host's enqueue time (the
@@ -146,7 +146,7 @@ def own_in_plain_child(store, onnx_bytes, x, width, repeats) -> dict:
 def peer_in_child(target, options, store, net, weights, x, mode, repeats, way: str = "peer") -> dict:
     """The peer's prepared net in the child the peer's code sets up, its replayed pass per call (run() less
     its synchronize, which _passes makes apart).  `way`: "peer" alone; "peer-checked" after what
-    `compare run` does first (the check: a forward pass, each layer alone; an untimed per-layer pass);
+    `compare run` does before its timed passes (the check: a forward pass, each layer alone);
     "peer-pass" with timed_pass's output read and input copy between the calls (untimed)."""
     from backends.peers.tinygrad_peer import TinygradInChild
     inside = TinygradInChild(target, options, store)
@@ -159,7 +159,6 @@ def peer_in_child(target, options, store, net, weights, x, mode, repeats, way: s
             ins = [np.asarray(x if s < 0 else outs[s], np.float32) for s in net.sources(i)]
             prepared.run_layer(i, ins[0] if len(ins) == 1 else ins)
         prepared.load_input(x)
-        prepared.run_timed()
 
     def call():
         with prepared._context():
