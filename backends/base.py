@@ -3,7 +3,7 @@
     backend = backends.get("vectorised", device=None)   # registry, lazy import; the device resolved once
     net = backend.prepare(netspec, weights, batch)      # compile, upload, allocate: untimed
     y = net.forward(x)                                  # numpy in, numpy out
-    phases, y = net.timed_pass(x, settle=True)          # upload, compute, download (ms), and the output
+    phases, y = net.timed_pass(x)                       # upload, compute, download (ms), and the output
     timings = net.run_timed()                           # per layer: wall, kernel, named steps
     y_i = net.run_layer(i, x_i)                         # one layer alone, for layer-wise checks
     outs = net.layer_outputs(x)                         # every layer's output, end to end
@@ -140,19 +140,11 @@ class PreparedNet(ABC):
         self.run()
         return self.fetch_output()
 
-    def timed_pass(self, x: np.ndarray, settle: bool = False) -> tuple[dict[str, float], np.ndarray]:
+    def timed_pass(self, x: np.ndarray) -> tuple[dict[str, float], np.ndarray]:
         """One forward pass on `x`, its phases timed by the host clock in ms:
         upload (load_input), compute (run), download (fetch_output), total;
-        and its output, which the runner checks against the checked one.
-        `settle`: one untimed pass first, in the same call, so the timed one
-        follows a pass as in a user's loop, not the wake-up of a child process
-        or the switch from another backend's work (a host-bound pass of
-        tinygrad on the H200 took 1.6-1.8 ms after a round trip to its child
-        against 1.0 back to back: reports/nvidia-h200/NOTES.md)."""
+        and its output, which the runner checks against the checked one."""
         x = self.check_input(x)
-        if settle:
-            self.load_input(x)
-            self.run()
         t0 = time.perf_counter()
         self.load_input(x)
         t1 = time.perf_counter()

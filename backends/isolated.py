@@ -274,8 +274,8 @@ class IsolatedNet(PreparedNet):
     def run_timed(self):
         return self._call("run_timed")
 
-    def timed_pass(self, x: np.ndarray, settle: bool = False):
-        return self._call("timed_pass", self.check_input(x), settle)
+    def timed_pass(self, x: np.ndarray):
+        return self._call("timed_pass", self.check_input(x))
 
     def run_layer(self, index, x):
         if isinstance(x, (list, tuple)):   # a layer reading several inputs (an add): one array each

@@ -17,7 +17,7 @@ The ways, each in a child process of its own:
 - `peer`: our peer's prepared net in its child, its `run()` per pass
 - `peer-pass`: `peer` with timed_pass's input copy and output read between the calls (untimed)
 - `peer-checked`: `peer` after what `compare run` does before its timed passes (the check)
-- `peer-timed`: the peer as `compare run` times it, `timed_pass` through the child (compute), settled
+- `peer-timed`: the peer as `compare run` times it, `timed_pass` through the child (compute)
 
 Per way: the pass's wall time (call + synchronize, median), the host's enqueue time (the
 call alone returning), the kernels' device time summed (each kernel waited for: profiling
@@ -199,10 +199,10 @@ def peer_timed(net, weights, x, mode, repeats) -> dict:
     prepared = backend.prepare(net, weights, x.shape[0], mode)
     try:
         for _ in range(3):
-            prepared.timed_pass(x, settle=True)
+            prepared.timed_pass(x)
         wall, y = [], None
         for _ in range(repeats):
-            phases, y = prepared.timed_pass(x, settle=True)
+            phases, y = prepared.timed_pass(x)
             wall.append(phases["compute"])
         return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y}
     finally:

@@ -328,6 +328,8 @@ class Session:
                     self.progress(f"{backend.name} ({mode}): modes end to end, repeat {r + 1}/{self.plan.repeats}"
                                   + _eta(t0, r, rounds))
                     try:
+                        if len(trials) > 1:
+                            trial.settle()
                         trial.end_to_end(r)
                     except Exception as exc:  # noqa: BLE001
                         raise_if_interrupted()
@@ -423,9 +425,8 @@ class Session:
     def _rounds(self, opened: list[_Open]) -> None:
         """The timed passes of the open backends: all of one backend's passes,
         then the next's; or, with plan.interleave, one pass of each in turn,
-        each after an untimed pass of its own (in the same call for the end-to-end
-        passes, Trial.end_to_end; layers_first for the per-layer ones: the switch
-        from the backend before is not its cost)."""
+        each after an untimed pass of its own (Trial.settle: the switch from
+        the backend before is not its cost)."""
         plan = self.plan
 
         def each(step, settle, what):
@@ -439,14 +440,14 @@ class Session:
                     continue
                 self.progress(f"{o.entry.label}: {what}, repeat {r + 1}/{o.repeats}{_eta(t0, k, passes)}")
                 try:
-                    if plan.interleave and settle is not None:
+                    if plan.interleave:
                         settle(o.trial)
                     step(o.trial, r)
                 except Exception as exc:  # noqa: BLE001 - this backend fails, the others go on
                     _fail(o.entry, exc, plan.debug)
 
         opened = [o for o in opened if o.trial is not None]
-        each(lambda t, r: t.end_to_end(r), None, "end to end")   # each timed pass settles in its own call
+        each(lambda t, r: t.end_to_end(r), lambda t: t.settle(), "end to end")
         for o in opened:
             if o.entry.ok:
                 try:

@@ -60,16 +60,20 @@ class Trial:
                                      f"{result.rel_l2}, {result.note or 'tolerance 1e-4'})")
 
     def end_to_end(self, r: int) -> None:
-        """Timed pass r: the whole forward pass, its phases apart, after an
-        untimed one in the same call (timed_pass's settle): on a GPU the first
-        work after another backend's, or after a child process's wait for its
-        next request, pays for a switch no user of one backend's loop pays."""
+        """Timed pass r: the whole forward pass, its phases apart."""
         t0 = time.perf_counter()
-        phases, y = self.prepared.timed_pass(self.x, settle=True)
+        phases, y = self.prepared.timed_pass(self.x)
         within(time.perf_counter() - t0, self.timeout_s, f"timed pass {r + 1} (end to end)")
         self._check(np.asarray(y), f"timed pass {r + 1} (end to end)")
         for key in PHASES:
             self.phases[key].append(phases[key])
+
+    def settle(self) -> None:
+        """An untimed end-to-end pass.  Interleaved, one precedes each timed
+        pass: on a GPU, the first work after another backend's (another
+        process, another runtime) pays for the switch of contexts, a cost
+        of running several backends at once that no user of one pays."""
+        self.prepared.timed_pass(self.x)
 
     def layers_first(self) -> None:
         """An untimed per-layer pass: that path can have first-call costs of its own."""

@@ -179,32 +179,6 @@ def test_a_mode_left_alone_is_not_timed_against_nothing(tmp_path, monkeypatch):
     assert entry.timing.end_to_end.compute.n == 3   # the backend itself is timed as ever
 
 
-def test_a_settled_timed_pass_runs_one_untimed_pass_first_in_the_same_call():
-    """settle: the timed pass follows an untimed one inside the same call (so inside a child's one request),
-    with the same output; without it, one pass."""
-    weights = init_weights(LENET, 1)
-    x = make_input(LENET, 2, 1)
-
-    class Counting(NumpyNet):
-        runs = 0
-
-        def run(self):
-            Counting.runs += 1
-            super().run()
-    net = Counting(LENET, weights, 2)
-    want = net.forward(x)
-    for settle, runs in ((False, 1), (True, 2)):
-        Counting.runs = 0
-        phases, y = net.timed_pass(x, settle=settle)
-        assert Counting.runs == runs and phases["compute"] >= 0
-        np.testing.assert_array_equal(y, want)
-    prepared = NumpyInAChild().prepare(LENET, weights, 2)
-    try:
-        np.testing.assert_array_equal(prepared.timed_pass(x, settle=True)[1], want)   # the flag travels
-    finally:
-        prepared.close()
-
-
 def test_a_spinning_child_serves_requests_that_come_soon_and_late():
     """A GPU's child waits awake for a moment before it sleeps in recv: requests within the moment and
     after it are both served, each once."""
