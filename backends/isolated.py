@@ -14,14 +14,7 @@ multiprocessing's spawn, which re-runs the caller's main script.  The parent
 holds proxies that send each call over a socket.
 
 Timing is measured inside the child (`run_timed`, `timed_pass`), so the
-socket is never part of a timed interval.  A child driving a GPU waits for
-its next request awake for a moment (`spin_s`) before it sleeps: a pass
-that follows the one before within that moment (the runner's next timed
-pass, or the timed pass after its settling one) finds its core running, as
-a user's own loop does and as the in-process backends' passes do.  Asleep,
-on the H200's virtual machine, tinygrad's host-bound pass of ResNet-18 took
-1.6-1.9 ms in the child against 1.0 in a loop (../shared/GPU.md).  A child
-on a CPU device does not spin: the kernels run on the cores it would take.
+socket is never part of a timed interval.
 """
 from __future__ import annotations
 
@@ -34,7 +27,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import traceback
 import weakref
 from multiprocessing.connection import Connection
@@ -62,26 +54,7 @@ def _portable(exc: BaseException) -> BaseException:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
-# How long a GPU's child waits awake for its next request: the runner's gaps (a settling pass to its timed
-# one, one repeat to the next) are below 1 ms; 50 ms kept a dozen children of an interleaved run spinning at
-# once (H200 notes, step 3), 3 ms keeps one or two.
-SPIN_S = 0.003
-
-
-def spin_for(device) -> float:
-    """SPIN_S for a child that drives GPU `device` (a pyopencl Device), else 0 (see the module)."""
-    import pyopencl as cl
-    return SPIN_S if device is not None and device.type & cl.device_type.GPU else 0.0
-
-
-def _await(conn: Connection, spin_s: float) -> None:
-    """Back when a request is there or `spin_s` has passed, polling meanwhile (recv then blocks)."""
-    end = time.perf_counter() + spin_s
-    while time.perf_counter() < end and not conn.poll(0):
-        pass
-
-
-def serve(fd: int, spin_s: float = 0.0) -> None:
+def serve(fd: int) -> None:
     """The child's loop on socket `fd`: objects live here, the parent refers
     to them by handle."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
@@ -89,7 +62,6 @@ def serve(fd: int, spin_s: float = 0.0) -> None:
     objects: dict[int, object] = {}
     handles = itertools.count(1)
     while True:
-        _await(conn, spin_s)
         try:
             op, args = conn.recv()
         except EOFError:
@@ -155,9 +127,8 @@ def _descendants(pid: int) -> list:
 class Worker:
     """One child process that serves `new`, `call`, `get`, `drop` and `func`."""
 
-    def __init__(self, label: str, env: dict[str, str | None] | None = None, spin_s: float = 0.0):
-        """`env`: changes to the child's environment (None unsets a variable); `spin_s`: how long the
-        child waits awake for its next request (spin_for)."""
+    def __init__(self, label: str, env: dict[str, str | None] | None = None):
+        """`env`: changes to the child's environment (None unsets a variable)."""
         self.label = label
         ours, theirs = socket.socketpair()
         # the child sees the modules this process sees, tests' helpers included
@@ -166,7 +137,7 @@ class Worker:
         fd = theirs.fileno()
         # its chatter (TensorFlow logs at import whatever the log level) goes to a file, shown if it dies
         self._log = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen([sys.executable, "-c", f"from backends.isolated import serve; serve({fd}, {float(spin_s)!r})"],
+        self._proc = subprocess.Popen([sys.executable, "-c", f"from backends.isolated import serve; serve({fd})"],
                                       pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL,
                                       stdout=self._log, stderr=subprocess.STDOUT)
         theirs.close()
@@ -334,7 +305,7 @@ class IsolatedBackend(Backend):
     def _spawn(self, what: str) -> tuple[Worker, int]:
         from .opencl.runtime import device_index
         device = device_index(self.runtime.device) if self.runtime is not None else None
-        worker = Worker(what, spin_s=spin_for(self.runtime.device if self.runtime is not None else None))
+        worker = Worker(what)
         return worker, worker.request("new", "backends.isolated", "inner_backend", (self.inner, device, self.options))
 
     def _remote(self) -> tuple[Worker, int]:

@@ -177,37 +177,3 @@ def test_a_mode_left_alone_is_not_timed_against_nothing(tmp_path, monkeypatch):
     assert first.status == "UNSUPPORTED" and "refused for the test" in first.reason
     assert second.status == "OK" and second.compute is None
     assert entry.timing.end_to_end.compute.n == 3   # the backend itself is timed as ever
-
-
-def test_a_spinning_child_serves_requests_that_come_soon_and_late():
-    """A GPU's child waits awake for a moment before it sleeps in recv: requests within the moment and
-    after it are both served, each once."""
-    import time
-    worker = Worker("spinning", spin_s=0.2)
-    try:
-        assert worker.call("math", "sqrt", 9.0) == 3.0     # at once: found while spinning
-        time.sleep(0.3)                                     # past the moment: the child sleeps in recv
-        assert worker.call("math", "sqrt", 16.0) == 4.0
-    finally:
-        worker.close()
-
-
-def test_await_returns_when_a_request_is_there_and_after_its_moment_otherwise():
-    import socket
-    import time
-    from multiprocessing.connection import Connection
-    from backends.isolated import _await, spin_for
-    ours, theirs = socket.socketpair()
-    a, b = Connection(ours.detach()), Connection(theirs.detach())
-    try:
-        t0 = time.perf_counter()
-        _await(b, 0.05)
-        assert time.perf_counter() - t0 >= 0.05        # nothing came: it waited the whole moment
-        a.send("x")
-        t0 = time.perf_counter()
-        _await(b, 5.0)
-        assert time.perf_counter() - t0 < 2.5 and b.recv() == "x"   # it came: back long before the moment ends
-    finally:
-        a.close()
-        b.close()
-    assert spin_for(None) == 0.0

@@ -29,7 +29,7 @@ from pathlib import Path
 from nets.errors import Unsupported
 
 from .. import cache
-from ..isolated import Worker, spin_for
+from ..isolated import Worker
 from ..opencl.icd import ClTarget, alone_environment, target_of
 
 _TYPES = (("GPU", 4), ("CPU", 2), ("ACCELERATOR", 8))   # CL_DEVICE_TYPE_* bits
@@ -90,7 +90,7 @@ class Child:
         env.update({"OPENCV_OPENCL_DEVICE": self.target.selector, "OPENCV_DNN_OPENCL_ALLOW_ALL_DEVICES": "1",
                     "OPENCV_OPENCL_RUNTIME": None, "OPENCV_OCL4DNN_CONFIG_PATH": None,
                     "OPENCV_DNN_BACKEND_DEFAULT": None, "OPENCV_TRACE": None, **(extra_env or {})})
-        self.worker = Worker(label, env=env, spin_s=spin_for(device))
+        self.worker = Worker(label, env=env)
         self._remove = weakref.finalize(self.worker, shutil.rmtree, self.folder, True)
 
     def close(self) -> None:

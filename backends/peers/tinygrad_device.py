@@ -23,7 +23,7 @@ from pathlib import Path
 
 from nets.errors import Unsupported
 
-from ..isolated import Worker, spin_for
+from ..isolated import Worker
 from ..opencl.icd import ClTarget, alone_environment, target_of
 
 
@@ -50,7 +50,7 @@ class Child:
         # tinygrad's own cache switches stay at their defaults, so the seeded choices are read
         env.update({"CACHEDB": str(self.folder / "cache.db"), "DEV": "CL", "CACHELEVEL": None,
                     "IGNORE_BEAM_CACHE": None, "BEAM": None, "JITBEAM": None})
-        self.worker = Worker(label, env=env, spin_s=spin_for(device))
+        self.worker = Worker(label, env=env)
         # the folder goes with the worker, which the prepared nets hold (it may outlive this object)
         self._remove = weakref.finalize(self.worker, shutil.rmtree, self.folder, True)
 

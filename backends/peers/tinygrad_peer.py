@@ -191,27 +191,14 @@ class TinygradNet(PreparedNet):
     def run_layer(self, index, x):
         xs = list(x) if isinstance(x, (list, tuple)) else [x]
         with self._context():
-            y = self._fns[index]([self._tensor(a, index, k) for k, a in enumerate(xs)]).numpy()
-        self._release()
-        return y
+            return self._fns[index]([self._tensor(a, index, k) for k, a in enumerate(xs)]).numpy()
 
     def layer_outputs(self, x):
         fns = self._fns
         with self._context():
             outs = self._walk.run(self._tensor(x, 0), lambda i, xs: fns[i](xs), keep=True)
             self._Tensor.realize(*outs)
-            ys = [y.numpy() for y in outs]
-        del outs
-        self._release()
-        return ys
-
-    def _release(self) -> None:
-        """The device buffers an eager pass (the check's) left in tinygrad's allocator cache given back to the
-        driver, so the timed pass runs beside what a user's replayed JIT holds, not the check's working set."""
-        from tinygrad import Device
-        free = getattr(Device[self._dev].allocator, "free_cache", None)
-        if free is not None:
-            free()
+            return [y.numpy() for y in outs]
 
     def close(self):
         self._fns = self._jit = self._layer_jits = self._x = self._y = None
