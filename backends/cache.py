@@ -9,14 +9,18 @@ import importlib
 import os
 from pathlib import Path
 
+import platformdirs
+
 from . import stores
 from .shared_files import locked, whole, write_json
 
+APP = "clblast-compare"   # the cache folder's name under the user's cache root
+
 
 def cache_dir() -> Path:
-    base = os.environ.get("COMPARE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "clblast-compare")
-    return Path(base)
+    # the user's cache folder of the platform (on Linux, as before: $XDG_CACHE_HOME or ~/.cache, then
+    # clblast-compare); no author folder on Windows, the name is the project's own
+    return Path(os.environ.get("COMPARE_CACHE_DIR") or platformdirs.user_cache_dir(APP, appauthor=False))
 
 
 def device_key(info: dict) -> str:

@@ -1,9 +1,10 @@
 """What the results say about the machine they came from."""
 from __future__ import annotations
 
-import os
 import platform
 import sys
+
+import psutil
 
 from backends.host import cpu_name
 
@@ -13,6 +14,8 @@ def host_info() -> dict:
         "hostname": platform.node(),
         "os": f"{platform.system()} {platform.release()}",
         "cpu": cpu_name(),
-        "cpus": os.cpu_count(),
+        # the machine's logical CPUs, not this process's affinity: the load recorded beside them (compare/noise.py)
+        # is the whole machine's, and a report reads the two together
+        "cpus": psutil.cpu_count(),
         "python": sys.version.split()[0],
     }

@@ -18,14 +18,16 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from nets import Net
 
 from nets.errors import UserError
 
 F32, F64 = 4, 8
 HEADROOM = 0.8   # the share of the available memory a run may plan to use
-MEMINFO = Path("/proc/meminfo")
 CGROUP = Path("/sys/fs/cgroup")
+SELF_CGROUP = Path("/proc/self/cgroup")   # this process's cgroup, under CGROUP
 
 
 def _size(shape: tuple) -> int:
@@ -94,21 +96,20 @@ def host_need(net: Net, checking: bool, backends_at_once: int = 1, outputs_kept:
     return HostNeed(per_image, fixed, f"input, {oracle}the backends' buffers and outputs")
 
 
-def _meminfo_available() -> int | None:
+def _system_available() -> int | None:
+    """What the system says is available (psutil: MemAvailable on Linux); None where it cannot say."""
     try:
-        for line in MEMINFO.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+        return int(psutil.virtual_memory().available)
+    except (OSError, RuntimeError, ValueError):
+        return None
 
 
 def _cgroup_room() -> int | None:
-    """What this process's cgroup (v2) still allows, when it has a limit:
-    a container's limit is what the out-of-memory killer enforces."""
+    """What this process's cgroup (v2) still allows, when it has a limit: a container's limit is what
+    the out-of-memory killer enforces.  Read here because psutil does not: its figures are the host's
+    (/proc/meminfo), which a container's limit leaves unchanged."""
     try:
-        own = Path("/proc/self/cgroup").read_text().strip().splitlines()[0].split(":", 2)[2]
+        own = SELF_CGROUP.read_text().strip().splitlines()[0].split(":", 2)[2]
         folder = CGROUP / own.lstrip("/")
         limit = (folder / "memory.max").read_text().strip()
         if limit == "max":
@@ -119,9 +120,9 @@ def _cgroup_room() -> int | None:
 
 
 def available_bytes() -> int | None:
-    """The host memory a run may still take: MemAvailable, or the cgroup's
-    room when that is less; None where neither can be read."""
-    figures = [f for f in (_meminfo_available(), _cgroup_room()) if f is not None]
+    """The host memory a run may still take: what the system has available, or the cgroup's room when
+    that is less; None where neither can be read."""
+    figures = [f for f in (_system_available(), _cgroup_room()) if f is not None]
     return min(figures) if figures else None
 
 

@@ -3,6 +3,7 @@ is allocated (one line, exit 2, the figure and a batch that fits), not left
 to numpy's traceback or the out-of-memory killer; and the estimate it is
 refused by covers what a run really allocates."""
 import tracemalloc
+from types import SimpleNamespace
 
 import pytest
 
@@ -53,17 +54,35 @@ def test_not_even_one_image_says_so(monkeypatch, capsys):
     assert _one_line(capsys).endswith("available; not even batch 1 fits: free some memory")
 
 
-def test_the_figure_available_is_memavailable_or_a_cgroup_limit_when_lower(tmp_path, monkeypatch):
-    meminfo = tmp_path / "meminfo"
-    meminfo.write_text("MemTotal:       24684096 kB\nMemFree:  100 kB\nMemAvailable:    2048 kB\n")
-    monkeypatch.setattr(hostmem, "MEMINFO", meminfo)
+def test_the_figure_available_is_the_systems_or_a_cgroup_limit_when_lower(monkeypatch):
+    monkeypatch.setattr(hostmem.psutil, "virtual_memory", lambda: SimpleNamespace(available=2048 * 1024))
     monkeypatch.setattr(hostmem, "_cgroup_room", lambda: None)
     assert hostmem.available_bytes() == 2048 * 1024
     monkeypatch.setattr(hostmem, "_cgroup_room", lambda: 1000)
     assert hostmem.available_bytes() == 1000
-    monkeypatch.setattr(hostmem, "MEMINFO", tmp_path / "none")
+
+    def unreadable():
+        raise FileNotFoundError("/proc/meminfo")
+    monkeypatch.setattr(hostmem.psutil, "virtual_memory", unreadable)
+    assert hostmem.available_bytes() == 1000   # the cgroup's room alone still counts
     monkeypatch.setattr(hostmem, "_cgroup_room", lambda: None)
     assert hostmem.available_bytes() is None   # nothing to go by: the run is not refused
+
+
+def test_a_cgroup_limit_leaves_what_it_has_not_used(tmp_path, monkeypatch):
+    own = tmp_path / "proc_self_cgroup"
+    own.write_text("0::/job.slice/run.scope\n")
+    folder = tmp_path / "job.slice" / "run.scope"
+    folder.mkdir(parents=True)
+    (folder / "memory.max").write_text("5000\n")
+    (folder / "memory.current").write_text("1200\n")
+    monkeypatch.setattr(hostmem, "CGROUP", tmp_path)
+    monkeypatch.setattr(hostmem, "SELF_CGROUP", own)
+    assert hostmem._cgroup_room() == 3800
+    (folder / "memory.max").write_text("max\n")
+    assert hostmem._cgroup_room() is None   # no limit: the system's figure is the one
+    monkeypatch.setattr(hostmem, "SELF_CGROUP", tmp_path / "none")
+    assert hostmem._cgroup_room() is None
 
 
 @pytest.mark.parametrize("mode", ["both", "performance"])
