@@ -35,6 +35,7 @@ import numpy as np
 import psutil
 
 from nets.errors import PassTimeout, UserError
+from nets.ready import reached
 
 from .base import Backend, PreparedNet, create
 from .options import RunOptions
@@ -107,6 +108,7 @@ def _stop(conn, proc, log) -> None:
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
+            reached("grace")   # an interrupt's stop must never wait this out (tests/test_interrupts.py)
             proc.kill()
             proc.wait()
         log.close()

@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from nets.errors import PassTimeout
+from nets.ready import reached
 
 from .checking import TOLERANCE, compare_arrays
 from .results import LayerTimes, PassTimes, Samples, StepTimes, Timing
@@ -61,6 +62,7 @@ class Trial:
 
     def end_to_end(self, r: int) -> None:
         """Timed pass r: the whole forward pass, its phases apart."""
+        reached("timing")
         t0 = time.perf_counter()
         phases, y = self.prepared.timed_pass(self.x)
         within(time.perf_counter() - t0, self.timeout_s, f"timed pass {r + 1} (end to end)")
@@ -82,6 +84,7 @@ class Trial:
 
     def layers(self, r: int) -> None:
         """Timed pass r, layer by layer (a sync after each)."""
+        reached("timing")
         t0 = time.perf_counter()
         self.prepared.load_input(self.x)
         self.layer_runs.append(self.prepared.run_timed())
@@ -92,6 +95,7 @@ class Trial:
                     exact=self.deterministic and not apart)
 
     def result(self) -> Timing:
+        reached("timed")
         end = PassTimes(**{k: Samples.of(v) for k, v in self.phases.items()})
         layers = []
         for i, layer in enumerate(self.prepared.net.layers):

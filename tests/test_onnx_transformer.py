@@ -19,6 +19,7 @@ module_or_skip("torch", "torch")
 module_or_skip("onnx", "onnx")
 
 from onnx_transformer_models import MODELS, export  # noqa: E402
+from test_transformer_backends import REFUSE  # noqa: E402
 
 
 def _imported(name: str, tmp_path, batch: int = 2, seed: int = 0):
@@ -113,10 +114,11 @@ def test_backends_run_or_refuse(name, tmp_path):
         got = prepared.forward(x).reshape(framework.shape)
         assert np.linalg.norm(got - framework) / np.linalg.norm(framework) < 1e-5, backend
     for backend in backends.names():
-        cls = backends.backend_class(backend)
-        why = cls.unsupported(net)
-        if why is not None:
-            assert "\n" not in why and "cannot run yet" in why, why
+        why = backends.backend_class(backend).unsupported(net)
+        if backend in REFUSE:
+            assert why is not None and "\n" not in why and f"which {backend} cannot run yet" in why, (backend, why)
+        else:
+            assert why is None, (backend, why)
 
 
 def test_windows_that_need_padding_are_refused(tmp_path):

@@ -1,5 +1,7 @@
 """The device peak: measured numbers within what the device can do and repeatable, cached; the user's figure
 wins."""
+from types import SimpleNamespace
+
 import pytest
 
 from backends.opencl import peak as measure
@@ -52,12 +54,45 @@ def test_damaged_cache_is_measured_again(cache):
     assert peak.peak_for_run(get_runtime())["source"].startswith("measured at the start")
 
 
+class _SlowDevice:
+    """The mad chains on a simulated device that runs a thousand work-items a millisecond, so that no launch
+    reaches TARGET_MS (1e9 ms), on a clock of its own that only its launches move: the cap is met at the same
+    launch at any speed of the machine that runs the test.  Nothing is launched on the real device."""
+
+    ITEMS_PER_MS = 1000
+
+    def __init__(self, rt):
+        self.build, self.now = rt.kernel, 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def kernel(self, *args, **kwargs):
+        real = self.build(*args, **kwargs)   # built for real: its work-group size is the device's
+        device = self
+
+        class Kernel:
+            def get_work_group_info(self, *info):
+                return real.get_work_group_info(*info)
+
+            def __call__(self, queue, global_size, *rest):
+                start = device.now
+                device.now += global_size[0] / device.ITEMS_PER_MS / 1e3
+                profile = SimpleNamespace(start=start * 1e9, end=device.now * 1e9)   # in ns, as OpenCL's
+                return SimpleNamespace(wait=lambda: None, profile=profile)
+        return Kernel()
+
+
 def test_the_peak_stops_at_its_cap_and_says_so(monkeypatch):
-    import time
+    rt = get_runtime()
+    device = _SlowDevice(rt)
     monkeypatch.setattr(measure, "TARGET_MS", 1e9)   # a launch that never gets long enough
-    t0 = time.monotonic()
-    got = measure.measure_peak(get_runtime(), cap_s=2.0)
-    assert time.monotonic() - t0 < 10
+    monkeypatch.setattr(measure, "clock", device.clock)
+    monkeypatch.setattr(rt, "kernel", device.kernel)
+    monkeypatch.setattr(rt, "profiling_ok", True)
+    monkeypatch.setattr(measure, "measure_bandwidth", lambda rt, progress: {"copy_kernel_gbs": 1.0})
+    got = measure.measure_peak(rt, cap_s=2.0)
+    assert device.now <= 2.0 * 0.8, f"the mad chains ran {device.now:.1f} s, past their share of the 2 s cap"
     assert got["gflops"] > 0 and got["details"]["capped"].startswith("the 2 s cap stopped the launches short")
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from kernels import kernel_source
 from nets.errors import UserError, raise_if_interrupted
+from nets.ready import reached
 
 from ..atomic import signals_held
 
@@ -158,6 +159,7 @@ class Runtime:
                 # held: PoCL links with a linker process of its own, which a Ctrl-C to the process
                 # group would kill, and PoCL then aborts the whole process
                 with signals_held():
+                    reached("building")   # a test's Ctrl-C sent now is held by this build
                     prog = cl.Program(self.context, source).build(options=list(opts))
             except cl.RuntimeError as exc:
                 raise_if_interrupted()   # a compiler cut short by Ctrl-C reports a failed build
