@@ -7,6 +7,7 @@ checked here, once, when the choices are made."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
 from .blocks import MODES as BLOCK_MODES
 from .cpu_conv import Variant, parse_mode
@@ -40,9 +41,9 @@ class Forms:
     fuse_head: str = "measured"
 
     # the words each field takes; cpu_conv's are parsed instead (a variant is three numbers)
-    CHOICES = {"fold_depthwise": FOLDS, "winograd": WINOGRAD_MODES, "fuse_blocks": BLOCK_MODES,
-               "pointwise": POINTWISE_MODES, "fuse_layernorm": LAYERNORM_MODES, "fuse_head": HEAD_MODES,
-               "split_sums": SPLIT_SUMS}
+    CHOICES: ClassVar[dict[str, tuple]] = {
+        "fold_depthwise": FOLDS, "winograd": WINOGRAD_MODES, "fuse_blocks": BLOCK_MODES, "pointwise": POINTWISE_MODES,
+        "fuse_layernorm": LAYERNORM_MODES, "fuse_head": HEAD_MODES, "split_sums": SPLIT_SUMS}
 
     def __post_init__(self):
         for f in fields(self):
