@@ -149,16 +149,14 @@ class FoldedExpand(LayerOp):
 class FusesBlocks:
     """A VectorisedNet mixin: fuse_blocks() chains each block into one kernel where `fuse_blocks` says so."""
 
-    fuse_blocks_mode = "measured"
-
     def fuse_blocks(self, ops: list) -> None:
         fused, kept = {}, {}
-        if self.fuse_blocks_mode == "never":
+        if self.forms.fuse_blocks == "never":
             return
         adds = {i: j for i, (j, _, _) in self.residual_folds.items()}
         for ch in chains(self.net, adds):
             e_name = self.net.layers[ch.e].name
-            if self.fold_depthwise == "never":   # a block kernel folds the depthwise too
+            if self.forms.fold_depthwise == "never":   # a block kernel folds the depthwise too
                 kept[e_name] = "its own kernel: folding turned off (fold_depthwise='never')"
                 continue
             start = len(self.buffers)
@@ -169,7 +167,7 @@ class FusesBlocks:
             first = self.ops[ch.d]
             fold = [Folded(first), built]
             timed = ""
-            if self.fuse_blocks_mode == "measured":
+            if self.forms.fuse_blocks == "measured":
                 now = [ops[ch.d], ops[ch.i], ops[ch.e]]
                 ms = fastest_ms(self.rt, {"block": fold, "as it was": now})
                 if ms["as it was"] <= ms["block"]:

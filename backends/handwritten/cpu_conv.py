@@ -306,12 +306,10 @@ class ChoosesCpuConv:
     """A VectorisedNet mixin, first in line: choose_form() takes the form the others
     chose, then puts a vector kernel in its place where that measured faster."""
 
-    cpu_conv = "measured"
-
     def choose_form(self, index: int, layer, params: dict, op, bufs: list):
         first = len(self.buffers) - len(bufs)
         op = super().choose_form(index, layer, params, op, bufs)
-        mode = parse_mode(self.cpu_conv)
+        mode = self.forms.cpu_mode
         which = kind(self, index, layer)
         if mode == "never" or which is None or self.reads_or_writes_a_view(index):
             return op   # (its kernels take no channel pitch)
@@ -361,5 +359,5 @@ class ChoosesCpuConv:
 
     def _forced(self, op) -> bool:
         """`op` is a form its own mode forced (winograd="F2", pointwise="always"): the caller's choice stands."""
-        return ((isinstance(op, PointwiseOp) and self.pointwise == "always")
-                or (isinstance(op, (WinogradOp, WinogradGemmOp)) and self.winograd not in ("measured", "never")))
+        return ((isinstance(op, PointwiseOp) and self.forms.pointwise == "always")
+                or (isinstance(op, (WinogradOp, WinogradGemmOp)) and self.forms.forces("winograd")))

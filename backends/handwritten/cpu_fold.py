@@ -41,7 +41,7 @@ from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import choose_local
 from ..reference.numpy_backend import _activate, _conv
 from . import cpu_conv
-from .cpu_conv import SOURCE, TILES, Variant, parse_mode, vector_width
+from .cpu_conv import SOURCE, TILES, Variant, vector_width
 from .layout import round_up
 from .measured import HOW, fastest_ms
 from .net import Folded, OutputEdge, bare
@@ -131,9 +131,9 @@ class FoldsVectorDepthwise:
     def offer_vector_fold(self, ops: list, pair: Pair) -> str | None:
         """ops[d], ops[i] replaced by the vector fold where chosen; what was done, for config
         (None where not offered)."""
-        mode = parse_mode(self.cpu_conv)
+        mode = self.forms.cpu_mode
         vw = vector_width(self.rt.info)
-        if mode == "never" or self.fold_depthwise != "measured":
+        if mode == "never" or self.forms.fold_depthwise != "measured":
             return None
         if mode == "measured" and (vw < cpu_conv.MIN_WIDTH or self._forced(bare(self.ops[pair.i]))):
             return None   # (as cpu_conv: where the caller forced the 1x1's form, pointwise="always", it stands)
@@ -152,7 +152,7 @@ class FoldsVectorDepthwise:
             except KernelBuildError:
                 self.release(self.buffers[start:])
                 raise
-            return f"into {self.net.layers[i].name}'s kernel (dw_pw_vec {options[0].label}, cpu_conv={self.cpu_conv!r})"
+            return f"into {self.net.layers[i].name}'s kernel (dw_pw_vec {options[0].label}, cpu_conv={self.forms.cpu_conv!r})"
         before = [ops[d], ops[i]]
         chosen = " + ".join(_step(op) for op in before if _step(op))
         forms, owned, refused = {chosen: before}, {}, {}

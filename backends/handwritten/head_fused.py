@@ -46,7 +46,7 @@ from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
 from ..reference.numpy_backend import _activate
-from .cpu_conv import MIN_WIDTH, Variant, parse_mode, vector_width
+from .cpu_conv import MIN_WIDTH, Variant, vector_width
 from .filters import dense_rows, pad_to
 from .layout import round_up
 from .fold_choice import OWN, choose, pair_errors
@@ -154,7 +154,7 @@ def split_options(cpu: bool, most: int, image_groups: int, compute_units: int) -
 def vector_form(net) -> int:
     """The vector width of head_vec where the net offers cpu_conv's vector kernels (the device prefers
     vectors of cpu_conv.MIN_WIDTH or more, or cpu_conv forces them), else 0 (the float4 head)."""
-    mode = parse_mode(net.cpu_conv)
+    mode = net.forms.cpu_mode
     if isinstance(mode, Variant):
         return mode.vw
     vw = vector_width(net.rt.info)
@@ -273,7 +273,7 @@ class FusesHeads:
             if p is None:
                 continue
             pool = self.net.layers[p]
-            if self.fuse_head == "never":
+            if self.forms.fuse_head == "never":
                 kept[pool.name] = "its own kernel: fusing turned off (fuse_head='never')"
                 continue
             if not why and (self.input_layout(p).is_view or self.layouts[i + 1].is_view):
@@ -303,7 +303,7 @@ class FusesHeads:
             err = errors(self, p, i, {OWN: [bare(o) for o in own], **{k: [op] for k, op in candidates.items()}},
                          dense_params)
             fold = choose(self, ops, i, own, candidates, owned, err, refused,
-                          lambda: Folded(ops[p]), self.fuse_head, dense.name, MAX_REL_L2)
+                          lambda: Folded(ops[p]), self.forms.fuse_head, dense.name, MAX_REL_L2)
             records[pool.name] = fold.record
             if fold.best == OWN:
                 kept[pool.name] = fold.kept(dense.name)

@@ -179,7 +179,7 @@ class FusesLayerNorms:
             if l is None:
                 continue
             ln = self.net.layers[l]
-            if self.fuse_layernorm == "never":
+            if self.forms.fuse_layernorm == "never":
                 kept[ln.name] = "its own kernel: fusing turned off (fuse_layernorm='never')"
                 continue
             if not why and self.input_layout(l).is_view:
@@ -201,7 +201,7 @@ class FusesLayerNorms:
             err = errors(self, l, i, {OWN: [bare(o) for o in own], **{k: [op] for k, op in candidates.items()}},
                          ln_params, conv_params)
             fold = choose(self, ops, i, own, candidates, owned, err, {},
-                          lambda: Folded(ops[l]), self.fuse_layernorm, conv.name, MAX_REL_L2)
+                          lambda: Folded(ops[l]), self.forms.fuse_layernorm, conv.name, MAX_REL_L2)
             records[ln.name] = fold.record
             if fold.best == OWN:
                 kept[ln.name] = fold.kept(conv.name)

@@ -96,11 +96,11 @@ class ChoosesPointwise:
     pointwise = "measured"
 
     def choose_form(self, index: int, layer, params: dict, op, bufs: list):
-        if self.pointwise == "never" or not applies(layer) or self.input_layout(index).is_view:
+        if self.forms.pointwise == "never" or not applies(layer) or self.input_layout(index).is_view:
             return super().choose_form(index, layer, params, op, bufs)   # it reads whole pixels
         first = len(self.buffers)
         blocked = build(self, index, params)
-        if self.pointwise == "always":
+        if self.forms.pointwise == "always":
             self.release(bufs)
             return blocked
         times = fastest_ms(self.rt, {"direct": [op], "pointwise": [blocked]})

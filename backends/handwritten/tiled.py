@@ -30,6 +30,7 @@ import numpy as np
 
 from ..opencl.launch import Launch, step_name
 from ..opencl.workgroups import build_fitting, limits
+from .forms import TiledForms
 from .net import KernelOp
 from .residual import ResidualConvOp
 from .split_choice import choose_split
@@ -80,22 +81,17 @@ class TiledConvOp(KernelOp):
 
 
 class TiledNet(VectorisedNet):
+    forms_class = TiledForms
+
     def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None, tuned: TunedTiles | None = None,
-                 fold_depthwise: str = "measured", winograd: str = "measured", fuse_blocks: str = "measured",
-                 split_sums: str = "measured", pointwise: str = "measured", cpu_conv: str = "measured",
-                 fuse_layernorm: str = "measured", fuse_head: str = "measured"):
+                 **forms: str):
         # `tiles` and `ksplit` narrow the plan's choice (benchmarks/tiles.py, compare tune sweep them);
-        # `tuned`: the measured choices, used for the layers they name; `split_sums`: "measured" (a split
-        # kept where it measured faster than one kernel: split_choice.py) or "planned" (as the plan says);
-        # `fold_depthwise`, `winograd`, `fuse_blocks`, `pointwise`, `cpu_conv`, `fuse_layernorm`, `fuse_head`:
-        # as vectorised's
-        if split_sums not in ("measured", "planned"):
-            raise ValueError(f"split_sums {split_sums!r}: measured or planned")
-        self.tiles, self.ksplit, self.split_sums = tiles, ksplit, split_sums
+        # `tuned`: the measured choices, used for the layers they name; `forms`: as vectorised's, and
+        # split_sums (forms.TiledForms)
+        self.tiles, self.ksplit = tiles, ksplit
         self.tuned = tuned or TunedTiles(None)
         self.tile_sources: dict[str, str] = {}
-        super().__init__(runtime, net, weights, batch, fold_depthwise, winograd, fuse_blocks, pointwise, cpu_conv,
-                         fuse_layernorm, fuse_head)
+        super().__init__(runtime, net, weights, batch, **forms)
         self.config["tile_source"] = self.tile_sources
         self.config["conv"] = ("implicit GEMM tiles in local memory, register blocks per work-item "
                                "(kernels/tiled_conv.cl); tile and split per layer: backends/handwritten/tiled_plan.py")
@@ -114,7 +110,7 @@ class TiledNet(VectorisedNet):
         self.tile_sources[layer.name] = self.tuned.source(key)
         first = len(self.buffers)
         op = self.tiled_op(index, layer, params, tiles, ksplit)
-        if op.reduce is None or self.ksplit is not None or self.split_sums == "planned":
+        if op.reduce is None or self.ksplit is not None or self.forms.split_sums == "planned":
             return op
         return choose_split(self, index, op, self.buffers[first:],
                             lambda: self.tiled_op(index, layer, params, (op.plan.tile,), 1))

@@ -60,19 +60,20 @@ from nets.errors import Unsupported
 from ..base import layer_params
 from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import MAX_WASTE, build_fitting, choose_local, device_class, limits
-from .blocks import MODES as BLOCK_MODES, FusesBlocks
+from .blocks import FusesBlocks
 from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
 from .cpu_fold import FoldsVectorDepthwise, Pair
-from .cpu_conv import ChoosesCpuConv, CpuConvOp, parse_mode as cpu_conv_mode, with_residual as cpu_conv_residual
-from .dw_pw import FOLDS, TIMED, DwPwOp, fastest_ms, foldable_depthwise, plan_dw_pw
-from .head_fused import MODES as HEAD_MODES, FusesHeads
-from .layernorm_fused import MODES as LAYERNORM_MODES, FusesLayerNorms
+from .cpu_conv import ChoosesCpuConv, CpuConvOp, with_residual as cpu_conv_residual
+from .dw_pw import TIMED, DwPwOp, fastest_ms, foldable_depthwise, plan_dw_pw
+from .forms import Forms
+from .head_fused import FusesHeads
+from .layernorm_fused import FusesLayerNorms
 from .layout import round_up
 from .transformer import transformer_op
 from .net import Folded, HandwrittenNet, KernelOp, OutputEdge, ReplayingBackend, bare
 from .residual import FoldsResidualAdds, ResidualConvOp
-from .pointwise import MODES as POINTWISE_MODES, ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
-from .winograd import MODES as WINOGRAD_MODES, ChoosesWinograd, WinogradOp, with_residual
+from .pointwise import ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
+from .winograd import ChoosesWinograd, WinogradOp, with_residual
 from .winograd_gemm import WinogradGemmOp, with_residual as gemm_residual
 from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 from .zoo import KINDS as ZOO_KINDS, concat_views, zoo_op
@@ -106,39 +107,15 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
     order = "nhwc"
     channel_multiple = 4
 
-    def __init__(self, runtime, net, weights, batch, fold_depthwise: str = "measured", winograd: str = "measured",
-                 fuse_blocks: str = "measured", pointwise: str = "measured", cpu_conv: str = "measured",
-                 fuse_layernorm: str = "measured", fuse_head: str = "measured"):
-        """`fold_depthwise` (dw_pw.FOLDS): whether a depthwise conv and the 1x1 conv that alone reads it
-        run as one kernel: always, never, or where measured faster at prepare.  `winograd`
-        (winograd.MODES): whether a 3x3 stride-1 conv runs as Winograd F(2x2) or F(4x4) (winograd.py).
-        `fuse_blocks` (blocks.MODES): whether an inverted residual and the next one's expand run as
-        one kernel (blocks.py).  `pointwise` (pointwise.MODES): whether a 1x1 conv runs as the
-        register-blocked GEMM (pointwise.py).  `cpu_conv` (cpu_conv.parse_mode): whether an ungrouped or
-        depthwise conv runs as a kernel shaped for the device's vector width (cpu_conv.py).  `fuse_layernorm`
-        (layernorm_fused.MODES): whether a layernorm runs inside the 1x1 conv that alone reads it
-        (layernorm_fused.py).  `fuse_head` (head_fused.MODES): whether a global average pool and the dense
-        layer that alone reads it run as one kernel (head_fused.py)."""
-        if fold_depthwise not in FOLDS:
-            raise ValueError(f"fold_depthwise {fold_depthwise!r}: one of {', '.join(FOLDS)}")
-        if winograd not in WINOGRAD_MODES:
-            raise ValueError(f"winograd {winograd!r}: one of {', '.join(WINOGRAD_MODES)}")
-        if fuse_blocks not in BLOCK_MODES:
-            raise ValueError(f"fuse_blocks {fuse_blocks!r}: one of {', '.join(BLOCK_MODES)}")
-        if pointwise not in POINTWISE_MODES:
-            raise ValueError(f"pointwise {pointwise!r}: one of {', '.join(POINTWISE_MODES)}")
-        if fuse_layernorm not in LAYERNORM_MODES:
-            raise ValueError(f"fuse_layernorm {fuse_layernorm!r}: one of {', '.join(LAYERNORM_MODES)}")
-        if fuse_head not in HEAD_MODES:
-            raise ValueError(f"fuse_head {fuse_head!r}: one of {', '.join(HEAD_MODES)}")
-        cpu_conv_mode(cpu_conv)   # a clear error for a bad one
-        self.fuse_layernorm, self.fuse_head = fuse_layernorm, fuse_head
-        self.winograd, self.fuse_blocks_mode, self.pointwise = winograd, fuse_blocks, pointwise
-        self.cpu_conv = cpu_conv
+    forms_class = Forms
+
+    def __init__(self, runtime, net, weights, batch, **forms: str):
+        """`forms`: which form of the same work each layer runs, by the names of `forms_class`'s fields
+        (forms.py), each "measured" unless named; a word none of them takes is a ValueError here."""
+        self.forms = self.forms_class(**forms)
         self.device = device_class(runtime.info)
         # Mali has dot hardware (study 7.2.2); elsewhere dot is a horizontal add
         self.dot_each = int(self.device == "mali")
-        self.fold_depthwise = fold_depthwise
         self._weights = weights   # for fused_ops(), which may need a folded 1x1's weights again; not kept
         try:
             super().__init__(runtime, net, weights, batch)
@@ -239,7 +216,7 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
             if d is None or bare(self.ops[d]).launch.name not in ("depthwise", "dw_vec"):   # their buffers serve
                 continue
             dw = self.net.layers[d]
-            if self.fold_depthwise == "never":
+            if self.forms.fold_depthwise == "never":
                 kept[dw.name] = f"its own kernel, {pw.name} another: folding turned off (fold_depthwise='never')"
                 continue
             j, extra, residual = adds.get(i, (i, {}, None))
@@ -267,7 +244,7 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
             built = OutputEdge(built, self.rt, last.stage, last.shape, last.convert)
         fold = [Folded(first), built]
         timed = ""
-        if self.fold_depthwise == "measured":
+        if self.forms.fold_depthwise == "measured":
             one, two = fastest_ms(self.rt, [fold, [ops[d], ops[i]]])
             if two <= one:
                 return False, f"measured faster so ({two:.4f} ms against {one:.4f} folded, {TIMED})"

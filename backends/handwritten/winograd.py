@@ -132,20 +132,19 @@ class ChoosesWinograd:
     """A VectorisedNet mixin: choose_form() puts a Winograd op in place of a
     3x3 stride-1 conv's direct one where the `winograd` mode says so."""
 
-    winograd = "measured"
-
     def fused_ops(self):
         winograd_gemm.release_unused_scratch(self, self.ops)
         return super().fused_ops()
 
     def choose_form(self, index: int, layer, params: dict, op, bufs: list):
-        if (self.winograd == "never" or not applies(layer, self.input_layout(index).c)
+        forced = self.forms.winograd
+        if (forced == "never" or not applies(layer, self.input_layout(index).c)
                 or self.reads_or_writes_a_view(index)):   # its kernels take no channel pitch
             return super().choose_form(index, layer, params, op, bufs)
         record = self.config.setdefault("winograd", {})
-        if self.winograd in FORCED:
-            m, which = int(self.winograd[1]), int(self.winograd.partition(":")[2] or 0)
-            if "-gemm" in self.winograd:
+        if forced in FORCED:
+            m, which = int(forced[1]), int(forced.partition(":")[2] or 0)
+            if "-gemm" in forced:
                 winograd_gemm.scratch(self)   # shared by the layers: allocated before this layer's own buffers
                 first = len(self.buffers)
                 try:
@@ -159,7 +158,7 @@ class ChoosesWinograd:
                 chosen = build(self, index, params, m, which)
                 form = name(m)
             self.release(bufs)
-            record[layer.name] = {"chosen": form, "how": f"forced (winograd={self.winograd!r})"}
+            record[layer.name] = {"chosen": form, "how": f"forced (winograd={forced!r})"}
             return chosen
         forms, refused, owned = {"direct": op}, {}, {"direct": bufs}
         winograd_gemm.scratch(self)   # shared by the layers: allocated before this layer's own buffers

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import UserError
-from .spec import Conv, Crop, LayerNorm
+from ..errors import UserError
+from ..spec import Conv, Crop, LayerNorm
+from . import cnn
+from .builder import Builder, Value, activation_name, channels_last
 
 
 def inline_sequential(keras, ops: list, inbound: dict) -> tuple[list, dict]:
@@ -38,7 +40,7 @@ def inline_sequential(keras, ops: list, inbound: dict) -> tuple[list, dict]:
     return out, {name: [renamed.get(n, n) for n in names] for name, names in inbound.items()}
 
 
-def _layernorm(b, layer, what: str):
+def layernorm(b: Builder, layer, what: str, inputs: list[Value]):
     axes = [int(a) for a in np.atleast_1d(layer.axis)]
     rank = len(b.shape) + 1 if b.flatten_from is None else 2
     if [a % rank for a in axes] != [rank - 1]:
@@ -58,51 +60,43 @@ def _layernorm(b, layer, what: str):
         b.flatten_from, b.shape = flat, (c,)
 
 
-def dense_per_pixel(original, activation_name):
-    """Keras's Dense handler, and Dense on each pixel of a 4-D tensor as a 1x1 convolution; the importer
-    hands in both that handler and its reading of a layer's activation (so this module never imports it)."""
-    def handler(b, layer, what: str):
-        if len(b.shape) != 3 or b.flatten_from is not None:
-            return original(b, layer, what)
-        b.materialise(what)
-        weight, *rest = layer.get_weights()
-        bias = rest[0] if layer.use_bias else np.zeros(layer.units, np.float32)
-        act = activation_name(layer, what)
-        if act == "softmax":
-            raise UserError(f"{what}: a softmax on each pixel's channels is not supported")
-        b.add(Conv, layer.name, {"weight": weight.T.reshape(layer.units, -1, 1, 1), "bias": bias}, activation=act,
-              out_channels=layer.units, kernel=(1, 1))
-    return handler
+def dense(b: Builder, layer, what: str, inputs: list[Value]):
+    """Dense on each pixel of a 4-D tensor as a 1x1 convolution; on a flat one, the CNNs' (cnn.dense)."""
+    if len(b.shape) != 3 or b.flatten_from is not None:
+        return cnn.dense(b, layer, what, inputs)
+    b.materialise(what)
+    weight, *rest = layer.get_weights()
+    bias = rest[0] if layer.use_bias else np.zeros(layer.units, np.float32)
+    act = activation_name(layer, what)
+    if act == "softmax":
+        raise UserError(f"{what}: a softmax on each pixel's channels is not supported")
+    b.add(Conv, layer.name, {"weight": weight.T.reshape(layer.units, -1, 1, 1), "bias": bias}, activation=act,
+          out_channels=layer.units, kernel=(1, 1))
 
 
-def _layer_scale(b, layer, what: str):
+def layer_scale(b: Builder, layer, what: str, inputs: list[Value]):
     """x * gamma, one factor per channel, into the convolution that makes x."""
     gamma = np.asarray(layer.get_weights()[0], np.float64).reshape(-1)
-    maker = b.layer(b.source)
-    read = sum(b.readers.get(k, 0) for k, v in b.values.items() if v.layer == b.source)
-    if maker is None or maker["cls"] is not Conv or maker["activation"] != "none" or read > 1 \
+    maker = b.made(b.source)
+    if maker is None or not maker.is_plain_conv() or b.read_count(b.source) > 1 \
             or len(b.shape) != 3 or gamma.size != b.shape[0]:
         raise UserError(f"{what}: a LayerScale is supported only right after a convolution or a Dense on each "
                         f"pixel, without an activation, that nothing else reads")
-    name = maker["name"]
+    name = maker.name
     b.weights[f"{name}.weight"] = (b.weights[f"{name}.weight"] * gamma[:, None, None, None]).astype(np.float32)
     b.weights[f"{name}.bias"] = (b.weights[f"{name}.bias"] * gamma).astype(np.float32)
 
 
-def _stochastic_depth(b, layer, what: str):
+def stochastic_depth(b: Builder, layer, what: str, inputs: list[Value]):
     b.notes.append(f"{layer.name}: StochasticDepth skipped (identity at inference)")
 
 
-def _cropping(b, layer, what: str):
+def cropping(b: Builder, layer, what: str, inputs: list[Value]):
     b.materialise(what)
-    if getattr(layer, "data_format", "channels_last") != "channels_last":
-        raise UserError(f"{what}: data_format {layer.data_format!r} is not supported; use channels_last")
+    channels_last(layer, what)
     (top, bottom), (left, right) = layer.cropping
     try:
         b.add(Crop, layer.name, {}, crop=(int(top), int(left), int(bottom), int(right)))
     except ValueError as exc:
         raise UserError(f"{what}: {str(exc).split(': ', 1)[-1]}") from None
 
-
-HANDLERS = {"LayerNormalization": _layernorm, "LayerScale": _layer_scale, "StochasticDepth": _stochastic_depth,
-            "Cropping2D": _cropping}
