@@ -1,7 +1,7 @@
-"""`compare diff A.json B.json`: each backend's change between two runs of one net, as pyperf's compare_to
-gives it: the ratio of A's median to B's with its 95% interval, and whether the change is real (the
-interval excludes 1x) or not ('no clear change'; 'too noisy to call' where the interval is too wide to
-read).  The ratio and its interval are made where every other is (compare/speedup.py)."""
+"""Each backend's change between two runs of one net (`compare diff A.json B.json`: compare/commands/diff.py),
+as pyperf's compare_to gives it: the ratio of A's median to B's with its 95% interval, and whether the
+change is real (the interval excludes 1x) or not ('no clear change'; 'too noisy to call' where the
+interval is too wide to read).  The ratio and its interval are made where every other is (compare/speedup.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -67,33 +67,3 @@ def notes(a: RunResult, b: RunResult) -> list[str]:
     if a.mode != b.mode:
         out.append(f"The runs were made in two modes ({a.mode}; {b.mode}).")
     return out
-
-
-def cmd_diff(args) -> int:
-    from .machine import emit
-    from .terminal import table, wrap
-    a, b = load_pair(args.a, args.b)
-    rows = changes(a, b)
-    said = notes(a, b)
-    if args.json:
-        emit("diff", {"a": args.a, "b": args.b, "net": a.net.name, "batch": a.net.batch, "notes": said,
-                      "backends": rows})
-        return 0
-    print(wrap(f"{a.net.name} batch {a.net.batch}: B ({args.b}) against A ({args.a}), end-to-end compute, "
-               f"median; the ratio is A's time over B's with its 95% interval") + "\n")
-    fmt = lambda ms: "—" if ms is None else f"{ms:.3f}"  # noqa: E731
-    print(table([[r.backend, fmt(r.a_ms), fmt(r.b_ms),
-                  "—" if r.ratio is None else Speedup(r.ratio, (r.low, r.high) if r.low else None).bounds(), r.change]
-                 for r in rows], ["backend", "A ms", "B ms", "A over B", "change"]))
-    for line in said:
-        print(wrap(line))
-    return 0
-
-
-def add_diff_parser(sub) -> None:
-    p = sub.add_parser("diff", help="each backend's change between two runs of one net, and whether it is real")
-    p.add_argument("a", metavar="A.json", help="the earlier results file")
-    p.add_argument("b", metavar="B.json", help="the later results file")
-    p.add_argument("--json", action="store_true", help="one JSON document on stdout: each backend's ratio, its "
-                                                       "interval and the change (docs/files.md)")
-    p.set_defaults(func=cmd_diff)

@@ -109,7 +109,7 @@ def test_quiet_says_only_the_answer(capsys, tmp_path):
 
 
 def test_progress_names_the_backend_of_all_the_repeat_and_the_time_left(capsys, monkeypatch, tmp_path):
-    import compare.cli as cli
+    from compare.commands import execute
     said = []
 
     class Recorder:
@@ -121,7 +121,7 @@ def test_progress_names_the_backend_of_all_the_repeat_and_the_time_left(capsys, 
 
         def done(self):
             pass
-    monkeypatch.setattr(cli, "Progress", Recorder)
+    monkeypatch.setattr(execute, "Progress", Recorder)
     code, _, _ = run(capsys, "run", "--net", "lenet", "--backends", "numpy,vectorised", "--batch", "2",
                      "--repeats", "5", "--warmup", "1", "--peak-gflops", "10", "--out", str(tmp_path / "r.json"))
     assert code == 0

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compare import cli, report, sweep
+from compare import report, sweep
+from compare.commands import execute, weights
 from compare.cli import main
 from compare.results import load_results
 from nets import LENET
@@ -105,7 +106,7 @@ def _fill_at(disk, monkeypatch, module, name, call=1, after=True):
 
 
 def test_a_run_whose_disk_fills_keeps_its_results_elsewhere_and_says_where(disk, monkeypatch, capsys):
-    _fill_at(disk, monkeypatch, cli, "execute")   # the disk fills while the backends run
+    _fill_at(disk, monkeypatch, execute, "execute")   # the disk fills while the backends run
     out = disk.path / "r.json"
     assert main(["run", "--net", "lenet", *QUICK, "--out", str(out)]) == 2
     stdout, err = _lines(capsys)
@@ -120,7 +121,7 @@ def test_a_run_whose_disk_fills_keeps_its_results_elsewhere_and_says_where(disk,
 
 def test_outputs_that_cannot_be_saved_are_kept_whole_and_the_results_still_written(disk, monkeypatch, capsys,
                                                                                      tmp_path):
-    _fill_at(disk, monkeypatch, cli, "execute")
+    _fill_at(disk, monkeypatch, execute, "execute")
     saved, out = disk.path / "outputs", tmp_path / "r.json"
     assert main(["run", "--net", "lenet", *QUICK, "--save-outputs", str(saved), "--out", str(out)]) == 2
     stdout, err = _lines(capsys)
@@ -134,7 +135,7 @@ def test_outputs_that_cannot_be_saved_are_kept_whole_and_the_results_still_writt
 
 def test_a_full_disk_is_refused_before_any_work(disk, monkeypatch, capsys):
     disk.fill()
-    monkeypatch.setattr(cli, "execute", lambda *a, **k: pytest.fail("the run started"))
+    monkeypatch.setattr(execute, "execute", lambda *a, **k: pytest.fail("the run started"))
     out = disk.path / "r.json"
     assert main(["run", "--net", "lenet", *QUICK, "--out", str(out)]) == 2
     _, err = _lines(capsys)
@@ -163,7 +164,7 @@ def test_a_sweep_whose_disk_fills_is_kept_whole_in_one_folder(disk, monkeypatch,
 
 
 def test_weights_that_cannot_be_written_are_kept(disk, monkeypatch, capsys):
-    _fill_at(disk, monkeypatch, cli, "init_weights")
+    _fill_at(disk, monkeypatch, weights, "init_weights")
     out = disk.path / "w.npz"
     assert main(["weights", "--net", "lenet", "--out", str(out)]) == 2
     _, err = _lines(capsys)

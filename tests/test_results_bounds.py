@@ -111,7 +111,7 @@ def test_a_file_over_the_size_cap_is_refused_unread(tmp_path, capsys, monkeypatc
 
 
 def test_run_refuses_repeats_whose_timings_would_pass_the_sample_cap(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("compare.cli.MAX_SAMPLES", 1000)
+    monkeypatch.setattr("compare.commands.plan.MAX_SAMPLES", 1000)
     assert main(["run", "--net", "lenet", "--backends", "numpy", "--repeats", "200",
                  "--out", str(tmp_path / "r.json")]) == 2
     line = _one_line(capsys)
