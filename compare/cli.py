@@ -261,7 +261,7 @@ def _execute(args, mode: str):
         if not getattr(args, "quiet", False):
             print(wrap(line, indent="  ") + "\n", flush=True)
     try:
-        results, outputs = execute(plan, progress.update, say)
+        results, outputs = execute(plan, progress, say)
     finally:
         progress.done()
     problems = [_save_outputs(outputs, plan, args.save_outputs)] if args.save_outputs else []
@@ -424,7 +424,7 @@ def _sweep(args) -> int:
     keeper = Keeper(out)
     try:
         try:
-            path = sw.run_sweep(plans, keeper, base.command, progress.update, finished)
+            path = sw.run_sweep(plans, keeper, base.command, progress, finished)
         finally:
             progress.done()
     except KeyboardInterrupt:
@@ -537,6 +537,7 @@ def cmd_peak(args) -> int:
     check_writable(cache_path(), "the peak cache")
     rt = get_runtime(args.device)
     progress = Progress()
+    progress.until(progress.now() + args.cap_s)   # the time left: the cap's, at most
     try:
         peak = measure_peak(rt, progress.update, args.cap_s)
     finally:
