@@ -3,7 +3,7 @@ benchdnn's create -> run -> check -> measure.  One backend's failure is
 recorded with its reason and the others still run.
 
 A Session holds what every stage needs (the plan, the device's runtime,
-the oracle's outputs, the progress line).  Backends run in groups: each
+the oracle's outputs, the progress display).  Backends run in groups: each
 backend of a group is opened (prepared, warmed up, checked), then the
 group's timed passes run, then each is closed.  Interleaved, the group is
 every backend and the passes go round-robin; otherwise each backend is a
@@ -178,7 +178,7 @@ class _Open:
 
 class Session:
     """One run of a plan: the device's runtime (resolved once), the oracle's
-    outputs and the progress line, held for every stage of every backend."""
+    outputs and the progress display, held for every stage of every backend."""
 
     def __init__(self, plan: Plan, progress=None, say=None):
         self.plan = plan
@@ -468,9 +468,10 @@ class Session:
                 self._where = f"backend {every.index(name) + 1} of {len(every)}" if name in every else ""
                 entry, o = self.open(name)
                 results.append(entry)
-                if o is not None and o.trial is not None:   # its timed passes to come: the rest of its step
+                timed = o is not None and o.trial is not None
+                if timed:   # the rest of its step comes pass by pass
                     o.step_left = 1 - READY_SHARE
-                self._progress.advance(1 - (o.step_left if o is not None else 0))
+                self._progress.advance(READY_SHARE if timed else 1)
                 if o is not None:
                     opened.append(o)
             if len(names) > 1:

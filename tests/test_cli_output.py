@@ -52,6 +52,23 @@ def test_a_table_wider_than_the_terminal_wraps_its_widest_columns_and_keeps_inte
     assert widest(text) <= WIDTH and "2.72x [2.24, 3.37]" in text and len(text.splitlines()) > 4
 
 
+def test_a_table_fits_the_terminals_width_and_100_columns_where_there_is_none(monkeypatch):
+    import os
+    import sys
+
+    import compare.terminal as terminal
+    rows = [["vectorised", "2.72x [2.24, 3.37]", "a long note " * 12], ["numpy", "1.00x (reference)", "short"]]
+    assert terminal.width() == WIDTH   # the tests' output goes to no terminal
+
+    class Tty:
+        def isatty(self):
+            return True
+    monkeypatch.setattr(sys, "stdout", Tty())
+    monkeypatch.setattr(terminal.shutil, "get_terminal_size", lambda fallback: os.terminal_size((60, 24)))
+    text = table(rows, ["backend", "speedup", "note"])
+    assert 50 < widest(text) <= 60 and "2.72x [2.24, 3.37]" in text
+
+
 @pytest.mark.parametrize("command, key", [("nets", "nets"), ("backends", "backends"), ("devices", "devices")])
 def test_json_listings_are_one_document_on_stdout(capsys, command, key):
     code, out, _ = run(capsys, command, "--json")
