@@ -41,7 +41,7 @@ from .models import SUFFIXES, load_net
 from .progress import Progress
 from .results import MAX_FILE_BYTES, MAX_SAMPLES, RunResult, Source, load_results, to_json
 from .modes import MODES, checks
-from .runner import Outputs, Plan, execute, exit_code
+from .runner import Outputs, Plan, execute, exit_code, steps
 from .signals import install_handlers, restore_handlers
 from .tables import check_table, layer_table, modes_table, summary_table
 from .terminal import table as fit_table, wrap
@@ -260,6 +260,7 @@ def _execute(args, mode: str):
         progress.done()
         if not getattr(args, "quiet", False):
             print(wrap(line, indent="  ") + "\n", flush=True)
+    progress.expect(steps(plan))
     try:
         results, outputs = execute(plan, progress, say)
     finally:
@@ -422,6 +423,7 @@ def _sweep(args) -> int:
         print(summary_table(res, baselines) + "\n")
 
     keeper = Keeper(out)
+    progress.expect(len(batches) * steps(base))   # every batch's: one time left for the whole sweep
     try:
         try:
             path = sw.run_sweep(plans, keeper, base.command, progress, finished)

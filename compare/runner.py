@@ -503,12 +503,17 @@ def _peak(plan: Plan, runtime, progress) -> Peak | None:
     return None
 
 
+def steps(plan: Plan) -> int:
+    """The steps `execute` gives the progress display for `plan`: one a backend.  The caller expects them, for
+    one run or for a sweep's runs together (one time left for the whole)."""
+    return len(plan.backends)
+
+
 def execute(plan: Plan, progress=None, say=lambda s: None) -> tuple[RunResult, Outputs]:
     """Every backend of the plan: the results, and the outputs beside them.  `progress` (compare/progress.py)
-    is told what is being done and, a step each, the backends done; `say` gets the line that tells, before
+    is told what is being done and each of the plan's `steps` done; `say` gets the line that tells, before
     anything runs, what will be timed."""
     progress = progress or Silent()
-    progress.expect(len(plan.backends))
     quiet = noise.host_state()   # before the run's own work adds to the load
     host = Host(**host_info(), **quiet)
     if plan.times and noise.busy_line(host):
