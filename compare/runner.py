@@ -3,7 +3,7 @@ benchdnn's create -> run -> check -> measure.  One backend's failure is
 recorded with its reason and the others still run.
 
 A Session holds what every stage needs (the plan, the device's runtime,
-the oracle's outputs, the progress line).  Backends run in groups: each
+the oracle's outputs, the progress display).  Backends run in groups: each
 backend of a group is opened (prepared, warmed up, checked), then the
 group's timed passes run, then each is closed.  Interleaved, the group is
 every backend and the passes go round-robin; otherwise each backend is a
@@ -14,10 +14,8 @@ the outputs (numpy arrays), which never go into a results file."""
 from __future__ import annotations
 
 import datetime as _dt
-import threading
 import time
 import traceback
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -32,11 +30,14 @@ from .checking import TOLERANCE, check_prepared, compare_arrays
 from .hostinfo import host_info
 from .modes import MODES, checks, times
 from .peak import peak_for_run
+from .progress import Silent
 from .results import (BackendResult, Check, Device, Host, LayerInfo, ModeResult, NetInfo, Peak, RunResult, Samples,
                       Settings, Source, Tool)
 from .timing import Trial, within
 
-HEARTBEAT_S = 20.0   # a long stage says it is still going at least this often
+# a backend is one step of the run's progress (its time left): half of it to get it ready and checked, half for
+# its timed passes, given pass by pass
+READY_SHARE = 0.5
 
 @dataclass
 class Plan:
@@ -168,6 +169,7 @@ class _Open:
     ready: _Ready
     trial: Trial | None = None
     repeats: int = 1     # its timed passes (calibrated: compare/noise.py)
+    step_left: float = 0.0   # of its step of the run's progress, what its timed passes still give
 
     @property
     def prepared(self):
@@ -176,11 +178,11 @@ class _Open:
 
 class Session:
     """One run of a plan: the device's runtime (resolved once), the oracle's
-    outputs and the progress line, held for every stage of every backend."""
+    outputs and the progress display, held for every stage of every backend."""
 
-    def __init__(self, plan: Plan, progress=lambda s: None, say=None):
+    def __init__(self, plan: Plan, progress=None, say=None):
         self.plan = plan
-        self._progress = progress
+        self._progress = progress or Silent()   # compare/progress.py: update, expect, advance
         self._where = ""   # "backend 2 of 5": which of the plan's backends is at work, said before each line
         self.runtime, self.cl_missing = _resolve_device(plan)   # cl_missing: why no OpenCL backend can run
         self.ref = None   # the oracle's output of every layer, when checking
@@ -188,11 +190,11 @@ class Session:
         if say is not None:   # before anything takes time
             say(self.announce())
         if plan.checks:
-            progress(f"computing the float64 reference of {plan.net.name}")
+            self._progress.update(f"computing the float64 reference of {plan.net.name}")
             self.ref = oracle.forward(plan.net, plan.weights, plan.x)
 
     def progress(self, text: str) -> None:
-        self._progress(f"{self._where}: {text}" if self._where else text)
+        self._progress.update(f"{self._where}: {text}" if self._where else text)
 
     def announce(self) -> str:
         """What the run will time, said before it starts: the backends that can run here, and the modes
@@ -223,44 +225,27 @@ class Session:
         return Trial(ready.label, ready.prepared, self.plan.x, ready.output, backend.deterministic,
                      self.plan.options.timeout_s)
 
-    @contextmanager
-    def _stage(self, text: str):
-        """`text` on the progress line, said again with the time so far every HEARTBEAT_S while the stage
-        runs: a prepare that compiles for minutes (in a child, say) is never silent."""
-        self.progress(text)
-        stop, t0 = threading.Event(), time.monotonic()
-
-        def beat():
-            while not stop.wait(HEARTBEAT_S):
-                self.progress(f"{text} ({time.monotonic() - t0:.0f} s so far)")
-        thread = threading.Thread(target=beat, daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join()
-
     def _ready(self, backend, mode: str | None, label: str) -> _Ready:
         """The one path to a backend's first timed pass: prepared (untimed work: compile,
         upload, allocate), run once (first-call costs, reported apart), its output sane,
         warmed up.  The caller closes what it returns."""
         plan = self.plan
+        # each stage said once: the display shows the time going by (a prepare may compile for minutes)
+        self.progress(f"{label}: preparing {plan.net.name}")
         t0 = time.perf_counter()
-        with self._stage(f"{label}: preparing {plan.net.name}"):
-            prepared = backend.prepare(plan.net, plan.weights, plan.batch, mode=mode)
+        prepared = backend.prepare(plan.net, plan.weights, plan.batch, mode=mode)
         prepare_ms = (time.perf_counter() - t0) * 1e3 + getattr(prepared, "shared_prepare_ms", 0.0)
         try:
+            self.progress(f"{label}: first run")
             t0 = time.perf_counter()
-            with self._stage(f"{label}: first run"):
-                y = prepared.forward(plan.x)
+            y = prepared.forward(plan.x)
             first_run_ms = pass_ms = (time.perf_counter() - t0) * 1e3
             within(pass_ms / 1e3, plan.options.timeout_s, "the first pass")   # check's one pass is kept to it too
             _sane_output(y, label)
             for w in range(max(plan.warmup - 1, 0)):
+                self.progress(f"{label}: warm-up {w + 2}/{plan.warmup}")
                 t0 = time.perf_counter()
-                with self._stage(f"{label}: warm-up {w + 2}/{plan.warmup}"):
-                    prepared.forward(plan.x)
+                prepared.forward(plan.x)
                 pass_ms = (time.perf_counter() - t0) * 1e3
                 within(pass_ms / 1e3, plan.options.timeout_s, f"warm-up pass {w + 2}")
         except BaseException:
@@ -320,13 +305,12 @@ class Session:
                     raise_if_interrupted()
                     results[mode] = ModeResult(mode, "FAILED", reason=_failure(exc, self.plan.debug))
             ok = [m for m in trials if results[m].status == "OK"]
-            t0, rounds = time.monotonic(), self.plan.repeats if len(ok) > 1 else 0
+            rounds = self.plan.repeats if len(ok) > 1 else 0
             for r in range(rounds):   # one mode left: nothing to choose
                 for mode, trial in trials.items():
                     if results[mode].status != "OK":
                         continue
-                    self.progress(f"{backend.name} ({mode}): modes end to end, repeat {r + 1}/{self.plan.repeats}"
-                                  + _eta(t0, r, rounds))
+                    self.progress(f"{backend.name} ({mode}): modes end to end, repeat {r + 1}/{self.plan.repeats}")
                     try:
                         if len(trials) > 1:
                             trial.settle()
@@ -433,18 +417,17 @@ class Session:
             most = max((o.repeats for o in opened), default=0)
             order = (((o, r) for r in range(most) for o in opened if r < o.repeats) if plan.interleave   # made as used
                      else ((o, r) for o in opened for r in range(o.repeats)))
-            passes = sum(o.repeats for o in opened)
-            t0 = time.monotonic()
-            for k, (o, r) in enumerate(order):
+            for o, r in order:
                 if not o.entry.ok:
                     continue
-                self.progress(f"{o.entry.label}: {what}, repeat {r + 1}/{o.repeats}{_eta(t0, k, passes)}")
+                self.progress(f"{o.entry.label}: {what}, repeat {r + 1}/{o.repeats}")
                 try:
                     if plan.interleave:
                         settle(o.trial)
                     step(o.trial, r)
                 except Exception as exc:  # noqa: BLE001 - this backend fails, the others go on
                     _fail(o.entry, exc, plan.debug)
+                self._pass_done(o)
 
         opened = [o for o in opened if o.trial is not None]
         each(lambda t, r: t.end_to_end(r), lambda t: t.settle(), "end to end")
@@ -455,6 +438,12 @@ class Session:
                 except Exception as exc:  # noqa: BLE001
                     _fail(o.entry, exc, plan.debug)
         each(lambda t, r: t.layers(r), lambda t: t.layers_first(), "per layer")
+
+    def _pass_done(self, o: _Open) -> None:
+        """One of the two passes (end to end, per layer) of each of `o`'s repeats: its share of the run's step."""
+        share = min((1 - READY_SHARE) / (2 * o.repeats), o.step_left)
+        o.step_left -= share
+        self._progress.advance(share)
 
     @staticmethod
     def _close(opened: _Open) -> np.ndarray | None:
@@ -479,6 +468,10 @@ class Session:
                 self._where = f"backend {every.index(name) + 1} of {len(every)}" if name in every else ""
                 entry, o = self.open(name)
                 results.append(entry)
+                timed = o is not None and o.trial is not None
+                if timed:   # the rest of its step comes pass by pass
+                    o.step_left = 1 - READY_SHARE
+                self._progress.advance(READY_SHARE if timed else 1)
                 if o is not None:
                     opened.append(o)
             if len(names) > 1:
@@ -488,16 +481,9 @@ class Session:
             for o in opened:
                 o.prepared.close()
             raise
+        self._progress.advance(sum(o.step_left for o in opened))   # of a backend that failed on the way
         outputs = {id(o.entry): self._close(o) for o in opened}
         return [(entry, outputs.get(id(entry))) for entry in results]
-
-
-def _eta(t0: float, done: int, total: int) -> str:
-    """', about 40 s left' of a stage of `total` like steps, `done` of them taken since `t0`; '' before the first."""
-    if done < 1 or total <= done:
-        return ""
-    left = (time.monotonic() - t0) / done * (total - done)
-    return f", about {left:.0f} s left" if left < 120 else f", about {left / 60:.0f} min left"
 
 
 def _device(runtime) -> Device:
@@ -517,9 +503,17 @@ def _peak(plan: Plan, runtime, progress) -> Peak | None:
     return None
 
 
-def execute(plan: Plan, progress=lambda s: None, say=lambda s: None) -> tuple[RunResult, Outputs]:
-    """Every backend of the plan: the results, and the outputs beside them.  `say` gets the line that
-    tells, before anything runs, what will be timed."""
+def steps(plan: Plan) -> int:
+    """The steps `execute` gives the progress display for `plan`: one a backend.  The caller expects them, for
+    one run or for a sweep's runs together (one time left for the whole)."""
+    return len(plan.backends)
+
+
+def execute(plan: Plan, progress=None, say=lambda s: None) -> tuple[RunResult, Outputs]:
+    """Every backend of the plan: the results, and the outputs beside them.  `progress` (compare/progress.py)
+    is told what is being done and each of the plan's `steps` done; `say` gets the line that tells, before
+    anything runs, what will be timed."""
+    progress = progress or Silent()
     quiet = noise.host_state()   # before the run's own work adds to the load
     host = Host(**host_info(), **quiet)
     if plan.times and noise.busy_line(host):
@@ -539,7 +533,7 @@ def execute(plan: Plan, progress=lambda s: None, say=lambda s: None) -> tuple[Ru
                     layers=[LayerInfo(**row) for row in net.layer_table(plan.batch)],
                     input_shape=list(net.input_shape), params=net.params()),
         sources={k: v if isinstance(v, Source) else Source(**v) for k, v in plan.sources.items()},
-        peak=_peak(plan, session.runtime, progress),
+        peak=_peak(plan, session.runtime, progress.update),
         backends=[])
     # interleaved, every backend is open at once and their timed passes go in turn;
     # otherwise each runs alone, as the interleaved run of one backend

@@ -26,6 +26,7 @@ from nets.errors import UserError
 
 from . import __version__
 from .keep import Keeper
+from .progress import Prefixed, Silent
 from .results import Malformed, RunResult, Tool, load_results, parse_versioned, read_json_file, to_json
 from .runner import Plan, execute, exit_code as run_exit_code
 
@@ -124,7 +125,7 @@ def exit_code(results: Iterable[RunResult]) -> int:
 
 # -- running -------------------------------------------------------------------
 
-def run_sweep(plans: Iterable[Plan], keeper: Keeper, command: str, progress=lambda s: None,
+def run_sweep(plans: Iterable[Plan], keeper: Keeper, command: str, progress=None,
               on_batch: Callable[[RunResult, Path | None], None] = lambda res, path: None) -> Path | None:
     """Each plan (one per batch) executed, its results written into the
     keeper's folder as soon as it finishes; then the sweep file.  Returns the
@@ -132,7 +133,7 @@ def run_sweep(plans: Iterable[Plan], keeper: Keeper, command: str, progress=lamb
     A folder that fails on the way sends the whole set to another (compare/keep.py)."""
     runs, first = [], None
     for plan in plans:
-        res, _ = execute(plan, lambda s, b=plan.batch: progress(f"batch {b}: {s}"))
+        res, _ = execute(plan, Prefixed(progress or Silent(), f"batch {plan.batch}: "))
         name = results_name(plan.net.name, plan.batch)
         path = keeper.write_text(name, to_json(res))
         runs.append(SweepRun(plan.batch, name))

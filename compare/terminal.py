@@ -1,103 +1,100 @@
-"""Text for a terminal of WIDTH columns: tables whose widest columns wrap
-(tabulate's maxcolwidths) and paragraphs wrapped at word boundaries, so
-every command's output reads in a 100-column terminal."""
+"""Text for the terminal: tables drawn by rich, fitted to the width of the terminal the output shows in (WIDTH
+columns where it goes to none: a file, a pipe, the tests), their widest columns wrapped first; and paragraphs
+wrapped at word boundaries to the same width."""
 from __future__ import annotations
 
+import io
 import re
+import shutil
+import sys
 import textwrap
 
-import tabulate as _tabulate
-from tabulate import DataRow, Line, TableFormat, tabulate
+from rich.box import Box
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
 
 WIDTH = 100
-NARROWEST = 8   # a column is never wrapped narrower than this
-GAP = 2         # the space tabulate's plain formats put between columns
-# tabulate's "simple" with one space between columns: for a table that cannot fit with two
-COMPACT = TableFormat(lineabove=None, linebelowheader=Line("", "-", " ", ""), linebetweenrows=None, linebelow=None,
-                      headerrow=DataRow("", " ", ""), datarow=DataRow("", " ", ""), padding=0,
-                      with_header_hide=["lineabove", "linebelow"])
-# registered by name, as tabulate wraps cells over several lines only in the formats it knows by name
-_tabulate._table_formats.setdefault("compare-compact", COMPACT)
-_tabulate.multiline_formats.setdefault("compare-compact", "compare-compact")
-HEADER_PAD = 2  # and what they add to a header's width
-LONGEST_WORD = 24   # a longer word (a path) is broken
+# tabulate's plain look, which the committed reports show: no borders, a rule of dashes under the header,
+# columns apart by a space of their own and one of padding
+PLAIN = Box("    \n"
+            "    \n"
+            " -  \n"
+            "    \n"
+            "    \n"
+            "    \n"
+            "    \n"
+            "    \n", ascii=True)
+LONGEST_WORD = 24   # a longer word (a path) may be broken
+# a space no line may break at (rich breaks at every whitespace, U+00A0's too): drawn as a space
+GLUE = "\ue000"
 
 
-def _width(text) -> int:
-    return max((len(line) for line in str(text).splitlines()), default=0)
+def width() -> int:
+    """The columns of the terminal standard output shows in, or WIDTH when it shows in none."""
+    return shutil.get_terminal_size((WIDTH, 24)).columns if sys.stdout.isatty() else WIDTH
 
 
 def _unbroken(text: str) -> str:
     """An interval ('[2.24, 3.37]') and a time with its unit ('0.546 ms') as one word, so that no line break
     splits them (one may come between a ratio and its interval)."""
-    text = re.sub(r"(\d) ms\b", "\\1\u00a0ms", text)
-    return re.sub(r"\[([\d.]+), ([\d.]+)\]", "[\\1,\u00a0\\2]", text)
+    text = re.sub(r"(\d) ms\b", f"\\1{GLUE}ms", text)
+    return re.sub(r"\[([\d.]+), ([\d.]+)\]", f"[\\1,{GLUE}\\2]", text)
 
 
-def caps(headers, rows, width: int = WIDTH, gap: int = GAP) -> list[int | None]:
-    """The widest each column may be for the table to fit `width`: the widest columns are narrowed first,
-    none below its longest word (at most LONGEST_WORD) nor below NARROWEST."""
-    n = len(headers)
-    cells = [[str(headers[i])] + [str(r[i]) for r in rows if i < len(r)] for i in range(n)]
-    natural = [max(_width(c) + (HEADER_PAD if k == 0 else 0) for k, c in enumerate(col)) for col in cells]
-    def longest_word(i: int) -> int:
-        # a line may break at a space or after a hyphen (textwrap's rule), nowhere else
-        words = [len(w) + (HEADER_PAD if k == 0 else 0) for k, c in enumerate(cells[i])
-                 for w in re.split(r"[ \t\n]+|(?<=\w-)(?=\w)", c)]
-        return max(NARROWEST, min(LONGEST_WORD, max(words)))
-    floor = [min(natural[i], longest_word(i)) for i in range(n)]
-    if n:   # the first column names the row: its first word stays whole, its next lines are indented by one
-        floor[0] = min(natural[0], max(max(len(c.split()[0]) if c.split() else 0,
-                                           max(len(w) + 1 for w in re.split(r"[ \t\n]+|(?<=\w-)(?=\w)", c)))
-                                       for c in cells[0][1:] or [""]))
-        floor[0] = max(floor[0], min(natural[0], len(cells[0][0]) + HEADER_PAD))
-    cap = list(natural)
-    while sum(cap) + gap * (n - 1) > width:
-        movable = [i for i in range(n) if cap[i] > floor[i]]
-        if not movable:
-            break   # every column as narrow as it goes: the table stays wider than the terminal
-        widest = max(movable, key=lambda i: cap[i])
-        excess = sum(cap) + gap * (n - 1) - width
-        second = max((cap[i] for i in movable if i != widest), default=0)
-        # down to the next widest at most, so that the widest columns share the narrowing
-        cap[widest] = max(floor[widest], second, cap[widest] - excess)
-        if cap[widest] == second and second > floor[widest]:
-            cap[widest] -= 1
-    return [None if c == w else c for c, w in zip(cap, natural)]
+class _Name:
+    """A cell of the first column, which names the row: wrapped at its words like any other, its further lines
+    indented by one space, so that a reader (and a test) tells them from the next row's."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __rich_measure__(self, console, options) -> Measurement:
+        words = self.text.split()
+        if not words:
+            return Measurement(0, 0)
+        return Measurement(max([len(words[0])] + [len(w) + 1 for w in words[1:]]), len(self.text))
+
+    def __rich_console__(self, console, options):
+        yield Text("\n".join(textwrap.wrap(self.text, max(options.max_width, 2), subsequent_indent=" ")),
+                   no_wrap=True)
 
 
-def table(rows, headers, width: int = WIDTH) -> str:
-    """tabulate's plain table, its widest columns wrapped so that it fits `width` columns (with one space
-    between columns where two leave no room)."""
-    rows = [[_unbroken("" if c is None else str(c)) for c in r] for r in rows]
+def table(rows, headers, columns: int | None = None) -> str:
+    """A plain table drawn by rich within `columns` columns (default: the terminal's), its widest columns
+    wrapped at their words first; two spaces apart, or one where two leave no room; wider than `columns`
+    only where not even so does every word fit whole."""
     headers = [str(h) for h in headers]
-    gap, fmt = GAP, "simple"
-    limits = caps(headers, rows, width, gap)
-    if _fitted(headers, rows, limits) + gap * (len(headers) - 1) > width:
-        gap, fmt = 1, "compare-compact"
-        limits = caps(headers, rows, width, gap)
-    if limits and limits[0] is not None:   # wrapped here, so that a row's next lines start with a space
-        rows = [[_indented(r[0], limits[0])] + r[1:] if r else r for r in rows]
-        limits[0] = None
-    if not any(limits):
-        made = tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
-    else:
-        made = tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True, maxcolwidths=limits,
-                        maxheadercolwidths=[None if c is None else c - HEADER_PAD for c in limits])
-    return made.replace("\u00a0", " ")
+    rows = [[_unbroken("" if c is None else str(c)) for c in r] + [""] * (len(headers) - len(r)) for r in rows]
+    columns = columns or width()
+    console = Console(file=io.StringIO(), width=columns, color_system=None, force_terminal=False,
+                      legacy_windows=False, emoji=False, highlight=False)
+    cells = [[Text(h)] + [_Name(r[i]) if i == 0 else Text(r[i]) for r in rows] for i, h in enumerate(headers)]
+    sizes = [[Measurement.get(console, console.options, c) for c in col] for col in cells]
+    # rich narrows the widest columns itself, but below their longest word (an interval would break): the
+    # widths are chosen here, with rich's measure of each cell, none below its longest word
+    floor = [max(min(m.minimum, LONGEST_WORD) for m in col) for col in sizes]
+    natural = [max(max(m.maximum for m in col), f) for col, f in zip(sizes, floor)]
+    gap = 2 if sum(floor) + 2 * (len(headers) - 1) <= columns else 1
+    widths = list(natural)
+    while sum(widths) + gap * (len(widths) - 1) > columns:
+        movable = [i for i, (w, f) in enumerate(zip(widths, floor)) if w > f]
+        if not movable:
+            break
+        widths[max(movable, key=lambda i: widths[i])] -= 1
+    fitted = Table(box=PLAIN, show_edge=False, pad_edge=False, padding=(0, gap - 1, 0, 0))
+    for head, w in zip(headers, widths):
+        fitted.add_column(Text(head), width=w, overflow="fold")
+    for row in list(zip(*cells))[1:]:
+        fitted.add_row(*row)
+    with console.capture() as out:
+        console.print(fitted, crop=False)   # a table that cannot fit is drawn whole, wider
+    return "\n".join(line.rstrip().replace(GLUE, " ") for line in out.get().splitlines())
 
 
-def _indented(text: str, width: int) -> str:
-    return textwrap.fill(text, width, subsequent_indent=" ", break_long_words=False)
-
-
-def _fitted(headers, rows, limits) -> int:
-    """The columns' widths together, each at its limit or, without one, as wide as its cells."""
-    return sum(c if c is not None else max([_width(h) + HEADER_PAD] + [_width(r[i]) for r in rows if i < len(r)])
-               for i, (h, c) in enumerate(zip(headers, limits)))
-
-
-def wrap(text: str, width: int = WIDTH, indent: str = "") -> str:
-    """A paragraph wrapped at word boundaries; its second and later lines indented by `indent`."""
-    return "\n".join(textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False)
+def wrap(text: str, columns: int | None = None, indent: str = "") -> str:
+    """A paragraph wrapped at word boundaries (default: the terminal's width); its second and later lines
+    indented by `indent`."""
+    return "\n".join(textwrap.fill(line, columns or width(), subsequent_indent=indent, break_on_hyphens=False)
                      for line in text.splitlines()) if text else text

@@ -52,6 +52,23 @@ def test_a_table_wider_than_the_terminal_wraps_its_widest_columns_and_keeps_inte
     assert widest(text) <= WIDTH and "2.72x [2.24, 3.37]" in text and len(text.splitlines()) > 4
 
 
+def test_a_table_fits_the_terminals_width_and_100_columns_where_there_is_none(monkeypatch):
+    import os
+    import sys
+
+    import compare.terminal as terminal
+    rows = [["vectorised", "2.72x [2.24, 3.37]", "a long note " * 12], ["numpy", "1.00x (reference)", "short"]]
+    assert terminal.width() == WIDTH   # the tests' output goes to no terminal
+
+    class Tty:
+        def isatty(self):
+            return True
+    monkeypatch.setattr(sys, "stdout", Tty())
+    monkeypatch.setattr(terminal.shutil, "get_terminal_size", lambda fallback: os.terminal_size((60, 24)))
+    text = table(rows, ["backend", "speedup", "note"])
+    assert 50 < widest(text) <= 60 and "2.72x [2.24, 3.37]" in text
+
+
 @pytest.mark.parametrize("command, key", [("nets", "nets"), ("backends", "backends"), ("devices", "devices")])
 def test_json_listings_are_one_document_on_stdout(capsys, command, key):
     code, out, _ = run(capsys, command, "--json")
@@ -108,9 +125,9 @@ def test_quiet_says_only_the_answer(capsys, tmp_path):
     assert code == 0 and out == "1 of 1 passed\n"
 
 
-def test_progress_names_the_backend_of_all_the_repeat_and_the_time_left(capsys, monkeypatch, tmp_path):
+def test_progress_names_the_backend_of_all_the_repeat_and_counts_the_runs_steps(capsys, monkeypatch, tmp_path):
     from compare.commands import execute
-    said = []
+    said, steps = [], {"expected": 0.0, "done": []}
 
     class Recorder:
         def __init__(self, *args, **kwargs):
@@ -118,6 +135,12 @@ def test_progress_names_the_backend_of_all_the_repeat_and_the_time_left(capsys, 
 
         def update(self, text):
             said.append(text)
+
+        def expect(self, n):
+            steps["expected"] += n
+
+        def advance(self, n=1):
+            steps["done"].append((len(said), n))
 
         def done(self):
             pass
@@ -127,8 +150,12 @@ def test_progress_names_the_backend_of_all_the_repeat_and_the_time_left(capsys, 
     assert code == 0
     assert any(t.startswith("backend 1 of 2: numpy: end to end, repeat 1/5") for t in said)
     # vectorised has modes (plain, replay): its label names the one in use
-    assert any(re.match(r"backend 2 of 2: vectorised \((plain|replay)\): end to end, repeat 3/5, about ", t)
-               and t.endswith(" left") for t in said)
+    assert any(re.match(r"backend 2 of 2: vectorised \((plain|replay)\): end to end, repeat 3/5$", t) for t in said)
+    # the time left is the display's, for the whole run: one step a backend, all done by the end, part of
+    # the first before the second backend starts
+    assert steps["expected"] == 2 and sum(n for _, n in steps["done"]) == pytest.approx(2)
+    second = next(i for i, t in enumerate(said) if t.startswith("backend 2 of 2"))
+    assert sum(n for at, n in steps["done"] if at <= second) == pytest.approx(1)
 
 
 @pytest.mark.parametrize("argv, code", [

@@ -48,7 +48,7 @@ def test_progress_is_quiet_off_a_terminal_in_a_short_command():
 def test_progress_off_a_terminal_writes_a_line_a_period_in_a_long_command():
     now = [0.0]
     stream = _Stream(tty=False)
-    p = Progress(stream, every_s=60, clock=lambda: now[0])
+    p = Progress(stream, every_s=60, clock=lambda: now[0], beat_s=None)
     for t, text in [(10, "a"), (61, "b"), (90, "c"), (121, "d"), (125, "e")]:
         now[0] = t
         p.update(text)
@@ -58,11 +58,45 @@ def test_progress_off_a_terminal_writes_a_line_a_period_in_a_long_command():
     assert "\r" not in stream.text and all(len(line.split(" ", 1)[0]) == 8 for line in lines)
 
 
-def test_progress_overwrites_one_line_on_a_terminal():
+def test_progress_off_a_terminal_says_the_line_again_while_nothing_new_is_said():
+    now = [0.0]
+    stream = _Stream(tty=False)
+    p = Progress(stream, every_s=20, clock=lambda: now[0], beat_s=None)
+    p.update("tinygrad: compiling vgg16")   # a search that answers only when done
+    now[0] = 25
+    p.tick()                                # what the heartbeat does each second
+    p.done()
+    now[0] = 50
+    p.tick()                                # nothing is said once done
+    assert [line.split(" ", 1)[1] for line in stream.text.splitlines()] == ["tinygrad: compiling vgg16"]
+
+
+def test_progress_tells_the_time_left_of_the_whole_run_from_its_steps_or_its_deadline():
+    now = [0.0]
+    stream = _Stream(tty=False)
+    p = Progress(stream, every_s=10, clock=lambda: now[0], beat_s=None)
+    p.expect(4)                      # four backends
+    p.update("backend 1 of 4: preparing")
+    assert p.left() is None          # nothing done yet: nothing to tell
+    now[0] = 10
+    p.advance(1)
+    now[0] = 20
+    p.update("backend 2 of 4: numpy: end to end, repeat 3/5")
+    assert p.left() == 60            # 20 s for one step, three left
+    assert stream.text.splitlines()[-1].endswith(" backend 2 of 4: numpy: end to end, repeat 3/5 (about 60 s left)")
+    p.advance(2.5)
+    assert p.left() == pytest.approx(20 / 3.5 * 0.5)
+    p.until(now[0] + 300)            # a tuning budget: the time to its end
+    assert p.left() == 300
+
+
+def test_progress_is_drawn_by_rich_in_place_on_a_terminal_and_gone_when_done():
     stream = _Stream(tty=True)
     p = Progress(stream)
+    p.expect(2)
     p.update("long status text")
     p.update("short")
     p.done()
-    assert stream.text.startswith("\rlong status text\rshort           ")
-    assert stream.text.endswith("\r")
+    frames = stream.text.split("\r\x1b[2K")   # each drawing erases the line before it: redrawn in place
+    assert "long status text" in frames[0] and "short" in frames[-1]
+    assert stream.text.endswith("\x1b[2K")   # and, when done, its line erased

@@ -228,6 +228,31 @@ def test_an_interrupted_sweep_keeps_finished_batches_and_writes_no_sweep_file(tm
     assert err[-2].startswith("sweep stopped after batch 1") and err[-1].startswith("interrupted (SIGINT)")
 
 
+def test_a_sweeps_time_left_is_for_every_batch_from_the_start(tmp_path, capsys, monkeypatch):
+    import compare.cli as cli
+    expected, done = [], []
+
+    class Recorder:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def update(self, text):
+            pass
+
+        def expect(self, n):
+            expected.append((len(done), n))
+
+        def advance(self, n=1):
+            done.append(n)
+
+        def done(self):
+            pass
+    monkeypatch.setattr(cli, "Progress", Recorder)
+    assert main(["sweep", "--net", "lenet", "--backends", "numpy", "--batch", "1,2", "--repeats", "1",
+                 "--peak-gflops", "1", "--out", str(tmp_path / "s")]) == 0, capsys.readouterr().err
+    assert expected == [(0, 2)] and sum(done) == pytest.approx(2)   # both batches' steps, told before the first
+
+
 # -- one real sweep ------------------------------------------------------------------
 
 def test_a_real_sweep_on_this_machine_and_its_report(tmp_path, capsys, monkeypatch):

@@ -37,8 +37,6 @@ def test_the_rate_of_a_search_per_place_and_what_is_left_per_net():
     rate.add("tcp://10.0.0.6:4000", 5)
     assert rate.per_second() == 2.0 and rate.per_second("tcp://10.0.0.6:4000") == 0.5
     assert rate.eta(7200) == 3600 and rate.eta(100, "tcp://10.0.0.5:4000") == pytest.approx(100 / 1.5)
-    assert rate.line({"lenet batch 100": 7200}) == (
-        "2.00 configurations/s (10.0.0.5:4000 1.50, 10.0.0.6:4000 0.50); lenet batch 100 7,200 left, 60 min")
     lines = rate.summary({"lenet batch 100": 7200})
     assert lines[0] == "this search: 20 configurations in 10 s, 2.00 per second"
     assert lines[-1] == ("lenet batch 100: 7,200 configurations of CLBlast's default search left, 60 min at this "

@@ -60,27 +60,6 @@ class Outcome:
         return out + [f"tinygrad: {d}" for d in self.depths]
 
 
-class _Ticker:
-    """Redraws a progress line every second while a searcher works (it answers only when done)."""
-
-    def __init__(self, progress, text):
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(progress, text), daemon=True)
-
-    def _run(self, progress, text):
-        t0 = time.monotonic()
-        while not self._stop.wait(1.0):
-            progress(text(time.monotonic() - t0))
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
 def run(request, budget) -> list[str]:
     if request.scheduler is None:
         return _run_here(request, budget)
@@ -113,8 +92,8 @@ def search(request, store: ChoiceStore, searchers: list, budget, where: str = ""
         if depth is not None and depth[0] == depth[1]:
             continue   # all its kernels searched: nothing to survey
         what = f"compiling {net.name} at batch {request.batch_of(net)} to find its kernels"
-        with _Ticker(progress, lambda s: f"tinygrad: {what} ({s:.0f} s, {end - time.monotonic():.0f} s left)"):
-            found = first.survey(net, request.batch_of(net), width, end - time.monotonic())
+        progress(f"tinygrad: {what}")   # said once: the display shows the time going by (compare/progress.py)
+        found = first.survey(net, request.batch_of(net), width, end - time.monotonic())
         if found is None:
             result.cut = f"while {what}"
             break
@@ -141,11 +120,12 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
     busy: dict[str, str] = {}
     t0 = time.monotonic()
 
-    def line(s: float) -> str:
+    def say() -> None:   # each time a searcher takes or ends a kernel
         with guard:
             doing = "; ".join(f"{w}: {k}" for w, k in busy.items())
-        return (f"tinygrad: {result.searched_now} of {len(todo)} kernels searched at width {request.width}, "
-                f"{end - time.monotonic():.0f} s left ({doing or 'starting'})")
+            text = (f"tinygrad: {result.searched_now} of {len(todo)} kernels searched at width {request.width} "
+                    f"({doing or 'starting'})")
+        request.progress(text)
 
     failed: list[BaseException] = []
 
@@ -171,6 +151,7 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
                 return
             with guard:
                 busy[searcher.name] = name
+            say()
             choice = searcher.search(key, left)
             with guard:
                 busy.pop(searcher.name, None)
@@ -181,20 +162,21 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
                 store.save(choices)
                 result.searched_now += 1
                 result.by[searcher.name] = result.by.get(searcher.name, 0) + 1
+            say()
 
-    with _Ticker(request.progress, line):
-        threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in searchers]
+    say()
+    threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in searchers]
+    for t in threads:
+        t.start()
+    try:
         for t in threads:
-            t.start()
-        try:
-            for t in threads:
-                t.join()
-        except BaseException:   # Ctrl-C: every searcher stopped now, not after the search it is in
-            for s in searchers:
-                getattr(s, "stop", lambda: None)()
-            for t in threads:
-                t.join(STOP_S)
-            raise
+            t.join()
+    except BaseException:   # Ctrl-C: every searcher stopped now, not after the search it is in
+        for s in searchers:
+            getattr(s, "stop", lambda: None)()
+        for t in threads:
+            t.join(STOP_S)
+        raise
     if failed:
         raise failed[0]
     result.search_s = time.monotonic() - t0

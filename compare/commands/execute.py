@@ -11,7 +11,7 @@ from ..keep import Keeper
 from ..models import SUFFIXES
 from ..progress import Progress
 from ..results import RunResult
-from ..runner import Outputs, Plan, execute
+from ..runner import Outputs, Plan, execute, steps
 from ..terminal import wrap
 from .plan import Asked, build_plan
 
@@ -47,8 +47,9 @@ def plan_and_execute(asked: Asked, mode: str, save_outputs: str | None,
         progress.done()
         if not quiet:
             print(wrap(line, indent="  ") + "\n", flush=True)
+    progress.expect(steps(plan))
     try:
-        results, outputs = execute(plan, progress.update, say)
+        results, outputs = execute(plan, progress, say)
     finally:
         progress.done()
     problems = [_save_outputs(outputs, plan, save_outputs)] if save_outputs else []

@@ -19,6 +19,7 @@ def cmd_peak(args) -> int:
     check_writable(cache_path(), "the peak cache")
     rt = get_runtime(args.device)
     progress = Progress()
+    progress.until(progress.now() + args.cap_s)   # the time left: the cap's, at most
     try:
         peak = measure_peak(rt, progress.update, args.cap_s)
     finally:

@@ -17,7 +17,7 @@ from ..keep import Keeper
 from ..progress import Progress
 from ..report import answer
 from ..results import RunResult, Source
-from ..runner import Plan
+from ..runner import Plan, steps
 from ..tables import summary_table
 from ..terminal import table as fit_table, wrap
 from .common import human, unwritten
@@ -59,9 +59,10 @@ def _sweep(args) -> tuple[int, dict]:
         print(summary_table(res, baselines) + "\n")
 
     keeper = Keeper(out)
+    progress.expect(len(batches) * steps(base))   # every batch's: one time left for the whole sweep
     try:
         try:
-            path = sw.run_sweep(plans, keeper, base.command, progress.update, finished)
+            path = sw.run_sweep(plans, keeper, base.command, progress, finished)
         finally:
             progress.done()
     except KeyboardInterrupt:

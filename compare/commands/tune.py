@@ -38,6 +38,7 @@ def cmd_tune(args) -> int:
             print(tuning.show(request))
         return 0
     progress = Progress()
+    progress.until(progress.now() + request.budget_s)   # the run's time left: its budget's, at most
     request.progress = progress.update
     try:
         summary = tuning.tune(request)

@@ -51,14 +51,6 @@ class Rate:
         rate = self.per_second(place)
         return left / rate if rate > 0 else (0.0 if left == 0 else None)
 
-    def line(self, left: dict[str, int]) -> str:
-        """One line: the rate in all and per place, and per net what is left and how long it takes."""
-        places = ", ".join(f"{_short(p)} {self.per_second(p):.2f}" for p in sorted(self.done)) if len(
-            self.done) > 1 else ""
-        nets = "; ".join(f"{net} {n:,} left, {span(self.eta(n))}" for net, n in left.items())
-        return f"{self.per_second():.2f} configurations/s" + (f" ({places})" if places else "") + (
-            f"; {nets}" if nets else "")
-
     def summary(self, left: dict[str, int]) -> list[str]:
         """The lines said at the end of a run: per place and in all, then per net."""
         took = self.clock() - self.start

@@ -377,7 +377,7 @@ class Search(Verifying):
                 if time.monotonic() - saved > SAVE_EVERY_S:
                     self._save()
                     saved = time.monotonic()
-                self.progress(self._status(end))
+                self.progress(self._status())
         finally:
             self._stop_all()
             self._save()
@@ -407,11 +407,12 @@ class Search(Verifying):
             by_problem[plan.problem] = by_problem.get(plan.problem, 0) + plan.record.default_count - plan.record.done()
         return {net: sum(by_problem.get(p, 0) for p in problems) for net, problems in self.nets.items()}
 
-    def _status(self, end: float) -> str:
+    def _status(self) -> str:
         done = sum(p.record.done() for p in self.plans)
         total = sum(p.record.default_count for p in self.plans)
+        # the time left is the progress display's, for the whole run (compare/progress.py)
         return (f"search {done:,}/{total:,} ({100 * done / max(total, 1):.0f}%), "
-                f"{max(end - time.monotonic(), 0):.0f} s left: {self.rate.line(self.left())}")
+                f"{self.rate.per_second():.2f} configurations/s")
 
 
 def _stage_rank(stage) -> tuple:
