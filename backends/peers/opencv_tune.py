@@ -32,8 +32,8 @@ from pathlib import Path
 from nets import LayerKind, Net
 from nets.errors import PassTimeout, Unsupported, UserError
 
-from .. import stores
-from ..shared_files import locked, whole, write_json
+from .. import store
+from ..store import JsonFile, whole
 
 SUMMARY = "compare-opencv.json"
 BASIC = "fallback to basic kernel"
@@ -92,26 +92,23 @@ class Tuning:
         files = self.files()
         return sum(1 for names in convs if any(t in f for f in files for t in names)), len(convs)
 
+    def _summary_file(self) -> JsonFile[dict]:
+        def parse(data) -> store.Parsed[dict]:
+            found = {k: v for k, v in store.obj(data, "the file").items() if whole(v)}
+            kept = {k: v for k, v in found.items() if _is_record(k, v)}
+            return store.Parsed(kept, len(found) - len(kept))
+
+        return JsonFile(self.folder / SUMMARY, parse, lambda kept: f"the records of {len(kept or {})} nets kept",
+                        dict, f".{SUMMARY}.lock", empty=lambda kept: not kept)
+
     def summary(self) -> dict:
         """Per net (net_key) what its tuning said; a damaged or foreign summary is set aside with what could
-        be kept written back (backends/stores.py)."""
-        path = self.folder / SUMMARY
-
-        def parse(data) -> stores.Parsed[dict]:
-            found = {k: v for k, v in stores.obj(data, "the file").items() if whole(v)}
-            kept = {k: v for k, v in found.items() if _is_record(k, v)}
-            return stores.Parsed(kept, len(found) - len(kept))
-
-        got = stores.load(path, parse, lambda kept: f"the records of {len(kept or {})} nets kept",
-                          lambda kept: write_json(path, kept, indent=1) if kept else None,
-                          lambda: locked(self.folder, f".{SUMMARY}.lock"))
+        be kept written back (backends/store/)."""
+        got = self._summary_file().load()
         return got if got is not None else {}
 
     def note(self, net: Net, batch: int, record: dict) -> None:
-        with locked(self.folder, f".{SUMMARY}.lock"):
-            data = self.summary()
-            data[net_key(net, batch)] = record
-            write_json(self.folder / SUMMARY, data, indent=1)
+        self._summary_file().update(lambda there: {**(there or {}), net_key(net, batch): record})
 
     def refusal(self, net: Net, batch: int) -> str:
         at = "" if batch == net.default_batch else f" --batch {batch}"
@@ -191,7 +188,7 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
         raise UserError("--scope opencv needs OpenCV: pip install 'clblast-compare[opencv]'")
     device, info = _device(rt_or_device)
     tuning = Tuning(tuning_folder(info))
-    stores.make_folder(tuning.folder)
+    store.make_folder(tuning.folder)
     end = time.monotonic() + budget_s
     lines = []
     for net in nets:

@@ -18,7 +18,8 @@ import threading
 from nets.errors import PassTimeout, UserError
 from nets.weights import init_weights
 
-from .tinygrad_choices import ChoiceStore, DeviceId
+from ..store import DeviceId
+from .tinygrad_choices import ChoiceStore
 from .tinygrad_device import Child, open_device, tinygrad_version
 
 GRACE_S = 30.0
@@ -91,7 +92,7 @@ class SearchSession:
 
 # -- in the parent
 def store_for(rt) -> ChoiceStore:
-    return ChoiceStore(DeviceId.of(rt.info, tinygrad_version() or "none"))
+    return ChoiceStore(DeviceId.of(rt.info, tinygrad=tinygrad_version() or "none"))
 
 
 def require() -> None:

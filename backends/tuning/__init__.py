@@ -8,7 +8,7 @@ among the scopes asked for, and runs each here or, with a scheduler's
 Address (address.py), on a Dask farm's workers of the device's kind
 (farm.py); `show(Request)` says how deep each went.  Every scope keeps
 what it finds in the tuning folder (backends/cache.py: COMPARE_CACHE_DIR
-moves it) through the one locked store (backends/shared_files.py: the
+moves it) through the one locked store (backends/store/: the
 folder's lock, what is on disk merged in, the whole file renamed into
 place), so two tunes on one folder, or a farm's client and a local tune,
 lose nothing of each other's.

@@ -22,7 +22,8 @@ from pathlib import Path
 from nets.errors import UserError
 
 from . import farm as farm_module
-from ..peers.tinygrad_choices import ChoiceStore, DeviceId, Survey
+from ..peers.tinygrad_choices import ChoiceStore, Survey
+from ..store import DeviceId
 
 GRACE_S = 60.0   # past a task's own time: its worker compiles the nets first, and answers through the scheduler
 
@@ -40,7 +41,7 @@ def _searcher(index: str, width: int):
         if got is None:
             device = select_device(index)
             # no seeds: this worker searches what it is handed; the client holds the choices
-            store = ChoiceStore(DeviceId.of(device_info(device), tinygrad_version() or "none"),
+            store = ChoiceStore(DeviceId.of(device_info(device), tinygrad=tinygrad_version() or "none"),
                                 Path(tempfile.mkdtemp(prefix="compare-tinygrad-farm-")))
             got = _SESSIONS[(index, width)] = (LocalSearcher(device, store), set())
         return got
@@ -127,9 +128,8 @@ def run(request, budget, search) -> list[str]:
     try:
         try:
             rt = request.runtime()
-            from ..clblast.record import DeviceId as KindId
             from ..clblast.tuned import clblast_version
-            here = KindId.of(rt.info, clblast_version())
+            here = DeviceId.of(rt.info, clblast_version())
         except UserError:
             here = None
         lines: list[str] = []
@@ -141,7 +141,7 @@ def run(request, budget, search) -> list[str]:
             if not same:
                 raise UserError(f"--scheduler {farm.address}: no worker of {kind.words()} has tinygrad {mine}, "
                                 f"which made this machine's choices' keys: {', '.join(other)}")
-            store = ChoiceStore(DeviceId(kind.device.name, kind.device.platform, kind.device.driver, mine))
+            store = ChoiceStore(kind.device.with_tinygrad(mine))
             searchers = [FarmSearcher(farm.client, p, request, store) for p in same]
             lines += search(request, store, searchers, budget, where).lines()
         return lines

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from nets.errors import UserError
 
 from ...clblast import problems as clblast_problems
-from ...clblast.record import DeviceId, Store, net_key
+from ...clblast.record import Store, net_key
+from ...store import DeviceId
 from ..budget import Budget
 from .search import Search, SearchFailed
 from .space import DeviceLimits, limits_from_device
