@@ -75,7 +75,7 @@ def test_every_mode_matches_the_oracle_on_a_graph_net_and_lenet(fresh_cache):
 
 def test_the_tuned_mode_refuses_a_net_never_tuned(fresh_cache):
     backend_or_skip("opencv")
-    from backends.peers.opencv_tune import show, tune
+    from backends.tuning.opencv.search import show, tune
     backend = _opencv()
     small = Net("small", (2, 6, 5), (Conv("c", "relu", out_channels=3, kernel=(3, 3)), MaxPool("p")))
     other = Net("other", (3, 8, 8), (Conv("k", "relu", out_channels=4, kernel=(3, 3)),))

@@ -15,7 +15,7 @@ import pytest
 from backends import cache
 from backends.clblast import problems
 from backends.clblast.record import NetChoice, Store
-from backends.peers.opencv_tune import Tuning
+from backends.peers.opencv_tuning import Tuning
 from backends.peers.tinygrad_choices import Choice, ChoiceStore, Choices, KernelKey
 from backends.store import DeviceId
 from compare import device_cache

@@ -177,7 +177,7 @@ def test_a_device_whose_local_memory_holds_no_tile_makes_it_unsupported(monkeypa
 
 
 def test_the_tile_search_keeps_only_candidates_its_checker_passes():
-    from backends.handwritten import tiles_search
+    from backends.tuning.tiles import search as tiles_search
     from nets.errors import UserError
     rt = backend_or_skip("vectorised-tiled").runtime
     (key, one, batch), _ = tiles_search.conv_layers(LENET, 2)

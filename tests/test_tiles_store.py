@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from backends import cache
-from backends.handwritten.tiles_search import merged
+from backends.tuning.tiles.search import merged
 from backends.store import DeviceId
 from compare import device_cache
 

@@ -19,7 +19,7 @@ def layer_key(batch: int, in_shape, layer) -> str:
 
 
 def check_entry(entry, where: str) -> None:
-    """One device's entry of the tiles' cache, as tiles_search writes it (store.Foreign naming what is not):
+    """One device's entry of the tiles' cache, as the tiles' search writes it (store.Foreign naming what is not):
     per layer key its tile (four whole numbers) and its split."""
     layers = store.need(store.obj(entry, where), "layers", store.obj, where)
     for key, found in layers.items():

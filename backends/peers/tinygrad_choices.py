@@ -1,6 +1,6 @@
 """What tinygrad's schedule search (BEAM) chose on one device, as a small
 file that can be committed: written by `compare tune --scope tinygrad`
-(tinygrad_search.py), read by the `tinygrad` backend's searched modes.
+(backends/tuning/tinygrad/), read by the `tinygrad` backend's searched modes.
 
 tinygrad caches its search in an sqlite file (CACHEDB) that also holds
 every compiled binary (95 MB after two nets on the H100).  Only the
@@ -18,7 +18,6 @@ searched of the net's) is known without opening the device.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -216,7 +215,3 @@ class ChoiceStore:
             return choices
         self._file.update(merged)
         return self.path
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S")

@@ -11,7 +11,7 @@ one line.
 Modes:
 - `untuned`: BEAM=0, tinygrad's hand-coded heuristics for every kernel.
 - `searched`: BEAM=2, each kernel's schedule as `compare tune --scope
-  tinygrad` searched it on this device (tinygrad_search.py); a kernel not
+  tinygrad` searched it on this device (backends/tuning/tinygrad/); a kernel not
   searched yet runs on the heuristics, and nothing is searched at run time.
   The depth (kernels searched of the pass's) is in the result.  No kernel
   searched: UNSUPPORTED, naming the command that searches.

@@ -1,8 +1,10 @@
 """Tuning, as one part.  Every search the comparison depends on is a scope
-registered here (scopes.py), the way backends register: CLBlast's own
-default search (clblast/), our tiles (tiles.py), tinygrad's schedule
-search (tinygrad.py, tinygrad_farm.py), OpenCV DNN's convolution
-auto-tuning (opencv.py).  One entry: `tune(Request) -> Summary` checks the
+registered here (scopes.py), the way backends register, each a folder of
+the same shape (its search, its farm hook where it has one, and scope.py:
+its check, run and show): CLBlast's own default search (clblast/), our
+tiles (tiles/), tinygrad's schedule search (tinygrad/), OpenCV DNN's
+convolution auto-tuning (opencv/).  The backends never import a search:
+they read what it chose through the store (backends/store/).  One entry: `tune(Request) -> Summary` checks the
 request whole before any budget is spent, shares one Budget (budget.py)
 among the scopes asked for, and runs each here or, with a scheduler's
 Address (address.py), on a Dask farm's workers of the device's kind

@@ -5,7 +5,7 @@ hold (`probe`, run on each), groups their devices by kind (the same name,
 platform, driver and CLBlast library: store.DeviceId), and picks the kind
 tuned: this machine's device, or the only kind there is, or each kind
 (`--devices all`).  The scopes then run their work on the places of that
-kind (clblast/farm.py: CLBlast's children; tinygrad_farm.py: tinygrad's
+kind (clblast/farm.py: CLBlast's children; tinygrad/farm.py: tinygrad's
 kernels); this process stays the store's only writer.
 
 On a machine with several GPUs, start one worker per GPU, each pinned to

@@ -29,11 +29,11 @@ class Scope:
 SCOPES: dict[str, Scope] = {s.name: s for s in (
     Scope("clblast", "backends.tuning.clblast.scope", 9.0, True,
           "CLBlast's own default search on each problem of the nets, then the best verified against its database"),
-    Scope("tiles", "backends.tuning.tiles", 1.0, False,
+    Scope("tiles", "backends.tuning.tiles.scope", 1.0, False,
           "vectorised-tiled's tiles per conv layer (a tenth of the budget beside CLBlast's)"),
-    Scope("tinygrad", "backends.tuning.tinygrad", 10.0, True,
+    Scope("tinygrad", "backends.tuning.tinygrad.scope", 10.0, True,
           "tinygrad's schedule search (BEAM) of each kernel of the nets, the costliest first"),
-    Scope("opencv", "backends.tuning.opencv", 1.0, False,
+    Scope("opencv", "backends.tuning.opencv.scope", 1.0, False,
           "OpenCV DNN's auto-tuning of its OpenCL convolutions (ocl4dnn) for the nets' layers"),
 )}
 DEFAULT = ("clblast", "tiles")

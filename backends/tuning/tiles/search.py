@@ -2,7 +2,8 @@
 every tile and split of `vectorised-tiled` on each conv layer of the nets,
 each candidate's output checked by the caller's `checker_for` (the harness
 checks it against the float64 oracle, which lives above this layer), the
-fastest kept per layer and device (tiles_tuned.py reads it back).  As fair to our kernels
+fastest kept per layer and device (backends/handwritten/tiles_tuned.py
+reads it back).  As fair to our kernels
 as the tuners are to CLBlast's, and under the same kind of budget: the cost
 model's own choice is timed first, so a layer always has a measured answer.
 
@@ -25,10 +26,10 @@ from nets import Net
 from nets.errors import Unsupported, UserError
 from nets.weights import init_weights, make_input
 
-from ..opencl.runtime import KernelBuildError
-from .tiled import TiledNet
-from .tiled_plan import MAX_SPLIT, TILES, slice_length
-from .tiles_tuned import layer_key
+from ...handwritten.tiled import TiledNet
+from ...handwritten.tiled_plan import MAX_SPLIT, TILES, slice_length
+from ...handwritten.tiles_tuned import layer_key
+from ...opencl.runtime import KernelBuildError
 
 # (the one-layer net, its weights, its input) -> a test of a candidate's output, made once per layer
 CheckerFor = Callable[[Net, dict, np.ndarray], Callable[[np.ndarray], bool]]
