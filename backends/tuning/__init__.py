@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from .address import Address, parse as parse_address
 from .budget import Budget
-from .driver import check, show, tune
+from .driver import check, show, shown, tune
 from .request import Harness, Request, Summary
 from .scopes import SCOPES, parse as parse_scopes
 
 __all__ = ["Address", "Budget", "Harness", "Request", "SCOPES", "Summary", "check", "parse_address", "parse_scopes",
-           "show", "tune"]
+           "show", "shown", "tune"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from nets.errors import UserError
 
 
-def check(request) -> None:
+def check(request, place) -> None:
     from ... import unavailable_reason
     why = unavailable_reason("opencv")
     if why:
@@ -20,12 +20,12 @@ def check(request) -> None:
                                    "OpenCV's tuning folder")
 
 
-def run(request, budget) -> list[str]:
+def run(request, budget, place) -> list[str]:
     from . import search
-    return search.tune(request.runtime(), request.nets, request.batch, budget.seconds, request.progress)
+    return search.tune(request.runtime(), request.nets, request.batch, budget, request.progress)
 
 
-def show(request) -> str:
+def show(request, place) -> str:
     from ... import unavailable_reason
     if unavailable_reason("opencv"):
         return "" if request.scopes is None else f"opencv: UNAVAILABLE here ({unavailable_reason('opencv')})"

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from pathlib import Path
 
 from nets import Net
@@ -34,6 +33,7 @@ from nets.errors import PassTimeout, Unsupported, UserError
 
 from ... import store
 from ...peers.opencv_tuning import Tuning, net_key, tuning_line
+from ..budget import Budget
 
 BASIC = "fallback to basic kernel"
 
@@ -71,9 +71,9 @@ def _device(rt_or_device):
     return rt_or_device, device_info(rt_or_device)
 
 
-def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> list[str]:
+def tune(rt_or_device, nets, batch: int | None, budget: Budget, progress) -> list[str]:
     """ocl4dnn's auto-tuning of every convolution of `nets` (Net objects or built-in names) at `batch`
-    (None: each net's default) on the device, within `budget_s` seconds; `progress(text)` is told what
+    (None: each net's default) on the device, within `budget`; `progress(text)` is told what
     runs.  Summary lines, one per net and one for the folder."""
     import nets as builtin
 
@@ -83,7 +83,6 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
     device, info = _device(rt_or_device)
     tuning = Tuning(tuning_folder(info))
     store.make_folder(tuning.folder)
-    end = time.monotonic() + budget_s
     lines = []
     for net in nets:
         net = builtin.get_net(net) if isinstance(net, str) else net
@@ -97,8 +96,8 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
             lines.append(f"opencv: {net.name} at batch {b}: all of its {before[1]} convolutions that ocl4dnn tunes "
                          f"are tuned already ({before[0]})")
             continue
-        left = end - time.monotonic()
-        if left <= 0:
+        left = budget.left()
+        if budget.expired():
             lines.append(f"opencv: {net.name} at batch {b}: not started, the budget is spent "
                          f"({before[0]} of {before[1]} tuned)")
             continue
@@ -110,7 +109,7 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
             raise UserError(f"--scope opencv: {exc}") from None
         log = Path(tempfile.mkdtemp(prefix="log-", dir=child.folder)) / "opencv.log"
         cut, basic = "", None
-        t0 = time.monotonic()
+        t0 = budget.clock()
         try:
             basic = child.worker.request("func", __name__, "tune_pass", (child.target, net, b, str(child.folder),
                                                                         str(log)), timeout_s=max(left, 1.0))
@@ -120,7 +119,7 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
             raise UserError(f"--scope opencv: {exc}") from None
         finally:
             child.close()
-        took = time.monotonic() - t0
+        took = budget.clock() - t0
         after = tuning.depth(net, b)
         if basic is not None:
             # a whole pass tuned every convolution ocl4dnn tunes: the others (its depthwise path) it never will

@@ -7,7 +7,7 @@ from __future__ import annotations
 from nets.errors import UserError
 
 
-def check(request) -> None:
+def check(request, place) -> None:
     from ... import backend_class, cache
     from ...handwritten.tiles_tuned import KIND
     tiled_backend = backend_class("vectorised-tiled")
@@ -21,7 +21,7 @@ def check(request) -> None:
     request.harness.check_writable(cache.path(KIND), "the tiles' cache")
 
 
-def run(request, budget) -> list[str]:
+def run(request, budget, place) -> list[str]:
     if not request.tiled:
         return []
     from tabulate import tabulate
@@ -30,7 +30,7 @@ def run(request, budget) -> list[str]:
     from . import search
     rt = request.runtime()
     tiles, rows = search.tune_tiles(rt, request.tiled, [request.batch_of(n) for n in request.tiled],
-                                          budget.seconds, request.harness.checker_for, request.progress)
+                                   budget, request.harness.checker_for, request.progress)
     kept = request.harness.store_cache(KIND, rt.info, tiles, "the tiles' cache", merge=search.merged)
     request.unwritten.append(kept.problem)
     return [tabulate(rows, headers=["scope", "tuner", "for", "sizes", "tried", "matched", "best", "s"],
@@ -39,5 +39,5 @@ def run(request, budget) -> list[str]:
             f"written to {kept.path or 'nowhere'}"]
 
 
-def show(request) -> str:
+def show(request, place) -> str:
     return ""   # the tiles' cache holds one choice per layer: `compare run` says which it used

@@ -118,24 +118,19 @@ class FarmSearcher:
         pass
 
 
-def run(request, budget, search) -> list[str]:
-    """The search loop (`search`: loop.search) over every place of the kind tuned; each kind among the
-    workers in turn with --devices all (their stores are apart)."""
+def run(request, budget, place, search) -> list[str]:
+    """The search loop (`search`: loop.search) over every place of the kind tuned on the farm `place`
+    (place.OnFarm, connected within the budget); each kind among the workers in turn with --devices all
+    (their stores are apart)."""
     from ...peers.tinygrad_device import tinygrad_version
     mine = tinygrad_version()
-    farm = farm_module.connect(request.scheduler, budget.left())
+    farm, kinds = place.kinds(request, budget.left())
     try:
-        try:
-            rt = request.runtime()
-            from ...clblast.tuned import clblast_version
-            here = DeviceId.of(rt.info, clblast_version())
-        except UserError:
-            here = None
         lines: list[str] = []
-        for kind in farm_module.kinds_tuned(farm, here, request.every_kind):
+        for kind in kinds:
             same = [p for p in kind.places if p.tinygrad == mine]
             other = [f"{p.name} (tinygrad {p.tinygrad or 'missing'})" for p in kind.places if p.tinygrad != mine]
-            where = farm.where(kind, request.every_kind) + (
+            where = place.where(kind) + (
                 f"; left out, not tinygrad {mine}: {', '.join(other)}" if other else "")
             if not same:
                 raise UserError(f"--scheduler {farm.address}: no worker of {kind.words()} has tinygrad {mine}, "
@@ -149,4 +144,3 @@ def run(request, budget, search) -> list[str]:
             farm.client.run(close_sessions)
         except Exception:  # noqa: BLE001 - a worker gone: its children went with it
             pass
-        farm.close()

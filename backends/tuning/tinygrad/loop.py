@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...peers.tinygrad_choices import ChoiceStore, Choices, Survey, net_key
+from ..budget import Budget
 
 STOP_S = 2.0   # how long an interrupt waits for the search threads once their searchers are stopped
 
@@ -65,10 +66,10 @@ class _Ticker:
         self._thread.join()
 
 
-def search(request, store: ChoiceStore, searchers: list, budget, where: str = "") -> Outcome:
+def search(request, store: ChoiceStore, searchers: list, budget: Budget, where: str = "") -> Outcome:
     """Survey the nets not searched to the end (on the first searcher), then search their kernels, the
     costliest first, each searcher taking the next as it finishes one, within `budget`."""
-    width, progress, end = request.width, request.progress, budget.end
+    width, progress = request.width, request.progress
     choices = store.load()
     result = Outcome(store, width, where)
     keys = [net_key(n.name, request.batch_of(n)) for n in request.nets]
@@ -78,8 +79,8 @@ def search(request, store: ChoiceStore, searchers: list, budget, where: str = ""
         if depth is not None and depth[0] == depth[1]:
             continue   # all its kernels searched: nothing to survey
         what = f"compiling {net.name} at batch {request.batch_of(net)} to find its kernels"
-        with _Ticker(progress, lambda s: f"tinygrad: {what} ({s:.0f} s, {end - time.monotonic():.0f} s left)"):
-            found = first.survey(net, request.batch_of(net), width, end - time.monotonic())
+        with _Ticker(progress, lambda s: f"tinygrad: {what} ({s:.0f} s, {budget.left():.0f} s left)"):
+            found = first.survey(net, request.batch_of(net), width, budget.left())
         if found is None:
             result.cut = f"while {what}"
             break
@@ -90,13 +91,14 @@ def search(request, store: ChoiceStore, searchers: list, budget, where: str = ""
         store.save(choices)
     todo = [] if result.cut else _costliest_first(choices, keys, width)
     if todo:
-        _search_all(request, store, choices, searchers, todo, end, result)
+        _search_all(request, store, choices, searchers, todo, budget, result)
     result.left = sum(1 for _ in _unsearched(choices, keys, width))
     result.depths = [choices.depth_words(k, width) for k in keys]
     return result
 
 
-def _search_all(request, store, choices: Choices, searchers: list, todo: list, end: float, result: Outcome) -> None:
+def _search_all(request, store, choices: Choices, searchers: list, todo: list, budget: Budget,
+                result: Outcome) -> None:
     """Each searcher in a thread of its own takes the next kernel of `todo` until none is left or the budget
     ends; each choice saved as it comes (this process is the store's only writer)."""
     waiting: queue.Queue = queue.Queue()
@@ -104,13 +106,13 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
         waiting.put((i, *item))
     guard = threading.Lock()
     busy: dict[str, str] = {}
-    t0 = time.monotonic()
+    t0 = budget.clock()
 
     def line(s: float) -> str:
         with guard:
             doing = "; ".join(f"{w}: {k}" for w, k in busy.items())
         return (f"tinygrad: {result.searched_now} of {len(todo)} kernels searched at width {request.width}, "
-                f"{end - time.monotonic():.0f} s left ({doing or 'starting'})")
+                f"{budget.left():.0f} s left ({doing or 'starting'})")
 
     failed: list[BaseException] = []
 
@@ -128,9 +130,9 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
                 i, key, name = waiting.get_nowait()
             except queue.Empty:
                 return
-            left = end - time.monotonic()
+            left = budget.left()
             what = f"kernel {i + 1} of {len(todo)} ({name})"
-            if left <= 0:
+            if budget.expired():
                 with guard:
                     result.cut = result.cut or f"before {what}"
                 return
@@ -162,7 +164,7 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
             raise
     if failed:
         raise failed[0]
-    result.search_s = time.monotonic() - t0
+    result.search_s = budget.clock() - t0
 
 
 def _unsearched(choices: Choices, nets: list[str], width: int):

@@ -12,19 +12,19 @@ from ...peers.tinygrad_choices import Survey, net_key
 from . import loop
 
 
-def check(request) -> None:
+def check(request, place) -> None:
     from .session import require
     require()
-    if request.scheduler is None:
+    if not place.on_farm:   # on a farm the store is named by the kind found there
         from .session import store_for
         request.harness.check_writable(str(store_for(request.runtime()).path), "tinygrad's choices file")
 
 
-def run(request, budget) -> list[str]:
-    if request.scheduler is None:
+def run(request, budget, place) -> list[str]:
+    if not place.on_farm:
         return _run_here(request, budget)
     from . import farm
-    return farm.run(request, budget, loop.search)
+    return farm.run(request, budget, place, loop.search)
 
 
 def _run_here(request, budget) -> list[str]:
@@ -39,7 +39,7 @@ def _run_here(request, budget) -> list[str]:
         searcher.close()
 
 
-def show(request) -> str:
+def show(request, place) -> str:
     """The depth of tinygrad's search on this device, per net, from the choices file alone ("" where
     tinygrad is missing or nothing was searched here and the scope was not asked for)."""
     from ...peers.tinygrad_device import tinygrad_version
