@@ -1,7 +1,7 @@
 """The `tiles` scope of `compare tune`: vectorised-tiled's tiles on every
-conv layer of the nets it runs (search.py),
-each candidate checked against the float64 oracle (the harness's check),
-kept in the tiles' cache per device."""
+conv layer of the nets it runs (search.py), each candidate checked against
+the float64 oracle (the harness's check), kept in the tiles' cache per
+device.  It runs here only (scopes.py: the driver keeps it off a farm)."""
 from __future__ import annotations
 
 from nets.errors import UserError
