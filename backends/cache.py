@@ -2,7 +2,7 @@
 one JSON file per kind, keyed by the device.  Read here; written by the
 harness (compare/device_cache.py), atomically, under the file's lock.  A
 damaged or foreign file keeps every device's entry that can be read and is
-of its kind's schema, and is set aside (stores.py).  COMPARE_CACHE_DIR moves it (the tests do)."""
+of its kind's schema, and is set aside (store.py).  COMPARE_CACHE_DIR moves it (the tests do)."""
 from __future__ import annotations
 
 import importlib
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import platformdirs
 
-from . import stores
-from .shared_files import locked, whole, write_json
+from . import store
+from .store import DeviceId, JsonFile, locked, whole
 
 APP = "clblast-compare"   # the cache folder's name under the user's cache root
 
@@ -23,21 +23,20 @@ def cache_dir() -> Path:
     return Path(os.environ.get("COMPARE_CACHE_DIR") or platformdirs.user_cache_dir(APP, appauthor=False))
 
 
-def device_key(info: dict) -> str:
-    """What tells one device and driver from another: figures never carry over."""
-    return f"{info['platform']} | {info['name']} | {info['driver']}"
-
-
 def path(kind: str) -> Path:
     return cache_dir() / f"{kind}.json"
 
 
 def lock(kind: str):
     """The `kind` file's lock, for a read-merge-write of it."""
-    return locked(cache_dir(), f".{kind}.json.lock")
+    return locked(cache_dir(), _lock_name(kind))
 
 
-# a kind -> the function that checks one device's entry of it (raising stores.Foreign), where its entries
+def _lock_name(kind: str) -> str:
+    return f".{kind}.json.lock"
+
+
+# a kind -> the function that checks one device's entry of it (raising store.Foreign), where its entries
 # have a schema of their own here; imported only when the kind is read
 ENTRY_CHECKS = {"tiles": "backends.handwritten.tiles_tuned:check_entry", "peak": "backends.cache:check_peak"}
 
@@ -45,19 +44,19 @@ ENTRY_CHECKS = {"tiles": "backends.handwritten.tiles_tuned:check_entry", "peak":
 def check_peak(entry, where: str) -> None:
     """A peak entry (compare/peak.py writes it): its figures, where it has them, finite numbers."""
     for key in ("gflops", "bandwidth_gbs"):
-        if stores.obj(entry, where).get(key) is not None:
-            stores.number(entry[key], f"{where}.{key}")
+        if store.obj(entry, where).get(key) is not None:
+            store.number(entry[key], f"{where}.{key}")
 
 
 def _entry_check(kind: str):
-    """The check of one device's entry of `kind`: its key is a device_key, its value of the kind's schema."""
+    """The check of one device's entry of `kind`: its key is a DeviceId's key, its value of the kind's schema."""
     where = ENTRY_CHECKS.get(kind)
-    module, name = where.split(":") if where else ("backends.stores", "obj")
+    module, name = where.split(":") if where else ("backends.store", "obj")
     check = getattr(importlib.import_module(module), name)
 
     def checked(key, entry) -> None:
         if not isinstance(key, str) or key.count(" | ") < 2:
-            raise stores.Foreign(f"{key!r} is not a device's key (platform | name | driver)")
+            raise store.Foreign(f"{key!r} is not a device's key (platform | name | driver)")
         check(entry, repr(key))
     return checked
 
@@ -66,12 +65,12 @@ def load(kind: str) -> dict:
     """Every device's entry in the `kind` file; {} when there is none.  A damaged or foreign file (cut
     short, not JSON, not an object of device entries, an entry not of the kind's schema) keeps the entries
     that can be read whole and are of the schema: they are written back, the file itself set aside, in one
-    line (backends/stores.py)."""
+    line (backends/store/)."""
     file, check = path(kind), _entry_check(kind)
 
-    def parse(data) -> stores.Parsed[dict]:
+    def parse(data) -> store.Parsed[dict]:
         kept, dropped = {}, 0
-        for key, value in stores.obj(data, "the file").items():
+        for key, value in store.obj(data, "the file").items():
             if not whole(value):
                 continue   # the entry at a cut
             try:
@@ -80,22 +79,18 @@ def load(kind: str) -> dict:
                 dropped += 1
                 continue
             kept[key] = value
-        return stores.Parsed(kept, dropped)
+        return store.Parsed(kept, dropped)
 
     def said(kept: dict | None) -> str:
         n = len(kept or {})
         return f"the entries of {n} device{'s' if n != 1 else ''} kept"
 
-    def write_back(kept: dict) -> None:
-        if kept:
-            write_json(file, kept, indent=1)
-
-    got = stores.load(file, parse, said, write_back, lambda: lock(kind))
+    got = JsonFile(file, parse, said, dict, _lock_name(kind), empty=lambda kept: not kept).load()
     return got if got is not None else {}
 
 
 def entry(kind: str, info: dict):
-    return load(kind).get(device_key(info))
+    return load(kind).get(DeviceId.of(info).key)
 
 
 class DeviceEntry:

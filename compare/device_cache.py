@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from backends import cache
+from backends.store import DeviceId
 
 from .keep import Kept, keep_file, text_writer
 
@@ -18,7 +19,7 @@ def store(kind: str, info: dict, value, what: str = "the cache file", merge=None
     the file went (Kept.problem says why when not into the cache: copy it there to use it)."""
     with cache.lock(kind):   # another process's entries written meanwhile are kept
         data = cache.load(kind)
-        key = cache.device_key(info)
+        key = DeviceId.of(info).key
         data[key] = value if merge is None else merge(data.get(key), value)
         kept = keep_file(cache.path(kind), text_writer(json.dumps(data, indent=1) + "\n"), what, "the new cache file")
     if kept.problem and kept.path:

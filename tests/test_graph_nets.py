@@ -201,7 +201,7 @@ def test_tuning_a_graph_net_searches_its_clblast_problems_and_the_tiles_of_its_d
     assert "gemv 512x49" in out and "gemm 128x784x64" in out   # the average pool's GEMV, a 1x1 stride-2 conv
     # our tiles: each distinct conv with groups 1, alone as a net of its own (it reads that net's input);
     # a depthwise one runs vectorised's kernel, with no tile to search
-    from backends.handwritten.tiles_search import conv_layers
+    from backends.tuning.tiles.search import conv_layers
     from nets import MOBILENET_V2, RESNET18
     found = conv_layers(RESNET18, 1)
     assert len(found) == len({key for key, _, _ in found}) < sum(1 for l in RESNET18.layers if l.kind == "conv")

@@ -437,7 +437,7 @@ def test_tune_show_over_a_damaged_tinygrad_store_sets_it_aside_in_one_line(tmp_p
     """Was `AttributeError: 'list' object has no attribute 'get'`; the next tune would have overwritten it."""
     module_or_skip("tinygrad", "tinygrad")
     from backends.opencl.runtime import get_runtime
-    from backends.peers.tinygrad_search import store_for
+    from backends.tuning.tinygrad.session import store_for
     monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))
     path = store_for(get_runtime(None)).path
     path.parent.mkdir(parents=True)

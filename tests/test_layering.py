@@ -99,3 +99,12 @@ def test_no_module_imports_itself_through_others():
         if name not in state:
             cycle = visit(name, [])
             assert cycle is None, " -> ".join(cycle[cycle.index(cycle[-1]):])
+
+
+def test_every_search_lives_in_tuning_and_no_backend_imports_one():
+    """The backends read what a search chose through the store (backends/store/), never the search."""
+    bad = [f"{name} imports {target}" for name, targets in GRAPH.items()
+           if name.startswith("backends.") and not name.startswith("backends.tuning") for target in sorted(targets)
+           if target == "backends.tuning" or target.startswith("backends.tuning.")]
+    assert not bad, "\n".join(bad)
+    assert not [n for n in MODULES if n.endswith(("_search", "_tune", "_beam_search")) and ".tuning." not in n]

@@ -75,12 +75,13 @@ def test_every_mode_matches_the_oracle_on_a_graph_net_and_lenet(fresh_cache):
 
 def test_the_tuned_mode_refuses_a_net_never_tuned(fresh_cache):
     backend_or_skip("opencv")
-    from backends.peers.opencv_tune import show, tune
+    from backends.tuning.budget import Budget
+    from backends.tuning.opencv.search import show, tune
     backend = _opencv()
     small = Net("small", (2, 6, 5), (Conv("c", "relu", out_channels=3, kernel=(3, 3)), MaxPool("p")))
     other = Net("other", (3, 8, 8), (Conv("k", "relu", out_channels=4, kernel=(3, 3)),))
     try:
-        tune(backend.runtime, [small], 2, 300, lambda text: None)
+        tune(backend.runtime, [small], 2, Budget(300), lambda text: None)
         assert show(backend.runtime, [small, other], 2)[0].startswith(
             "opencv: small at batch 2: opencl-tuned: 1 of 1 convolutions of the pass auto-tuned on this device")
         assert "0 of 1 convolutions" in show(backend.runtime, [small, other], 2)[1]

@@ -15,14 +15,15 @@ import pytest
 from backends import cache
 from backends.clblast import problems
 from backends.clblast.record import NetChoice, Store
-from backends.peers.opencv_tune import Tuning
-from backends.peers.tinygrad_choices import Choice, ChoiceStore, Choices, DeviceId, KernelKey
+from backends.peers.opencv_tuning import Tuning
+from backends.peers.tinygrad_choices import Choice, ChoiceStore, Choices, KernelKey
+from backends.store import DeviceId
 from compare import device_cache
 from nets import LENET
 from test_tune import DEVICE, verified_record
 
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
-TINY = DeviceId("dev", "plat", "1.0", "0.14.0")
+TINY = DeviceId("dev", "plat", "1.0", tinygrad="0.14.0")
 INFO = {"platform": "plat", "name": "dev", "driver": "1.0"}
 TILES = {"layers": {"n1 in1x8x8 k2 w3x3 s1x1 p0x0": {"tile": [16, 16, 4, 4], "ksplit": 1}}}
 
@@ -71,10 +72,10 @@ STORES = {
                                lambda: json.dumps({**NET.to_json(), "problems": 7})),
     "tiles cache": Kind(lambda root: cache.path("tiles"), lambda root: cache.load("tiles"),
                         lambda root: device_cache.store("tiles", INFO, TILES),
-                        lambda: json.dumps({cache.device_key(INFO): {"layers": {"k": {"tile": "big", "ksplit": 1}}}})),
+                        lambda: json.dumps({DeviceId.of(INFO).key: {"layers": {"k": {"tile": "big", "ksplit": 1}}}})),
     "peak cache": Kind(lambda root: cache.path("peak"), lambda root: cache.load("peak"),
                        lambda root: device_cache.store("peak", INFO, {"gflops": 1.0}),
-                       lambda: json.dumps({cache.device_key(INFO): 12.5})),
+                       lambda: json.dumps({DeviceId.of(INFO).key: 12.5})),
     "opencv summary": Kind(lambda root: root / "opencv" / "compare-opencv.json",
                            lambda root: Tuning(root / "opencv").summary(),
                            lambda root: Tuning(root / "opencv").note(LENET, 1, {"tuned": 2}),
@@ -140,7 +141,7 @@ def test_a_choices_file_cut_short_keeps_its_whole_choices(tmp_path, capsys):
 
 
 def test_choices_of_another_device_are_set_aside_not_used(tmp_path, capsys):
-    other = DeviceId("other", "plat", "1.0", "0.14.0")
+    other = DeviceId("other", "plat", "1.0", tinygrad="0.14.0")
     ChoiceStore(other, tmp_path).save(Choices(other, {"k": _choice()}))
     store = ChoiceStore(TINY, tmp_path)
     store.folder.mkdir(parents=True)
@@ -176,14 +177,23 @@ def test_every_committed_tinygrad_store_loads_whole(path, capsys):
 
 @pytest.mark.parametrize("folder", _committed("*/tuning/clblast-tuning/*"), ids=str)
 def test_every_committed_clblast_store_loads_whole(folder, capsys, monkeypatch):
-    from backends.clblast import record
+    from backends.store import loader
     said = []
-    monkeypatch.setattr(record.stores, "set_aside", lambda *a: said.append(a))   # never rename a committed file
+    monkeypatch.setattr(loader, "set_aside", lambda *a: said.append(a))   # never rename a committed file
     store = Store(DEVICE, folder.parent.parent)
     store.folder = folder
     records = store.all()
     nets = [store._read_net(p) for p in folder.glob("net-*.json")]
     assert records and all(n is not None for n in nets) and said == [] and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("folder", _committed("*/tuning/clblast-tuning/*"), ids=str)
+def test_every_committed_clblast_folder_is_named_by_its_device(folder):
+    """The one DeviceId names CLBlast's folders as they were named when committed, and writes their device
+    as it was written."""
+    written = json.loads((folder / "device.json").read_text())["device"]
+    device = DeviceId(**written)
+    assert device.slug == folder.name and device.to_json() == written and device.key.count(" | ") == 2
 
 
 @pytest.mark.parametrize("path", _committed("*/tuning/tiles.json"), ids=str)

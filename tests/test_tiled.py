@@ -177,7 +177,8 @@ def test_a_device_whose_local_memory_holds_no_tile_makes_it_unsupported(monkeypa
 
 
 def test_the_tile_search_keeps_only_candidates_its_checker_passes():
-    from backends.handwritten import tiles_search
+    from backends.tuning.budget import Budget
+    from backends.tuning.tiles import search as tiles_search
     from nets.errors import UserError
     rt = backend_or_skip("vectorised-tiled").runtime
     (key, one, batch), _ = tiles_search.conv_layers(LENET, 2)
@@ -188,12 +189,12 @@ def test_the_tile_search_keeps_only_candidates_its_checker_passes():
         return lambda out: False
 
     with pytest.raises(UserError, match="no tile of vectorised-tiled ran lenet:c1"):
-        tiles_search.search(rt, one, batch, 0.5, rejecting)
+        tiles_search.search(rt, one, batch, Budget(0.5), rejecting)
     assert seen == ["lenet:c1"]   # the checker is made once per layer, not per candidate
 
     def against_the_oracle(net, weights, x):
         ref = oracle.forward(net, weights, x)[-1]
         return lambda out: compare_arrays(out, ref).passed
 
-    got = tiles_search.search(rt, one, batch, 0.5, against_the_oracle)
+    got = tiles_search.search(rt, one, batch, Budget(0.5), against_the_oracle)
     assert got["layer"] == "lenet:c1" and got["timed"] >= 1 and got["ms"] > 0

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from backends import cache
-from backends.handwritten.tiles_search import merged
+from backends.tuning.tiles.search import merged
+from backends.store import DeviceId
 from compare import device_cache
 
 INFO = {"platform": "P", "name": "D", "driver": "1"}
@@ -25,7 +26,7 @@ def test_a_second_net_keeps_the_first_nets_layers(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))
     device_cache.store("tiles", INFO, _entry({"a": 1.0, "shared": 3.0}), merge=merged)
     device_cache.store("tiles", INFO, _entry({"b": 2.0, "shared": 2.5}), merge=merged)
-    layers = json.loads(cache.path("tiles").read_text())[cache.device_key(INFO)]["layers"]
+    layers = json.loads(cache.path("tiles").read_text())[DeviceId.of(INFO).key]["layers"]
     assert layers == {"a": _layer(1.0), "b": _layer(2.0), "shared": _layer(2.5)}   # the newer timing wins
 
 

@@ -60,7 +60,7 @@ def test_run_returns_after_the_queue_finished(tmp_path):
     backend_or_skip("tinygrad")
     from backends.opencl.runtime import get_runtime
     from backends.peers.tinygrad_device import Child
-    from backends.peers.tinygrad_search import store_for
+    from backends.tuning.tinygrad.session import store_for
     child = Child(get_runtime().device, "run check")
     try:
         calls = child.worker.call("tinygrad_child", "calls_during_run", child.target, store_for(get_runtime()),
@@ -74,7 +74,7 @@ def test_its_launches_per_pass_are_the_kernels_tinygrad_counts_running_them():
     backend_or_skip("tinygrad")
     from backends.opencl.runtime import get_runtime
     from backends.peers.tinygrad_device import Child
-    from backends.peers.tinygrad_search import store_for
+    from backends.tuning.tinygrad.session import store_for
     child = Child(get_runtime().device, "launches check")
     try:
         launches, counted = child.worker.call("tinygrad_child", "launches_and_kernel_count", child.target,

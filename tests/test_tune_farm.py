@@ -20,7 +20,8 @@ ARGV = ["tune", "--net", "lenet", "--batch", "1", "--routines", "gemv", "--scope
 
 
 def test_the_local_search_imports_no_dask():
-    code = ("import sys, compare.commands.tune, backends.tuning, backends.tuning.clblast.scope, backends.tuning.tinygrad\n"
+    code = ("import sys, compare.commands.tune, backends.tuning, backends.tuning.clblast.scope\n"
+            "import backends.tuning.tinygrad.scope\n"
             "assert not [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')]")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
 
@@ -241,3 +242,29 @@ def test_an_address_where_no_scheduler_answers_is_refused_in_one_line_within_the
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr and address.split("/")[-1] in lines[0]
     assert took < 4 + 15, took   # the budget, and the interpreter's start
+
+
+def test_the_farm_is_connected_once_for_every_scope_within_the_first_share_and_closed_once(monkeypatch):
+    from backends.tuning import farm, place
+    from backends.tuning.address import parse
+
+    calls = []
+
+    class Connected:
+        def close(self):
+            calls.append("close")
+
+        def where(self, kind, every_kind):
+            return f"{kind} (every kind: {every_kind})"
+
+    monkeypatch.setattr(farm, "connect", lambda address, seconds: calls.append(("connect", str(address), seconds))
+                        or Connected())
+    monkeypatch.setattr(farm, "kinds_tuned", lambda connected, here, every_kind: ["kind A"])
+    monkeypatch.setattr(place, "_here", lambda request: None)
+    on = place.OnFarm(parse("tcp://farm:8786"), every_kind=True)
+    assert on.on_farm and not place.Here().on_farm
+    assert on.kinds(None, 5.0)[1] == ["kind A"] and on.kinds(None, 900.0)[1] == ["kind A"]   # the second scope's
+    assert on.where("kind A") == "kind A (every kind: True)"
+    on.close()
+    on.close()
+    assert calls == [("connect", "tcp://farm:8786", 5.0), "close"]

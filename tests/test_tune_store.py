@@ -8,7 +8,7 @@ import pytest
 from backends import cache
 from backends.clblast import problems
 from backends.clblast.record import ProblemRecord, StageRecord, Store, Tried
-from backends.shared_files import PartialDict, PartialList, salvage, whole
+from backends.store import DeviceId, PartialDict, PartialList, salvage, whole
 from test_tune import DEVICE, verified_record
 
 
@@ -71,7 +71,7 @@ def test_a_cache_entry_written_by_another_process_meanwhile_is_kept(tmp_path, mo
     other = {"platform": "plat", "name": "theirs", "driver": "1.0"}
     device_cache.store("peak", other, {"gflops": 1.0})
     device_cache.store("peak", info, {"gflops": 2.0})
-    assert set(cache.load("peak")) == {cache.device_key(info), cache.device_key(other)}
+    assert set(cache.load("peak")) == {DeviceId.of(info).key, DeviceId.of(other).key}
 
 
 def test_two_writers_of_one_record_each_keep_the_others_configurations(tmp_path):

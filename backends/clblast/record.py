@@ -13,19 +13,18 @@ parameters re-timed through the real routine, alone.
 
 Several processes may tune one folder at once: every write merges what
 is on disk into what the writer holds, under the folder's lock
-(backends/shared_files.py), so each learns the others' results and none
+(backends/store/), so each learns the others' results and none
 is lost.  A damaged file is set aside and what could be read of it kept.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import cache, stores
-from ..shared_files import locked, whole, write_json
+from .. import cache, store
+from ..store import DeviceId, locked, whole, write_json
 from .problems import Problem
 
 SCHEMA = "clblast-compare/clblast-tuning"
@@ -41,29 +40,6 @@ def net_key(name: str, batch: int) -> str:
 def _batch_of(key: str, name: str) -> int | None:
     m = re.fullmatch(re.escape(name) + r" batch (\d+)", key)
     return int(m.group(1)) if m else None
-
-
-@dataclass(frozen=True)
-class DeviceId:
-    """What a tuning holds for: no figure carries over to another of these."""
-
-    name: str
-    platform: str
-    driver: str
-    clblast: str
-
-    @classmethod
-    def of(cls, info: dict, clblast: str) -> "DeviceId":
-        return cls(info["name"], info["platform"], info["driver"], clblast)
-
-    @property
-    def slug(self) -> str:
-        text = "|".join((self.name, self.platform, self.driver, self.clblast))
-        name = re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-")[:40] or "device"
-        return f"{name}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "platform": self.platform, "driver": self.driver, "clblast": self.clblast}
 
 
 @dataclass
@@ -166,7 +142,7 @@ class StageRecord:
 
     @classmethod
     def from_json(cls, d: dict) -> "StageRecord":
-        """A stage; one cut short (shared_files.salvage) keeps the configurations before the cut."""
+        """A stage; one cut short (store.salvage) keeps the configurations before the cut."""
         rec = cls(d["stage"], d["kernel"], d["order"], int(d["default_count"]))
         by = {int(i): name for name, indices in d.get("by", {}).items() for i in indices if isinstance(i, int)}
         for t in d["tried"]:
@@ -292,7 +268,7 @@ class ProblemRecord:
 
     @classmethod
     def from_json(cls, d: dict) -> "ProblemRecord":
-        """A record; one cut short (shared_files.salvage) keeps what came before the cut: its whole stages
+        """A record; one cut short (store.salvage) keeps what came before the cut: its whole stages
         and the configurations of the stage at the cut (a verification cut short is dropped: it is redone)."""
         if d.get("schema") != SCHEMA or d.get("version") != VERSION:
             raise ValueError(f"not a version {VERSION} {SCHEMA} file")
@@ -353,7 +329,7 @@ class Store:
     def lock(self):
         """The folder's lock, for a read-merge-write of its files (taken again inside: no harm); the folder
         made first (refused in one line where a file is in its place)."""
-        stores.make_folder(self.folder)
+        store.make_folder(self.folder)
         return locked(self.folder)
 
     def _path(self, problem: Problem) -> Path:
@@ -453,8 +429,8 @@ def _stamp(path: Path) -> tuple | None:
 
 def _read(path: Path, parse, kept, keep: bool = False):
     """`parse` of the file's JSON, or None where there is none; a damaged or foreign file is set aside by
-    the one loader of the stores (backends/stores.py) in one line that says what `kept(parsed)` says was
+    the one loader of the stores (backends/store/) in one line that says what `kept(parsed)` says was
     kept; with `keep`, what `parse` made of it is written back in its place."""
     def checked(data):
-        return stores.Parsed(parse(stores.obj(data, "the file")))
-    return stores.load(path, checked, kept, (lambda got: write_json(path, got.to_json())) if keep else None)
+        return store.Parsed(parse(store.obj(data, "the file")))
+    return store.load(path, checked, kept, (lambda got: write_json(path, got.to_json())) if keep else None)

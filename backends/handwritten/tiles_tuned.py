@@ -5,7 +5,7 @@ and keeps the fastest per layer and device (backends/cache.py, kind
 other with the cost model's (tiled_plan.py)."""
 from __future__ import annotations
 
-from .. import cache, stores
+from .. import cache, store
 from .tiled_plan import Tile
 
 KIND = "tiles"
@@ -19,17 +19,17 @@ def layer_key(batch: int, in_shape, layer) -> str:
 
 
 def check_entry(entry, where: str) -> None:
-    """One device's entry of the tiles' cache, as tiles_search writes it (stores.Foreign naming what is not):
+    """One device's entry of the tiles' cache, as the tiles' search writes it (store.Foreign naming what is not):
     per layer key its tile (four whole numbers) and its split."""
-    layers = stores.need(stores.obj(entry, where), "layers", stores.obj, where)
+    layers = store.need(store.obj(entry, where), "layers", store.obj, where)
     for key, found in layers.items():
         at = f"{where}.layers[{key[:60]!r}]"
-        tile = stores.need(stores.obj(found, at), "tile", stores.array, at)
-        if len(tile) != 4 or not all(stores.whole_number(t, f"{at}.tile") > 0 for t in tile):
-            raise stores.Foreign(f"{at}.tile is not 4 whole numbers above 0")
+        tile = store.need(store.obj(found, at), "tile", store.array, at)
+        if len(tile) != 4 or not all(store.whole_number(t, f"{at}.tile") > 0 for t in tile):
+            raise store.Foreign(f"{at}.tile is not 4 whole numbers above 0")
         Tile(*tile)   # a tile the kernel cannot run is refused there (ValueError)
-        if stores.need(found, "ksplit", stores.whole_number, at) < 1:
-            raise stores.Foreign(f"{at}.ksplit is below 1")
+        if store.need(found, "ksplit", store.whole_number, at) < 1:
+            raise store.Foreign(f"{at}.ksplit is below 1")
 
 
 class TunedTiles(cache.DeviceEntry):

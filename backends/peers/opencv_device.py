@@ -29,6 +29,7 @@ from pathlib import Path
 from nets.errors import Unsupported
 
 from .. import cache
+from ..store import DeviceId
 from ..isolated import Worker
 from ..opencl.icd import ClTarget, alone_environment, target_of
 
@@ -75,7 +76,7 @@ def target_for(device) -> CvTarget:
 
 def tuning_folder(info: dict) -> Path:
     """The folder of ocl4dnn's tuned configurations on the device `info` describes (not created here)."""
-    key = re.sub(r"[^A-Za-z0-9_.-]+", "_", cache.device_key(info)).strip("_")
+    key = re.sub(r"[^A-Za-z0-9_.-]+", "_", DeviceId.of(info).key).strip("_")
     return cache.cache_dir() / "opencv" / key
 
 

@@ -13,7 +13,7 @@ Modes:
 - `opencl`: ocl4dnn's convolution kernels as configured by its heuristics.
 - `opencl-tuned`: each convolution's kernel as `compare tune --scope opencv`
   auto-tuned it on this device (OPENCV_OCL4DNN_CONFIG_PATH: a folder per
-  device in the cache, opencv_tune.py); nothing is tuned at run time, and
+  device in the cache, opencv_tuning.py); nothing is tuned at run time, and
   the depth (convolutions tuned of the net's) is in the result.  Listed
   where the folder holds a tuning.
 
@@ -51,7 +51,7 @@ from .graph_walk import GraphWalk
 from .opencv_device import Child, CvTarget, OpenedDevice, open_device, opencv_version, tuning_folder
 from .opencv_fallback import failed_programs, layer_places, trace_environment
 from .opencv_read import first_line, read_net
-from .opencv_tune import Tuning, tuning_line
+from .opencv_tuning import Tuning, tuning_line
 
 OPENCL, TUNED = "opencl", "opencl-tuned"
 MODES = (OPENCL, TUNED)

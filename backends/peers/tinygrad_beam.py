@@ -7,26 +7,18 @@ in tinygrad's cache (CACHEDB) and otherwise searches.  BeamHook stands in
 for it (installed once per process) so that a run never searches: a kernel
 whose choice was seeded into the cache gets it (tinygrad's own lookup
 applies it), any other gets tinygrad's hand-coded heuristics, as at BEAM=0,
-and is counted unsearched.  The tuner records those others (with what their
-search needs) and searches them one at a time with tinygrad's own search,
-which writes its choice into the cache; the choice is then returned for the
-committed file (tinygrad_choices.py).
+and is counted unsearched.  The tuner's hook (backends/tuning/tinygrad/
+beam.py) records those others and searches them with tinygrad's own search;
+its choices reach the backend only through the committed file
+(tinygrad_choices.py).
 """
 from __future__ import annotations
 
-import os
-import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 
-from .tinygrad_choices import Choice, Choices, KernelKey, now
+from .tinygrad_choices import Choices, KernelKey
 
-# tinygrad's knobs of the search (read by tinygrad at each search): recorded with each choice where set
-SEARCH_SETTINGS = ("BEAM_UPCAST_MAX", "BEAM_LOCAL_MAX", "BEAM_MIN_PROGRESS", "BEAM_UOPS_MAX", "BEAM_ESTIMATE",
-                   "BEAM_PADTO", "BEAM_TIMEOUT_SEC", "BEAM_DEV_TIMEOUT", "NOLOCALS", "TC", "TC_OPT", "PARALLEL")
-
-
-def _search_module():
+def search_module():
     import tinygrad.codegen.opt.search as search
     return search
 
@@ -39,10 +31,6 @@ def key_of(s, amt: int, allow_test_size: bool) -> KernelKey:
 def kernel_name(s) -> str:
     """A short name for people: reduce or elementwise, and the kernel's loop sizes."""
     return ("r" if s.reduceop is not None else "E") + "_" + "_".join(str(n) for n in s.full_shape)
-
-
-def opts_to_json(opts) -> list:
-    return [[o.op.name, o.axis, list(o.arg) if isinstance(o.arg, tuple) else o.arg] for o in opts]
 
 
 def opts_from_json(rows) -> list:
@@ -79,18 +67,6 @@ def heuristic(s):
     return hand_coded_optimizations(s)
 
 
-@dataclass
-class Pending:
-    """A kernel met unsearched, with what tinygrad's search of it needs."""
-
-    key: KernelKey
-    name: str
-    sched: object
-    rawbufs: list
-    var_vals: dict
-    cost_ms: float | None = None   # under the heuristics, once timed
-
-
 class BeamHook:
     """tinygrad's beam_search, answering from the seeded choices or with the heuristics (see the module)."""
 
@@ -99,19 +75,19 @@ class BeamHook:
     def __init__(self, known: set[str]):
         self.known = set(known)           # KernelKey.text of every seeded choice
         self.seen: dict[str, str] | None = None   # while watching: key -> name, in compile order
-        self.recording = False
-        self.pending: dict[str, Pending] = {}
-        self.original = _search_module().beam_search
+        self.original = search_module().beam_search
 
     @classmethod
     def install(cls, known: set[str]) -> "BeamHook":
-        """The process's hook (one: tinygrad's search function is the process's)."""
-        if cls._installed is None:
-            cls._installed = cls(known)
-            _search_module().beam_search = cls._installed
+        """The process's hook (one: tinygrad's search function is the process's), of this class where it is
+        the first."""
+        hook = BeamHook._installed
+        if hook is None:
+            hook = BeamHook._installed = cls(known)
+            search_module().beam_search = hook
         else:
-            cls._installed.known |= set(known)
-        return cls._installed
+            hook.known |= set(known)
+        return hook
 
     def __call__(self, s, rawbufs, var_vals, amt, allow_test_size=True, disable_cache=False):
         key = key_of(s, amt, allow_test_size)
@@ -119,9 +95,11 @@ class BeamHook:
             self.seen.setdefault(key.text, kernel_name(s))
         if key.text in self.known:
             return self.original(s, rawbufs, var_vals, amt, allow_test_size)   # found in the seeded cache
-        if self.recording and key.text not in self.pending:
-            self.pending[key.text] = Pending(key, kernel_name(s), s.copy(), rawbufs, var_vals)
+        self.unknown(key, s, rawbufs, var_vals)
         return heuristic(s)
+
+    def unknown(self, key: KernelKey, s, rawbufs, var_vals) -> None:
+        """A kernel met with no choice seeded (a run gives it the heuristics; the search records it)."""
 
     @contextmanager
     def watching(self):
@@ -132,45 +110,3 @@ class BeamHook:
             yield self.seen
         finally:
             self.seen = None
-
-    def time_heuristic(self, key: str) -> float | None:
-        """Pending kernel `key` under the heuristics (ms), which orders the search: the costliest first."""
-        p = self.pending[key]
-        if p.cost_ms is None:
-            p.cost_ms = self.time_ms(p, heuristic(p.sched.copy()))
-        return p.cost_ms
-
-    def time_ms(self, p: Pending, sched) -> float | None:
-        """Kernel `p` scheduled as `sched`, timed as tinygrad's search times a candidate (least of 3, ms)."""
-        search = _search_module()
-        _, compiled = search._try_compile((0, sched))
-        if compiled is None:
-            return None
-        bufs = [b.ensure_allocated() if b is not None else b for b in p.rawbufs]
-        try:
-            return min(search._time_program(compiled[0], p.var_vals, bufs, cnt=3)) * 1e3
-        except Exception:  # noqa: BLE001 - a kernel that cannot be timed alone keeps no cost: it goes last
-            return None
-
-    def search(self, key: str, device: str) -> Choice:
-        """tinygrad's own search of pending kernel `key`, the heuristics' schedule kept as a candidate:
-        where it times faster than the search's best (as tinygrad's search times them), it is the choice,
-        so a search never makes a kernel slower.  The choice goes into tinygrad's cache too."""
-        p = self.pending[key]
-        t0 = time.perf_counter()
-        best = self.original(p.sched.copy(), p.rawbufs, p.var_vals, p.key.width, p.key.allow_test_size)
-        took = time.perf_counter() - t0
-        best_ms, kept = self.time_ms(p, best), "search"
-        heuristic_ms = self.time_ms(p, heuristic(p.sched.copy()))   # beside the best, on the same clock
-        if heuristic_ms is not None and (best_ms is None or heuristic_ms < best_ms):
-            best, best_ms, kept = heuristic(p.sched.copy()), heuristic_ms, "heuristics"
-            put(p.key, device, best.applied_opts)
-        self.known.add(key)
-        del self.pending[key]
-        settings = {k: os.environ[k] for k in SEARCH_SETTINGS if k in os.environ}
-        return Choice(p.key, opts_to_json(best.applied_opts), p.name, round(took, 2), _rounded(heuristic_ms),
-                      _rounded(best_ms), settings, now(), kept)
-
-
-def _rounded(ms: float | None) -> float | None:
-    return None if ms is None else float(f"{ms:.4g}")

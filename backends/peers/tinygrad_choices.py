@@ -1,6 +1,6 @@
 """What tinygrad's schedule search (BEAM) chose on one device, as a small
 file that can be committed: written by `compare tune --scope tinygrad`
-(tinygrad_search.py), read by the `tinygrad` backend's searched modes.
+(backends/tuning/tinygrad/), read by the `tinygrad` backend's searched modes.
 
 tinygrad caches its search in an sqlite file (CACHEDB) that also holds
 every compiled binary (95 MB after two nets on the H100).  Only the
@@ -18,16 +18,11 @@ searched of the net's) is known without opening the device.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import cache, stores
-from ..atomic import write_text_atomic
-from ..shared_files import locked, whole
+from .. import cache, store
+from ..store import DeviceId, JsonFile, whole
 
 SCHEMA = "clblast-compare/tinygrad-search"
 VERSION = 1
@@ -37,26 +32,6 @@ DEFAULT_WIDTH = 2
 
 def net_key(name: str, batch: int) -> str:
     return f"{name} batch {batch}"
-
-
-@dataclass(frozen=True)
-class DeviceId:
-    """What the choices hold for: none carries over to another of these."""
-
-    name: str
-    platform: str
-    driver: str
-    tinygrad: str
-
-    @classmethod
-    def of(cls, info: dict, tinygrad: str) -> "DeviceId":
-        return cls(info["name"], info["platform"], info["driver"], tinygrad)
-
-    @property
-    def slug(self) -> str:
-        text = "|".join((self.name, self.platform, self.driver, self.tinygrad))
-        name = re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-")[:40] or "device"
-        return f"{name}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
 @dataclass(frozen=True)
@@ -103,21 +78,21 @@ class Choice:
     @classmethod
     def from_json(cls, d, where: str = "choice") -> "Choice":
         """One kernel's choice, each field of its type (Foreign naming the first that is not)."""
-        d = stores.obj(d, where)
-        key = stores.need(d, "key", stores.text, where)
+        d = store.obj(d, where)
+        key = store.need(d, "key", store.text, where)
         try:
             parsed = KernelKey.parse(key)
         except ValueError:
-            raise stores.Foreign(f"{where}.key {key[:60]!r} is not width|ast|test size|suffix") from None
-        opts = [stores.array(o, f"{where}.opts[{i}]") for i, o in enumerate(stores.need(d, "opts", stores.array, where))]
+            raise store.Foreign(f"{where}.key {key[:60]!r} is not width|ast|test size|suffix") from None
+        opts = [store.array(o, f"{where}.opts[{i}]") for i, o in enumerate(store.need(d, "opts", store.array, where))]
         settings = d.get("settings") or {}
-        return cls(parsed, opts, stores.need(d, "kernel", stores.text, where),
-                   stores.need(d, "search_s", stores.number, where),
-                   stores.number(d.get("heuristic_ms"), f"{where}.heuristic_ms", True),
-                   stores.number(d.get("searched_ms"), f"{where}.searched_ms", True),
-                   dict(stores.obj(settings, f"{where}.settings")), stores.text(d.get("when", ""), f"{where}.when"),
-                   stores.text(d.get("kept", "search"), f"{where}.kept"),
-                   stores.text(d.get("where", ""), f"{where}.where"))
+        return cls(parsed, opts, store.need(d, "kernel", store.text, where),
+                   store.need(d, "search_s", store.number, where),
+                   store.number(d.get("heuristic_ms"), f"{where}.heuristic_ms", True),
+                   store.number(d.get("searched_ms"), f"{where}.searched_ms", True),
+                   dict(store.obj(settings, f"{where}.settings")), store.text(d.get("when", ""), f"{where}.when"),
+                   store.text(d.get("kept", "search"), f"{where}.kept"),
+                   store.text(d.get("where", ""), f"{where}.where"))
 
 
 @dataclass
@@ -158,60 +133,67 @@ class Choices:
         return f"{net}: {done} of {total} distinct kernels searched at width {width}"
 
     def to_json(self) -> dict:
-        return {"schema": SCHEMA, "version": VERSION, "device": asdict(self.device),
+        return {"schema": SCHEMA, "version": VERSION, "device": self.device.to_json(),
                 "kernels": [c.to_json() for c in self.kernels.values()],
                 "nets": [{"net": s.net, "width": s.width, "kernels": [list(k) for k in s.kernels]}
                          for s in self.nets.values()]}
 
     @classmethod
-    def from_json(cls, d, device: DeviceId) -> "stores.Parsed[Choices]":
+    def from_json(cls, d, device: DeviceId) -> "store.Parsed[Choices]":
         """The choices of a file's JSON, each entry checked: Foreign where the file is not a version VERSION
         file of `device`; the entries not of the schema left out and counted."""
-        d = stores.obj(d, "the file")
+        d = store.obj(d, "the file")
         if d.get("schema") != SCHEMA or d.get("version") != VERSION:
-            raise stores.Foreign(f"not a version {VERSION} {SCHEMA} file")
-        theirs = stores.need(d, "device", stores.obj, "the file")
+            raise store.Foreign(f"not a version {VERSION} {SCHEMA} file")
+        theirs = store.need(d, "device", store.obj, "the file")
         try:
             same = DeviceId(**theirs) == device
         except TypeError:
             same = False
         if not same:
-            raise stores.Foreign(f"a file of another device ({str(theirs)[:80]}), not of {device.name}")
+            raise store.Foreign(f"a file of another device ({str(theirs)[:80]}), not of {device.name}")
         for key in ("kernels", "nets"):
             if key not in d and whole(d):   # a file cut short may lose its last fields; a whole one has them
-                raise stores.Foreign(f"the file has no {key!r}")
-        kernels = stores.entries(stores.array(d.get("kernels", []), "kernels"), Choice.from_json, "kernels")
-        nets = stores.entries(stores.array(d.get("nets", []), "nets"), _survey, "nets")
+                raise store.Foreign(f"the file has no {key!r}")
+        kernels = store.entries(store.array(d.get("kernels", []), "kernels"), Choice.from_json, "kernels")
+        nets = store.entries(store.array(d.get("nets", []), "nets"), _survey, "nets")
         choices = cls(device, {c.key.text: c for c in kernels.value}, {s.name: s for s in nets.value})
-        return stores.Parsed(choices, kernels.dropped + nets.dropped)
+        return store.Parsed(choices, kernels.dropped + nets.dropped)
 
 
 def _survey(d, where: str) -> Survey:
-    d = stores.obj(d, where)
+    d = store.obj(d, where)
     kernels = []
-    for i, k in enumerate(stores.need(d, "kernels", stores.array, where)):
+    for i, k in enumerate(store.need(d, "kernels", store.array, where)):
         at = f"{where}.kernels[{i}]"
-        if len(stores.array(k, at)) != 3:
-            raise stores.Foreign(f"{at} holds {len(k)} values, not (key, name, ms)")
-        kernels.append((stores.text(k[0], at), stores.text(k[1], at), stores.number(k[2], at, True)))
-    return Survey(stores.need(d, "net", stores.text, where), stores.need(d, "width", stores.whole_number, where),
+        if len(store.array(k, at)) != 3:
+            raise store.Foreign(f"{at} holds {len(k)} values, not (key, name, ms)")
+        kernels.append((store.text(k[0], at), store.text(k[1], at), store.number(k[2], at, True)))
+    return Survey(store.need(d, "net", store.text, where), store.need(d, "width", store.whole_number, where),
                   kernels)
 
 
 class ChoiceStore:
-    """The choices file of one device."""
+    """The choices file of one device (backends/store/: locked, written whole)."""
 
     def __init__(self, device: DeviceId, root: Path | None = None):
         self.device = device
         self.folder = (root or cache.cache_dir()) / FOLDER / device.slug
         self.path = self.folder / "choices.json"
 
+    @property
+    def _file(self) -> JsonFile[Choices]:
+        # made when asked, not kept: a ChoiceStore is pickled to the search's child and a farm's workers
+        return JsonFile(self.path, self._parse, self._kept, Choices.to_json)
+
+    def _parse(self, data) -> "store.Parsed[Choices]":
+        return Choices.from_json(data, self.device)
+
     def load(self) -> Choices:
-        """What was chosen so far; empty where there is no file.  A damaged or foreign file (backends/stores.py)
-        is set aside in one line, never overwritten: what could be read of it is kept and written back, and
-        the search goes on from there (afresh where nothing could be kept)."""
-        got = stores.load(self.path, lambda d: Choices.from_json(d, self.device), self._kept,
-                          self._write, lambda: locked(self.folder))
+        """What was chosen so far; empty where there is no file.  A damaged or foreign file is set aside in one
+        line, never overwritten: what could be read of it is kept and written back, and the search goes on
+        from there (afresh where nothing could be kept)."""
+        got = self._file.load()
         return got if got is not None else Choices(self.device)
 
     @staticmethod
@@ -220,24 +202,16 @@ class ChoiceStore:
             return "nothing in it could be kept, its kernels are searched afresh"
         return f"the choices of {len(got.kernels)} kernels and the surveys of {len(got.nets)} nets kept"
 
-    def _write(self, choices: Choices) -> None:
-        write_text_atomic(self.path, json.dumps(choices.to_json(), indent=1) + "\n")
-
     def save(self, choices: Choices) -> Path:
         """Merged under the folder's lock with what is on disk (another search of the same device, on this
-        machine or a farm's client, may have written since this one loaded), then written whole to a
-        temporary file and renamed: an interrupt leaves the last good file, and no writer loses another's
-        choices.  `choices` gains what the file held."""
-        stores.make_folder(self.folder)
-        with locked(self.folder):
-            there = self.load()
-            for key, choice in there.kernels.items():
+        machine or a farm's client, may have written since this one loaded), then written whole: an
+        interrupt leaves the last good file, and no writer loses another's choices.  `choices` gains what
+        the file held."""
+        def merged(there: "Choices | None") -> Choices:
+            for key, choice in (there.kernels if there else {}).items():
                 choices.kernels.setdefault(key, choice)
-            for name, survey in there.nets.items():
+            for name, survey in (there.nets if there else {}).items():
                 choices.nets.setdefault(name, survey)
-            self._write(choices)
+            return choices
+        self._file.update(merged)
         return self.path
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S")

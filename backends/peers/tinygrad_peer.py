@@ -11,7 +11,7 @@ one line.
 Modes:
 - `untuned`: BEAM=0, tinygrad's hand-coded heuristics for every kernel.
 - `searched`: BEAM=2, each kernel's schedule as `compare tune --scope
-  tinygrad` searched it on this device (tinygrad_search.py); a kernel not
+  tinygrad` searched it on this device (backends/tuning/tinygrad/); a kernel not
   searched yet runs on the heuristics, and nothing is searched at run time.
   The depth (kernels searched of the pass's) is in the result.  No kernel
   searched: UNSUPPORTED, naming the command that searches.
@@ -39,7 +39,8 @@ from nets.errors import Unsupported, UserError
 from ..base import Backend, Family, LayerTiming, Launches, PreparedNet, Step, layer_params
 from ..isolated import IsolatedBackend
 from .graph_walk import GraphWalk
-from .tinygrad_choices import DEFAULT_WIDTH, ChoiceStore, DeviceId, net_key
+from ..store import DeviceId
+from .tinygrad_choices import DEFAULT_WIDTH, ChoiceStore, net_key
 from .tinygrad_device import Child, OpenedDevice, open_device, tinygrad_version
 
 UNTUNED, SEARCHED = "untuned", "searched"
@@ -307,7 +308,7 @@ class TinygradBackend(IsolatedBackend):
         return None
 
     def store(self) -> ChoiceStore:
-        return ChoiceStore(DeviceId.of(self.runtime.info, tinygrad_version()))
+        return ChoiceStore(DeviceId.of(self.runtime.info, tinygrad=tinygrad_version()))
 
     def _spawn(self, what: str):
         child = Child(self.runtime.device, what)

@@ -1,13 +1,17 @@
 """`tune(request)`: the request checked whole before any budget is spent,
-the budget shared among the scopes by weight (each scope's Budget starts
-when it does), each scope run here or on the farm, a Summary back.
+the place decided (here or the farm: place.py), the budget shared among
+the scopes by weight (each scope's share starts when it does, on the one
+clock), each scope handed its share and the place, a Summary back.
 `show(request)`: each scope's depth on this device, from its files."""
 from __future__ import annotations
 
 import textwrap
+import time
+from typing import Callable
 
 from nets.errors import UserError
 
+from . import place as places
 from . import scopes as registry
 from .budget import Budget
 from .request import Request, Summary
@@ -36,41 +40,51 @@ def resolve(request: Request) -> list[str]:
     return names
 
 
-def check(request: Request) -> list[str]:
+def check(request: Request, place=None) -> list[str]:
     """The scopes to run, each scope's own check passed (before any budget is spent)."""
+    place = place or places.of(request)
     if not request.budget_s > 0:
         raise UserError(f"--budget-s must be a positive number of seconds, not {request.budget_s}")
     if not request.nets:
         raise UserError("--net names no net: give one or more, comma-separated")
     names = resolve(request)
     for name in names:
-        registry.module(name).check(request)
+        registry.module(name).check(request, place)
     return names
 
 
-def tune(request: Request) -> Summary:
-    names = check(request)
-    budget = Budget(request.budget_s)
+def tune(request: Request, clock: Callable[[], float] = time.monotonic) -> Summary:
+    place = places.of(request)
+    names = check(request, place)
+    budget = Budget(request.budget_s, clock)
     seconds = budget.shares({n: registry.SCOPES[n].weight for n in names})
     summary = Summary()
-    for name in names:
-        summary.lines += registry.module(name).run(request, Budget(seconds[name]))
-    where = (request.runtime().info["name"] if request.scheduler is None
-             else f"the workers of {request.scheduler}")
+    try:
+        for name in names:
+            summary.lines += registry.module(name).run(request, budget.share(seconds[name]), place)
+    finally:
+        place.close()
+    where = place.words(request)
     summary.lines.append(f"on {where}, budget {request.budget_s:.0f} s; `compare run` uses these "
                          f"(--clblast-params database ignores CLBlast's); run it again to go deeper")
     summary.unwritten = [u for u in request.unwritten if u]
     return summary
 
 
+def shown(request: Request) -> list[tuple[str, str]]:
+    """(scope, how deep its search went on this device, in lines; "" where it has nothing to say) for each
+    scope asked for (default: every scope)."""
+    names = list(request.scopes) if request.scopes is not None else list(registry.SCOPES)
+    place = places.of(request)
+    try:
+        return [(name, registry.module(name).show(request, place) or "") for name in names]
+    finally:
+        place.close()
+
+
 def show(request: Request) -> str:
     """How deep each scope asked for (default: every scope with files here) went on this device."""
-    names = list(request.scopes) if request.scopes is not None else list(registry.SCOPES)
-    out = []
-    for name in names:
-        text = registry.module(name).show(request)
-        if text:
-            out.append(text)
+    out = [text for _, text in shown(request) if text]
     lines = "\n".join(out).splitlines() if out else ["nothing tuned for these nets on this device yet"]
     # a terminal of 100 columns: a long line wraps at its words, indented under itself
     return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 4),

@@ -2,10 +2,10 @@
 whose workers each hold one or more OpenCL devices (`compare tune
 --scheduler tcp://HOST:PORT`).  This module asks the workers what they
 hold (`probe`, run on each), groups their devices by kind (the same name,
-platform, driver and CLBlast library: record.DeviceId), and picks the kind
+platform, driver and CLBlast library: store.DeviceId), and picks the kind
 tuned: this machine's device, or the only kind there is, or each kind
 (`--devices all`).  The scopes then run their work on the places of that
-kind (clblast/farm.py: CLBlast's children; tinygrad_farm.py: tinygrad's
+kind (clblast/farm.py: CLBlast's children; tinygrad/farm.py: tinygrad's
 kernels); this process stays the store's only writer.
 
 On a machine with several GPUs, start one worker per GPU, each pinned to
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from nets.errors import UserError
 
-from ..clblast.record import DeviceId
+from ..store import DeviceId
 from .address import Address, probe as probe_address
 from .clblast.space import DeviceLimits
 

@@ -3,11 +3,13 @@ module that runs it (imported only when asked for, so a missing library
 makes its scope unavailable and the others still run), its part of the
 budget beside the others asked for, and whether a farm spreads it.
 
-A scope's module has three functions, each given the Request:
-`check(request)` refuses in one line, before any budget is spent, what it
-cannot do; `run(request, budget) -> list[str]` searches within the Budget
-and says what it did; `show(request) -> str` says how deep the search of
-the nets went on this device, from its files alone.
+A scope's module (its scope.py) has three functions, each given the
+Request and the place the driver chose (place.py: here, or a farm's
+workers): `check(request, place)` refuses in one line, before any budget
+is spent, what it cannot do; `run(request, budget, place) -> list[str]`
+searches within its share of the budget (a deadline it asks: budget.py)
+and says what it did; `show(request, place) -> str` says how deep the
+search of the nets went on this device, from its files alone.
 """
 from __future__ import annotations
 
@@ -29,11 +31,11 @@ class Scope:
 SCOPES: dict[str, Scope] = {s.name: s for s in (
     Scope("clblast", "backends.tuning.clblast.scope", 9.0, True,
           "CLBlast's own default search on each problem of the nets, then the best verified against its database"),
-    Scope("tiles", "backends.tuning.tiles", 1.0, False,
+    Scope("tiles", "backends.tuning.tiles.scope", 1.0, False,
           "vectorised-tiled's tiles per conv layer (a tenth of the budget beside CLBlast's)"),
-    Scope("tinygrad", "backends.tuning.tinygrad", 10.0, True,
+    Scope("tinygrad", "backends.tuning.tinygrad.scope", 10.0, True,
           "tinygrad's schedule search (BEAM) of each kernel of the nets, the costliest first"),
-    Scope("opencv", "backends.tuning.opencv", 1.0, False,
+    Scope("opencv", "backends.tuning.opencv.scope", 1.0, False,
           "OpenCV DNN's auto-tuning of its OpenCL convolutions (ocl4dnn) for the nets' layers"),
 )}
 DEFAULT = ("clblast", "tiles")

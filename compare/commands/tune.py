@@ -57,9 +57,8 @@ def cmd_tune(args) -> int:
 
 def _shown(request) -> list[dict]:
     """`tune --show --json`: per scope asked (default: every one), how deep its tuning went, in its lines."""
-    from backends.tuning import scopes as registry
-    names = list(request.scopes) if request.scopes is not None else list(registry.SCOPES)
-    return [{"scope": name, "lines": (registry.module(name).show(request) or "").splitlines()} for name in names]
+    from backends import tuning
+    return [{"scope": name, "lines": text.splitlines()} for name, text in tuning.shown(request)]
 
 
 def _names(text: str | None) -> list[str] | None:

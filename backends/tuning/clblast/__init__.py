@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from nets.errors import UserError
 
 from ...clblast import problems as clblast_problems
-from ...clblast.record import DeviceId, Store, net_key
+from ...clblast.record import Store, net_key
+from ...store import DeviceId
 from ..budget import Budget
+from .phases import Phases
 from .search import Search, SearchFailed
 from .space import DeviceLimits, limits_from_device
 from .verify import verify_net
@@ -108,16 +110,17 @@ class Outcome:
 def tune(target: Target, asked: Asked, budget: Budget, pool, progress=lambda s: None,
          verify_only: bool = False) -> Outcome:
     """Search, then verify each problem, then check the fastest sets in force from the start, then choose
-    one set per kernel for each net (or only verify), each phase until the deadline `budget` hands it.
+    one set per kernel for each net (or only verify), each phase until its deadline in `budget` (phases.py).
     Raises SearchFailed where the children cannot run at all."""
     search = Search(pool, target.store(), target.limits, asked.problems, progress=progress, calls=asked.calls,
                     layers=asked.layers,
                     nets={net: [p for p in calls if p in asked.problems] for net, calls in asked.nets.items()})
+    phases = Phases(budget)
     if not verify_only:
-        search.measure_costs(budget.left(budget.costs()))
-        search.search(budget.left(budget.search_end()))
-    verified = search.verify(budget.left(budget.verify()))   # a search that finished early leaves its time here
-    search.check_fresh(budget.left(budget.fresh()))
+        search.measure_costs(budget.left(phases.costs()))
+        search.search(budget.left(phases.search_end()))
+    verified = search.verify(budget.left(phases.verify()))   # a search that finished early leaves its time here
+    search.check_fresh(budget.left(phases.fresh()))
     for net, calls in asked.nets.items():   # weighed by the calls a pass makes: what the net pays
-        verify_net(search, net, calls, budget.left(budget.nets()))
+        verify_net(search, net, calls, budget.left(phases.nets()))
     return Outcome(search, verified)

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from ...clblast.record import Store
-from ...shared_files import read_json, write_json
+from ...store import read_json, write_json
 
 from .watch import start_ticks
 

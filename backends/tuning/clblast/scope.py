@@ -14,8 +14,8 @@ from ...clblast import problems as clblast_problems
 from . import Asked, Outcome, SearchFailed, Target, show as show_module, tune as tune_clblast
 
 
-def check(request) -> None:
-    if request.scheduler is None:
+def check(request, place) -> None:
+    if not place.on_farm:   # the workers load their own
         from ...clblast.library import require_library
         require_library()
     Asked.of(request.nets, request.batch, request.as_tuner, request.routines)   # refused here, not later
@@ -41,34 +41,27 @@ def _here(request) -> Target:
     return Target.of(request.runtime(), clblast_version())
 
 
-def targets(request) -> list[tuple[Target, object, str]]:
-    """(the device kind, the pool its children run in, a line saying where) for each kind tuned."""
+def targets(request, place, seconds: float) -> list[tuple[Target, object, str]]:
+    """(the device kind, the pool its children run in, a line saying where) for each kind tuned at `place`
+    (a farm connected within `seconds`)."""
     from .children import LocalPool
-    if request.scheduler is None:
+    if not place.on_farm:
         from ...opencl.runtime import device_index
         rt = request.runtime()
         # side by side only on a GPU: a CPU device's compiles and runs take every core already
         jobs = request.jobs or (max(1, min(8, (os.cpu_count() or 2) // 2)) if "GPU" in rt.info["type"] else 1)
         return [(_here(request), LocalPool(device_index(rt.device), jobs), "")]
-    from .. import farm as farm_module
     from .farm import DaskPool
-    farm = farm_module.connect(request.scheduler, request.budget_s)
-    try:
-        here = _here(request).device
-    except UserError:   # this machine has no OpenCL device
-        here = None
-    out = []
-    for kind in farm_module.kinds_tuned(farm, here, request.every_kind):
-        out.append((Target(kind.device, kind.limits, kind.gpu), DaskPool(farm.client, kind.places, request.jobs),
-                    farm.where(kind, request.every_kind)))
-    return out
+    farm, kinds = place.kinds(request, seconds)
+    return [(Target(kind.device, kind.limits, kind.gpu), DaskPool(farm.client, kind.places, request.jobs),
+             place.where(kind)) for kind in kinds]
 
 
-def run(request, budget) -> list[str]:
+def run(request, budget, place) -> list[str]:
     """The search, then the verification and the choices; each device kind side by side with the whole
-    budget (their workers are others)."""
+    share (their workers are others)."""
     asked = Asked.of(request.nets, request.batch, request.as_tuner, request.routines)
-    work = targets(request)
+    work = targets(request, place, budget.left())
     for target, _, _ in work:   # before the budget is spent, not after
         request.harness.check_writable(str(target.store().folder / "device.json"), "the CLBlast tuning folder")
     said: list[list[str]] = [[] for _ in work]
@@ -113,11 +106,11 @@ def _said(request, target: Target, done: Outcome, where: str) -> list[str]:
     return out
 
 
-def show(request) -> str:
-    if request.scheduler is None:
+def show(request, place) -> str:
+    if not place.on_farm:
         return show_module.show(_here(request), request.nets, request.batch, request.as_tuner)
     out = []
-    for target, pool, _ in targets(request):
+    for target, pool, _ in targets(request, place, request.budget_s):
         out.append(show_module.show(target, request.nets, request.batch, request.as_tuner))
         if hasattr(pool, "close"):
             pool.close()

@@ -2,9 +2,11 @@
 every tile and split of `vectorised-tiled` on each conv layer of the nets,
 each candidate's output checked by the caller's `checker_for` (the harness
 checks it against the float64 oracle, which lives above this layer), the
-fastest kept per layer and device (tiles_tuned.py reads it back).  As fair to our kernels
-as the tuners are to CLBlast's, and under the same kind of budget: the cost
-model's own choice is timed first, so a layer always has a measured answer.
+fastest kept per layer and device (backends/handwritten/tiles_tuned.py
+reads it back).  As fair to our kernels
+as the tuners are to CLBlast's, and under the same kind of budget (each
+layer a share of what is left): the cost model's own choice is timed
+first, so a layer always has a measured answer.
 
 A candidate's time is the device time of its convolution steps (the tiled
 kernel and, for a split sum, the kernel that adds the parts), median of up
@@ -25,10 +27,11 @@ from nets import Net
 from nets.errors import Unsupported, UserError
 from nets.weights import init_weights, make_input
 
-from ..opencl.runtime import KernelBuildError
-from .tiled import TiledNet
-from .tiled_plan import MAX_SPLIT, TILES, slice_length
-from .tiles_tuned import layer_key
+from ...handwritten.tiled import TiledNet
+from ...handwritten.tiled_plan import MAX_SPLIT, TILES, slice_length
+from ...handwritten.tiles_tuned import layer_key
+from ...opencl.runtime import KernelBuildError
+from ..budget import Budget
 
 # (the one-layer net, its weights, its input) -> a test of a candidate's output, made once per layer
 CheckerFor = Callable[[Net, dict, np.ndarray], Callable[[np.ndarray], bool]]
@@ -67,8 +70,9 @@ def _candidates(one: Net, batch: int, model: tuple) -> list[tuple]:
     return [model] + [c for c in every if c != model]
 
 
-def search(rt, one: Net, batch: int, seconds: float, checker_for: CheckerFor, progress=lambda s: None) -> dict:
-    """The candidates of one layer timed for at most `seconds`: the fastest, and the model's."""
+def search(rt, one: Net, batch: int, budget: Budget, checker_for: CheckerFor, progress=lambda s: None) -> dict:
+    """The candidates of one layer timed until `budget` expires (the model's always): the fastest, and the
+    model's."""
     weights = init_weights(one, 0)
     x = make_input(one, batch, 0)
     is_correct = checker_for(one, weights, x)
@@ -78,12 +82,12 @@ def search(rt, one: Net, batch: int, seconds: float, checker_for: CheckerFor, pr
         op = op.op
     plan = op.plan
     model.close()
-    start, timed, refused, best = time.monotonic(), 0, 0, None
+    timed, refused, best = 0, 0, None
     model_ms = None
     for tile, k in _candidates(one, batch, (plan.tile, plan.ksplit)):
-        if time.monotonic() - start > seconds and model_ms is not None:
+        if budget.expired() and model_ms is not None:
             break
-        progress(f"tiles {one.name}: {timed} timed, {time.monotonic() - start:.0f} s")
+        progress(f"tiles {one.name}: {timed} timed, {budget.spent():.0f} s")
         try:
             prepared = TiledNet(rt, one, weights, batch, tiles=(tile,), ksplit=k, winograd="never", pointwise="never", cpu_conv="never")
         except (Unsupported, KernelBuildError, ValueError):
@@ -108,27 +112,26 @@ def search(rt, one: Net, batch: int, seconds: float, checker_for: CheckerFor, pr
         raise UserError(f"no tile of vectorised-tiled ran {one.name} on {rt.info['name']}")
     tile, k, ms = best
     return {"layer": one.name, "tile": [tile.tm, tile.tn, tile.rm, tile.rn], "ksplit": k, "ms": round(ms, 5),
-            "timed": timed, "refused": refused, "seconds": round(time.monotonic() - start, 1),
+            "timed": timed, "refused": refused, "seconds": round(budget.spent(), 1),
             "model": {"tile": [plan.tile.tm, plan.tile.tn, plan.tile.rm, plan.tile.rn], "ksplit": plan.ksplit,
                       "ms": None if model_ms is None else round(model_ms, 5)}}
 
 
-def tune_tiles(rt, nets: list[Net], batches: list[int], budget_s: float, checker_for: CheckerFor,
+def tune_tiles(rt, nets: list[Net], batches: list[int], budget: Budget, checker_for: CheckerFor,
                progress=lambda s: None):
-    """Every conv layer of `nets` (at their batches) within `budget_s`: the
-    tuning file's entry, and one table row per layer."""
+    """Every conv layer of `nets` (at their batches) within `budget`, each an even share of what is left:
+    the tuning file's entry, and one table row per layer."""
     layers = [item for net, batch in zip(nets, batches) for item in conv_layers(net, batch)]
-    start, found, rows = time.monotonic(), {}, []
+    found, rows = {}, []
     for i, (key, one, batch) in enumerate(layers):
-        share = max((budget_s - (time.monotonic() - start)) / (len(layers) - i), 0.0)
-        got = search(rt, one, batch, share, checker_for, progress)
+        got = search(rt, one, batch, budget.share(budget.left() / (len(layers) - i)), checker_for, progress)
         found[key] = got
         model = got["model"]
         rows.append(["tiles", "vectorised-tiled", one.name, key, got["timed"] + got["refused"], got["timed"],
                      f"{_tile_text(got)} {got['ms']:.3f} ms (model's {_tile_text(model)}: "
                      f"{'-' if model['ms'] is None else format(model['ms'], '.3f')} ms)", f"{got['seconds']:.0f}"])
     entry = {"device": rt.info["name"], "tuned": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-             "budget_s": budget_s, "took_s": round(time.monotonic() - start, 1), "layers": found}
+             "budget_s": budget.seconds, "took_s": round(budget.spent(), 1), "layers": found}
     return entry, rows
 
 

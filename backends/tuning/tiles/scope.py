@@ -1,15 +1,15 @@
 """The `tiles` scope of `compare tune`: vectorised-tiled's tiles on every
-conv layer of the nets it runs (backends/handwritten/tiles_search.py),
-each candidate checked against the float64 oracle (the harness's check),
-kept in the tiles' cache per device."""
+conv layer of the nets it runs (search.py), each candidate checked against
+the float64 oracle (the harness's check), kept in the tiles' cache per
+device.  It runs here only (scopes.py: the driver keeps it off a farm)."""
 from __future__ import annotations
 
 from nets.errors import UserError
 
 
-def check(request) -> None:
-    from .. import backend_class, cache
-    from ..handwritten.tiles_tuned import KIND
+def check(request, place) -> None:
+    from ... import backend_class, cache
+    from ...handwritten.tiles_tuned import KIND
     tiled_backend = backend_class("vectorised-tiled")
     request.tiled = [n for n in request.nets if tiled_backend.unsupported(n) is None]
     skipped = [n for n in request.nets if n not in request.tiled]
@@ -21,17 +21,17 @@ def check(request) -> None:
     request.harness.check_writable(cache.path(KIND), "the tiles' cache")
 
 
-def run(request, budget) -> list[str]:
+def run(request, budget, place) -> list[str]:
     if not request.tiled:
         return []
     from tabulate import tabulate
 
-    from ..handwritten import tiles_search
-    from ..handwritten.tiles_tuned import KIND
+    from ...handwritten.tiles_tuned import KIND
+    from . import search
     rt = request.runtime()
-    tiles, rows = tiles_search.tune_tiles(rt, request.tiled, [request.batch_of(n) for n in request.tiled],
-                                          budget.seconds, request.harness.checker_for, request.progress)
-    kept = request.harness.store_cache(KIND, rt.info, tiles, "the tiles' cache", merge=tiles_search.merged)
+    tiles, rows = search.tune_tiles(rt, request.tiled, [request.batch_of(n) for n in request.tiled],
+                                   budget, request.harness.checker_for, request.progress)
+    kept = request.harness.store_cache(KIND, rt.info, tiles, "the tiles' cache", merge=search.merged)
     request.unwritten.append(kept.problem)
     return [tabulate(rows, headers=["scope", "tuner", "for", "sizes", "tried", "matched", "best", "s"],
                      disable_numparse=True),
@@ -39,5 +39,5 @@ def run(request, budget) -> list[str]:
             f"written to {kept.path or 'nowhere'}"]
 
 
-def show(request) -> str:
+def show(request, place) -> str:
     return ""   # the tiles' cache holds one choice per layer: `compare run` says which it used

@@ -1,9 +1,9 @@
 """tinygrad's search on a farm's workers (`compare tune --scope tinygrad
 --scheduler tcp://HOST:PORT`): one searcher per device of the kind tuned
-(farm.py found them), each a Dask task at a time on its worker, so a
-searcher that finishes a kernel takes the next (tinygrad.py's loop).
+(backends/tuning/farm.py found them), each a Dask task at a time on its
+worker, so a searcher that finishes a kernel takes the next (loop.py).
 
-On a worker, a search session (peers/tinygrad_search.py: a tinygrad
+On a worker, a search session (session.py: a tinygrad
 child on that worker's device, by its 'P:D' index) is kept between tasks,
 so each net is compiled there once; it searches the kernels it is handed
 and returns each choice to this process, the store's only writer.  Only
@@ -21,8 +21,9 @@ from pathlib import Path
 
 from nets.errors import UserError
 
-from . import farm as farm_module
-from ..peers.tinygrad_choices import ChoiceStore, DeviceId, Survey
+from ...peers.tinygrad_choices import ChoiceStore, Survey, net_key
+from ...store import DeviceId
+from .. import farm as farm_module
 
 GRACE_S = 60.0   # past a task's own time: its worker compiles the nets first, and answers through the scheduler
 
@@ -32,15 +33,15 @@ _GUARD = threading.Lock()
 
 
 def _searcher(index: str, width: int):
-    from ..opencl.runtime import device_info, select_device
-    from ..peers.tinygrad_device import tinygrad_version
-    from ..peers.tinygrad_search import LocalSearcher
+    from ...opencl.runtime import device_info, select_device
+    from ...peers.tinygrad_device import tinygrad_version
+    from .session import LocalSearcher
     with _GUARD:
         got = _SESSIONS.get((index, width))
         if got is None:
             device = select_device(index)
             # no seeds: this worker searches what it is handed; the client holds the choices
-            store = ChoiceStore(DeviceId.of(device_info(device), tinygrad_version() or "none"),
+            store = ChoiceStore(DeviceId.of(device_info(device), tinygrad=tinygrad_version() or "none"),
                                 Path(tempfile.mkdtemp(prefix="compare-tinygrad-farm-")))
             got = _SESSIONS[(index, width)] = (LocalSearcher(device, store), set())
         return got
@@ -79,7 +80,7 @@ def close_sessions() -> int:
 
 # -- on the client
 class FarmSearcher:
-    """A searcher on one place of the farm: what tinygrad.py's loop asks of a searcher, as Dask tasks."""
+    """A searcher on one place of the farm: what loop.py asks of a searcher, as Dask tasks."""
 
     def __init__(self, client, place: farm_module.Place, request, store: ChoiceStore):
         self.client, self.place, self.name, self.store = client, place, place.name, store
@@ -88,7 +89,6 @@ class FarmSearcher:
 
     def _nets_of(self, key: str, width: int) -> list:
         """The nets whose pass has kernel `key` (as surveyed): the worker compiles only those."""
-        from ..peers.tinygrad_choices import net_key
         choices = self.store.load()
         found = [n for n in self.nets
                  if any(k == key for k, _, _ in getattr(choices.nets.get(
@@ -118,30 +118,24 @@ class FarmSearcher:
         pass
 
 
-def run(request, budget, search) -> list[str]:
-    """The search loop (`search`: tinygrad.search) over every place of the kind tuned; each kind among the
-    workers in turn with --devices all (their stores are apart)."""
-    from ..peers.tinygrad_device import tinygrad_version
+def run(request, budget, place, search) -> list[str]:
+    """The search loop (`search`: loop.search) over every place of the kind tuned on the farm `place`
+    (place.OnFarm, connected within the budget); each kind among the workers in turn with --devices all
+    (their stores are apart)."""
+    from ...peers.tinygrad_device import tinygrad_version
     mine = tinygrad_version()
-    farm = farm_module.connect(request.scheduler, budget.left())
+    farm, kinds = place.kinds(request, budget.left())
     try:
-        try:
-            rt = request.runtime()
-            from ..clblast.record import DeviceId as KindId
-            from ..clblast.tuned import clblast_version
-            here = KindId.of(rt.info, clblast_version())
-        except UserError:
-            here = None
         lines: list[str] = []
-        for kind in farm_module.kinds_tuned(farm, here, request.every_kind):
+        for kind in kinds:
             same = [p for p in kind.places if p.tinygrad == mine]
             other = [f"{p.name} (tinygrad {p.tinygrad or 'missing'})" for p in kind.places if p.tinygrad != mine]
-            where = farm.where(kind, request.every_kind) + (
+            where = place.where(kind) + (
                 f"; left out, not tinygrad {mine}: {', '.join(other)}" if other else "")
             if not same:
                 raise UserError(f"--scheduler {farm.address}: no worker of {kind.words()} has tinygrad {mine}, "
                                 f"which made this machine's choices' keys: {', '.join(other)}")
-            store = ChoiceStore(DeviceId(kind.device.name, kind.device.platform, kind.device.driver, mine))
+            store = ChoiceStore(kind.device.with_tinygrad(mine))
             searchers = [FarmSearcher(farm.client, p, request, store) for p in same]
             lines += search(request, store, searchers, budget, where).lines()
         return lines
@@ -150,4 +144,3 @@ def run(request, budget, search) -> list[str]:
             farm.client.run(close_sessions)
         except Exception:  # noqa: BLE001 - a worker gone: its children went with it
             pass
-        farm.close()

@@ -1,9 +1,8 @@
 """tinygrad's schedule search (BEAM) on one device: the child's side
 (SearchSession: the device opened, the choices seeded, each kernel of a
 net's pass found by compiling it, then searched with tinygrad's own
-search) and the parent's handle on it (LocalSearcher), which the tuning's
-`tinygrad` scope drives (backends/tuning/tinygrad.py), here or on a farm's
-worker (backends/tuning/tinygrad_farm.py).
+search, beam.py) and the parent's handle on it (LocalSearcher), which the
+search loop (loop.py) drives, here or on a farm's worker (farm.py).
 
 The child is told the time left, stops its search softly when it is
 spent, and is stopped by force GRACE_S later if it does not answer.
@@ -18,8 +17,9 @@ import threading
 from nets.errors import PassTimeout, UserError
 from nets.weights import init_weights
 
-from .tinygrad_choices import ChoiceStore, DeviceId
-from .tinygrad_device import Child, open_device, tinygrad_version
+from ...peers.tinygrad_choices import ChoiceStore
+from ...peers.tinygrad_device import Child, open_device, tinygrad_version
+from ...store import DeviceId
 
 GRACE_S = 30.0
 
@@ -36,15 +36,15 @@ def _budget_spent(signum, frame):
 # -- in the child
 class SearchSession:
     """The child's side: the device opened, the choices seeded, the schedule search recording the
-    kernels it is asked for (tinygrad_beam.BeamHook)."""
+    kernels it is asked for (beam.SearchHook)."""
 
     def __init__(self, target, store: ChoiceStore):
-        from .tinygrad_beam import BeamHook, seed
+        from ...peers.tinygrad_beam import seed
+        from .beam import SearchHook
         self.device = open_device(target)
         choices = store.load()
         seed(choices, self.device.tinygrad)
-        self.hook = BeamHook.install(set(choices.kernels))
-        self.hook.recording = True
+        self.hook = SearchHook.install(set(choices.kernels))
         self._seen: dict[str, str] = {}
 
     # what TinygradNet asks of its owner
@@ -65,7 +65,7 @@ class SearchSession:
     def survey(self, net, batch: int, width: int) -> list[tuple[str, str, float | None]]:
         """The distinct kernels of the net's pass at `width`, in compile order: (key, name, ms under the
         heuristics; None where known already or not timeable)."""
-        from .tinygrad_peer import TinygradNet
+        from ...peers.tinygrad_peer import TinygradNet
         prepared = TinygradNet(net, init_weights(net, 0), batch, self, width)
         prepared.close()
         return [(key, name, self.hook.time_heuristic(key) if key in self.hook.pending else None)
@@ -91,12 +91,12 @@ class SearchSession:
 
 # -- in the parent
 def store_for(rt) -> ChoiceStore:
-    return ChoiceStore(DeviceId.of(rt.info, tinygrad_version() or "none"))
+    return ChoiceStore(DeviceId.of(rt.info, tinygrad=tinygrad_version() or "none"))
 
 
 def require() -> None:
     """A UserError where the tinygrad scope cannot run here."""
-    from .tinygrad_peer import TinygradBackend
+    from ...peers.tinygrad_peer import TinygradBackend
     why = TinygradBackend.unavailable_reason()
     if why:
         raise UserError(f"--scope tinygrad: {why}")
@@ -104,7 +104,7 @@ def require() -> None:
 
 class LocalSearcher:
     """A SearchSession in a child on the OpenCL device `device` of this machine: what the tuning's search
-    loop (backends/tuning/tinygrad.py) asks of a searcher, here; on a farm's worker the same runs there."""
+    loop (loop.py) asks of a searcher, here; on a farm's worker the same runs there."""
 
     def __init__(self, device, store: ChoiceStore, name: str | None = None):
         self.name = name or f"{socket.gethostname()} pid {os.getpid()}"

@@ -12,7 +12,8 @@ its basic kernel alone ("fallback to basic kernel" in its log), and the
 tuning records that one.
 
 tune() runs each net's pass once in a child on the device with the
-device's folder (opencv_device.tuning_folder) and auto-tuning on; each
+device's folder (backends/peers/opencv_device.tuning_folder) and
+auto-tuning on; each
 convolution's file is written as soon as it is tuned, so a budget that
 stops the child mid-pass keeps what was done, and the next call goes on.
 A run's `opencl-tuned` mode reads the folder with auto-tuning off
@@ -25,126 +26,16 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from nets import LayerKind, Net
+from nets import Net
 from nets.errors import PassTimeout, Unsupported, UserError
 
-from .. import stores
-from ..shared_files import locked, whole, write_json
+from ... import store
+from ...peers.opencv_tuning import Tuning, net_key, tuning_line
+from ..budget import Budget
 
-SUMMARY = "compare-opencv.json"
 BASIC = "fallback to basic kernel"
-
-
-def _tuning_size(x: int) -> int:
-    """ocl4dnn's TUNING_SIZE: an input side as its key writes it (16-aligned, at most 256)."""
-    return 256 if x > 256 else -(-x // 16) * 16
-
-
-def _conv_tokens(net: Net, batch: int) -> list[set[str]]:
-    """Per convolution of `net`: the shape part of ocl4dnn's file name (width before height), with the
-    input channels counted whole or per group."""
-    out = []
-    for i, layer in enumerate(net.layers):
-        if layer.kind != LayerKind.CONV:
-            continue
-        c, h, w = net.in_shape(i)
-        (kh, kw), (sh, sw), (dh, dw) = layer.kernel, layer.stride, layer.dilation
-        top, left = layer.padding[:2]
-        out.append({f"_k{kw}x{kh}_cn{cn}_g{layer.groups}_s{sw}x{sh}_d{dw}x{dh}_b1_in{_tuning_size(w)}x"
-                    f"{_tuning_size(h)}_p{left}x{top}_num{batch}_M{layer.out_channels}_"
-                    for cn in {c, c // layer.groups}})
-    return out
-
-
-def net_key(net: Net, batch: int) -> str:
-    return f"{net.name}@{batch}"
-
-
-@dataclass(frozen=True)
-class Tuning:
-    """The folder of one device's tuned configurations."""
-
-    folder: Path
-
-    def files(self) -> list[str]:
-        if not self.folder.is_dir():
-            return []
-        return sorted(f.name for f in self.folder.iterdir() if f.is_file() and not f.name.startswith((".", SUMMARY)))
-
-    def any(self) -> bool:
-        return bool(self.files())
-
-    def environment(self, read_only: bool) -> dict[str, str | None]:
-        """OpenCV's environment: the folder, auto-tuning off (a run) or on (the tuning)."""
-        return {"OPENCV_OCL4DNN_CONFIG_PATH": str(self.folder),
-                "OPENCV_OCL4DNN_DISABLE_AUTO_TUNING": "1" if read_only else None,
-                "OPENCV_OCL4DNN_FORCE_AUTO_TUNING": None}
-
-    def depth(self, net: Net, batch: int) -> tuple[int, int] | None:
-        """(convolutions of the pass with a configuration here, convolutions); None for a net of none."""
-        convs = _conv_tokens(net, batch)
-        if not convs:
-            return None
-        files = self.files()
-        return sum(1 for names in convs if any(t in f for f in files for t in names)), len(convs)
-
-    def summary(self) -> dict:
-        """Per net (net_key) what its tuning said; a damaged or foreign summary is set aside with what could
-        be kept written back (backends/stores.py)."""
-        path = self.folder / SUMMARY
-
-        def parse(data) -> stores.Parsed[dict]:
-            found = {k: v for k, v in stores.obj(data, "the file").items() if whole(v)}
-            kept = {k: v for k, v in found.items() if _is_record(k, v)}
-            return stores.Parsed(kept, len(found) - len(kept))
-
-        got = stores.load(path, parse, lambda kept: f"the records of {len(kept or {})} nets kept",
-                          lambda kept: write_json(path, kept, indent=1) if kept else None,
-                          lambda: locked(self.folder, f".{SUMMARY}.lock"))
-        return got if got is not None else {}
-
-    def note(self, net: Net, batch: int, record: dict) -> None:
-        with locked(self.folder, f".{SUMMARY}.lock"):
-            data = self.summary()
-            data[net_key(net, batch)] = record
-            write_json(self.folder / SUMMARY, data, indent=1)
-
-    def refusal(self, net: Net, batch: int) -> str:
-        at = "" if batch == net.default_batch else f" --batch {batch}"
-        return (f"no convolution of {net.name} at batch {batch} was auto-tuned on this device: `compare tune "
-                f"--scope opencv --net {net.name}{at}` tunes them")
-
-
-def _is_record(key: str, record) -> bool:
-    """A net's record as note() writes it: under 'net@batch', its counts whole numbers where given."""
-    if "@" not in key or not key.rsplit("@", 1)[1].isdigit() or not isinstance(record, dict):
-        return False
-    return all(isinstance(record.get(k), int) and not isinstance(record.get(k), bool)
-               for k in ("convolutions", "tuned", "basic_only") if record.get(k) is not None)
-
-
-def tuning_line(tuning: Tuning, net: Net, batch: int, tuned: bool) -> str:
-    """One line for the reports: the mode's tuning, and how deep it went on this pass."""
-    depth = tuning.depth(net, batch)
-    record = tuning.summary().get(net_key(net, batch)) or {}
-    basic = record.get("basic_only")
-    how = (f"; ocl4dnn's candidates on this device: its basic kernel alone ({basic} convolutions of its tuning "
-           f"pass fell back to it: no Intel subgroups)" if basic else "")
-    if depth is None:
-        found = "no convolution in the pass"
-    else:
-        found = f"{depth[0]} of {depth[1]} convolutions of the pass auto-tuned on this device"
-        if record.get("complete") and record.get("tuned") == depth[0] < depth[1]:
-            found += (f" (the other {depth[1] - depth[0]} are not ocl4dnn's to tune: a whole pass of its tuning "
-                      f"tuned none of them)")
-    where = f"ocl4dnn's configurations in {tuning.folder}, by `compare tune --scope opencv`"
-    if tuned:
-        return f"opencl-tuned: {found}{how}; none tuned at run time ({where})"
-    return f"opencl: ocl4dnn's configurations by its heuristics; tuned mode: {found}{how} ({where})"
 
 
 def tune_pass(target, net: Net, batch: int, folder: str, log: str) -> int:
@@ -158,9 +49,9 @@ def tune_pass(target, net: Net, batch: int, folder: str, log: str) -> int:
 
     from nets.weights import init_weights
 
-    from . import opencv_onnx
-    from .opencv_device import open_device
-    from .opencv_read import read_net
+    from ...peers import opencv_onnx
+    from ...peers.opencv_device import open_device
+    from ...peers.opencv_read import read_net
     open_device(target)
     import cv2
     path = Path(folder) / "tune.onnx"
@@ -176,23 +67,22 @@ def _device(rt_or_device):
     """The pyopencl device and its info dict, from a runtime or a device."""
     if hasattr(rt_or_device, "device") and hasattr(rt_or_device, "info"):
         return rt_or_device.device, rt_or_device.info
-    from ..opencl.runtime import device_info
+    from ...opencl.runtime import device_info
     return rt_or_device, device_info(rt_or_device)
 
 
-def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> list[str]:
+def tune(rt_or_device, nets, batch: int | None, budget: Budget, progress) -> list[str]:
     """ocl4dnn's auto-tuning of every convolution of `nets` (Net objects or built-in names) at `batch`
-    (None: each net's default) on the device, within `budget_s` seconds; `progress(text)` is told what
+    (None: each net's default) on the device, within `budget`; `progress(text)` is told what
     runs.  Summary lines, one per net and one for the folder."""
     import nets as builtin
 
-    from .opencv_device import Child, opencv_version, tuning_folder
+    from ...peers.opencv_device import Child, opencv_version, tuning_folder
     if opencv_version() is None:
         raise UserError("--scope opencv needs OpenCV: pip install 'clblast-compare[opencv]'")
     device, info = _device(rt_or_device)
     tuning = Tuning(tuning_folder(info))
-    stores.make_folder(tuning.folder)
-    end = time.monotonic() + budget_s
+    store.make_folder(tuning.folder)
     lines = []
     for net in nets:
         net = builtin.get_net(net) if isinstance(net, str) else net
@@ -206,8 +96,8 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
             lines.append(f"opencv: {net.name} at batch {b}: all of its {before[1]} convolutions that ocl4dnn tunes "
                          f"are tuned already ({before[0]})")
             continue
-        left = end - time.monotonic()
-        if left <= 0:
+        left = budget.left()
+        if budget.expired():
             lines.append(f"opencv: {net.name} at batch {b}: not started, the budget is spent "
                          f"({before[0]} of {before[1]} tuned)")
             continue
@@ -219,7 +109,7 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
             raise UserError(f"--scope opencv: {exc}") from None
         log = Path(tempfile.mkdtemp(prefix="log-", dir=child.folder)) / "opencv.log"
         cut, basic = "", None
-        t0 = time.monotonic()
+        t0 = budget.clock()
         try:
             basic = child.worker.request("func", __name__, "tune_pass", (child.target, net, b, str(child.folder),
                                                                         str(log)), timeout_s=max(left, 1.0))
@@ -229,7 +119,7 @@ def tune(rt_or_device, nets, batch: int | None, budget_s: float, progress) -> li
             raise UserError(f"--scope opencv: {exc}") from None
         finally:
             child.close()
-        took = time.monotonic() - t0
+        took = budget.clock() - t0
         after = tuning.depth(net, b)
         if basic is not None:
             # a whole pass tuned every convolution ocl4dnn tunes: the others (its depthwise path) it never will
@@ -248,7 +138,7 @@ def show(rt_or_device, nets, batch: int | None) -> list[str]:
     """What is tuned for `nets` on the device, one line per net (for `compare tune --show`)."""
     import nets as builtin
 
-    from .opencv_device import tuning_folder
+    from ...peers.opencv_device import tuning_folder
     _, info = _device(rt_or_device)
     tuning = Tuning(tuning_folder(info))
     lines = []

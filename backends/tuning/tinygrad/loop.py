@@ -1,40 +1,24 @@
-"""The `tinygrad` scope of `compare tune`: tinygrad's schedule search (BEAM)
-of the kernels of the nets' passes, under the budget, resumable, its
-choices kept in the device's tuning folder (peers/tinygrad_choices.py) for
-the `tinygrad` backend's searched modes.
-
-A run first surveys each net that still has kernels not searched (its pass
-compiled as the backend compiles it: which distinct kernels it has, and
-what each takes under tinygrad's heuristics); then searches those, the
-costliest first over all the nets, one kernel at a time per searcher,
-each choice saved as it comes with the searcher that made it.  The
-searchers: one child on this device (peers/tinygrad_search.py), or one per
-device of the kind on a farm's workers (tinygrad_farm.py), each taking the
-next kernel as it finishes one.  At the end of the budget the kernels in
-search are given up (tinygrad's search cannot be resumed inside a kernel);
-the next run continues with what is left.
-"""
+"""tinygrad's search loop: survey each net that still has kernels not
+searched (its pass compiled as the backend compiles it: which distinct
+kernels it has, and what each takes under tinygrad's heuristics), then
+search those, the costliest first over all the nets, one kernel at a time
+per searcher (a child here, session.LocalSearcher, or one per device on a
+farm's workers, farm.FarmSearcher), each taking the next kernel as it
+finishes one, each choice saved as it comes with the searcher that made
+it.  At the deadline the kernels in search are given up (tinygrad's search
+cannot be resumed inside a kernel); the next run continues with what is
+left."""
 from __future__ import annotations
 
 import dataclasses
 import queue
 import threading
-import time
 from dataclasses import dataclass, field
 
-from nets.errors import Unsupported, UserError
-
-from ..peers.tinygrad_choices import ChoiceStore, Choices, Survey, net_key
+from ...peers.tinygrad_choices import ChoiceStore, Choices, Survey, net_key
+from ..budget import Budget
 
 STOP_S = 2.0   # how long an interrupt waits for the search threads once their searchers are stopped
-
-
-def check(request) -> None:
-    from ..peers.tinygrad_search import require
-    require()
-    if request.scheduler is None:
-        from ..peers.tinygrad_search import store_for
-        request.harness.check_writable(str(store_for(request.runtime()).path), "tinygrad's choices file")
 
 
 @dataclass
@@ -60,29 +44,10 @@ class Outcome:
         return out + [f"tinygrad: {d}" for d in self.depths]
 
 
-def run(request, budget) -> list[str]:
-    if request.scheduler is None:
-        return _run_here(request, budget)
-    from . import tinygrad_farm
-    return tinygrad_farm.run(request, budget, search)
-
-
-def _run_here(request, budget) -> list[str]:
-    from ..peers.tinygrad_search import LocalSearcher, store_for
-    try:
-        searcher = LocalSearcher(request.runtime().device, store_for(request.runtime()))
-    except Unsupported as exc:
-        raise UserError(f"--scope tinygrad: {exc}") from None
-    try:
-        return search(request, store_for(request.runtime()), [searcher], budget).lines()
-    finally:
-        searcher.close()
-
-
-def search(request, store: ChoiceStore, searchers: list, budget, where: str = "") -> Outcome:
+def search(request, store: ChoiceStore, searchers: list, budget: Budget, where: str = "") -> Outcome:
     """Survey the nets not searched to the end (on the first searcher), then search their kernels, the
     costliest first, each searcher taking the next as it finishes one, within `budget`."""
-    width, progress, end = request.width, request.progress, budget.end
+    width, progress = request.width, request.progress
     choices = store.load()
     result = Outcome(store, width, where)
     keys = [net_key(n.name, request.batch_of(n)) for n in request.nets]
@@ -93,7 +58,7 @@ def search(request, store: ChoiceStore, searchers: list, budget, where: str = ""
             continue   # all its kernels searched: nothing to survey
         what = f"compiling {net.name} at batch {request.batch_of(net)} to find its kernels"
         progress(f"tinygrad: {what}")   # said once: the display shows the time going by (compare/progress.py)
-        found = first.survey(net, request.batch_of(net), width, end - time.monotonic())
+        found = first.survey(net, request.batch_of(net), width, budget.left())
         if found is None:
             result.cut = f"while {what}"
             break
@@ -104,13 +69,14 @@ def search(request, store: ChoiceStore, searchers: list, budget, where: str = ""
         store.save(choices)
     todo = [] if result.cut else _costliest_first(choices, keys, width)
     if todo:
-        _search_all(request, store, choices, searchers, todo, end, result)
+        _search_all(request, store, choices, searchers, todo, budget, result)
     result.left = sum(1 for _ in _unsearched(choices, keys, width))
     result.depths = [choices.depth_words(k, width) for k in keys]
     return result
 
 
-def _search_all(request, store, choices: Choices, searchers: list, todo: list, end: float, result: Outcome) -> None:
+def _search_all(request, store, choices: Choices, searchers: list, todo: list, budget: Budget,
+                result: Outcome) -> None:
     """Each searcher in a thread of its own takes the next kernel of `todo` until none is left or the budget
     ends; each choice saved as it comes (this process is the store's only writer)."""
     waiting: queue.Queue = queue.Queue()
@@ -118,7 +84,7 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
         waiting.put((i, *item))
     guard = threading.Lock()
     busy: dict[str, str] = {}
-    t0 = time.monotonic()
+    t0 = budget.clock()
 
     def say() -> None:   # each time a searcher takes or ends a kernel
         with guard:
@@ -143,9 +109,9 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
                 i, key, name = waiting.get_nowait()
             except queue.Empty:
                 return
-            left = end - time.monotonic()
+            left = budget.left()
             what = f"kernel {i + 1} of {len(todo)} ({name})"
-            if left <= 0:
+            if budget.expired():
                 with guard:
                     result.cut = result.cut or f"before {what}"
                 return
@@ -179,7 +145,7 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, e
         raise
     if failed:
         raise failed[0]
-    result.search_s = time.monotonic() - t0
+    result.search_s = budget.clock() - t0
 
 
 def _unsearched(choices: Choices, nets: list[str], width: int):
@@ -198,36 +164,3 @@ def _costliest_first(choices: Choices, nets: list[str], width: int) -> list[tupl
     found = list(_unsearched(choices, nets, width))
     order = sorted(range(len(found)), key=lambda i: (found[i][2] is None, -(found[i][2] or 0.0), i))
     return [(found[i][0], found[i][1]) for i in order]
-
-
-def show(request) -> str:
-    """The depth of tinygrad's search on this device, per net, from the choices file alone ("" where
-    tinygrad is missing or nothing was searched here and the scope was not asked for)."""
-    from ..peers.tinygrad_device import tinygrad_version
-    from ..peers.tinygrad_search import store_for
-    if tinygrad_version() is None:
-        return "" if request.scopes is None else "tinygrad: not installed here"
-    store = store_for(request.runtime())
-    if request.scopes is None and not store.path.exists():
-        return ""
-    choices = store.load()
-    width = request.width
-    info = request.runtime().info
-    lines = [f"tinygrad search of {info['name']} ({info['driver']}, tinygrad {store.device.tinygrad}), "
-             f"{store.path}: {len(choices.kernels)} kernels searched"
-             + (f" at widths {', '.join(map(str, choices.widths()))}" if choices.kernels else "")]
-    for net in request.nets:
-        key = net_key(net.name, request.batch_of(net))
-        lines.append(choices.depth_words(key, width))
-        survey = choices.nets.get(Survey(key, width).name)
-        for k, name, ms in survey.kernels if survey else ():
-            c = choices.kernels.get(k)
-            ms = c.heuristic_ms if c is not None else ms
-            took = f"{ms:.4g} ms on the heuristics" if ms is not None else "untimed on the heuristics"
-            done = ("not searched" if c is None else f"searched in {c.search_s:.0f} s"
-                    + (f" on {c.where}" if c.where else "") + ": "
-                    + (f"{c.searched_ms:.4g} ms" if c.searched_ms is not None else "untimed")
-                    + (" (the heuristics' schedule, faster than the search's best)" if c.kept == "heuristics" else ""))
-            lines.append(f"  {name}: {took}; {done}")
-    return "\n".join(lines)
-

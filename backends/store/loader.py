@@ -4,38 +4,24 @@ records and net choices, the tiles' and peak caches, OpenCV's summary).
 A store is read and checked against its schema.  One that is damaged (cut
 short, not JSON) or foreign (JSON of other types or fields, of another
 version or device) is never overwritten: it is renamed aside with its date
-(shared_files.set_aside), named in one line on stderr, what could be read
+(files.set_aside), named in one line on stderr, what could be read
 of it kept, and the search starts afresh beside it.  Hours of search live
 in these files: losing one silently is the one thing a loader must not do.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, TypeVar
 
 from nets.errors import UserError
 from nets.userfile import kind
 
-from .shared_files import locked, read_json, set_aside, whole
+from .files import locked, read_json, set_aside
+from .schema import Foreign, Parsed
 
 T = TypeVar("T")
 
 MAX_BYTES = 256 * 2**20   # the largest store written so far is a few MiB; far more is no store of ours
-
-
-class Foreign(ValueError):
-    """The store's JSON is not of its schema; the message says where and how."""
-
-
-@dataclass
-class Parsed(Generic[T]):
-    """What a store's parse made of its JSON, and how many of its entries were not of the schema (left out:
-    the file is then set aside with the rest kept)."""
-
-    value: T
-    dropped: int = 0
 
 
 def load(path: Path, parse: Callable[[Any], Parsed[T]], kept: Callable[[T | None], str],
@@ -96,72 +82,3 @@ def _check_is_a_store(path: Path) -> None:
 def _short(exc: Exception) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= 120 else text[:117] + "..."
-
-
-# -- checks of a schema's fields: each raises Foreign naming the field ---------------------------------------
-
-def obj(value, where: str) -> dict:
-    if not isinstance(value, dict):
-        raise Foreign(f"{where} holds {_kind(value)}, not an object")
-    return value
-
-
-def array(value, where: str) -> list:
-    if not isinstance(value, list):
-        raise Foreign(f"{where} holds {_kind(value)}, not an array")
-    return value
-
-
-def text(value, where: str) -> str:
-    if not isinstance(value, str):
-        raise Foreign(f"{where} holds {_kind(value)}, not a string")
-    return value
-
-
-def whole_number(value, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise Foreign(f"{where} holds {_kind(value)}, not a whole number")
-    return value
-
-
-def number(value, where: str, optional: bool = False) -> float | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise Foreign(f"{where} holds {_kind(value)}, not a finite number")
-    return float(value)
-
-
-def need(d: dict, key: str, check, where: str, *extra):
-    """d[key] checked by `check`; absent is Foreign too."""
-    if key not in d:
-        raise Foreign(f"{where} has no {key!r}")
-    return check(d[key], f"{where}.{key}", *extra)
-
-
-def entries(values: list, parse_one, where: str) -> Parsed[list]:
-    """Each whole entry of `values` that `parse_one(entry, where)` accepts; those it refuses are counted (an
-    entry at a cut is left out without counting: the file is known cut short)."""
-    out, dropped = [], 0
-    for i, v in enumerate(values):
-        if not whole(v):
-            continue
-        try:
-            out.append(parse_one(v, f"{where}[{i}]"))
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
-            dropped += 1
-    return Parsed(out, dropped)
-
-
-def _kind(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return f"the number {value}"
-    if isinstance(value, str):
-        return f"the string {value[:40]!r}"
-    if isinstance(value, list):
-        return f"an array of {len(value)}"
-    return "an object"
