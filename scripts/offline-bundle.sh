@@ -19,6 +19,10 @@ platforms="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
 # Dask's distributed, the tuning farm (`compare tune --scheduler`): itself and what the image lacks of its needs
 "$python" -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp $platforms \
     -d .offline/whl distributed dask locket partd tblib tornado zict
+# the project's own small dependencies the image may lack (the locked stores, the cache folder, the host's probes,
+# the progress display and terminal tables)
+"$python" -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp $platforms \
+    -d .offline/whl filelock platformdirs psutil rich pygments
 # pyclblast has no wheel: its source builds there against Debian's CLBlast
 "$python" -m pip download -q --no-deps --no-binary pyclblast -d .offline/whl pyclblast==1.4.0
 # tinygrad, the `tinygrad` peer: pure Python, no dependencies
