@@ -229,7 +229,7 @@ def test_an_interrupted_sweep_keeps_finished_batches_and_writes_no_sweep_file(tm
 
 
 def test_a_sweeps_time_left_is_for_every_batch_from_the_start(tmp_path, capsys, monkeypatch):
-    import compare.cli as cli
+    from compare.commands import sweep as sweep_command
     expected, done = [], []
 
     class Recorder:
@@ -247,7 +247,7 @@ def test_a_sweeps_time_left_is_for_every_batch_from_the_start(tmp_path, capsys, 
 
         def done(self):
             pass
-    monkeypatch.setattr(cli, "Progress", Recorder)
+    monkeypatch.setattr(sweep_command, "Progress", Recorder)
     assert main(["sweep", "--net", "lenet", "--backends", "numpy", "--batch", "1,2", "--repeats", "1",
                  "--peak-gflops", "1", "--out", str(tmp_path / "s")]) == 0, capsys.readouterr().err
     assert expected == [(0, 2)] and sum(done) == pytest.approx(2)   # both batches' steps, told before the first
