@@ -33,6 +33,7 @@ from ..opencl.launch import ACT_CODES, Launch
 from .layers import ClblastOp, as_array
 from .library import pyclblast
 from .own_kernels import LOCAL_SIZE, own_step
+from .strided import StridedGemm, require_right
 from .tuned import COPY_KERNELS, GEMM_KERNELS
 
 FILE = "transformer.cl"
@@ -211,27 +212,40 @@ class AttentionOp(ClblastOp):
         if self.windowed:
             self.steps.append("window merge (own kernel)")
         self.recipe = self.steps + self._activation_step()
+        if batching == "strided":   # a geometry CLBlast gets wrong is refused here (strided.py)
+            self.apply()
+            for call in self._strided_calls(True) + self._strided_calls(False):
+                require_right(self.queue, owner.rt.device, call)
+
+    def _operands(self, first: bool) -> tuple:
+        """(A, B, C, their offsets a block, m, n, k, lda, ldb, ldc, A transposed, B transposed, alpha)."""
+        groups, heads, n, dh, c = self.geometry
+        if first:   # S (n x n) = scale * Q^T K, Q and K stored dh x n
+            return (self.qkv, self.qkv, self.s, self.q_off, self.k_off, self.s_off, n, n, dh, n, n, n, True, False,
+                    self.scale)
+        # O (dh x n) = V P^T, V stored dh x n, P n x n
+        return self.qkv, self.s, self.o, self.v_off, self.s_off, self.o_off, dh, n, n, n, n, n, False, True, 1.0
+
+    def _strided_calls(self, first: bool) -> list:
+        """The "strided" batching's calls of one product: one a head, over the groups."""
+        groups, heads, n, dh, c = self.geometry
+        _, _, _, a_off, b_off, c_off, m, nn, k, lda, ldb, ldc, ta, tb, _ = self._operands(first)
+        strides = (3 * c * n, 3 * c * n if first else heads * n * n, heads * n * n if first else c * n)
+        return [StridedGemm(m, nn, k, lda, ldb, ldc, strides, (a_off[hd], b_off[hd], c_off[hd]), ta, tb)
+                for hd in range(heads)]
 
     def _products(self, first: bool) -> None:
-        groups, heads, n, dh, c = self.geometry
+        a, b, out, a_off, b_off, c_off, m, nn, k, lda, ldb, ldc, ta, tb, alpha = self._operands(first)
         q = self.queue
-        if first:   # S (n x n) = scale * Q^T K, Q and K stored dh x n
-            a, b, out, a_off, b_off, c_off = self.qkv, self.qkv, self.s, self.q_off, self.k_off, self.s_off
-            m, nn, k, lda, ldb, ldc, ta, tb, alpha = n, n, dh, n, n, n, True, False, self.scale
-        else:       # O (dh x n) = V P^T, V stored dh x n, P n x n
-            a, b, out, a_off, b_off, c_off = self.qkv, self.s, self.o, self.v_off, self.s_off, self.o_off
-            m, nn, k, lda, ldb, ldc, ta, tb, alpha = dh, n, n, n, n, n, False, True, 1.0
         if self.batching == "pointer":
             count = len(a_off)
             pyclblast.gemmBatched(q, m, nn, k, a, b, out, [alpha] * count, [0.0] * count, lda, ldb, ldc,
                                   a_off, b_off, c_off, a_transp=ta, b_transp=tb)
             return
-        c3 = 3 * c
-        strides = (c3 * n, c3 * n if first else heads * n * n, heads * n * n if first else c * n)
-        for hd in range(heads):
-            pyclblast.gemmStridedBatched(q, m, nn, k, groups, a, b, out, lda, ldb, ldc, *strides, alpha=alpha,
-                                         beta=0.0, a_transp=ta, b_transp=tb, a_offset=a_off[hd],
-                                         b_offset=b_off[hd], c_offset=c_off[hd])
+        for call in self._strided_calls(first):
+            pyclblast.gemmStridedBatched(q, m, nn, k, self.geometry[0], a, b, out, lda, ldb, ldc, *call.strides,
+                                         alpha=alpha, beta=0.0, a_transp=ta, b_transp=tb, a_offset=call.offsets[0],
+                                         b_offset=call.offsets[1], c_offset=call.offsets[2])
 
     def enqueue(self, rec):
         self.apply()
