@@ -58,3 +58,17 @@ def test_every_grouped_conv_composition_is_right_or_refused(only):
     config, y, ref = got
     check = compare_arrays(y, ref)
     assert check.passed, f"{only}: relative L2 error {check.rel_l2:.2e}"
+
+
+def test_only_a_call_with_offsets_or_gaps_between_its_matrices_is_tried(monkeypatch):
+    from backends.clblast import strided
+    from backends.clblast.strided import StridedGemm
+
+    def tried(*args):
+        raise AssertionError("a packed call was tried")
+    monkeypatch.setattr(strided, "_try", tried)
+    packed = StridedGemm(4, 6, 3, 4, 6, 6, (12, 18, 24), (0, 0, 0), a_transp=True)   # A stored 3 x 4
+    strided.require_right(None, None, packed)
+    assert packed.packed()
+    assert not StridedGemm(4, 6, 3, 3, 6, 6, (12, 18, 24), (0, 5, 0)).packed()
+    assert not StridedGemm(4, 6, 3, 3, 6, 6, (0, 18, 24), (0, 0, 0)).packed()   # the weights shared
