@@ -83,8 +83,9 @@ def _try(queue, call: StridedGemm, batch: int = 2) -> bool:
     """Whether `call` over `batch` entries of random data matches float64 in every entry."""
     rng = np.random.default_rng(0)
     lds = (call.lda, call.ldb, call.ldc)
-    spans = [off + stride * (batch - 1) + rows * ld
-             for off, stride, (rows, _), ld in zip(call.offsets, call.strides, call.shapes(), lds)]
+    # room as well for where the defect reads and writes (entry i at i * rows * columns)
+    spans = [max(off + stride * (batch - 1) + rows * ld, rows * cols * batch)
+             for off, stride, (rows, cols), ld in zip(call.offsets, call.strides, call.shapes(), lds)]
     a, b = (rng.standard_normal(s).astype(np.float32) for s in spans[:2])
     dev = [cla.to_device(queue, v.reshape(1, -1)) for v in (a, b, np.zeros(spans[2], np.float32))]
     pyclblast.gemmStridedBatched(queue, call.m, call.n, call.k, batch, *dev, *lds, *call.strides, alpha=1.0,
