@@ -59,6 +59,7 @@ from .graph_layers import FEATURES, KINDS, AxpyAddOp, FusedAddOp, GemvAvgPoolOp,
 from .layers import ClblastOp, ConvgemmOp, MaxPoolOp, _step_name, as_array, own_kernel, subsample_as_conv_weight
 from .library import check_library, pyclblast, require_library
 from .own_kernels import Padder
+from .strided import StridedGemm, require_right
 from .backend import ClblastInProcess, OutputBuffers, clblast_modes, conv_plan, input_buffers
 from .zoo_layers import (AvgPoolKernelOp, CopyChannelsOp, GateGemmOp, GatherChannelsOp, HadMulOp, KernelMulOp,
                          PlacedConcatOp, SoftmaxOp)
@@ -130,6 +131,9 @@ class GemmConvOp(BestOp):
             self.gemm_name = "xGEMMSTRIDEDBATCHED"
             if plan.groups > 1 and plan.batch > 1:
                 self.gemm_name += f" x {plan.batch} (one per image)"
+            self.apply()   # a geometry CLBlast gets wrong is refused here (strided.py)
+            for call in self._strided_calls():
+                require_right(q, owner.rt.device, call)
         self.recipe = (self.pad.steps + ([] if plan.pointwise else ["xIM2COL"])
                        + [f"{self.gemm_name} ({route}, beta 0)", self.epilogue.step])
 
@@ -150,16 +154,23 @@ class GemmConvOp(BestOp):
                 ones, zeros = [1.0] * plan.gemms, [0.0] * plan.gemms
                 pyclblast.gemmBatched(q, m, p, k, self.weight, self.col, self.out_mat, ones, zeros, k, p, p,
                                       *self.offsets)
-            elif plan.groups == 1:   # one call over the images, the weights shared (stride 0)
-                pyclblast.gemmStridedBatched(q, m, p, k, plan.batch, self.weight, self.col, self.out_mat, k, p, p,
-                                             0, k * p, m * p, alpha=1.0, beta=0.0)
-            else:                    # one call per image over its groups, each with its own weights
-                for image in range(plan.batch):
-                    first = image * plan.groups
-                    pyclblast.gemmStridedBatched(q, m, p, k, plan.groups, self.weight, self.col, self.out_mat,
-                                                 k, p, p, m * k, k * p, m * p, alpha=1.0, beta=0.0,
-                                                 b_offset=first * k * p, c_offset=first * m * p)
+            else:
+                count = plan.batch if plan.groups == 1 else plan.groups
+                for call in self._strided_calls():
+                    pyclblast.gemmStridedBatched(q, m, p, k, count, self.weight, self.col, self.out_mat, k, p, p,
+                                                 *call.strides, alpha=1.0, beta=0.0, a_offset=call.offsets[0],
+                                                 b_offset=call.offsets[1], c_offset=call.offsets[2])
         self.epilogue(rec, self.out_buf)
+
+    def _strided_calls(self) -> list[StridedGemm]:
+        """The xGEMMSTRIDEDBATCHED calls: one over the images, the weights shared (stride 0); or, grouped, one
+        per image over its groups, each group with its own weights."""
+        plan = self.plan
+        m, p, k = plan.kg, plan.out_plane, plan.ckk
+        if plan.groups == 1:
+            return [StridedGemm(m, p, k, k, p, p, (0, k * p, m * p), (0, 0, 0))]
+        return [StridedGemm(m, p, k, k, p, p, (m * k, k * p, m * p), (0, first * k * p, first * m * p))
+                for first in range(0, plan.batch * plan.groups, plan.groups)]
 
 
 class GemmDenseOp(BestOp):

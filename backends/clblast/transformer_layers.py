@@ -8,7 +8,8 @@ projections and the MLP are 1x1 convolutions, so they are already GEMMs
                   shift's mask added (own kernel), and the weighted sum
                   O = V P^T (transposed B) written into the output; the GEMMs of
                   every image, window and head in one xGEMMBATCHED ("pointer"),
-                  or one xGEMMSTRIDEDBATCHED a head ("strided"); clblast-best
+                  or one xGEMMSTRIDEDBATCHED a head ("strided"; refused where
+                  CLBlast computes it wrong: strided.py); clblast-best
                   measures both.  Windows that are not the whole map are
                   gathered into contiguous blocks first and scattered back after
                   (own kernels; the shift's roll is in their indices); cosine
@@ -25,6 +26,8 @@ own kernel, or the activate_inplace kernel (kernels/common.h).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from nets import COSINE_EPS
@@ -33,6 +36,7 @@ from ..opencl.launch import ACT_CODES, Launch
 from .layers import ClblastOp, as_array
 from .library import pyclblast
 from .own_kernels import LOCAL_SIZE, own_step
+from .strided import StridedGemm, require_right
 from .tuned import COPY_KERNELS, GEMM_KERNELS
 
 FILE = "transformer.cl"
@@ -211,27 +215,40 @@ class AttentionOp(ClblastOp):
         if self.windowed:
             self.steps.append("window merge (own kernel)")
         self.recipe = self.steps + self._activation_step()
+        if batching == "strided":   # a geometry CLBlast gets wrong is refused here (strided.py)
+            self.apply()
+            for call in self._strided_calls(True) + self._strided_calls(False):
+                require_right(self.queue, owner.rt.device, call)
+
+    def _product(self, first: bool) -> tuple:
+        """(A, B, C, alpha, each block's offsets in A, B and C, the GEMM with the "strided" batching's strides)."""
+        groups, heads, n, dh, c = self.geometry
+        if first:   # S (n x n) = scale * Q^T K, Q and K stored dh x n
+            return (self.qkv, self.qkv, self.s, self.scale, (self.q_off, self.k_off, self.s_off),
+                    StridedGemm(n, n, dh, n, n, n, (3 * c * n, 3 * c * n, heads * n * n), (0, 0, 0), True, False))
+        # O (dh x n) = V P^T, V stored dh x n, P n x n
+        return (self.qkv, self.s, self.o, 1.0, (self.v_off, self.s_off, self.o_off),
+                StridedGemm(dh, n, n, n, n, n, (3 * c * n, heads * n * n, c * n), (0, 0, 0), False, True))
+
+    def _strided_calls(self, first: bool) -> list[StridedGemm]:
+        """The "strided" batching's calls of one product: one a head, over the groups."""
+        *_, offsets, gemm = self._product(first)
+        return [replace(gemm, offsets=(offsets[0][hd], offsets[1][hd], offsets[2][hd]))
+                for hd in range(self.geometry[1])]
 
     def _products(self, first: bool) -> None:
-        groups, heads, n, dh, c = self.geometry
+        a, b, out, alpha, offsets, g = self._product(first)
         q = self.queue
-        if first:   # S (n x n) = scale * Q^T K, Q and K stored dh x n
-            a, b, out, a_off, b_off, c_off = self.qkv, self.qkv, self.s, self.q_off, self.k_off, self.s_off
-            m, nn, k, lda, ldb, ldc, ta, tb, alpha = n, n, dh, n, n, n, True, False, self.scale
-        else:       # O (dh x n) = V P^T, V stored dh x n, P n x n
-            a, b, out, a_off, b_off, c_off = self.qkv, self.s, self.o, self.v_off, self.s_off, self.o_off
-            m, nn, k, lda, ldb, ldc, ta, tb, alpha = dh, n, n, n, n, n, False, True, 1.0
         if self.batching == "pointer":
-            count = len(a_off)
-            pyclblast.gemmBatched(q, m, nn, k, a, b, out, [alpha] * count, [0.0] * count, lda, ldb, ldc,
-                                  a_off, b_off, c_off, a_transp=ta, b_transp=tb)
+            count = len(offsets[0])
+            pyclblast.gemmBatched(q, g.m, g.n, g.k, a, b, out, [alpha] * count, [0.0] * count, g.lda, g.ldb, g.ldc,
+                                  *offsets, a_transp=g.a_transp, b_transp=g.b_transp)
             return
-        c3 = 3 * c
-        strides = (c3 * n, c3 * n if first else heads * n * n, heads * n * n if first else c * n)
-        for hd in range(heads):
-            pyclblast.gemmStridedBatched(q, m, nn, k, groups, a, b, out, lda, ldb, ldc, *strides, alpha=alpha,
-                                         beta=0.0, a_transp=ta, b_transp=tb, a_offset=a_off[hd],
-                                         b_offset=b_off[hd], c_offset=c_off[hd])
+        for call in self._strided_calls(first):
+            pyclblast.gemmStridedBatched(q, g.m, g.n, g.k, self.geometry[0], a, b, out, g.lda, g.ldb, g.ldc,
+                                         *call.strides, alpha=alpha, beta=0.0, a_transp=g.a_transp,
+                                         b_transp=g.b_transp, a_offset=call.offsets[0], b_offset=call.offsets[1],
+                                         c_offset=call.offsets[2])
 
     def enqueue(self, rec):
         self.apply()
