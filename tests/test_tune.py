@@ -253,8 +253,9 @@ def test_a_configuration_that_kills_or_hangs_its_child_is_recorded_and_counted_a
 
 
 def _queue_breakers(tmp_path, monkeypatch, first: str, children: int):
-    """A search of one small GEMM for `children` configurations whose every child runs `first`, is ready, and ends on its first
-    configuration as one that broke the device's queue does (exit LOST): the search, its store, the problem."""
+    """A search of one small GEMM whose every child runs `first`, is ready, and ends on its first configuration
+    as one that broke the device's queue does (exit LOST), until `children` have: the search, its store, the
+    problem."""
     from backends.tuning.clblast.child import LOST
     from backends.tuning.clblast.search import Search
     fake_children(monkeypatch, first + "print(json.dumps({'ready': True}), flush=True)\n"
