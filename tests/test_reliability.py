@@ -192,10 +192,11 @@ def test_a_backend_in_a_child_that_hangs_is_stopped_at_the_timeout(monkeypatch):
     plan = _plan(["sleepy", "numpy"], options=RunOptions(timeout_s=2))
     t0 = time.monotonic()
     result, _ = runner.execute(plan)
-    assert time.monotonic() - t0 < 30
     hung, fine = result.backends
     assert hung.status == "FAILED" and "gave no answer in --timeout-s 2 s" in hung.reason, hung.reason
     assert fine.status == "OK"
+    # a hang guard, not a budget: the sleeper sleeps an hour, and a loaded machine's child start is its own
+    assert time.monotonic() - t0 < 600
 
 
 class _LayerwiseApart:

@@ -12,6 +12,7 @@ import pytest
 from backends.clblast import problems
 from backends.clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from backends.clblast.record import (Candidate, DeviceId, ProblemRecord, StageRecord, Store, Tried, Verified)
+from backends.tuning.budget import STEPS_ENV, Budget, Steps
 from backends.tuning.clblast.space import STAGES, DeviceLimits, limits_from_device
 from backends.clblast.tuned import Depth, Tuning
 from nets import LENET, MOBILENET_V2, Conv, Dense, Net, Subsample
@@ -165,18 +166,16 @@ def test_two_budget_limited_runs_on_this_device_the_second_continuing_the_first(
     p = problems.gemm(4, 8, 16)
     limits = limits_from_device(rt.device)
 
-    def run(seconds):
-        search = Search(device_index(rt.device), store, limits, {p: ["t:x"]})
-        search.search(seconds)
+    def run(configurations):   # a budget of configurations tried: the same runs at any speed (one more may
+        search = Search(device_index(rt.device), store, limits, {p: ["t:x"]})   # come as the child stops)
+        search.search(Budget(configurations, Steps()))
         return search
-    first = run(14)
+    first = run(2)
     tried_first = {s.stage: set(s.tried) for s in store.load(p).stages.values()}
-    assert 1 <= first.tried_now == sum(len(t) for t in tried_first.values())
-    second = run(14)
-    if second.tried_now == 0:   # a loaded machine can spend 14 s starting the child: a longer second run
-        second = run(45)
+    assert 2 <= first.tried_now == sum(len(t) for t in tried_first.values())
+    second = run(2)
     rec = store.load(p)
-    assert second.tried_now >= 1
+    assert second.tried_now >= 2
     assert rec.depth()[0] == first.tried_now + second.tried_now          # nothing tried twice
     for name, stage in rec.stages.items():
         assert tried_first[name] <= set(stage.tried)
@@ -246,16 +245,17 @@ def test_a_configuration_that_kills_or_hangs_its_child_is_recorded_and_counted_a
     p = problems.gemm(4, 8, 16)
     search = Search("", store, LIMITS, {p: ["t:x"]})
     first = search.plans[0].stage.name
-    search.search(8)
+    search.search(Budget(3, Steps()))   # three configurations tried, however long each child takes to start
     tried = store.load(p).stages[first].tried
     assert tried[0].ms == 1.0 and tried[1].ms is None and tried[1].error.startswith(why)
-    assert tried[2].ms == 1.0   # the next child starts after the one that failed
+    assert tried[2].ms == 1.0 and len(tried) == 3   # the next child starts after the one that failed
     assert search.tried_now == store.load(p).depth()[0]
 
 
-def _queue_breakers(tmp_path, monkeypatch, first: str, seconds: float):
-    """A search of one small GEMM for `seconds` whose every child runs `first`, is ready, and ends on its first
-    configuration as one that broke the device's queue does (exit LOST): the search, its store, the problem."""
+def _queue_breakers(tmp_path, monkeypatch, first: str, children: int):
+    """A search of one small GEMM whose every child runs `first`, is ready, and ends on its first configuration
+    as one that broke the device's queue does (exit LOST), until `children` have: the search, its store, the
+    problem."""
     from backends.tuning.clblast.child import LOST
     from backends.tuning.clblast.search import Search
     fake_children(monkeypatch, first + "print(json.dumps({'ready': True}), flush=True)\n"
@@ -265,16 +265,16 @@ def _queue_breakers(tmp_path, monkeypatch, first: str, seconds: float):
     store = Store(DEVICE, tmp_path)
     p = problems.gemm(4, 8, 16)
     search = Search("", store, LIMITS, {p: ["t:x"]})
-    search.search(seconds)
+    search.search(Budget(children, Steps()))   # each child tries one configuration
     return search, store, p
 
 
 def test_a_child_ended_by_a_configuration_that_broke_the_queue_is_counted_and_its_start_timed(tmp_path, monkeypatch):
     """The search's summary says what its children's starts cost and how many a configuration ended (exit
     LOST: the queue unusable after it), the usual cause of a slow stretch on NVIDIA's driver."""
-    search, store, p = _queue_breakers(tmp_path, monkeypatch, "time.sleep(0.3)\n", 5)
+    search, store, p = _queue_breakers(tmp_path, monkeypatch, "time.sleep(0.3)\n", 3)
     tried = store.load(p).stages[search.plans[0].stage.name].tried
-    assert len(tried) >= 2 and all(t.error == "OUT_OF_RESOURCES" for t in tried.values())   # each in a fresh child
+    assert len(tried) == 3 and all(t.error == "OUT_OF_RESOURCES" for t in tried.values())   # each in a fresh child
     assert search.rate.lost >= len(tried) - 1 and len(search.rate.ready_s) >= len(tried)
     assert min(search.rate.ready_s) >= 0.3
     line = next(line for line in search.rate.summary({}) if "children started" in line)
@@ -296,31 +296,30 @@ def test_a_configuration_that_broke_the_queue_is_failed_on_its_stage_mates_witho
     search = Search("", store, LIMITS, {a: ["t:a"], b: ["t:b"]})
     lead = search.plans[0]
     mate = next(p for p in search.plans if p is not lead and p.stage.name == lead.stage.name)
-    search.search(5)
+    search.search(Budget(4, Steps()))   # two children: each breaks the queue on the lead, its mate kept as failed
     led, mated = store.load(lead.problem).stages[lead.stage.name].tried, \
         store.load(mate.problem).stages[lead.stage.name].tried
     assert led and all(t.error == "OUT_OF_RESOURCES" for t in led.values())
     shared = [i for i in led if i in mated]
     assert shared and all(mated[i].error == f"not tried: this configuration broke the device's queue on "
                                               f"{lead.problem.key}" for i in shared)
-    assert search.rate.lost <= len(led)   # one child per breaking configuration, not one per problem
+    assert len(led) == 2 and search.rate.lost == len(led)   # one child per breaking configuration, not per problem
     assert search.tried_now == sum(store.load(p).depth()[0] for p in (a, b))
 
 
 def test_a_process_busy_on_the_processor_is_not_idle_and_a_sleeping_one_is():
-    import subprocess
-    import sys
-    import time
-    from backends.tuning.clblast.watch import Watch, cpu_seconds
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    asleep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    """On a clock the test moves (Watch is told the time), against the processor time each really used."""
+    from backends.tuning.clblast.watch import READ_EVERY_S, Watch, cpu_seconds
+    ready = "import time; print('ready', flush=True)\n"
+    busy = subprocess.Popen([sys.executable, "-c", ready + "while True: pass"], stdout=subprocess.PIPE, text=True)
+    asleep = subprocess.Popen([sys.executable, "-c", ready + "time.sleep(600)"], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.5)   # the sleeper's start-up is over
-        start = time.monotonic()
-        watches = [Watch(busy.pid, start), Watch(asleep.pid, start)]
-        time.sleep(1.5)
-        now = time.monotonic()
-        assert watches[0].idle_for(now) < 1.0 and watches[1].idle_for(now) >= 1.5
+        assert busy.stdout.readline() == asleep.stdout.readline() == "ready\n"   # their start-ups are over
+        watches = [Watch(busy.pid, 0.0), Watch(asleep.pid, 0.0)]
+        while cpu_seconds(busy.pid) <= watches[0].cpu:   # the busy one used the processor since (a tick)
+            pass
+        later = max(1.5, READ_EVERY_S)
+        assert watches[0].idle_for(later) == 0.0 and watches[1].idle_for(later) == later
     finally:
         busy.kill()
         asleep.kill()
@@ -338,9 +337,7 @@ def test_one_child_searches_two_problems_of_a_stage_on_this_device(tmp_path):
     store = Store(DeviceId.of(rt.info, "test"), tmp_path)
     a, b = problems.gemm(4, 8, 16), problems.gemm(8, 4, 16)
     search = Search(device_index(rt.device), store, limits_from_device(rt.device), {a: ["t:x"], b: ["t:y"]})
-    search.search(20)
-    if search.tried_now == 0:   # a loaded machine can spend the time starting the child
-        search.search(45)
+    search.search(Budget(4, Steps()))   # four configurations tried (two on each problem, when none kills the child)
     # a configuration that kills the child (some GEMMK=1 kernels on PoCL) is kept for the problem in hand
     # only; the other problem gets it when its own turn comes
     tried = [{(s.stage, i) for s in store.load(p).stages.values() for i, t in s.tried.items()
@@ -431,8 +428,9 @@ def test_a_verified_tuning_is_applied_in_the_tuned_modes_and_the_database_is_the
 
 def test_tiles_are_measured_and_then_used(tmp_path):
     backend_or_skip("vectorised-tiled")
-    env = dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path))
-    tuned = _compare("tune", "--net", "lenet", "--batch", "2", "--budget-s", "8", "--scope", "tiles", env=env)
+    # a budget of 6 candidates tried (the tests' hook): each of the 2 layers gets its even share, at any speed
+    env = dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path), **{STEPS_ENV: "1"})
+    tuned = _compare("tune", "--net", "lenet", "--batch", "2", "--budget-s", "6", "--scope", "tiles", env=env)
     assert tuned.returncode == 0, tuned.stderr
     entry = next(iter(json.loads((tmp_path / "tiles.json").read_text()).values()))
     layers = entry["layers"]
@@ -440,6 +438,7 @@ def test_tiles_are_measured_and_then_used(tmp_path):
     for found in layers.values():
         # the cost model's own choice is always timed, and the choice is never slower than it
         assert found["timed"] >= 1 and found["model"]["ms"] is not None and found["ms"] <= found["model"]["ms"]
+        assert found["timed"] + found["refused"] == 3, found
     out = tmp_path / "r.json"
     run = _compare("run", "--net", "lenet", "--batch", "2", "--backends", "vectorised-tiled", "--mode", "correctness",
                    "--out", str(out), env=env)
@@ -496,8 +495,9 @@ def test_as_tuner_searches_the_kernel_alone_and_refuses_layers_without_a_gemm(tm
     bad = _compare("tune", "--net", "lenet", "--batch", "1", "--as-tuner", "f6", "--show", env=env)
     assert bad.returncode == 2 and "no batch-1 GEMM of lenet is posed by those layers" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+    # a budget of 3 configurations tried (the tests' hook): the search's 80% of it ends on the third, at any speed
     ran = _compare("tune", "--net", "lenet", "--batch", "1", "--as-tuner", "c3", "--scope", "clblast",
-                   "--budget-s", "25", "--jobs", "1", env=env)
+                   "--budget-s", "3", "--jobs", "1", env=dict(env, **{STEPS_ENV: "1"}))
     assert ran.returncode == 0, ran.stderr
     assert "xgemm alone 128x128x256" in ran.stdout and "gemm 16x100x150" not in ran.stdout
     saved = [json.loads(p.read_text()) for p in tmp_path.glob("clblast-tuning/*/xgemm-*.json")]
@@ -506,6 +506,8 @@ def test_as_tuner_searches_the_kernel_alone_and_refuses_layers_without_a_gemm(tm
     rec = ProblemRecord.from_json(saved[0])
     tried = [t for stage in rec.stages.values() for t in stage.tried.values()]
     assert rec.problem.routine == problems.XGEMM_ALONE and any(t.ms is not None for t in tried)
+    # (one more may come as the child is stopped)
+    assert len(tried) >= 3 and f"CLBlast: {len(tried)} configurations tried this run" in ran.stdout
 
 
 @pytest.mark.parametrize("depth, text", [
@@ -792,9 +794,9 @@ def test_a_child_after_a_broken_queue_does_not_check_the_database_again(tmp_path
     rest: it is told which problems an earlier child found right with CLBlast's database, so it builds no
     database program again (2.8 s a child on the H200 before, 242 such children in one 6-minute search)."""
     seen = tmp_path / "checked.txt"
-    _queue_breakers(tmp_path, monkeypatch, f"open({str(seen)!r}, 'a').write(json.dumps(req['checked']) + '\\n')\n", 4)
+    _queue_breakers(tmp_path, monkeypatch, f"open({str(seen)!r}, 'a').write(json.dumps(req['checked']) + '\\n')\n", 3)
     asked = [json.loads(line) for line in seen.read_text().splitlines()]
-    assert len(asked) >= 2 and asked[0] == [] and all(a == [0] for a in asked[1:])
+    assert asked == [[], [0], [0]]
 
 
 def test_a_real_child_checks_only_the_problems_not_checked_before():

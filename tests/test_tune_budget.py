@@ -1,9 +1,12 @@
 """The time of a tuning handed out as shares of one Budget, CLBlast's as
 deadlines phase by phase, and the progress of a long search: its rate, per
 place and in all, and what is left."""
+import math
+import time
+
 import pytest
 
-from backends.tuning.budget import Budget
+from backends.tuning.budget import STEPS_ENV, Budget, Steps, default_clock
 from backends.tuning.clblast.phases import COSTS_CAP_S, Phases
 from backends.tuning.clblast.rate import Rate, span
 
@@ -44,6 +47,26 @@ def test_a_share_is_a_deadline_on_the_wholes_clock():
     clock.now = 150.0
     assert part.expired() and part.left() == 0.0
     assert whole.left() == 50.0 and not whole.expired()   # the whole runs on: its shares are apart
+
+
+def test_a_budget_on_a_clock_of_steps_counts_the_work_and_sets_no_wall_clock_limit_while_work_is_left(monkeypatch):
+    """The tests' hook: a budget counted in units of work (a configuration or a candidate tried), at any speed."""
+    steps = Steps()
+    whole = Budget(4, steps)
+    part = whole.share(whole.left() / 2)
+    part.worked()
+    assert not part.expired() and whole.left() == 3.0 and part.wall_s() == math.inf
+    part.worked()
+    assert part.expired() and part.wall_s() == 0.0 and whole.wall_s() == math.inf   # the whole has work left
+    whole.worked(2)
+    assert whole.expired() and whole.wall_s() == 0.0
+    wall = Budget(10.0, Clock())   # on any other clock work moves nothing, and a wait may last the time left
+    wall.worked(5)
+    assert wall.left() == 10.0 == wall.wall_s()
+    monkeypatch.delenv(STEPS_ENV, raising=False)
+    assert default_clock() is time.monotonic
+    monkeypatch.setenv(STEPS_ENV, "1")
+    assert isinstance(default_clock(), Steps) and default_clock() is not default_clock()   # each tune its own
 
 
 def test_the_rate_of_a_search_per_place_and_what_is_left_per_net():

@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -74,38 +73,45 @@ def _by(records) -> dict[str, int]:
 
 @pytest.mark.long
 def test_two_workers_fill_the_store_and_a_worker_killed_mid_search_loses_only_what_it_was_timing(
-        cluster, tmp_path):
+        cluster, tmp_path, monkeypatch):
     """Both workers time configurations, the records name which did which, as a local run's records name
-    this process; one killed once it has answered: the search goes on on the other, and every answer
-    either gave is in the store, whole."""
+    this process; one killed once both have answered: the search goes on on the other, and every answer
+    either gave is in the store, whole.  The budget is counted in configurations tried (budget.Steps), and
+    the moments come from the search itself, so the same happens at any speed."""
+    from backends import tuning
+    from backends.tuning.budget import Steps
+    from backends.tuning.clblast.search import Search
+    from compare.files import check_writable
+    from nets import LENET
     c, client = cluster
-    env = dict(os.environ, COMPARE_CACHE_DIR=str(tmp_path))
+    monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))
     workers = client.run(os.getpid)   # address -> pid
-    # 50 s: on a loaded host both workers answered only late in a 30 s budget, leaving the survivor no
-    # time to time another configuration after the kill
-    proc = subprocess.Popen([sys.executable, "-m", "compare", *ARGV, "--budget-s", "50", "--scheduler",
-                             c.scheduler_address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    killed, at_kill = None, {}
-    deadline = time.monotonic() + 60
-    while killed is None and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(1)
-        try:
-            at_kill = _by(_records(tmp_path))
-        except (StopIteration, ValueError, OSError):
-            continue   # not written yet
-        if set(at_kill) == set(workers):   # both have answered: kill one
-            killed = sorted(workers)[0]
-            os.kill(workers[killed], signal.SIGKILL)
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-    assert killed is not None, f"the two workers did not both answer in time: {at_kill}"
-    assert f"on 2 worker(s): {', '.join(sorted(workers))}" in " ".join(out.split())   # its lines wrapped
-    assert re.search(rf"worker {re.escape(killed)} lost mid-search: ", " ".join(out.split())), out
+    victim = sorted(workers)[0]
+    survivor = next(w for w in workers if w != victim)
+    budget = 100_000   # configurations: more than the whole search; the test ends it once it has seen enough
+    steps, at_kill = Steps(), {}
+    record = Search._record
+
+    def watched(search, child, line):   # each answer as the search keeps it, in the test's hands
+        record(search, child, line)
+        by = _by(search.records.values())
+        if not at_kill and set(by) == set(workers):   # both have answered: kill one
+            at_kill.update(by)
+            os.kill(workers[victim], signal.SIGKILL)
+        elif at_kill and search.said and by.get(survivor, 0) > at_kill[survivor]:
+            steps.step(budget)   # the loss seen and the survivor went on: the whole budget spent at once
+    monkeypatch.setattr(Search, "_record", watched)
+    request = tuning.Request([LENET], ["clblast"], budget, batch=1, routines=["gemv"],
+                             scheduler=tuning.parse_address(c.scheduler_address),
+                             harness=tuning.Harness(None, None, check_writable))
+    out = " ".join("\n".join(tuning.tune(request, clock=steps).lines).split())   # its lines as one
+    assert at_kill, "the two workers never both answered"
+    assert f"on 2 worker(s): {', '.join(sorted(workers))}" in out
+    assert re.search(rf"worker {re.escape(victim)} lost mid-search: ", out), out
     records = _records(tmp_path)
     by = _by(records)
-    survivor = next(w for w in workers if w != killed)
     assert set(by) == set(workers)                          # which worker timed what
-    assert by[killed] >= at_kill[killed]                    # nothing it answered was lost
+    assert by[victim] >= at_kill[victim]                    # nothing it answered was lost
     assert by[survivor] > at_kill[survivor]                 # the search went on on the other
     assert sum(by.values()) == int(re.search(r"CLBlast: (\d+) configurations tried", out)[1])   # none twice
     # as a local run: the problems of the asked routines, their stages in CLBlast's order, none tried twice
@@ -229,7 +235,6 @@ def test_an_address_where_no_scheduler_answers_is_refused_in_one_line_within_the
     listener = _Listener(replies[case]) if case in replies else None
     address = (f"tcp://127.0.0.1:{listener.port}" if listener else
                f"tcp://127.0.0.1:{_free_port()}" if case == "refused" else case)
-    t0 = time.monotonic()
     try:
         proc = subprocess.run([sys.executable, "-m", "compare", *ARGV, "--budget-s", "4", "--scheduler", address],
                               capture_output=True, text=True, timeout=120,
@@ -237,11 +242,13 @@ def test_an_address_where_no_scheduler_answers_is_refused_in_one_line_within_the
     finally:
         if listener:
             listener.close()
-    took = time.monotonic() - t0
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr and address.split("/")[-1] in lines[0]
-    assert took < 4 + 15, took   # the budget, and the interpreter's start
+    waited = re.search(r"within (\d+) s", lines[0])
+    if case == "silent":   # waited on the budget's clock (4 s, less what came before), not SAY_S or Dask's own
+        assert waited and 1 <= int(waited[1]) <= 4, lines[0]
+    # what it took is not asserted: the interpreter's start is the machine's; the run's timeout is a hang guard
 
 
 def test_the_farm_is_connected_once_for_every_scope_within_the_first_share_and_closed_once(monkeypatch):

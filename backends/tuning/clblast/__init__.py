@@ -117,10 +117,10 @@ def tune(target: Target, asked: Asked, budget: Budget, pool, progress=lambda s: 
                     nets={net: [p for p in calls if p in asked.problems] for net, calls in asked.nets.items()})
     phases = Phases(budget)
     if not verify_only:
-        search.measure_costs(budget.left(phases.costs()))
-        search.search(budget.left(phases.search_end()))
-    verified = search.verify(budget.left(phases.verify()))   # a search that finished early leaves its time here
-    search.check_fresh(budget.left(phases.fresh()))
+        search.measure_costs(budget.wall_s(phases.costs()))
+        search.search(budget.share(budget.left(phases.search_end())))
+    verified = search.verify(budget.wall_s(phases.verify()))   # a search that finished early leaves its time here
+    search.check_fresh(budget.wall_s(phases.fresh()))
     for net, calls in asked.nets.items():   # weighed by the calls a pass makes: what the net pays
-        verify_net(search, net, calls, budget.left(phases.nets()))
+        verify_net(search, net, calls, budget.wall_s(phases.nets()))
     return Outcome(search, verified)

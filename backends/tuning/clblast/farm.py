@@ -12,6 +12,7 @@ else of the project imports this module.
 from __future__ import annotations
 
 import itertools
+import math
 import queue
 import threading
 import time
@@ -153,7 +154,7 @@ class DaskPool:
         future = self.client.submit(answers_on_worker, {**req, "device": live[0].index}, timeout,
                                     workers=[live[0].worker], allow_other_workers=False, pure=False, retries=0)
         try:
-            return future.result(timeout=timeout + RESULT_MARGIN_S)
+            return future.result(timeout=None if math.isinf(timeout) else timeout + RESULT_MARGIN_S)
         except Exception:  # noqa: BLE001 - the worker lost meanwhile: nothing came of it
             future.cancel()
             return [], False

@@ -61,7 +61,7 @@ def run(request, budget, place) -> list[str]:
     """The search, then the verification and the choices; each device kind side by side with the whole
     share (their workers are others)."""
     asked = Asked.of(request.nets, request.batch, request.as_tuner, request.routines)
-    work = targets(request, place, budget.left())
+    work = targets(request, place, budget.wall_s())
     for target, _, _ in work:   # before the budget is spent, not after
         request.harness.check_writable(str(target.store().folder / "device.json"), "the CLBlast tuning folder")
     said: list[list[str]] = [[] for _ in work]

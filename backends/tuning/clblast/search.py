@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from ...clblast.problems import Problem, cheapest_costs, covering
 from ...clblast.record import ProblemRecord, StageRecord, Store, Tried
 
+from ..budget import Budget
 from .child import LOST
 from .children import Ended, LocalPool
 from .claims import Claims, plan_key
@@ -139,6 +140,7 @@ class Search(Verifying):
         self.lines: queue.Queue = queue.Queue()
         self.dirty: set[Problem] = set()
         self.tried_now = 0
+        self.budget = Budget(0.0)   # the share the search runs within (search())
         self.rate = Rate()
         self.claims = Claims(store)
         self.checked: list[tuple[str, str, str | None]] = []   # check_fresh's: problem, set, what was wrong
@@ -270,9 +272,7 @@ class Search(Verifying):
             child.failed = (index, at)
         plan = child.plans[at]
         plan.record.add(Tried(index, got.get("ms"), got.get("error"), child.place), plan.order[index])
-        self.dirty.add(plan.problem)
-        self.tried_now += 1
-        self.rate.add(child.place)
+        self._tried(plan, child)
 
     def _finished(self, child: _Child, ended: Ended) -> None:
         """A child that ended (or was stopped) without answering for a configuration in the middle of its
@@ -292,9 +292,7 @@ class Search(Verifying):
             index, at = missing[0]
             plan = child.plans[at]
             plan.record.add(Tried(index, None, why, child.place), plan.order[index])
-            self.dirty.add(plan.problem)
-            self.tried_now += 1   # a configuration that crashes its child is tried: it counts in the depth
-            self.rate.add(child.place)
+            self._tried(plan, child)   # a configuration that crashes its child is tried: it counts in the depth
 
     def _share_break(self, child: _Child) -> None:
         """A configuration that broke the device's queue on one problem is kept as failed on the problems
@@ -315,9 +313,14 @@ class Search(Verifying):
                 plan = child.plans[n]
                 plan.record.add(Tried(i, None, f"not tried: this configuration broke the device's queue on {key}",
                                       child.place), plan.order[i])
-                self.dirty.add(plan.problem)
-                self.tried_now += 1
-                self.rate.add(child.place)
+                self._tried(plan, child)
+
+    def _tried(self, plan: _Plan, child: _Child) -> None:
+        """A configuration kept as tried on `plan`'s problem: counted, and a unit of the budget's work."""
+        self.dirty.add(plan.problem)
+        self.tried_now += 1
+        self.rate.add(child.place)
+        self.budget.worked()
 
     def _lose(self, place: str) -> None:
         """A farm's worker gone: what its children answered is kept, what they held goes to the others."""
@@ -346,8 +349,10 @@ class Search(Verifying):
                 free.remove(c.place)
         return free
 
-    def search(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
+    def search(self, budget: Budget) -> None:
+        """Children side by side until `budget` expires (each configuration tried is a unit of its work) or
+        nothing is left to try."""
+        self.budget = budget
         saved = time.monotonic()
         self.rate = Rate()
         try:
@@ -355,7 +360,7 @@ class Search(Verifying):
                 for place in self.pool.lost():
                     self._lose(place)
                 free = self._free_places()
-                while time.monotonic() < end and free:
+                while not budget.expired() and free:
                     nxt = self._claim_next()
                     if nxt is None:
                         break
@@ -364,10 +369,10 @@ class Search(Verifying):
                     if not self.pool.slots():
                         raise SearchFailed("no worker is left to search on")
                     break
-                if time.monotonic() >= end:
+                if budget.expired():
                     break
-                try:
-                    child, what = self.lines.get(timeout=min(1.0, max(end - time.monotonic(), 0.01)))
+                try:   # a second at most, so that lost workers and the deadline are seen
+                    child, what = self.lines.get(timeout=min(1.0, max(budget.wall_s(), 0.01)))
                 except queue.Empty:
                     child = what = None
                 if isinstance(what, Ended):

@@ -70,6 +70,24 @@ def _candidates(one: Net, batch: int, model: tuple) -> list[tuple]:
     return [model] + [c for c in every if c != model]
 
 
+def _time_candidate(rt, one: Net, weights: dict, batch: int, x, is_correct, tile, k) -> float | None:
+    """The candidate's time (ms), or None where it cannot run the layer or gives a wrong output."""
+    try:
+        prepared = TiledNet(rt, one, weights, batch, tiles=(tile,), ksplit=k, winograd="never", pointwise="never",
+                            cpu_conv="never")
+    except (Unsupported, KernelBuildError, ValueError):
+        return None
+    try:
+        if not is_correct(prepared.forward(x)):   # a wrong candidate is never kept
+            return None
+        runs = []
+        while len(runs) < REPEATS and sum(runs) < CAP_S * 1e3:
+            runs.append(_conv_ms(prepared, x))
+        return float(np.median(runs))
+    finally:
+        prepared.close()
+
+
 def search(rt, one: Net, batch: int, budget: Budget, checker_for: CheckerFor, progress=lambda s: None) -> dict:
     """The candidates of one layer timed until `budget` expires (the model's always): the fastest, and the
     model's."""
@@ -88,21 +106,11 @@ def search(rt, one: Net, batch: int, budget: Budget, checker_for: CheckerFor, pr
         if budget.expired() and model_ms is not None:
             break
         progress(f"tiles {one.name}: {timed} timed, {budget.spent():.0f} s")
-        try:
-            prepared = TiledNet(rt, one, weights, batch, tiles=(tile,), ksplit=k, winograd="never", pointwise="never", cpu_conv="never")
-        except (Unsupported, KernelBuildError, ValueError):
+        ms = _time_candidate(rt, one, weights, batch, x, is_correct, tile, k)
+        budget.worked()   # a candidate tried, timed or not, is a unit of the budget's work
+        if ms is None:
             refused += 1
             continue
-        try:
-            if not is_correct(prepared.forward(x)):   # a wrong candidate is never kept
-                refused += 1
-                continue
-            runs = []
-            while len(runs) < REPEATS and sum(runs) < CAP_S * 1e3:
-                runs.append(_conv_ms(prepared, x))
-            ms = float(np.median(runs))
-        finally:
-            prepared.close()
         timed += 1
         if (tile, k) == (plan.tile, plan.ksplit):
             model_ms = ms

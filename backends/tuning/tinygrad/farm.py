@@ -124,7 +124,7 @@ def run(request, budget, place, search) -> list[str]:
     (their stores are apart)."""
     from ...peers.tinygrad_device import tinygrad_version
     mine = tinygrad_version()
-    farm, kinds = place.kinds(request, budget.left())
+    farm, kinds = place.kinds(request, budget.wall_s())
     try:
         lines: list[str] = []
         for kind in kinds:
