@@ -18,6 +18,8 @@ The ways, each in a child process of its own:
 - `peer-pass`: `peer` with timed_pass's input copy and output read between the calls (untimed)
 - `peer-checked`: `peer` after what `compare run` does before its timed passes (the check)
 - `peer-timed`: the peer as `compare run` times it, `timed_pass` through the child (compute)
+- `peer-run`: each pass one request of `run()` alone, nothing sent either way (timed around the
+  request, its round trip included): whether the request or the arrays it carries cost the pass
 
 Per way: the pass's wall time (call + synchronize, median), the host's enqueue time (the
 call alone returning), the kernels' device time summed (each kernel waited for: profiling
@@ -57,7 +59,7 @@ from nets.errors import Unsupported
 from nets.weights import init_weights, make_input
 
 MODULE = __spec__.name if __spec__ else Path(__file__).stem   # how a child imports this file
-WAYS = ("own", "own-plain", "peer", "peer-pass", "peer-checked", "peer-timed")
+WAYS = ("own", "own-plain", "peer", "peer-pass", "peer-checked", "peer-timed", "peer-run")
 
 
 def _passes(call, sync, repeats: int, between=lambda: None) -> dict:
@@ -193,11 +195,24 @@ def _plain_child(fn: str, *args) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def peer_timed(net, weights, x, mode, repeats) -> dict:
-    """`peer-timed`: the peer as `compare run` times a pass (timed_pass's compute, in the child)."""
+def peer_timed(net, weights, x, mode, repeats, way: str = "peer-timed") -> dict:
+    """`peer-timed`: the peer as `compare run` times a pass (timed_pass's compute, in the child).
+    `peer-run`: the input loaded once, then each pass one request of `run()` alone (nothing sent either
+    way), timed here around the request: its round trip included, none of the arrays' pickling."""
     backend = backends.get("tinygrad")
     prepared = backend.prepare(net, weights, x.shape[0], mode)
     try:
+        if way == "peer-run":
+            prepared.load_input(x)
+            for _ in range(3):
+                prepared.run()
+            wall = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                prepared.run()
+                wall.append((time.perf_counter() - t0) * 1e3)
+            y = prepared.fetch_output()
+            return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y}
         for _ in range(3):
             prepared.timed_pass(x)
         wall, y = [], None
@@ -235,8 +250,8 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str) -> list[dic
                 got = _plain_child("own_in_plain_child", store, model, x, width, repeats)
             elif way in ("peer", "peer-checked", "peer-pass"):
                 got = _in_child(rt.device, "peer_in_child", options, store, net, weights, x, mode, repeats, way)
-            elif way == "peer-timed":
-                got = peer_timed(net, weights, x, mode, repeats)
+            elif way in ("peer-timed", "peer-run"):
+                got = peer_timed(net, weights, x, mode, repeats, way)
             else:
                 continue
         except Exception as exc:  # noqa: BLE001 - one way failing is a line of the table, not the end
