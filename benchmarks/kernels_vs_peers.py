@@ -21,7 +21,7 @@ Per net, `compare run` prints its tables and writes OUT/<net>.json (and
   named only where the interval excludes 1x;
 - kernels per pass (launches, the conversions at the net's edges included);
 - per layer of our best: its time, GFLOP/s and share of its roofline
-  (compare/roofline.py: the roof at the layer's arithmetic intensity, from
+  (compare/report/roofline.py: the roof at the layer's arithmetic intensity, from
   the peak and bandwidth `compare peak` measured), and what ran it
   (Winograd, a block kernel, a split sum...).
 
@@ -47,7 +47,7 @@ from backends.handwritten.tiled import TiledBackend, TiledNet
 from backends.handwritten.tiles_tuned import TunedTiles
 from backends.handwritten.vectorised import VectorisedBackend, VectorisedNet
 from compare import analysis as an
-from compare import roofline
+from compare.report import roofline
 from compare.cli import main as compare_main
 from compare.speedup import Speedup
 from compare.results import load_results
