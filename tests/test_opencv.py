@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nets import Conv, LENET, MaxPool, Net
+from nets import AvgPool, Concat, Conv, GlobalAvgPool, LENET, MaxPool, Mul, Net
 from nets.errors import Unsupported
 from nets.spec import Layer
 from nets.weights import init_weights
@@ -46,6 +46,39 @@ def test_compare_backends_lists_it_as_an_engine():
                          timeout=300).stdout
     assert re.search(r"^opencv +available +peer: OpenCV's DNN on the same OpenCL device", out, re.M), out
     assert backend.family == "engine" and backend.uses_opencl and backend.unsupported(GRAPH) is None
+
+
+# (input height, kernel, stride, pad): in ceil mode a last window that would start in the padding is dropped
+# (2, 1, 2, 0), one whose window runs past the padding is kept (7, 3, 2, 1); each with the padding counted or not
+AVGPOOLS = [(2, 1, 2, 0), (7, 3, 2, 1), (6, 3, 1, 1), (5, 2, 3, 1)]
+
+
+@pytest.mark.parametrize("ceil", [False, True])
+@pytest.mark.parametrize("counted", [False, True])
+@pytest.mark.parametrize("h, k, s, p", AVGPOOLS)
+def test_an_average_pool_matches_the_oracle_in_ceil_mode_and_with_its_padding_counted(fresh_cache, h, k, s, p,
+                                                                                    ceil, counted):
+    """OpenCV's ceil mode keeps a window PyTorch's drops, and it counts no padding: the pool is written so
+    that its output is ours (found by the random graphs: a (1, 2, 2, 3) output where (1, 2, 1, 3) was due)."""
+    backend_or_skip("opencv")
+    net = Net("pool", (2, h, h + 1), (AvgPool("a", kernel=(k, k), stride=(s, s), pad=(p, p), ceil_mode=ceil,
+                                              count_include_pad=counted),))
+    check_every_mode(_opencv(), net, init_weights(net, 0), rng(1).standard_normal((2, 2, h, h + 1)).astype(np.float32))
+
+
+@pytest.mark.parametrize("gate", ["concat", "conv"])
+def test_a_hardsigmoid_read_by_a_multiply_stays_a_hardsigmoid(fresh_cache, gate):
+    """OpenCV fuses a Mul reading a HardSigmoid into a HardSwish whatever the Mul's other input: a hardsigmoid
+    is written so that nothing fuses (found by the random graphs: a layer gone, an output 6x off)."""
+    backend_or_skip("opencv")
+    layers = [Concat("a", inputs=("input", "input")), Concat("b", "hardsigmoid", inputs=("input", "input"))]
+    if gate == "conv":
+        layers += [GlobalAvgPool("pool", inputs=("b",)), Conv("reduce", out_channels=1, kernel=(1, 1)),
+                   Conv("expand", out_channels=4, kernel=(1, 1)), Mul("gated", inputs=("b", "expand"))]
+    else:
+        layers += [Mul("gated", inputs=("a", "b"))]
+    net = Net("gate", (2, 3, 3), tuple(layers))
+    check_every_mode(_opencv(), net, init_weights(net, 0), rng(2).standard_normal((1, 2, 3, 3)).astype(np.float32))
 
 
 def test_every_mode_matches_the_oracle_on_a_graph_net_and_lenet(fresh_cache):

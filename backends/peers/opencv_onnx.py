@@ -15,6 +15,8 @@ x * Sigmoid(x), the forms our ONNX importer reads back).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from nets import LayerKind, Net
@@ -69,7 +71,13 @@ class _Writer:
             hi = self.const(f"{out}#max", np.array(6.0, np.float32))
             return self.node("Clip", [x, lo, hi], out)
         if act == "hardsigmoid":
-            return self.node("HardSigmoid", [x], out, alpha=1.0 / 6.0, beta=0.5)
+            # not ONNX's HardSigmoid: OpenCV's importer fuses any Mul that reads a HardSigmoid into a HardSwish of
+            # the HardSigmoid's input, whatever the Mul's other input (a gate net lost its layers or was 6x off)
+            scaled = self.node("Mul", [x, self.const(f"{out}#sixth", np.array(1.0 / 6.0, np.float32))], f"{out}#scaled")
+            shifted = self.node("Add", [scaled, self.const(f"{out}#half", np.array(0.5, np.float32))], f"{out}#shifted")
+            lo = self.const(f"{out}#min", np.array(0.0, np.float32))
+            hi = self.const(f"{out}#max", np.array(1.0, np.float32))
+            return self.node("Clip", [shifted, lo, hi], out)
         if act == "hardswish":
             gate = self.node("HardSigmoid", [x], f"{out}#gate", alpha=1.0 / 6.0, beta=0.5)
             return self.node("Mul", [x, gate], out)
@@ -82,6 +90,23 @@ class _Writer:
 def _pads(padding: tuple) -> list[int]:
     top, left, bottom, right = padding
     return [top, left, bottom, right]   # ONNX: the starts of H and W, then their ends
+
+
+def _avgpool(w: _Writer, layer, x: str, out: str, in_shape: tuple) -> None:
+    """An average pool as our spec (PyTorch's rule) means it.  In ceil mode a last window that would start in
+    the bottom or right padding is dropped there and not in OpenCV's ceil mode, so the pool is written without
+    ceil mode, the last window's overhang (where its window is kept) as padding, and no padding counted;
+    with count_include_pad the padding (not the overhang) is counted after, by a scale of each output by its
+    divisor uncounted over its divisor counted (OpenCV counted no padding either way: 0.49 off before)."""
+    top, left, bottom, right = layer.padding
+    down, across = layer.overhang(in_shape) if layer.ceil_mode else (0, 0)
+    pooled = f"{out}#pool" if layer.count_include_pad else out
+    w.node("AveragePool", [x], pooled, kernel_shape=list(layer.kernel), strides=list(layer.stride),
+           pads=_pads((top, left, bottom + down, right + across)), count_include_pad=0)
+    if layer.count_include_pad:
+        uncounted = dataclasses.replace(layer, count_include_pad=False).divisors(in_shape)
+        scale = (uncounted / layer.divisors(in_shape)).astype(np.float32)
+        w.node("Mul", [pooled, w.const(f"{out}.divisors", scale[None, None])], out)
 
 
 def _layer(w: _Writer, layer, params: dict, ins: list[str], in_shapes: list) -> None:
@@ -103,9 +128,7 @@ def _layer(w: _Writer, layer, params: dict, ins: list[str], in_shapes: list) -> 
         w.node("MaxPool", [x], last, kernel_shape=list(layer.kernel), strides=list(layer.stride),
                pads=_pads(layer.padding))
     elif kind == LayerKind.AVGPOOL:
-        w.node("AveragePool", [x], last, kernel_shape=list(layer.kernel), strides=list(layer.stride),
-               pads=_pads(layer.padding), ceil_mode=int(layer.ceil_mode),
-               count_include_pad=int(layer.count_include_pad))
+        _avgpool(w, layer, x, last, in_shapes[0])
     elif kind == LayerKind.DENSE:
         flat = w.node("Flatten", [x], f"{name}#flat", axis=1) if len(in_shapes[0]) != 1 else x
         w.node("Gemm", [flat, w.const(f"{name}.weight", params["weight"]), w.const(f"{name}.bias", params["bias"])],
