@@ -9,9 +9,11 @@ initialisers named `<layer>.<param>`.  The batch is fixed in the input's
 shape (OpenCV's classic engine sizes every blob from it).
 
 A kind without a writer here is Unsupported, naming it; activations are
-ONNX's own operators (relu6 as Clip 0..6, hardsigmoid as HardSigmoid with
-alpha 1/6 and beta 1/2, hardswish as x * HardSigmoid(x), silu as
-x * Sigmoid(x), the forms our ONNX importer reads back).
+ONNX's own operators (relu6 as Clip 0..6, hardswish as x * HardSigmoid(x),
+silu as x * Sigmoid(x), the forms our ONNX importer reads back), except
+hardsigmoid, written out as Clip(x / 6 + 1/2, 0, 1): OpenCV fuses any Mul
+that reads a HardSigmoid node (our importer does not read that form back;
+nothing here needs it to).
 """
 from __future__ import annotations
 
