@@ -303,16 +303,13 @@ class Search(Verifying):
             return
         index, at = child.failed
         key = child.plans[at].problem.key
-        for i, where in child.want:
-            if i != index:
-                continue
-            for n in where:
-                if (i, n) in child.answered:
-                    continue
-                child.answered.add((i, n))
+        where = next(where for i, where in child.want if i == index)
+        for n in where:
+            if (index, n) not in child.answered:
+                child.answered.add((index, n))
                 plan = child.plans[n]
-                plan.record.add(Tried(i, None, f"not tried: this configuration broke the device's queue on {key}",
-                                      child.place), plan.order[i])
+                plan.record.add(Tried(index, None, f"not tried: this configuration broke the device's queue on {key}",
+                                      child.place), plan.order[index])
                 self._tried(plan, child)
 
     def _tried(self, plan: _Plan, child: _Child) -> None:
