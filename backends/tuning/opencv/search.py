@@ -101,8 +101,7 @@ def tune(rt_or_device, nets, batch: int | None, budget: Budget, progress) -> lis
             lines.append(f"opencv: {net.name} at batch {b}: not started, the budget is spent "
                          f"({before[0]} of {before[1]} tuned)")
             continue
-        progress(f"opencv: auto-tuning {net.name} at batch {b} ({before[1] - before[0]} convolutions to tune, "
-                 f"{left:.0f} s left)")
+        progress(f"opencv: auto-tuning {net.name} at batch {b} ({before[1] - before[0]} convolutions to tune)")
         try:
             child = Child(device, "opencv tuning", {**tuning.environment(read_only=False), "OPENCV_LOG_LEVEL": "INFO"})
         except Unsupported as exc:
