@@ -105,7 +105,7 @@ def search(rt, one: Net, batch: int, budget: Budget, checker_for: CheckerFor, pr
     for tile, k in _candidates(one, batch, (plan.tile, plan.ksplit)):
         if budget.expired() and model_ms is not None:
             break
-        progress(f"tiles {one.name}: {timed} timed, {budget.spent():.0f} s")
+        progress(f"tiles {one.name}: {timed} timed")   # the time: the progress display's
         ms = _time_candidate(rt, one, weights, batch, x, is_correct, tile, k)
         budget.worked()   # a candidate tried, timed or not, is a unit of the budget's work
         if ms is None:
