@@ -132,16 +132,17 @@ def _search_all(request, store, choices: Choices, searchers: list, todo: list, b
 
     say()
     threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in searchers]
-    for t in threads:
-        t.start()
-    try:
+    try:   # the starts too: a thread started has a search in its child before the others start
+        for t in threads:
+            t.start()
         for t in threads:
             t.join()
     except BaseException:   # Ctrl-C: every searcher stopped now, not after the search it is in
         for s in searchers:
             getattr(s, "stop", lambda: None)()
         for t in threads:
-            t.join(STOP_S)
+            if t.ident is not None:   # started
+                t.join(STOP_S)
         raise
     if failed:
         raise failed[0]

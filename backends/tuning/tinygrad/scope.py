@@ -35,6 +35,9 @@ def _run_here(request, budget) -> list[str]:
         raise UserError(f"--scope tinygrad: {exc}") from None
     try:
         return loop.search(request, store_for(request.runtime()), [searcher], budget).lines()
+    except BaseException:   # an interrupt wherever it lands (the survey, between kernels): no grace to wait out
+        searcher.stop()
+        raise
     finally:
         searcher.close()
 
