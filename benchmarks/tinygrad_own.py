@@ -20,6 +20,11 @@ The ways, each in a child process of its own:
 - `peer-timed`: the peer as `compare run` times it, `timed_pass` through the child (compute)
 - `peer-run`: each pass one request of `run()` alone, nothing sent either way (timed around the
   request, its round trip included): whether the request or the arrays it carries cost the pass
+- `peer-checked-freed`, `peer-timed-freed`: `peer-checked` and `peer-timed` with tinygrad's cache of
+  freed device buffers emptied before the timed passes (whether the driver's count of live buffers
+  costs each enqueue)
+- `peer-checked-gc`, `peer-timed-gc`: the same with Python's collector run and its heap frozen
+  instead (whether collections over the heap the check or the build left cost each pass)
 
 Per way: the pass's wall time (call + synchronize, median), the host's enqueue time (the
 call alone returning), the kernels' device time summed (each kernel waited for: profiling
@@ -59,7 +64,8 @@ from nets.errors import Unsupported
 from nets.weights import init_weights, make_input
 
 MODULE = __spec__.name if __spec__ else Path(__file__).stem   # how a child imports this file
-WAYS = ("own", "own-plain", "peer", "peer-pass", "peer-checked", "peer-timed", "peer-run")
+WAYS = ("own", "own-plain", "peer", "peer-pass", "peer-checked", "peer-timed", "peer-run",
+        "peer-checked-freed", "peer-checked-gc", "peer-timed-freed", "peer-timed-gc")
 
 
 def _passes(call, sync, repeats: int, between=lambda: None) -> dict:
@@ -153,7 +159,7 @@ def peer_in_child(target, options, store, net, weights, x, mode, repeats, way: s
     from backends.peers.tinygrad_peer import TinygradInChild
     inside = TinygradInChild(target, options, store)
     prepared = inside.prepare(net, weights, x.shape[0], mode)
-    if way == "peer-checked":
+    if way.startswith("peer-checked"):
         from compare import oracle as ref
         outs = ref.forward(net, weights, x)
         prepared.forward(x)
@@ -161,6 +167,7 @@ def peer_in_child(target, options, store, net, weights, x, mode, repeats, way: s
             ins = [np.asarray(x if s < 0 else outs[s], np.float32) for s in net.sources(i)]
             prepared.run_layer(i, ins[0] if len(ins) == 1 else ins)
         prepared.load_input(x)
+    settle(inside.device.tinygrad, way)
 
     def call():
         with prepared._context():
@@ -174,6 +181,18 @@ def peer_in_child(target, options, store, net, weights, x, mode, repeats, way: s
     got["output"] = prepared.fetch_output()
     got["config"] = prepared.config.get("tinygrad_search") if way == "peer" else None
     return got
+
+
+def settle(device: str, way: str) -> None:
+    """In the child, before the timed passes: the `-freed` ways empty tinygrad's cache of freed device
+    buffers (the allocator keeps them for reuse); the `-gc` ways collect and freeze Python's heap."""
+    if way.endswith("-freed"):
+        from tinygrad import Device
+        Device[device].allocator.free_cache()
+    elif way.endswith("-gc"):
+        import gc
+        gc.collect()
+        gc.freeze()
 
 
 def _in_child(device, fn: str, *args) -> dict:
@@ -202,6 +221,8 @@ def peer_timed(net, weights, x, mode, repeats, way: str = "peer-timed") -> dict:
     backend = backends.get("tinygrad")
     prepared = backend.prepare(net, weights, x.shape[0], mode)
     try:
+        if way != "peer-timed":   # the child's tinygrad device, where a -freed or -gc way settles it
+            prepared._worker.call(MODULE, "settle", prepared.config["device"], way)
         if way == "peer-run":
             prepared.load_input(x)
             for _ in range(3):
@@ -248,9 +269,9 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str) -> list[dic
                 got = _in_child(rt.device, "own_in_peer_child", options, store, model, x, width, repeats)
             elif way == "own-plain" and model is not None:
                 got = _plain_child("own_in_plain_child", store, model, x, width, repeats)
-            elif way in ("peer", "peer-checked", "peer-pass"):
+            elif way in ("peer", "peer-pass") or way.startswith("peer-checked"):
                 got = _in_child(rt.device, "peer_in_child", options, store, net, weights, x, mode, repeats, way)
-            elif way in ("peer-timed", "peer-run"):
+            elif way.startswith("peer-timed") or way == "peer-run":
                 got = peer_timed(net, weights, x, mode, repeats, way)
             else:
                 continue
