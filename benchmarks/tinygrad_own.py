@@ -34,8 +34,8 @@ best where its interval reaches 1.05 or below.
 
     .venv/bin/python benchmarks/tinygrad_own.py --nets resnet18 [--repeats 100] [--ways own,peer-timed]
 
-Each net's table is printed as soon as its ways are measured (a run cut short keeps the nets it
-finished).
+A line is printed as each way ends and each net's table once its ways are measured (a run cut short
+keeps what it measured).
 
 vit-tiny has no ONNX writer (the tokens layer): it is said, not measured.
 """
@@ -281,6 +281,9 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str) -> list[dic
         check = compare_arrays(got.pop("output"), ref)
         error = check.rel_l2 if check.rel_l2 is not None else float("nan")
         rows.append({"net": net_name, "way": way, "passed": check.passed, "error": error, **got})
+        # a line as each way ends: a run cut short keeps the ways it measured
+        print(f"{net_name} {way}: {'PASS' if check.passed else 'FAIL'}, wall {statistics.median(got['wall']):.3f} ms "
+              f"(median of {len(got['wall'])})", flush=True)
     backend.close()
     return rows
 
