@@ -99,7 +99,21 @@ def _passes(call, sync, repeats: int, between=lambda: None) -> dict:
     finally:
         CLProgram.__call__ = real
     return {"wall": wall, "enqueue": enqueue, "kernels_ms": sum(ms for _, ms in kernels), "launches": len(kernels),
-            "kernels": kernels}
+            "kernels": kernels, "cpus": _thread_cpus()}
+
+
+def _thread_cpus() -> str:
+    """Where this process's threads last ran (CPU per thread, from /proc) and the CPUs it may use: whether
+    the pass's time follows where the scheduler put the Python thread and the driver's threads."""
+    try:
+        tasks = sorted(os.listdir("/proc/self/task"), key=int)
+        last = []
+        for t in tasks:
+            with open(f"/proc/self/task/{t}/stat") as f:
+                last.append(f.read().rsplit(")", 1)[1].split()[36])   # field 39, "processor"
+        return f"threads on CPUs {','.join(last)} (main first) of {len(os.sched_getaffinity(0))} allowed"
+    except OSError:
+        return "-"
 
 
 def _kernel_name(kernel) -> str:
@@ -283,7 +297,7 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str) -> list[dic
         rows.append({"net": net_name, "way": way, "passed": check.passed, "error": error, **got})
         # a line as each way ends: a run cut short keeps the ways it measured
         print(f"{net_name} {way}: {'PASS' if check.passed else 'FAIL'}, wall {statistics.median(got['wall']):.3f} ms "
-              f"(median of {len(got['wall'])})", flush=True)
+              f"(median of {len(got['wall'])}); {got.get('cpus', '-')}", flush=True)
     backend.close()
     return rows
 
