@@ -99,7 +99,23 @@ def _passes(call, sync, repeats: int, between=lambda: None) -> dict:
     finally:
         CLProgram.__call__ = real
     return {"wall": wall, "enqueue": enqueue, "kernels_ms": sum(ms for _, ms in kernels), "launches": len(kernels),
-            "kernels": kernels, "cpus": _thread_cpus()}
+            "kernels": kernels, "cpus": _thread_cpus(), "python_ms": _python_ms()}
+
+
+def _python_ms() -> float:
+    """A fixed piece of pure Python timed in this process (ms, median of 15): on the H200's virtual machine
+    one fresh process in three ran the same pass 1.3-1.5x slower (notes, step 9); whether that process
+    runs plain Python slower too (the process, not the driver) or only the driver's calls."""
+    def work():
+        counts: dict[int, int] = {}
+        for i in range(200_000):
+            counts[i % 1000] = counts.get(i % 1000, 0) + i
+    times = []
+    for _ in range(15):
+        t0 = time.perf_counter()
+        work()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
 
 
 def _thread_cpus() -> str:
@@ -297,7 +313,8 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str) -> list[dic
         rows.append({"net": net_name, "way": way, "passed": check.passed, "error": error, **got})
         # a line as each way ends: a run cut short keeps the ways it measured
         print(f"{net_name} {way}: {'PASS' if check.passed else 'FAIL'}, wall {statistics.median(got['wall']):.3f} ms "
-              f"(median of {len(got['wall'])}); {got.get('cpus', '-')}", flush=True)
+              f"(median of {len(got['wall'])}); plain Python {got.get('python_ms', float('nan')):.1f} ms; "
+              f"{got.get('cpus', '-')}", flush=True)
     backend.close()
     return rows
 
