@@ -31,8 +31,8 @@ if ! "$python" -c "import tinygrad" 2>/dev/null && ls .offline/whl/tinygrad-*.wh
     "$python" -m pip install -q --no-index --no-deps .offline/whl/tinygrad-*.whl
 fi
 # Dask's distributed, for the tuning farm
-if ! "$python" -c "import distributed" 2>/dev/null && ls .offline/whl/distributed-*.whl >/dev/null 2>&1; then
-    "$python" -m pip install -q --no-index --no-deps .offline/whl/{distributed,dask,locket,partd,tblib,tornado,zict}-*.whl
+if ! "$python" -c "import distributed" 2>/dev/null && ls .offline-farm/whl/distributed-*.whl >/dev/null 2>&1; then
+    "$python" -m pip install -q --no-index --no-deps .offline-farm/whl/{distributed,dask,locket,partd,tblib,tornado,zict}-*.whl
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 

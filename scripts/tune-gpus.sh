@@ -5,6 +5,7 @@
 # problem's configurations) into the card's tuning folder (scripts/gpu-card.sh).  Then the depth, and
 # everything packed into OUT as tune-SCOPE-CARD.tgz (scripts/gpu-card.sh says how to unpack it): commit it.
 # Budget-limited and resumable: the next call (warm machine or fresh, from the committed folder) goes on.
+# Carry .offline and .offline-farm (Dask's wheels, scripts/offline-bundle.sh) to the machine.
 # Usage: scripts/tune-gpus.sh SCOPE BUDGET_S [NETS]   (WIDTH=4 for tinygrad's width, GPUS=1 to use fewer)
 set -uo pipefail
 cd "$(dirname "$0")/.."
