@@ -38,7 +38,8 @@ def _lock_name(kind: str) -> str:
 
 # a kind -> the function that checks one device's entry of it (raising store.Foreign), where its entries
 # have a schema of their own here; imported only when the kind is read
-ENTRY_CHECKS = {"tiles": "backends.handwritten.tiles_tuned:check_entry", "peak": "backends.cache:check_peak"}
+ENTRY_CHECKS = {"tiles": "backends.handwritten.tiles_tuned:check_entry", "peak": "backends.cache:check_peak",
+                "forms": "backends.handwritten.forms_tuned:check_entry"}
 
 
 def check_peak(entry, where: str) -> None:

@@ -7,7 +7,7 @@
 # GPU alone); every ratio still comes from one net's interleaved run on one GPU.  Results, what each run
 # printed and the tuning folder go into OUT as headline-CARD.tgz (scripts/gpu-card.sh says how to unpack it).
 # Usage: scripts/headline-gpu.sh NETS [REPEATS, default 10]   (GPUS=1 to run the nets one after another;
-# TUNE=opencv TUNE_S=60 where the card's tiles are committed, TUNE= where its tuning is committed whole)
+# TUNE=opencv TUNE_S=60 where the card's tiles and forms are committed, TUNE= where its tuning is committed whole)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 nets="${1:?usage: scripts/headline-gpu.sh NETS [REPEATS]}"
@@ -23,8 +23,8 @@ one_gpu() {   # the nets whose place in the list is g modulo the GPUs, one after
     for ((i = g; i < ${#all[@]}; i += gpus)); do
         net=${all[i]}
         start=$(date +%s)
-        [ -n "${TUNE-tiles,opencv}" ] && CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" -m compare tune \
-            --scope "${TUNE-tiles,opencv}" --net "$net" --budget-s "${TUNE_S:-240}" > "$out/logs/$net-tune.txt" 2>&1
+        [ -n "${TUNE-tiles,forms,opencv}" ] && CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" -m compare tune \
+            --scope "${TUNE-tiles,forms,opencv}" --net "$net" --budget-s "${TUNE_S:-240}" > "$out/logs/$net-tune.txt" 2>&1
         CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" -m compare run --net "$net" --backends all \
             --repeats "$repeats" --warmup 3 --interleave --out "$out/$net.json" > "$out/$net.txt" 2>&1
         echo "$net on GPU $g: exit $?, $(( $(date +%s) - start )) s" | tee -a "$out/headline.txt"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Our tiles measured on a GPU machine (`compare tune --scope tiles`), one GPU per net (round robin from GPU
+# Our tiles, then our prepare-time forms with them, measured on a GPU machine (`compare tune --scope
+# tiles,forms`; SCOPE=tiles for the tiles alone), one GPU per net (round robin from GPU
 # FIRST_GPU, default 0; CUDA_VISIBLE_DEVICES shows each run its GPU alone), into the card's tuning folder
 # (scripts/gpu-card.sh; the tiles' cache keeps every net's layers).  Each GPU's nets share SECONDS_PER_GPU.
 # Packed into OUT as tiles-CARD.tgz (scripts/gpu-card.sh says how to unpack it): commit it.
@@ -17,7 +18,7 @@ one_gpu() {   # the nets whose place in the list is g modulo the GPUs, one after
     local g=$1 i mine=() net
     for ((i = g; i < ${#all[@]}; i += gpus)); do mine+=("${all[i]}"); done
     for net in "${mine[@]}"; do
-        CUDA_VISIBLE_DEVICES=$((g + first)) PYOPENCL_CTX="$platform:0" "$python" -m compare tune --scope tiles \
+        CUDA_VISIBLE_DEVICES=$((g + first)) PYOPENCL_CTX="$platform:0" "$python" -m compare tune --scope "${SCOPE:-tiles,forms}" \
             --net "$net" --budget-s $(( seconds / ${#mine[@]} )) > "$work/tiles-$net.txt" 2>&1
         echo "$net on GPU $((g + first)): exit $?" | tee -a "$work/tiles.txt"
     done

@@ -125,3 +125,10 @@ def test_the_driver_hands_each_scope_its_share_of_one_budget_on_one_clock_and_th
     assert seen == [("check", "a", False), ("check", "b", False),
                     ("run", "a", 900.0, 100.0, True, False), ("run", "b", 100.0, 1050.0, True, False)]
     assert summary.lines[:2] == ["a ran", "b ran"] and summary.lines[2].startswith("on dev, budget 1000 s")
+
+
+def test_scopes_run_in_the_registrys_order_whatever_order_they_are_asked_in():
+    from backends.tuning import driver
+    from backends.tuning.request import Request
+    # forms uses the tiles: asked first, it still runs after them
+    assert driver.resolve(Request(nets=[], scopes=["forms", "opencv", "tiles"])) == ["tiles", "forms", "opencv"]

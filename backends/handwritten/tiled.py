@@ -35,6 +35,7 @@ from .net import KernelOp
 from .residual import ResidualConvOp
 from .split_choice import choose_split
 from .tiled_plan import TILES, plan_conv
+from .forms_tuned import TunedForms
 from .tiles_tuned import TunedTiles, layer_key
 from .vectorised import VectorisedBackend, VectorisedNet, is_depthwise, pad_to
 
@@ -82,6 +83,7 @@ class TiledConvOp(KernelOp):
 
 class TiledNet(VectorisedNet):
     forms_class = TiledForms
+    backend = "vectorised-tiled"
 
     def __init__(self, runtime, net, weights, batch, tiles=TILES, ksplit=None, tuned: TunedTiles | None = None,
                  **forms: str):
@@ -184,4 +186,5 @@ class TiledBackend(VectorisedBackend):
     net_class = TiledNet
 
     def make_net(self, net, weights, batch):
-        return TiledNet(self.runtime, net, weights, batch, tuned=TunedTiles.for_device(self.runtime.info))
+        return TiledNet(self.runtime, net, weights, batch, tuned=TunedTiles.for_device(self.runtime.info),
+                        recalled=TunedForms.for_device(self.runtime.info))

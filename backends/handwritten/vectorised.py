@@ -66,6 +66,7 @@ from .cpu_fold import FoldsVectorDepthwise, Pair
 from .cpu_conv import ChoosesCpuConv, CpuConvOp, with_residual as cpu_conv_residual
 from .dw_pw import TIMED, DwPwOp, fastest_ms, foldable_depthwise, plan_dw_pw
 from .forms import Forms
+from .forms_tuned import TunedForms
 from .head_fused import FusesHeads
 from .layernorm_fused import FusesLayerNorms
 from .layout import round_up
@@ -108,11 +109,14 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
     channel_multiple = 4
 
     forms_class = Forms
+    backend = "vectorised"   # whose choices `compare tune --scope forms` keeps for this net (forms_tuned.py)
 
-    def __init__(self, runtime, net, weights, batch, **forms: str):
+    def __init__(self, runtime, net, weights, batch, recalled: TunedForms | None = None, **forms: str):
         """`forms`: which form of the same work each layer runs, by the names of `forms_class`'s fields
-        (forms.py), each "measured" unless named; a word none of them takes is a ValueError here."""
+        (forms.py), each "measured" unless named; a word none of them takes is a ValueError here.
+        `recalled`: the forms `compare tune` measured on this device, built instead of measuring anew."""
         self.forms = self.forms_class(**forms)
+        self.recalled = recalled or TunedForms(None)
         self.device = device_class(runtime.info)
         # Mali has dot hardware (study 7.2.2); elsewhere dot is a horizontal add
         self.dot_each = int(self.device == "mali")
@@ -356,3 +360,6 @@ class VectorisedBackend(ReplayingBackend):
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS | TRANSFORMER_KINDS
     supported_features = frozenset(Feature)
+
+    def make_net(self, net, weights, batch):
+        return self.net_class(self.runtime, net, weights, batch, recalled=TunedForms.for_device(self.runtime.info))

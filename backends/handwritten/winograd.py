@@ -21,6 +21,11 @@ Besides these one-kernel forms, each tile size has its GEMM forms
 transform kernels), one per GEMM tile candidate, measured and checked
 alike, named "F(2x2,3x3) GEMM 64x64 (8x8)".
 
+Where `compare tune --scope forms` measured the layer on this device
+(forms_tuned.py), only the form it kept is built, checked against the
+direct kernel as above, and run; one that no longer builds or matches is
+measured here as before, the record saying why (`not_recalled`).
+
 `winograd` (the nets' argument): "measured" (the default), "never", or
 "F2" / "F4" to run that one-kernel form wherever it applies, unmeasured,
 with its first candidate plan ("F2:1" / "F4:1": the second, where the
@@ -36,7 +41,9 @@ from nets.errors import Unsupported
 
 from ..opencl.launch import Launch, step_name
 from ..opencl.net import Recorder
+from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
+from .forms_tuned import form_key
 from .measured import HOW, fastest_ms
 from .net import KernelOp
 from .residual import ResidualConvOp
@@ -128,6 +135,56 @@ def _outputs_on_random_input(net, index: int, forms: dict) -> dict:
     return outs
 
 
+def _form_name(m: int, count: int, plan) -> str:
+    """How a one-kernel form is named in the records: by its tile size, and its plan where there are several."""
+    return name(m) if count == 1 else f"{name(m)} {plan.label}"
+
+
+def _recall(net, index: int, params: dict, op, bufs: list, form: str):
+    """Layer `index` as the form `compare tune --scope forms` recorded (forms_tuned.py), built alone and checked
+    against the direct kernel `op` on a random input: (that op, None), or (None, why not) where the form no
+    longer builds or matches, and the layer is measured as before."""
+    layer = net.net.layers[index]
+    record = net.config.setdefault("winograd", {})
+    if form == "direct":
+        record[layer.name] = {"chosen": "direct", "how": net.recalled.how()}
+        return op, None
+    built = None
+    for m in TILE_SIZES:
+        if not form.startswith(name(m) + " ") and form != name(m):
+            continue
+        gemm = " GEMM " in form
+        if gemm:
+            winograd_gemm.scratch(net)   # shared by the layers: allocated before this layer's own buffers
+        first = len(net.buffers)
+        try:
+            if gemm:
+                which = [i for i, p in enumerate(winograd_gemm.plans(net, index, m)) if p.form == form]
+                built = winograd_gemm.build(net, index, params, m, which[:1])[0] if which else None
+                made = built.plan.form if built is not None else None
+            else:
+                found = plans(net, index, m, limits(net.rt))
+                which = [i for i, p in enumerate(found) if _form_name(m, len(found), p) == form]
+                built = build(net, index, params, m, which[0]) if which else None
+                made = _form_name(m, len(found), built.plan) if built is not None else None
+        except (Unsupported, KernelBuildError, ValueError) as exc:
+            net.release(net.buffers[first:])
+            return None, f"{form}: {str(exc).splitlines()[0]}"
+        if made != form:   # the device's limits now give another plan (or none) under that name
+            net.release(net.buffers[first:])
+            return None, f"{form}: no longer among the layer's forms here"
+        outs = _outputs_on_random_input(net, index, {"direct": op, form: built})
+        err = float(np.linalg.norm(outs[form] - outs["direct"]) / (np.linalg.norm(outs["direct"]) or 1.0))
+        if not err <= MAX_REL_L2:   # NaN too
+            net.release(net.buffers[first:])
+            return None, f"{form}: relative L2 {err:.1e} against the direct kernel, above {MAX_REL_L2:.0e}"
+        net.release(bufs)
+        record[layer.name] = {"chosen": form, "how": net.recalled.how(),
+                              "rel_l2_against_direct": {form: float(f"{err:.2e}")}}
+        return built, None
+    return None, f"{form}: not a Winograd form's name"
+
+
 class ChoosesWinograd:
     """A VectorisedNet mixin: choose_form() puts a Winograd op in place of a
     3x3 stride-1 conv's direct one where the `winograd` mode says so."""
@@ -160,6 +217,12 @@ class ChoosesWinograd:
             self.release(bufs)
             record[layer.name] = {"chosen": form, "how": f"forced (winograd={forced!r})"}
             return chosen
+        recalled, not_recalled = self.recalled.chosen("winograd", form_key(self.backend, self.batch,
+                                                                          self.net.in_shape(index), layer)), None
+        if recalled is not None:
+            chosen, not_recalled = _recall(self, index, params, op, bufs, recalled)
+            if chosen is not None:
+                return chosen
         forms, refused, owned = {"direct": op}, {}, {"direct": bufs}
         winograd_gemm.scratch(self)   # shared by the layers: allocated before this layer's own buffers
         for m in TILE_SIZES:
@@ -183,7 +246,8 @@ class ChoosesWinograd:
             for built in gemms:   # one transformed filter and bias for all of them
                 forms[built.plan.form], owned[built.plan.form] = built, self.buffers[first:]
         if len(forms) == 1:
-            record[layer.name] = {"chosen": "direct", "refused": refused}
+            record[layer.name] = {"chosen": "direct", "refused": refused,
+                                  **({"not_recalled": not_recalled} if not_recalled else {})}
             return op
         outs = _outputs_on_random_input(self, index, forms)
         ref = outs["direct"]
@@ -198,6 +262,7 @@ class ChoosesWinograd:
         self.release(list({id(b): b for f, bs in owned.items() for b in bs if id(b) not in kept}.values()))
         record[layer.name] = {"chosen": best, "ms": {f: round(t, 4) for f, t in times.items()},
                               "rel_l2_against_direct": {f: float(f"{e:.2e}") for f, e in errors.items()},
-                              **({"refused": refused} if refused else {})}
+                              **({"refused": refused} if refused else {}),
+                              **({"not_recalled": not_recalled} if not_recalled else {})}
         self.config["measured_forms"] = HOW
         return forms[best]

@@ -36,7 +36,7 @@ def resolve(request: Request) -> list[str]:
         names = [n for n in names if registry.SCOPES[n].farm]
     elif request.every_kind:
         raise UserError("--devices all tunes every device kind among a farm's workers: it needs --scheduler")
-    return names
+    return [n for n in registry.SCOPES if n in names]   # the registry's order: forms after the tiles it uses
 
 
 def check(request: Request, place=None) -> list[str]:

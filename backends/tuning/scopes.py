@@ -33,6 +33,9 @@ SCOPES: dict[str, Scope] = {s.name: s for s in (
           "CLBlast's own default search on each problem of the nets, then the best verified against its database"),
     Scope("tiles", "backends.tuning.tiles.scope", 1.0, False,
           "vectorised-tiled's tiles per conv layer (a tenth of the budget beside CLBlast's)"),
+    Scope("forms", "backends.tuning.forms.scope", 1.0, False,
+          "vectorised's and vectorised-tiled's Winograd forms per 3x3 conv, measured once as a run's prepare "
+          "measures them (run after tiles: it uses them)"),
     Scope("tinygrad", "backends.tuning.tinygrad.scope", 10.0, True,
           "tinygrad's schedule search (BEAM) of each kernel of the nets, the costliest first"),
     Scope("opencv", "backends.tuning.opencv.scope", 1.0, False,
