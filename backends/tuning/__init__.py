@@ -2,7 +2,7 @@
 registered here (scopes.py), the way backends register, each a folder of
 the same shape (its search, its farm hook where it has one, and scope.py:
 its check, run and show): CLBlast's own default search (clblast/), our
-tiles (tiles/), tinygrad's schedule search (tinygrad/), OpenCV DNN's
+tiles (tiles/) and prepare-time forms (forms/), tinygrad's schedule search (tinygrad/), OpenCV DNN's
 convolution auto-tuning (opencv/).  The backends never import a search:
 they read what it chose through the store (backends/store/).  One entry: `tune(Request) -> Summary` checks the
 request whole before any budget is spent, shares one Budget (budget.py)
