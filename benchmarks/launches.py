@@ -1,4 +1,8 @@
-"""Launches per pass, and what enqueueing them costs the host: each hand-written backend's
+"""Launches per pass, and what enqueueing them costs the host: first the floor, an empty kernel
+(kernels/empty.cl) enqueued back to back three ways (pyopencl's Kernel.__call__ setting its
+argument each call; its argument set once and clEnqueueNDRangeKernel alone; through our Launch,
+what a pass makes), each launch's host time and, with the finish, its whole cost, so a pass of K
+launches is held against K times the floor; then each hand-written backend's
 pass enqueued op by op with its kernels' arguments set on every call (old: pyopencl's
 Kernel.__call__), op by op with them set once per launch (bound), from the flat list of
 launches made at prepare (new: what `plain` runs now), and, where the device offers
@@ -74,6 +78,41 @@ class Form:
         return self.prepared.fetch_output()
 
 
+FLOOR_LAUNCHES = 200   # empty kernels a round, back to back
+
+
+PRESET = "argument set once, clEnqueueNDRangeKernel"
+
+
+def floor(rt, rounds: int) -> dict[str, tuple[float, float]]:
+    """Per way: host us per enqueue of the empty kernel (median of the rounds), and us per launch with the finish."""
+    import pyopencl as cl
+    from backends.opencl.launch import Launch
+    buf = rt.alloc(4, "the empty kernel's argument", poison=False)
+    called = rt.kernel("empty.cl", "empty")
+    preset = cl.Kernel(called.program, "empty")
+    preset.set_args(buf)
+    ours = Launch(rt, "empty.cl", "empty", None, (1,), (1,), exact=True)
+    ways = {"pyopencl call (argument set each call)": lambda: called(rt.queue, (1,), (1,), buf),
+            PRESET: lambda: cl.enqueue_nd_range_kernel(rt.queue, preset, (1,), (1,)),
+            "our Launch (what a pass enqueues)": lambda: ours(buf)}
+    times: dict[str, tuple[list, list]] = {w: ([], []) for w in ways}
+    for _ in range(rounds):
+        for way, launch in ways.items():   # in turn, so drift hits every way alike
+            launch()
+            rt.finish()
+            t0 = time.perf_counter()
+            for _ in range(FLOOR_LAUNCHES):
+                launch()
+            t1 = time.perf_counter()
+            rt.finish()
+            t2 = time.perf_counter()
+            times[way][0].append((t1 - t0) * 1e6 / FLOOR_LAUNCHES)
+            times[way][1].append((t2 - t0) * 1e6 / FLOOR_LAUNCHES)
+    buf.release()
+    return {way: (statistics.median(e), statistics.median(w)) for way, (e, w) in times.items()}
+
+
 def _ratio(num: list[float], den: list[float]) -> str:
     """median(num) / median(den) with its interval (compare.speedup)."""
     s = Speedup.of(num, den) if num and den else None
@@ -104,6 +143,10 @@ def main(argv=None) -> int:
     replay_missing = missing(rt.device)
     if replay_missing:
         print(f"replay: {replay_missing}")
+    print(f"\nThe floor: an empty kernel, {FLOOR_LAUNCHES} launches back to back, {args.rounds} rounds")
+    floors = floor(rt, args.rounds)
+    print(tabulate([[way, f"{e:.2f}", f"{w:.2f}"] for way, (e, w) in floors.items()],
+                   headers=["way", "enqueue us/launch", "with the finish us/launch"]))
 
     forms: dict[str, list[Form]] = {}
     prepared = []
@@ -133,7 +176,7 @@ def main(argv=None) -> int:
             by = {f.name: f for f in group}
             launches = by["new"].prepared.launches(x)
             replay = by.get("replay")
-            rows.append([name, launches.text(),
+            rows.append([name, launches.text(), f"{launches.enqueues * floors[PRESET][0]:.1f}",
                          _median(by["old"].enqueue_us), _median(by["bound"].enqueue_us), _median(by["new"].enqueue_us),
                          _ratio(by["old"].enqueue_us, by["new"].enqueue_us),
                          _median(replay.enqueue_us) if replay else "-",
@@ -144,8 +187,9 @@ def main(argv=None) -> int:
                          _ratio(by["new"].pass_us, replay.pass_us) if replay else "-"])
         print("\nHost time to enqueue one pass (us, median) and the whole pass, enqueue + finish (us, median).  "
               "old: op by op, arguments set on every call; bound: op by op, arguments set once; new: the flat list "
-              "of launches made at prepare (plain mode now); replay: the pass recorded once as a command buffer")
-        print(tabulate(rows, headers=["backend", "launches", "enqueue old", "bound", "new", "old/new", "replay",
+              "of launches made at prepare (plain mode now); replay: the pass recorded once as a command buffer; "
+              "floor: the enqueues times the empty kernel's enqueue with its argument set once")
+        print(tabulate(rows, headers=["backend", "launches", "floor", "enqueue old", "bound", "new", "old/new", "replay",
                                       "new/replay", "pass old", "new", "old/new", "replay", "new/replay"]))
     finally:
         for net_ in prepared:
