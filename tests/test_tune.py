@@ -353,7 +353,7 @@ def test_tune_shows_its_depth_and_refuses_bad_options_in_one_line(tmp_path):
     assert "0% of CLBlast's default search (0 of " in shown.stdout and "gemm 6x784x25 batch 100" in shown.stdout
     assert "lenet batch 100: not tuned: none of its 10 problems searched yet" in shown.stdout
     for argv, message in [(["--budget-s", "0"], "--budget-s must be a finite number of seconds from 1 to 2,592,000, not 0"),
-                          (["--scope", "everything"], "--scope takes clblast, tiles, tinygrad, opencv or all (comma-separated)"),
+                          (["--scope", "everything"], "--scope takes clblast, tiles, forms, tinygrad, opencv or all (comma-separated)"),
                           (["--scope", "tinygrad", "--beam-width", "0"], "--beam-width"),
                           (["--net", "nosuch", "--budget-s", "5"], "unknown net 'nosuch'"),
                           (["--jobs", "0"], "--jobs"),
