@@ -227,7 +227,10 @@ class IsolatedNet(PreparedNet):
         self._handle = handle
         self._timeout_s = timeout_s
         attrs = worker.request("get", handle, ("config", "memory_bytes"))
-        self.config = attrs["config"]
+        # how fast the child's process runs plain Python, beside the runner's (compare/noise.py): a process
+        # can draw slow at everything (reports/nvidia-h200/NOTES.md)
+        self.config = {**(attrs["config"] or {}), "plain_python_ms": round(worker.call("backends.host",
+                                                                                       "plain_python_ms"), 2)}
         self.memory_bytes = attrs["memory_bytes"]
 
     def _call(self, method: str, *args):

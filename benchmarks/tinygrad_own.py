@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 import backends
+from backends.host import plain_python_ms
 from backends.isolated import Worker
 from backends.opencl.runtime import get_runtime
 from backends.peers.tinygrad_device import Child
@@ -99,23 +100,7 @@ def _passes(call, sync, repeats: int, between=lambda: None) -> dict:
     finally:
         CLProgram.__call__ = real
     return {"wall": wall, "enqueue": enqueue, "kernels_ms": sum(ms for _, ms in kernels), "launches": len(kernels),
-            "kernels": kernels, "cpus": _thread_cpus(), "python_ms": _python_ms()}
-
-
-def _python_ms() -> float:
-    """A fixed piece of pure Python timed in this process (ms, median of 15): on the H200's virtual machine
-    one fresh process in three ran the same pass 1.3-1.5x slower (notes, step 9); whether that process
-    runs plain Python slower too (the process, not the driver) or only the driver's calls."""
-    def work():
-        counts: dict[int, int] = {}
-        for i in range(200_000):
-            counts[i % 1000] = counts.get(i % 1000, 0) + i
-    times = []
-    for _ in range(15):
-        t0 = time.perf_counter()
-        work()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+            "kernels": kernels, "cpus": _thread_cpus(), "python_ms": plain_python_ms()}
 
 
 def _thread_cpus() -> str:

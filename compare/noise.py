@@ -11,6 +11,8 @@ import math
 import os
 from pathlib import Path
 
+from backends.host import plain_python_ms
+
 DEFAULT_REPEATS = 10   # the floor when none is given
 MIN_TIME_S = 0.5       # end-to-end time a backend's timed passes add up to, when calibrated
 MAX_REPEATS = 50       # calibrated passes at most: every one is a sample kept per layer
@@ -37,8 +39,12 @@ def fitting_cap(fits, floor: int, cap: int = MAX_REPEATS) -> int:
         return floor
 
 
+SLOW_PROCESS = 1.2     # a child's plain Python this many times the runner's: its process drew slow
+
+
 def host_state() -> dict:
-    """The host's load average over the last minute and the CPU frequency governor, where they can be read."""
+    """The host's load average over the last minute and the CPU frequency governor, where they can be read,
+    and how fast this process runs a fixed piece of plain Python (backends/host.py)."""
     try:
         load = round(os.getloadavg()[0], 2)
     except (OSError, AttributeError):
@@ -47,7 +53,7 @@ def host_state() -> dict:
         governor = GOVERNOR.read_text(encoding="utf-8").strip() or None
     except OSError:
         governor = None
-    return {"load_1m": load, "governor": governor}
+    return {"load_1m": load, "governor": governor, "plain_python_ms": round(plain_python_ms(), 2)}
 
 
 def busy(host) -> str | None:
@@ -65,3 +71,21 @@ def busy_line(host) -> str | None:
         return None
     return (f"Busy host ({said} as the run started): where an interval spans 1x the ratio is too noisy to call; "
             f"run again on a quiet host for an answer.")
+
+
+def slow_processes_line(res) -> str | None:
+    """The one line a run says where a backend's own process (a child) ran the fixed piece of plain Python
+    SLOW_PROCESS times slower or more than the runner's process: its times may be its process's, not its
+    work's (reports/nvidia-h200/NOTES.md, 2026-11-29); None where none did or the figures are missing."""
+    mine = getattr(res.host, "plain_python_ms", None)
+    if not mine:
+        return None
+    slow = []
+    for b in res.backends:
+        theirs = (b.config or {}).get("plain_python_ms") if b.status == "OK" else None
+        if isinstance(theirs, (int, float)) and theirs >= SLOW_PROCESS * mine:
+            slow.append(f"`{b.name}` {theirs / mine:.2f}x")
+    if not slow:
+        return None
+    return (f"Slow process: the process of {', '.join(slow)} ran a fixed piece of plain Python that much slower "
+            f"than the runner's ({mine:.1f} ms); its times may be its process's draw, not its work: run again.")

@@ -243,6 +243,7 @@ class Host:
     hostname: str | None = None
     load_1m: float | None = None      # the load average as the run started (compare/noise.py); absent before
     governor: str | None = None       # the CPU's frequency governor, where Linux says it
+    plain_python_ms: float | None = None   # a fixed piece of plain Python in the runner's process (backends/host.py)
 
 
 @dataclass

@@ -68,6 +68,7 @@ def test_a_prepared_net_behind_the_proxy_matches_in_process():
         np.testing.assert_array_equal(prepared.forward(x), want)
         phases, y = prepared.timed_pass(x)
         assert set(phases) == {"upload", "compute", "download", "total"}
+        assert prepared.config["plain_python_ms"] > 0   # the child's process timed (compare/noise.py)
         np.testing.assert_array_equal(y, want)
         timings = prepared.run_timed()
         assert [t.name for t in timings] == [layer.name for layer in LENET.layers]

@@ -20,7 +20,8 @@ def test_repeats_given_are_exact_and_the_default_is_calibrated():
 
 def test_the_host_state_is_read_and_a_busy_host_is_named():
     state = noise.host_state()
-    assert set(state) == {"load_1m", "governor"} and (state["load_1m"] is None or state["load_1m"] >= 0)
+    assert set(state) == {"load_1m", "governor", "plain_python_ms"} and (state["load_1m"] is None or state["load_1m"] >= 0)
+    assert state["plain_python_ms"] > 0
     assert noise.busy(Host(cpus=2, load_1m=3.1)) == "load 3.10 on 2 cores"
     assert noise.busy(Host(cpus=2, load_1m=0.5)) is None and noise.busy(Host(cpus=2)) is None
 
@@ -32,3 +33,16 @@ def test_the_cap_falls_to_the_floor_where_more_passes_would_not_fit():
         if k > 20:
             raise UserError("too many")
     assert noise.fitting_cap(fits, 10) == 10 and noise.fitting_cap(lambda k: None, 10) == noise.MAX_REPEATS
+
+
+def test_a_backend_whose_process_ran_plain_python_slower_than_the_runners_is_named():
+    from types import SimpleNamespace as NS
+
+    def run(mine, **theirs):
+        backends = [NS(name=n, status="OK", config={"plain_python_ms": ms}) for n, ms in theirs.items()]
+        backends.append(NS(name="vectorised", status="OK", config={}))   # in the runner's process: nothing to hold
+        return NS(host=Host(plain_python_ms=mine), backends=backends)
+    line = noise.slow_processes_line(run(10.0, tinygrad=14.1, torch=10.5))
+    assert line.startswith("Slow process: the process of `tinygrad` 1.41x ran") and "torch" not in line
+    assert noise.slow_processes_line(run(10.0, tinygrad=11.9)) is None        # within 1.2x: the same draw
+    assert noise.slow_processes_line(run(None, tinygrad=30.0)) is None        # a file written before the figure

@@ -195,8 +195,8 @@ def lines(res: RunResult) -> list[str]:
     if left:   # the reasons are in the run's tables; here the names, a few at most
         out.append("In no ratio: " + ", ".join(left[:4]) + (f" and {len(left) - 4} more" if len(left) > 4 else "")
                    + ".")
-    busy = noise.busy_line(res.host)
-    return ([busy] if busy else []) + out
+    said = [line for line in (noise.busy_line(res.host), noise.slow_processes_line(res)) if line]
+    return said + out
 
 
 # A transformer's answer says who wins its two kinds of work besides the whole pass: attention, and the matrix
