@@ -146,6 +146,7 @@ class Worker:
         self._conn = Connection(ours.detach())
         self._killed = False
         self._stop = weakref.finalize(self, _stop, self._conn, self._proc, self._log)
+        self._python_ms: float | None = None
 
     def request(self, op: str, *args, timeout_s: float | None = None):
         """Send one request and wait for its answer; past `timeout_s` the
@@ -199,6 +200,13 @@ class Worker:
                 pass   # gone already
         self._stop()
 
+    def plain_python_ms(self) -> float:
+        """How fast this child's process runs a fixed piece of plain Python (backends/host.py), timed once: a
+        process draws its speed when it starts (reports/nvidia-h200/NOTES.md), so every net it prepares shares it."""
+        if self._python_ms is None:
+            self._python_ms = round(self.call("backends.host", "plain_python_ms"), 2)
+        return self._python_ms
+
     def call(self, module: str, function: str, *args):
         """`module.function(*args)` in the child; its result comes back."""
         return self.request("func", module, function, args)
@@ -227,10 +235,8 @@ class IsolatedNet(PreparedNet):
         self._handle = handle
         self._timeout_s = timeout_s
         attrs = worker.request("get", handle, ("config", "memory_bytes"))
-        # how fast the child's process runs plain Python, beside the runner's (compare/noise.py): a process
-        # can draw slow at everything (reports/nvidia-h200/NOTES.md)
-        self.config = {**(attrs["config"] or {}), "plain_python_ms": round(worker.call("backends.host",
-                                                                                       "plain_python_ms"), 2)}
+        # beside the runner's (compare/noise.py): a process can draw slow at everything
+        self.config = {**(attrs["config"] or {}), "plain_python_ms": worker.plain_python_ms()}
         self.memory_bytes = attrs["memory_bytes"]
 
     def _call(self, method: str, *args):
