@@ -191,6 +191,42 @@ def test_two_budget_limited_runs_on_this_device_the_second_continuing_the_first(
     assert verify_net(second, "t batch 1", {p: 2}, 90) is not None   # unchanged verification: kept as it is
 
 
+@pytest.mark.long
+def test_with_several_children_the_candidates_are_built_side_by_side_then_timed_a_batch_a_child(tmp_path):
+    """Two problems, each with CLBlast's database and two searched sets, one of which CLBlast refuses: the
+    build children find the refused one, the timed child is not given it, and one child times both
+    problems (their databases first); each problem's verification keeps all three candidates."""
+    backend_or_skip("clblast")
+    from backends.tuning.clblast.children import LocalPool
+    from backends.tuning.clblast.search import Search
+    from backends.tuning.clblast.space import stages_for
+    from backends.opencl.runtime import device_index, get_runtime
+    rt = get_runtime()
+    store = Store(DeviceId.of(rt.info, "test"), tmp_path)
+    stage = stages_for("xgemm_direct")[0]
+    good = stage.configurations(limits_from_device(rt.device))[0]
+    bad = {**good, "WGD": 3}   # not a multiple of its thread counts: CLBlast refuses to compile it
+    a, b = problems.gemm(8, 16, 24), problems.gemm(16, 8, 32)
+    search = Search(device_index(rt.device), store, limits_from_device(rt.device), {a: ["t:x"], b: ["t:x"]})
+    for p in (a, b):   # as if searched: the refused set found fastest (where a search child misjudged it)
+        search.records[p].stages[stage.name].add(Tried(0, 0.2), good)
+        search.records[p].stages[stage.name].add(Tried(1, 0.1), bad)
+    search.pool = LocalPool(device_index(rt.device), jobs=2)
+    asked = []
+    answers = search.pool.answers
+    search.pool.answers = lambda req, timeout: (asked.append(req), answers(req, timeout))[1]
+    assert sorted(p.key for p in search.verify(600)) == sorted([a.key, b.key])
+    assert [r["task"] for r in asked] == ["build", "build", "verify"]
+    timed = asked[-1]["items"]
+    assert [len(item["candidates"]) for item in timed] == [2, 2]    # the database and the good set
+    for p in (a, b):
+        by_label = {c.label: c for c in store.load(p).verified.candidates}
+        assert by_label["database"].ms > 0
+        refused = [c for c in by_label.values() if c.sets and c.sets[0][1]["WGD"] == 3]
+        assert len(refused) == 1 and refused[0].ms is None and refused[0].error
+        assert store.load(p).verified.best_tuned().sets[0][1] == good
+
+
 def test_a_child_times_each_configuration_on_every_problem_of_its_stage_that_lacks_it(tmp_path):
     """Compiling dominates: one child takes a configuration to all the problems still lacking it."""
     from backends.tuning.clblast.search import CHUNK, Search, _Child
@@ -281,29 +317,31 @@ def test_a_child_ended_by_a_configuration_that_broke_the_queue_is_counted_and_it
     assert f"{search.rate.lost:,} ended by a configuration that broke the device's queue" in line
 
 
-def test_a_configuration_that_broke_the_queue_is_failed_on_its_stage_mates_without_a_child_each(
-        tmp_path, monkeypatch):
-    """Two GEMMs share a stage: a configuration that breaks the queue on the first is kept as failed on the
-    second too, saying where it broke, so each breaking configuration costs one child, not one per problem."""
+@pytest.mark.parametrize("end, what", [
+    ("print(json.dumps({'index': index, 'problem': where[0], 'ms': None, 'error': 'OUT_OF_RESOURCES'}), flush=True)\n"
+     "sys.exit(3)", "broke the device's queue"),
+    ("time.sleep(600)", "hung its child")])
+def test_a_configuration_that_broke_the_queue_or_hung_is_failed_on_its_stage_mates_without_a_child_each(
+        tmp_path, monkeypatch, end, what):
+    """Two GEMMs share a stage: a configuration that breaks the queue on the first, or hangs there (seen on
+    the H200: one configuration hung on 41 problems, 180 s each), is kept as failed on the second too,
+    saying where, so each such configuration costs one child, not one per problem."""
     from backends.tuning.clblast.child import LOST
     from backends.tuning.clblast.search import Search
+    assert LOST == 3
     fake_children(monkeypatch, "print(json.dumps({'ready': True}), flush=True)\n"
-                               "index, _, where = req['configs'][0]\n"
-                               "print(json.dumps({'index': index, 'problem': where[0], 'ms': None, "
-                               f"'error': 'OUT_OF_RESOURCES'}}), flush=True)\nsys.exit({LOST})")
+                               "index, _, where = req['configs'][0]\n" + end)
     store = Store(DEVICE, tmp_path)
     a, b = problems.gemm(4, 8, 16), problems.gemm(8, 4, 16)
     search = Search("", store, LIMITS, {a: ["t:a"], b: ["t:b"]})
     lead = search.plans[0]
     mate = next(p for p in search.plans if p is not lead and p.stage.name == lead.stage.name)
-    search.search(Budget(4, Steps()))   # two children: each breaks the queue on the lead, its mate kept as failed
+    search.search(Budget(4, Steps()))   # two children: each fails on the lead, its mate kept as failed
     led, mated = store.load(lead.problem).stages[lead.stage.name].tried, \
         store.load(mate.problem).stages[lead.stage.name].tried
-    assert led and all(t.error == "OUT_OF_RESOURCES" for t in led.values())
-    shared = [i for i in led if i in mated]
-    assert shared and all(mated[i].error == f"not tried: this configuration broke the device's queue on "
-                                              f"{lead.problem.key}" for i in shared)
-    assert len(led) == 2 and search.rate.lost == len(led)   # one child per breaking configuration, not per problem
+    assert len(led) == 2 and all(t.ms is None and t.error for t in led.values())
+    assert sorted(mated) == sorted(led)   # one child per failing configuration, not per problem
+    assert all(mated[i].error == f"not tried: this configuration {what} on {lead.problem.key}" for i in led)
     assert search.tried_now == sum(store.load(p).depth()[0] for p in (a, b))
 
 
@@ -478,9 +516,10 @@ def test_the_kernel_alone_is_verified_on_its_tuners_clock_and_the_routine_on_the
     with pytest.raises(ValueError, match="only the Xgemm kernel alone"):
         Call(rt, routine).kernel_ms()
     # the child times the database's kernel on that clock
-    timed = _verify_child(LocalPool(device_index(rt.device)), {"task": "verify", "problem": alone.to_json(),
-                           "candidates": [["database", []]], "rounds": 3, "cap_s": 5}, timeout=120)
-    assert timed["database"][0] > 0 and timed["database"][1] is None
+    timed = _verify_child(LocalPool(device_index(rt.device)), {"task": "verify", "items": [
+        {"problem": alone.to_json(), "candidates": [["database", []]]}], "rounds": 3, "cap_s": 5}, timeout=120)
+    ms, error = timed[alone.key]["database"]
+    assert ms > 0 and error is None
     # a verification timed on another clock than the problem's is made again; one on its clock is not
     stage = StageRecord("xgemm V=1", "Xgemm", "fp", 2)
     stage.add(Tried(0, 0.1), {"MWG": 16})

@@ -11,18 +11,22 @@ only the configuration in hand.
             "repeats": 3, "checked": [positions right with the database in an earlier child]}
            -> {"index": i, "problem": position, "ms": device span (min of repeats) | null,
                "error": null | why}; each configuration put in force once for all its problems
-  verify:  {"task": "verify", "device": "P:D", "problem": ..., "candidates": [[label, sets], ...],
+  build:   {"task": "build", "device": "P:D", "problem": ..., "candidates": [[label, sets], ...]}
+           -> {"label": ..., "error": null | what was wrong}: each candidate compiled and checked, not
+           timed (several side by side before the verification: the driver keeps what it compiled)
+  verify:  {"task": "verify", "device": "P:D", "items": [{"problem": ..., "candidates": [[label, sets], ...]}, ...],
             "rounds": 15, "cap_s": 20}
-           -> {"label": ..., "ms": median wall ms (the kernel alone: least event ms) | null, "error": ...}
+           -> {"problem": key, "label": ..., "ms": median wall ms (the kernel alone: least event ms) | null,
+               "error": ...}, every line of a problem once its candidates are timed
   cross:   {"task": "cross", "device": "P:D", "problems": [...], "candidates": [[label, sets], ...],
             "rounds": 5, "cap_s": 1}
            -> {"label": ..., "problem": key, "ms": median wall ms | null, "error": ...}, the database first
   fresh:   {"task": "fresh", "device": "P:D", "sets": [[kernel, parameters], ...], "problems": [...]}
            -> {"problem": key, "error": null | what was wrong}: the sets in force before any call, as a
            backend's child runs them (in the others CLBlast's database ran first)
-  The verification times the first candidate (CLBlast's database: no
-  overrides) before any override is made; the others then in rounds, one
-  call each per round, so drift hits them alike.  The Xgemm kernel alone
+  The verification times the first candidate of every problem (CLBlast's
+  database: no overrides) before any override is made; then each problem's
+  others in rounds, one call each per round, so drift hits them alike.  The Xgemm kernel alone
   (`--as-tuner`) is verified on its tuner's clock instead: the kernel's own
   event, the least of the rounds ("ms" is then that).
 """
@@ -89,36 +93,62 @@ def _healthy(call) -> bool:
         return False
 
 
-def verify(req: dict, call, device) -> None:
-    from ...clblast.problems import XGEMM_ALONE
-    tuner_clock = call.problem.routine == XGEMM_ALONE
-    tick, summary = (call.kernel_ms, min) if tuner_clock else (call.wall_ms, np.median)
-    candidates = req["candidates"]
-    times: dict[str, list[float]] = {label: [] for label, _ in candidates}
-    errors: dict[str, str] = {}
-    for label, sets in candidates:     # each compiled and checked once; the database's before any override
+def build(req: dict, call, device) -> None:
+    """Each candidate compiled and checked in turn, the database's first; not timed."""
+    for label, sets in req["candidates"]:
         try:
             _put(device, sets)
-            wrong = call.check()
-            if wrong:
-                errors[label] = wrong
-            elif not sets:             # the database: timed now, as no override may come before it
-                times[label] = _rounds(call, int(req["rounds"]), float(req["cap_s"]) / len(candidates), tick)
-        except Exception as exc:  # noqa: BLE001
-            errors[label] = _short(exc)
-    tuned = [(label, sets) for label, sets in candidates if sets and label not in errors]
-    deadline = time.monotonic() + float(req["cap_s"]) * len(tuned) / max(len(candidates), 1)
-    for _ in range(int(req["rounds"])):
-        for label, sets in tuned:
-            _put(device, sets)
-            tick()                     # a switch's first call may look its program up again: not timed
-            times[label].append(tick())
-        if time.monotonic() > deadline:
-            break
-    for label, _ in candidates:
-        got = times[label]
-        _say(label=label, ms=round(float(summary(got)), 5) if got and label not in errors else None,
-             error=errors.get(label))
+            _say(label=label, error=call.check())
+        except Exception as exc:  # noqa: BLE001 - a set CLBlast cannot run is a result
+            _say(label=label, error=_short(exc))
+            if not _healthy(call):
+                sys.exit(LOST)   # the rest unanswered: the verification tries them itself
+
+
+def verify(req: dict, calls: list, device) -> None:
+    """The items' databases timed first, before any override; then each item's tuned candidates in rounds."""
+    from ...clblast.problems import XGEMM_ALONE
+    rounds, cap = int(req["rounds"]), float(req["cap_s"])
+    items = [(call, item["candidates"]) for call, item in zip(calls, req["items"])]
+    times: list[dict[str, list[float]]] = [{label: [] for label, _ in cands} for _, cands in items]
+    errors: list[dict[str, str]] = [{} for _ in items]
+    ticks = [(c.kernel_ms, min) if c.problem.routine == XGEMM_ALONE else (c.wall_ms, np.median) for c, _ in items]
+    for n, (call, cands) in enumerate(items):
+        for label, sets in cands:
+            if not sets:               # the database: timed now, as no override may come before it
+                try:
+                    wrong = call.check()
+                    if wrong:
+                        errors[n][label] = wrong
+                    else:
+                        times[n][label] = _rounds(call, rounds, cap / len(cands), ticks[n][0])
+                except Exception as exc:  # noqa: BLE001
+                    errors[n][label] = _short(exc)
+    for n, (call, cands) in enumerate(items):
+        tick, summary = ticks[n]
+        for label, sets in cands:      # each compiled (the driver may have kept it) and checked once
+            if sets:
+                try:
+                    _put(device, sets)
+                    wrong = call.check()
+                    if wrong:
+                        errors[n][label] = wrong
+                except Exception as exc:  # noqa: BLE001
+                    errors[n][label] = _short(exc)
+        tuned = [(label, sets) for label, sets in cands if sets and label not in errors[n]]
+        deadline = time.monotonic() + cap * len(tuned) / max(len(cands), 1)
+        for _ in range(rounds):
+            for label, sets in tuned:
+                _put(device, sets)
+                tick()                 # a switch's first call may look its program up again: not timed
+                times[n][label].append(tick())
+            if time.monotonic() > deadline:
+                break
+        for label, _ in cands:
+            got = times[n][label]
+            _say(problem=call.problem.key, label=label,
+                 ms=round(float(summary(got)), 5) if got and label not in errors[n] else None,
+                 error=errors[n].get(label))
 
 
 def cross(req: dict, rt) -> None:
@@ -198,9 +228,12 @@ def main() -> int:
         _say(ready=True, checked=len(todo))
         search(req, calls, rt.device)
         return 0
-    call = Call(rt, Problem.from_json(req["problem"]))
+    if req["task"] == "build":
+        build(req, Call(rt, Problem.from_json(req["problem"])), rt.device)
+        return 0
+    calls = [Call(rt, Problem.from_json(item["problem"])) for item in req["items"]]
     _say(ready=True)
-    verify(req, call, rt.device)
+    verify(req, calls, rt.device)
     return 0
 
 

@@ -25,7 +25,9 @@ from typing import Callable
 from . import watch
 
 QUIET_S = 180.0   # a search child silent this long (one configuration) is stopped: a hung build or kernel
-#                   (sooner where it is also idle: watch.IDLE_S)
+#                   (sooner where it is also idle: watch.IDLE_S) ...
+QUIET_GPU_S = 60.0   # ... on a GPU, whose driver compiles the largest configuration in seconds and runs it in
+#                      milliseconds: a kernel that never ends keeps the host spinning, so it is never idle
 
 
 @dataclass
@@ -134,10 +136,11 @@ def this_process() -> str:
 
 
 class LocalPool:
-    """Children on this machine, `jobs` of them side by side, on the OpenCL device `device_index`."""
+    """Children on this machine, `jobs` of them side by side, on the OpenCL device `device_index`; a search
+    child silent `quiet_s` is stopped."""
 
-    def __init__(self, device_index: str, jobs: int = 1):
-        self.device_index, self.jobs, self.name = device_index, max(1, jobs), this_process()
+    def __init__(self, device_index: str, jobs: int = 1, quiet_s: float = QUIET_S):
+        self.device_index, self.jobs, self.name, self.quiet_s = device_index, max(1, jobs), this_process(), quiet_s
         self._stop: dict[int, threading.Event] = {}
 
     def slots(self) -> list[str]:
@@ -152,7 +155,7 @@ class LocalPool:
 
         def work():
             ended = run_child({**req, "device": self.device_index}, lambda line: events.put((handle, line)),
-                              float("inf"), should_stop=stop.is_set)
+                              float("inf"), self.quiet_s, should_stop=stop.is_set)
             self._stop.pop(id(handle), None)
             events.put((handle, ended))
         threading.Thread(target=work, daemon=True).start()

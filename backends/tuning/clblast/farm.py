@@ -21,7 +21,7 @@ import uuid
 import distributed
 
 from ..farm import Place
-from .children import Ended, answers, run_child
+from .children import QUIET_GPU_S, QUIET_S, Ended, answers, run_child
 
 LOST_POLL_S = 2.0     # how often the scheduler is asked which workers are there
 STOP_POLL_S = 2.0     # how often a worker's child asks whether the search stopped it
@@ -29,9 +29,9 @@ RESULT_MARGIN_S = 60.0
 
 
 # -- on the workers
-def child_on_worker(req: dict, topic: str, child: int, stop_name: str) -> dict:
-    """One search child on this worker: each line sent to the client as it comes, and all of them again
-    with how the child ended."""
+def child_on_worker(req: dict, topic: str, child: int, stop_name: str, quiet_s: float = QUIET_S) -> dict:
+    """One search child on this worker, stopped when silent `quiet_s`: each line sent to the client as it
+    comes, and all of them again with how the child ended."""
     worker = distributed.get_worker()
     stop = distributed.Event(stop_name)
     lines: list[str] = []
@@ -50,7 +50,7 @@ def child_on_worker(req: dict, topic: str, child: int, stop_name: str) -> dict:
             except Exception:  # noqa: BLE001 - the scheduler gone: the client is, too
                 asked[1] = True
         return asked[1]
-    ended = run_child(req, emit, float("inf"), should_stop=should_stop)
+    ended = run_child(req, emit, float("inf"), quiet_s, should_stop=should_stop)
     return {"lines": lines, "code": ended.code, "why": ended.why, "stopped": ended.stopped,
             "last_words": ended.last_words}
 
@@ -100,6 +100,7 @@ class DaskPool:
         stop_name = f"{self.topic}-stop-{cid}"
         where = self.places[place]
         future = self.client.submit(child_on_worker, {**req, "device": where.index}, self.topic, cid, stop_name,
+                                    QUIET_GPU_S if where.gpu else QUIET_S,
                                     workers=[where.worker], allow_other_workers=False, pure=False, retries=0,
                                     key=f"{self.topic}-child-{cid}")
         with self._lock:

@@ -44,13 +44,14 @@ def _here(request) -> Target:
 def targets(request, place, seconds: float) -> list[tuple[Target, object, str]]:
     """(the device kind, the pool its children run in, a line saying where) for each kind tuned at `place`
     (a farm connected within `seconds`)."""
-    from .children import LocalPool
+    from .children import QUIET_GPU_S, QUIET_S, LocalPool
     if not place.on_farm:
         from ...opencl.runtime import device_index
         rt = request.runtime()
         # side by side only on a GPU: a CPU device's compiles and runs take every core already
-        jobs = request.jobs or (max(1, min(8, (os.cpu_count() or 2) // 2)) if "GPU" in rt.info["type"] else 1)
-        return [(_here(request), LocalPool(device_index(rt.device), jobs), "")]
+        gpu = "GPU" in rt.info["type"]
+        jobs = request.jobs or (max(1, min(8, (os.cpu_count() or 2) // 2)) if gpu else 1)
+        return [(_here(request), LocalPool(device_index(rt.device), jobs, QUIET_GPU_S if gpu else QUIET_S), "")]
     from .farm import DaskPool
     farm, kinds = place.kinds(request, seconds)
     return [(Target(kind.device, kind.limits, kind.gpu), DaskPool(farm.client, kind.places, request.jobs),

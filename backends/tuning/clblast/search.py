@@ -282,7 +282,8 @@ class Search(Verifying):
         self.children.remove(child)
         if ended.code == LOST:
             self.rate.child_lost()
-            self._share_break(child)
+            if child.failed is not None:
+                self._fail_mates(child, *child.failed, "broke the device's queue")
         if not child.ready and not child.stopped and not ended.stopped:
             raise SearchFailed(f"the search's child process failed before its first configuration "
                                f"(exit {ended.code}): {ended.last_words}")
@@ -291,24 +292,25 @@ class Search(Verifying):
             why = ended.why or f"the child process died on it (exit {ended.code})"
             index, at = missing[0]
             plan = child.plans[at]
+            child.answered.add((index, at))
             plan.record.add(Tried(index, None, why, child.place), plan.order[index])
             self._tried(plan, child)   # a configuration that crashes its child is tried: it counts in the depth
+            if ended.why:              # hung: a child each would wait out QUIET_S on every problem of its stage
+                self._fail_mates(child, index, at, "hung its child")
 
-    def _share_break(self, child: _Child) -> None:
-        """A configuration that broke the device's queue on one problem is kept as failed on the problems
-        of its stage this child had yet to time it on: one program, put in force once for all of them, and
-        a set that faults the device on one shape is not one to run a net with.  Tried on each, it would end
-        one fresh child per problem (2.8-5.4 s each on NVIDIA's driver, up to 45 problems share a stage)."""
-        if child.failed is None:
-            return
-        index, at = child.failed
+    def _fail_mates(self, child: _Child, index: int, at: int, what: str) -> None:
+        """A configuration that broke the device's queue or hung on one problem is kept as failed on the
+        problems of its stage this child had yet to time it on: one program, put in force once for all of
+        them, and a set that faults or hangs the device on one shape is not one to run a net with.  Tried
+        on each, it would end one fresh child per problem (2.8-5.4 s each on NVIDIA's driver, up to 45
+        problems share a stage), or wait QUIET_S on each (seen on the H200: xgemm V=12 #36, 41 problems)."""
         key = child.plans[at].problem.key
         where = next(where for i, where in child.want if i == index)
         for n in where:
             if (index, n) not in child.answered:
                 child.answered.add((index, n))
                 plan = child.plans[n]
-                plan.record.add(Tried(index, None, f"not tried: this configuration broke the device's queue on {key}",
+                plan.record.add(Tried(index, None, f"not tried: this configuration {what} on {key}",
                                       child.place), plan.order[index])
                 self._tried(plan, child)
 

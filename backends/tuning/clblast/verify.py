@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ...clblast.overrides import ALWAYS_DIRECT, ALWAYS_INDIRECT
 from ...clblast.problems import GEMV, XGEMM_ALONE, Problem
@@ -23,6 +24,8 @@ VERIFY_CAP_S = 6.0      # timed rounds per problem at most this long ...
 VERIFY_ROUNDS = 15      # ... and at most this many
 TOP = 3                 # best configurations of each kernel re-timed
 CROSS_ROUNDS = 5
+BUILD_SHARE = 0.4       # of the verification's time at most, compiling and checking every candidate side by side
+BATCH = 12              # problems timed in one child: the databases of all first, before any override
 ROUTE = {"Xgemm": ALWAYS_INDIRECT, "XgemmDirect": ALWAYS_DIRECT}
 
 
@@ -55,30 +58,60 @@ class Verifying:
 
     def verify(self, seconds: float) -> list[Problem]:
         """Re-time the candidates of each problem whose search moved since it was last verified, costliest
-        first, alone, until `seconds` are spent; the problems verified."""
+        first, alone, until `seconds` are spent; the problems verified.  Where the pool runs several
+        children, every candidate is first compiled and checked side by side (`_build`): the driver keeps
+        what it compiled, and a wrong candidate needs no time in the timed children, which then take
+        BATCH problems each, so their start and CLBlast's database programs are paid once a batch."""
         end = time.monotonic() + seconds
+        todo = [(p, rec, self.candidates(rec)) for p, rec in self.records.items() if rec.needs_verifying(verify_how(p))]
+        known = self._build(todo, time.monotonic() + seconds * BUILD_SHARE)
         done = []
-        for problem, rec in self.records.items():
-            how = verify_how(problem)
-            if not rec.needs_verifying(how):
-                continue
-            if time.monotonic() + VERIFY_CAP_S > end:
-                break
-            self.progress(f"verify {problem.key}: CLBlast's database and the best found, through the routine")
-            cands = self.candidates(rec)
-            req = {"task": "verify", "problem": problem.to_json(),
-                   "candidates": cands, "rounds": VERIFY_ROUNDS, "cap_s": VERIFY_CAP_S}
+        while todo and time.monotonic() + VERIFY_CAP_S <= end:
+            fits = max(1, int((end - time.monotonic()) // VERIFY_CAP_S))
+            batch, todo = todo[:min(BATCH, fits)], todo[min(BATCH, fits):]
+            self.progress(f"verify {batch[0][0].key}{f' and {len(batch) - 1} more' if len(batch) > 1 else ''}: "
+                          f"CLBlast's database and the best found, through the routine")
+            items = [{"problem": p.to_json(),
+                      "candidates": [c for c in cands if not c[1] or known.get((p.key, c[0])) is None]}
+                     for p, _, cands in batch]
+            req = {"task": "verify", "items": items, "rounds": VERIFY_ROUNDS, "cap_s": VERIFY_CAP_S}
             timed = _verify_child(self.pool, req, timeout=end - time.monotonic())   # past the budget: verified next time
-            if timed is None:
-                continue
-            rec.verified = Verified(
-                when=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                depth={name: s.done() for name, s in rec.stages.items()},
-                how=how,
-                candidates=[Candidate(label, sets, *timed.get(label, (None, "no answer"))) for label, sets in cands])
-            self.store.save(rec)
-            done.append(problem)
+            for (problem, rec, cands), item in zip(batch, items):
+                got = timed.get(problem.key, {})
+                if len(got) < len(item["candidates"]):   # its child ended first: verified next time
+                    continue
+                answer = {**{label: (None, known[(problem.key, label)]) for label, sets in cands
+                             if sets and known.get((problem.key, label))}, **got}
+                rec.verified = Verified(
+                    when=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                    depth={name: s.done() for name, s in rec.stages.items()},
+                    how=verify_how(problem),
+                    candidates=[Candidate(label, sets, *answer.get(label, (None, "no answer"))) for label, sets in cands])
+                self.store.save(rec)
+                done.append(problem)
         return done
+
+    def _build(self, todo: list, until: float) -> dict[tuple[str, str], str | None]:
+        """(problem key, label) -> what was wrong (None: right), each problem's candidates compiled and
+        checked in a child of its own, as many side by side as the pool has places, until `until`; nothing
+        where the pool has one place (building ahead would then only move the compiles)."""
+        places = len(self.pool.slots())
+        if places < 2 or not todo:
+            return {}
+        self.progress(f"build the candidates of {len(todo)} problems, {places} children side by side")
+
+        def one(item) -> dict[tuple[str, str], str | None]:
+            problem, _, cands = item
+            if time.monotonic() >= until:
+                return {}
+            answers, _ = self.pool.answers({"task": "build", "problem": problem.to_json(), "candidates": cands},
+                                           until - time.monotonic())
+            return {(problem.key, d["label"]): d.get("error") for d in answers if "label" in d}
+        known: dict[tuple[str, str], str | None] = {}
+        with ThreadPoolExecutor(places) as pool:
+            for got in pool.map(one, todo):
+                known.update(got)
+        return known
 
     def check_fresh(self, seconds: float) -> list[Problem]:
         """Each verified problem's fastest tuned set of each kernel checked once more, in a child where it
@@ -254,8 +287,11 @@ def _fresh_child(pool, sets, problems: list[Problem], timeout: float) -> dict[st
     return {p.key: got.get(p.key, DIED) for p in problems}
 
 
-def _verify_child(pool, req: dict, timeout: float) -> dict | None:
-    """label -> (ms, error), or None when the child failed as a whole."""
+def _verify_child(pool, req: dict, timeout: float) -> dict[str, dict[str, tuple]]:
+    """problem key -> label -> (ms, error), for the problems the child answered before it ended."""
     answers, _ = pool.answers(req, timeout)
-    timed = {d["label"]: (d.get("ms"), d.get("error")) for d in answers if "label" in d}
-    return timed or None
+    timed: dict[str, dict[str, tuple]] = {}
+    for d in answers:
+        if "label" in d and "problem" in d:
+            timed.setdefault(d["problem"], {})[d["label"]] = (d.get("ms"), d.get("error"))
+    return timed
