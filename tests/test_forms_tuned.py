@@ -106,6 +106,22 @@ def test_a_recorded_direct_kernel_is_kept_without_measuring(rt):
         prepared.close()
 
 
+def test_a_tune_goes_on_where_the_last_stopped_and_keeps_what_it_measured(rt):
+    """A pair (backend, net) measured and kept is not measured again; the others are, and both are kept."""
+    net, batch = _net(16)
+    first, rows, said = search.tune_forms(rt, [(net, batch, ["vectorised"])], Budget(60), _oracle_checker)
+    label = search.pair_label("vectorised", net, batch)
+    assert list(first["measured"]) == [label] and len(rows) == 1
+    device_cache.store(KIND, rt.info, first, "the forms' cache", merge=search.merged)
+    kept = _recalled(rt).entry
+    second, rows, said = search.tune_forms(rt, [(net, batch, ["vectorised", "vectorised-tiled"])], Budget(60),
+                                           _oracle_checker, kept=kept)
+    assert [r[1] for r in rows] == ["vectorised-tiled"] and label in said[0] and "measure again" in said[0]
+    both = search.merged(kept, second)
+    assert set(both["measured"]) == {label, search.pair_label("vectorised-tiled", net, batch)}
+    assert set(first["winograd"]) <= set(both["winograd"])
+
+
 def test_a_net_whose_output_fails_keeps_nothing(rt):
     net, batch = _net(15)
     entry, rows, said = search.tune_forms(rt, [(net, batch, ["vectorised"])], Budget(60),
@@ -115,5 +131,5 @@ def test_a_net_whose_output_fails_keeps_nothing(rt):
 
 def test_another_nets_forms_stay_when_one_is_tuned_again():
     assert search.merged({"winograd": {"x": "direct", "y": "F(2x2,3x3)"}}, {"tuned": "t", "winograd": {"y": "direct"}}) \
-        == {"tuned": "t", "winograd": {"x": "direct", "y": "direct"}}
+        == {"tuned": "t", "winograd": {"x": "direct", "y": "direct"}, "measured": {}}
     assert cache.ENTRY_CHECKS[KIND].startswith("backends.handwritten.forms_tuned")

@@ -34,14 +34,17 @@ def run(request, budget, place) -> list[str]:
         return []
     from tabulate import tabulate
 
-    from ...handwritten.forms_tuned import KIND
+    from ...handwritten.forms_tuned import KIND, TunedForms
     from . import search
     rt = request.runtime()
     entry, rows, said = search.tune_forms(rt, [(net, request.batch_of(net), names) for net, names in runs], budget,
-                                          request.harness.checker_for, request.progress)
+                                          request.harness.checker_for, request.progress,
+                                          kept=TunedForms.for_device(rt.info).entry)
+    if not rows:
+        return said
     if not entry["winograd"]:
-        return said + [f"forms: no layer of {', '.join(n.name for n, _ in runs)} has forms to choose from "
-                       f"(Winograd's: a 3x3 stride-1 conv)"]
+        said.append(f"forms: no layer of {', '.join(n.name for n, _ in runs)} has forms to choose from "
+                    f"(Winograd's: a 3x3 stride-1 conv)")
     kept = request.harness.store_cache(KIND, rt.info, entry, "the forms' cache", merge=search.merged)
     request.unwritten.append(kept.problem)
     return [tabulate(rows, headers=["scope", "backend", "net", "layers", "measured", "chosen", "s"],

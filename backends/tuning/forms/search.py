@@ -51,11 +51,23 @@ def choices(rt, backend: str, net: Net, batch: int, checker_for) -> tuple[dict[s
         prepared.close()
 
 
-def tune_forms(rt, runs: list[tuple[Net, int, list[str]]], budget: Budget, checker_for, progress=lambda s: None):
-    """Each (net, batch, its backends) of `runs` until `budget` expires: the forms cache's entry, one table row
+def pair_label(backend: str, net: Net, batch: int) -> str:
+    return f"{backend} {net.name} batch {batch}"
+
+
+def tune_forms(rt, runs: list[tuple[Net, int, list[str]]], budget: Budget, checker_for, progress=lambda s: None,
+               kept: dict | None = None):
+    """Each (net, batch, its backends) of `runs` until `budget` expires, but those the device's entry `kept`
+    says were measured (a tune goes on where the last stopped): the forms cache's entry, one table row
     each, and the lines saying what was left out."""
-    found, rows, said = {}, [], []
+    found, rows, said, pairs_done = {}, [], [], {}
+    done = (kept or {}).get("measured", {}) if isinstance((kept or {}).get("measured"), dict) else {}
     pairs = [(net, batch, b) for net, batch, names in runs for b in names]
+    skipped = [pair_label(b, n, bt) for n, bt, b in pairs if pair_label(b, n, bt) in done]
+    if skipped:
+        said.append(f"forms: {', '.join(skipped)} kept as measured before (remove the device's entry from the forms' "
+                    f"cache to measure again)")
+    pairs = [(n, bt, b) for n, bt, b in pairs if pair_label(b, n, bt) not in done]
     for k, (net, batch, backend) in enumerate(pairs):
         if budget.expired():
             said.append(f"forms: the budget ran out before {', '.join(f'{b} on {n.name}' for n, _, b in pairs[k:])}")
@@ -67,11 +79,12 @@ def tune_forms(rt, runs: list[tuple[Net, int, list[str]]], budget: Budget, check
             said.append(f"forms: {why}; nothing kept")
             continue
         found.update(got)
+        pairs_done[pair_label(backend, net, batch)] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         winograd = sum(1 for f in got.values() if f != "direct")
         rows.append(["forms", backend, f"{net.name} batch {batch}", len(got), measured,
                      f"{winograd} Winograd, {len(got) - winograd} direct", f"{budget.spent():.0f}"])
     entry = {"device": rt.info["name"], "tuned": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-             "winograd": found}
+             "winograd": found, "measured": pairs_done}
     return entry, rows, said
 
 
@@ -80,4 +93,5 @@ def merged(there: dict | None, new: dict) -> dict:
     old = there.get("winograd") if isinstance(there, dict) else None
     if not isinstance(old, dict):
         return new
-    return {**new, "winograd": {**old, **new["winograd"]}}
+    pairs = there.get("measured") if isinstance(there.get("measured"), dict) else {}
+    return {**new, "winograd": {**old, **new["winograd"]}, "measured": {**pairs, **new.get("measured", {})}}
