@@ -319,7 +319,7 @@ def test_a_child_ended_by_a_configuration_that_broke_the_queue_is_counted_and_it
 
 @pytest.mark.parametrize("end, what", [
     ("print(json.dumps({'index': index, 'problem': where[0], 'ms': None, 'error': 'OUT_OF_RESOURCES'}), flush=True)\n"
-     "sys.exit(3)", "broke the device's queue"),
+     "sys.exit(LOST)", "broke the device's queue"),
     ("time.sleep(600)", "hung its child")])
 def test_a_configuration_that_broke_the_queue_or_hung_is_failed_on_its_stage_mates_without_a_child_each(
         tmp_path, monkeypatch, end, what):
@@ -328,9 +328,8 @@ def test_a_configuration_that_broke_the_queue_or_hung_is_failed_on_its_stage_mat
     saying where, so each such configuration costs one child, not one per problem."""
     from backends.tuning.clblast.child import LOST
     from backends.tuning.clblast.search import Search
-    assert LOST == 3
     fake_children(monkeypatch, "print(json.dumps({'ready': True}), flush=True)\n"
-                               "index, _, where = req['configs'][0]\n" + end)
+                               "index, _, where = req['configs'][0]\n" + end.replace("LOST", str(LOST)))
     store = Store(DEVICE, tmp_path)
     a, b = problems.gemm(4, 8, 16), problems.gemm(8, 4, 16)
     search = Search("", store, LIMITS, {a: ["t:a"], b: ["t:b"]})
@@ -342,6 +341,7 @@ def test_a_configuration_that_broke_the_queue_or_hung_is_failed_on_its_stage_mat
     assert len(led) == 2 and all(t.ms is None and t.error for t in led.values())
     assert sorted(mated) == sorted(led)   # one child per failing configuration, not per problem
     assert all(mated[i].error == f"not tried: this configuration {what} on {lead.problem.key}" for i in led)
+    assert search.rate.lost == (len(led) if "queue" in what else 0)
     assert search.tried_now == sum(store.load(p).depth()[0] for p in (a, b))
 
 
