@@ -198,6 +198,9 @@ class Backend(ABC):
     family: str = ""         # a Family; a backend in none (a test double) is on no side of the answer
     uses_opencl: bool = False   # True: constructed with the OpenCL runtime it runs on (see `create`)
     deterministic = True     # the same input gives bit-identical outputs on every pass
+    # True: runs in child processes, and prepare_fresh starts one (a process draws its speed when it starts,
+    # reports/nvidia-h200/NOTES.md: `--draws` prepares such a side in several and keeps the fastest)
+    redrawable = False
     # What the family runs (nets/spec.py): the study's layer kinds in a chain, unless it says
     # more.  Every prepare() refuses anything else first (Unsupported, shown as UNSUPPORTED).
     supported_kinds: frozenset = STUDY_KINDS
@@ -249,6 +252,12 @@ class Backend(ABC):
     @abstractmethod
     def prepare(self, net: Net, weights: dict[str, np.ndarray], batch: int, mode: str | None = None) -> PreparedNet:
         """Compile, upload and allocate: everything that is not timed."""
+
+    def prepare_fresh(self, net: Net, weights: dict[str, np.ndarray], batch: int,
+                      mode: str | None = None) -> PreparedNet:
+        """As prepare, in a process of its own started for it (closed with the net): only a backend that runs
+        in child processes (`redrawable`) can, and the runner then draws its process again (`--draws`)."""
+        raise NotImplementedError(f"{self.name} runs in the runner's process: it has no process to draw again")
 
 
 def create(cls: type[Backend], runtime, options: RunOptions | None = None) -> Backend:

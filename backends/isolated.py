@@ -303,6 +303,7 @@ class IsolatedBackend(Backend):
     the device by its index, the only place a device travels by name."""
 
     inner: str = ""
+    redrawable = True
     # where preparing changes the child for good (CLBlast's parameter
     # overrides), each mode is prepared in a child of its own
     child_per_mode: bool = False
@@ -337,9 +338,14 @@ class IsolatedBackend(Backend):
         return worker.request("call", handle, "mode_floor", (net, batch, mode), False)
 
     def prepare(self, net, weights, batch, mode=None):
-        own = self.child_per_mode and mode is not None
+        return self._prepare(net, weights, batch, mode, own=self.child_per_mode and mode is not None)
+
+    def prepare_fresh(self, net, weights, batch, mode=None):
+        return self._prepare(net, weights, batch, mode, own=True)
+
+    def _prepare(self, net, weights, batch, mode, own: bool):
         # a mode that changes its process for good gets a child of its own, which lives as long as
-        # the prepared net, so several modes can be ready at once and timed in turn
+        # the prepared net, so several modes can be ready at once and timed in turn (and a fresh draw too)
         worker, handle = self._spawn(f"{self.name} backend ({mode})") if own else self._remote()
         try:
             # the child is stopped when a pass outlasts the timeout: it cannot be interrupted otherwise

@@ -42,4 +42,5 @@ REPEATS = number(1, 10**18, whole=True)          # the results file's caps say t
 WARMUP = number(0, 10**18, whole=True)           # past MAX_WARMUP refused with its reason (hostmem.py)
 BATCH = number(1, 2**31 - 1, whole=True)         # the host's memory says the largest that fits
 JOBS = number(1, 1024, whole=True)
+DRAWS = number(1, 20, whole=True)
 BEAM_WIDTH = number(1, 1024, whole=True)

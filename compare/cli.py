@@ -93,6 +93,10 @@ def _add_timing_options(p) -> None:
     p.add_argument("--baseline", default=",".join(DEFAULT_BASELINES),
                    help=f"the backends speedups are taken over (default {','.join(DEFAULT_BASELINES)}; "
                         f"best-clblast: the fastest CLBlast backend of the run)")
+    p.add_argument("--draws", type=bounds.DRAWS, default=1,
+                   help="prepare each side that runs in processes of its own (tinygrad, OpenCV, TensorFlow, "
+                        "CLBlast's) in this many fresh processes and keep the one with the fastest passes: on some "
+                        "machines a process draws its speed as it starts (default 1)")
     p.add_argument("--interleave", action="store_true",
                    help="run the backends' timed passes round-robin, so clock and thermal drift hit all alike, "
                         "each after an untimed pass of its own so that switching from another backend is not timed "

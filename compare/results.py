@@ -274,6 +274,7 @@ class Settings:
     layerwise_check: bool = True
     interleave: bool = False        # timed passes round-robin over the backends
     min_time_s: float | None = None  # repeats calibrated to this time per backend, `repeats` the floor; None: exact
+    draws: int = 1                  # processes each side in child processes was prepared in (compare/draws.py)
 
     def validate(self, where: str) -> None:
         if self.repeats < 1:

@@ -7,7 +7,8 @@
 # GPU alone); every ratio still comes from one net's interleaved run on one GPU.  Results, what each run
 # printed and the tuning folder go into OUT as headline-CARD.tgz (scripts/gpu-card.sh says how to unpack it).
 # Usage: scripts/headline-gpu.sh NETS [REPEATS, default 10]   (GPUS=1 to run the nets one after another;
-# TUNE=opencv TUNE_S=60 where the card's tiles and forms are committed, TUNE= where its tuning is committed whole)
+# TUNE=opencv TUNE_S=60 where the card's tiles and forms are committed, TUNE= where its tuning is committed whole;
+# DRAWS: the processes each side in child processes is drawn in, the fastest kept, default 3: compare/draws.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 nets="${1:?usage: scripts/headline-gpu.sh NETS [REPEATS]}"
@@ -26,7 +27,7 @@ one_gpu() {   # the nets whose place in the list is g modulo the GPUs, one after
         [ -n "${TUNE-tiles,forms,opencv}" ] && CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" -m compare tune \
             --scope "${TUNE-tiles,forms,opencv}" --net "$net" --budget-s "${TUNE_S:-240}" > "$out/logs/$net-tune.txt" 2>&1
         CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" -m compare run --net "$net" --backends all \
-            --repeats "$repeats" --warmup 3 --interleave --out "$out/$net.json" > "$out/$net.txt" 2>&1
+            --repeats "$repeats" --warmup 3 --interleave --draws "${DRAWS:-3}" --out "$out/$net.json" > "$out/$net.txt" 2>&1
         echo "$net on GPU $g: exit $?, $(( $(date +%s) - start )) s" | tee -a "$out/headline.txt"
         # each net's files at once, so a call cut short keeps the nets it finished
         tar -czf "${OUT:-/tmp}/net-$net.tgz" -C "$out" "$net.json" "$net.txt" 2>/dev/null

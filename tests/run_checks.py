@@ -152,7 +152,6 @@ class ModalInProcess:
     def prepare(self, net, weights, batch, mode=None):
         import os
 
-        from backends.reference.numpy_backend import NumpyNet
         from nets.errors import Unsupported
         if mode == os.environ.get("COMPARE_TEST_REFUSED_MODE"):
             raise Unsupported(f"{mode}: refused for the test")
@@ -160,12 +159,7 @@ class ModalInProcess:
             with open(os.environ["COMPARE_TEST_PREPARE_LOG"], "a") as log:
                 log.write(f"{mode}\n")
 
-        class Logged(NumpyNet):
-            def run(self):
-                with open(os.environ["COMPARE_TEST_PASS_LOG"], "a") as log:
-                    log.write(f"{mode} {os.getpid()}\n")
-                super().run()
-        return Logged(net, weights, batch)
+        return _logged_net(net, weights, batch, os.environ["COMPARE_TEST_PASS_LOG"], f"{mode} {os.getpid()}")
 
 
 class ModalBackend(IsolatedBackend):
@@ -173,6 +167,65 @@ class ModalBackend(IsolatedBackend):
     summary = "a test double"
     inner = "run_checks:ModalInProcess"
     child_per_mode = True
+
+
+class DrawnInProcess:
+    """A backend whose every process draws how slow its passes are: the n-th process started (claimed by
+    a file in COMPARE_TEST_DRAW_DIR) sleeps the n-th of COMPARE_TEST_DRAW_DELAYS (seconds, comma-separated)
+    each pass, and logs "n pid" to draws.txt there per pass: for the runner's draws of a process."""
+
+    name = "drawn"
+    summary = "a test double"
+    uses_opencl = False
+    deterministic = True
+
+    def __init__(self, options=None):
+        import os
+        folder = os.environ["COMPARE_TEST_DRAW_DIR"]
+        self.index = 0
+        while True:
+            try:
+                os.close(os.open(os.path.join(folder, f"process{self.index}"), os.O_CREAT | os.O_EXCL))
+                break
+            except FileExistsError:
+                self.index += 1
+        delays = os.environ["COMPARE_TEST_DRAW_DELAYS"].split(",")
+        self.delay_s = float(delays[min(self.index, len(delays) - 1)])   # only its own is read
+
+    def info(self):
+        return {}
+
+    def modes(self):
+        return []
+
+    def mode_floor(self, net, batch, mode):
+        return None
+
+    def prepare(self, net, weights, batch, mode=None):
+        import os
+        return _logged_net(net, weights, batch, os.path.join(os.environ["COMPARE_TEST_DRAW_DIR"], "draws.txt"),
+                           f"{self.index} {os.getpid()}", self.delay_s)
+
+
+def _logged_net(net, weights, batch, path: str, line: str, delay_s: float = 0.0):
+    """A numpy net whose every pass sleeps `delay_s`, then appends `line` to the file `path`."""
+    import time
+
+    from backends.reference.numpy_backend import NumpyNet
+
+    class Logged(NumpyNet):
+        def run(self):
+            time.sleep(delay_s)
+            with open(path, "a") as log:
+                log.write(line + "\n")
+            super().run()
+    return Logged(net, weights, batch)
+
+
+class DrawnBackend(IsolatedBackend):
+    name = "drawn"
+    summary = "a test double"
+    inner = "run_checks:DrawnInProcess"
 
 
 class _Skewed:

@@ -373,6 +373,22 @@ class OpencvBackend(IsolatedBackend):
         return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch, mode), True),
                            net, batch, self.options.timeout_s)
 
+    def prepare_fresh(self, net, weights, batch, mode=None):
+        mode = mode or OPENCL
+        kept = self._children.pop(mode, None)   # the next _child(mode) starts one, handed to the net
+        try:
+            worker, handle = self._child(mode)
+            child = self._children.pop(mode)[0]
+        finally:
+            if kept is not None:
+                self._children[mode] = kept
+        try:
+            return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch, mode), True),
+                               net, batch, self.options.timeout_s, owns_worker=True)
+        except BaseException:
+            child.close()
+            raise
+
     def close(self) -> None:
         for child, _ in self._children.values():
             child.close()

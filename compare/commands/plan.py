@@ -46,6 +46,7 @@ class Asked:
     min_time_s: float
     peak_gflops: float | None
     interleave: bool
+    draws: int                    # processes a side in child processes is prepared in (compare/draws.py)
     layerwise: bool
     command: str                  # the command line, kept in the results file
     debug: bool
@@ -58,6 +59,7 @@ class Asked:
                       batch=args.batch, input=args.input, data=getattr(args, "data", None), repeats=args.repeats,
                       warmup=args.warmup, min_time_s=getattr(args, "min_time_s", noise.MIN_TIME_S),
                       peak_gflops=getattr(args, "peak_gflops", None), interleave=getattr(args, "interleave", False),
+                      draws=getattr(args, "draws", 1),
                       layerwise=not args.end_to_end_only, command=shlex.join(["compare"] + args.argv),
                       debug=args.debug)
         return cls(**{**fields, **given})
@@ -112,7 +114,7 @@ def build_plan(asked: Asked, mode: str) -> Plan:
                 sources={"weights": weights_source, "input": input_source},
                 peak_gflops=_peak(asked.peak_gflops), command=asked.command, debug=asked.debug,
                 options=RunOptions(clblast_params=asked.clblast_params, timeout_s=asked.timeout_s),
-                interleave=asked.interleave)
+                interleave=asked.interleave, draws=positive("--draws", asked.draws))
 
 
 def needed(net: Net, names: list[str], mode: str, interleave: bool) -> HostNeed:

@@ -21,6 +21,7 @@ from backends.options import DATABASE
 
 from .. import analysis as an
 from .. import noise
+from ..draws import drawn_line
 from . import kinds
 from .naming import known_as
 from ..modes import times
@@ -195,7 +196,7 @@ def lines(res: RunResult) -> list[str]:
     if left:   # the reasons are in the run's tables; here the names, a few at most
         out.append("In no ratio: " + ", ".join(left[:4]) + (f" and {len(left) - 4} more" if len(left) > 4 else "")
                    + ".")
-    said = [line for line in (noise.busy_line(res.host), noise.slow_processes_line(res)) if line]
+    said = [line for line in (noise.busy_line(res.host), noise.slow_processes_line(res), drawn_line(res)) if line]
     return said + out
 
 
