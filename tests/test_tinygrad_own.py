@@ -1,0 +1,29 @@
+"""benchmarks/tinygrad_own.py draws each way's process as `compare run --draws` draws the peer's: each
+way in N fresh children, the fastest that passed kept and every draw said."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import backend_or_skip
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_each_way_is_drawn_in_fresh_processes_and_the_fastest_kept():
+    backend_or_skip("tinygrad")
+    got = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", "--nets", "lenet", "--ways", "own,peer",
+                          "--repeats", "3", "--draws", "2", "--mode", "untuned"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert got.returncode == 0, got.stderr[-2000:]
+    out = got.stdout
+    for way in ("own", "peer"):
+        drawn = [float(ms) for ms in re.findall(rf"^lenet {way} process \d of 2: PASS, wall ([0-9.]+) ms", out, re.M)]
+        assert len(drawn) == 2, out
+        kept = re.search(rf"^lenet +{way} +PASS +\S+ +([0-9.]+)", out, re.M)
+        assert kept and float(kept.group(1)) == min(drawn)   # the table holds the fastest process's
+        assert f"lenet {way}: the fastest of 2 processes" in out
+    bad = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", "--draws", "0"], capture_output=True,
+                         text=True, timeout=300, cwd=ROOT)
+    assert bad.returncode == 2 and "--draws is a whole number of processes" in bad.stderr.strip().splitlines()[-1]
