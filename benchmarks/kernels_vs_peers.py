@@ -25,7 +25,7 @@ Per net, `compare run` prints its tables and writes OUT/<net>.json (and
   the peak and bandwidth `compare peak` measured), and what ran it
   (Winograd, a block kernel, a split sum...).
 
-    .venv/bin/python benchmarks/kernels_vs_peers.py [--nets lenet:100,vgg16,resnet18,mobilenet-v2]
+    .venv/bin/python benchmarks/kernels_vs_peers.py [--nets lenet:100,vgg16,resnet18,mobilenet-v2,vit-tiny]
         [--backends vectorised,vectorised-tiled,fused,torch,clblast-best] [--repeats 10] [--warmup 3]
         [--out results/kernels] [--budget-s 0]
 
@@ -158,7 +158,7 @@ def summary(path: Path) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--nets", default="lenet:100,vgg16,resnet18,mobilenet-v2",
+    p.add_argument("--nets", default="lenet:100,vgg16,resnet18,mobilenet-v2,vit-tiny",
                    help="comma-separated, each net[:batch]")
     p.add_argument("--backends", default="vectorised,vectorised-tiled,fused,torch,clblast-best")
     p.add_argument("--repeats", type=int, default=10)
@@ -212,6 +212,9 @@ class Tee:
     def flush(self):
         for s in self.streams:
             s.flush()
+
+    def isatty(self) -> bool:
+        return False   # a file is among its streams: the tables are laid out for a file, not the terminal
 
 
 if __name__ == "__main__":

@@ -20,3 +20,15 @@ def test_the_benchmarks_are_found():
 def test_a_benchmark_starts_and_says_its_options(script):
     got = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert got.returncode == 0 and got.stdout.startswith("usage:"), got.stderr[-2000:]
+
+
+def test_the_kernels_benchmark_runs_a_net_and_prints_its_ratios(tmp_path):
+    """benchmarks/kernels_vs_peers.py end to end on a small batch: its output goes through a tee (the terminal
+    and OUT/<net>.txt), which the run's tables must be able to lay out, and it ends with the ratios."""
+    got = subprocess.run([sys.executable, "benchmarks/kernels_vs_peers.py", "--nets", "lenet:4", "--backends",
+                          "vectorised,torch", "--repeats", "2", "--warmup", "1", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert "against PyTorch at its best" in got.stdout and (tmp_path / "lenet.json").is_file()
+    assert (tmp_path / "lenet.txt").read_text().startswith("checks and times")   # the run's tables, teed
+    assert "against PyTorch at its best" in (tmp_path / "lenet-summary.txt").read_text()
