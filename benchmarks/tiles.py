@@ -39,7 +39,8 @@ def one_layer(net, index):
 
 def time_plan(rt, net, weights, batch, x, ref, repeats, tiles=TILES, ksplit=None):
     """(median ms, plan description, check passed) of one layer under one plan."""
-    prepared = TiledNet(rt, net, weights, batch, tiles, ksplit, winograd="never", pointwise="never")
+    # the tile under test alone: no Winograd, no 1x1 kernel, no CPU vector-width kernel in its place
+    prepared = TiledNet(rt, net, weights, batch, tiles, ksplit, winograd="never", pointwise="never", cpu_conv="never")
     try:
         passed = compare_arrays(prepared.forward(x), ref).passed
         prepared.load_input(x)

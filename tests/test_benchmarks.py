@@ -32,3 +32,13 @@ def test_the_kernels_benchmark_runs_a_net_and_prints_its_ratios(tmp_path):
     assert "against PyTorch at its best" in got.stdout and (tmp_path / "lenet.json").is_file()
     assert (tmp_path / "lenet.txt").read_text().startswith("checks and times")   # the run's tables, teed
     assert "against PyTorch at its best" in (tmp_path / "lenet-summary.txt").read_text()
+
+
+def test_the_tiles_benchmark_times_each_tile_alone_and_checks_it():
+    """benchmarks/tiles.py on LeNet-5: each conv's tiles, the layer run by the tiled kernel alone (on a CPU the
+    vector-width kernel would take its place, and the plan would name no tile), every one checked."""
+    got = subprocess.run([sys.executable, "benchmarks/tiles.py", "--nets", "lenet", "--repeats", "1"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert got.returncode == 0, got.stderr[-2000:]
+    rows = [line for line in got.stdout.splitlines() if line.startswith(("c1 ", "c3 "))]
+    assert len(rows) == 2 and all(row.rstrip().endswith("all PASS") and "per work-item" in row for row in rows)
