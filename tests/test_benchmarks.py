@@ -30,7 +30,7 @@ def test_the_kernels_benchmark_runs_a_net_and_prints_its_ratios(tmp_path):
                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert got.returncode == 0, got.stderr[-2000:]
     assert "against PyTorch at its best" in got.stdout and (tmp_path / "lenet.json").is_file()
-    assert (tmp_path / "lenet.txt").read_text().startswith("checks and times")   # the run's tables, teed
+    assert "checks and times" in (tmp_path / "lenet.txt").read_text()   # the run's tables, teed
     assert "against PyTorch at its best" in (tmp_path / "lenet-summary.txt").read_text()
 
 
