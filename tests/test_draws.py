@@ -11,7 +11,7 @@ from nets import LENET
 from nets.weights import init_weights, make_input
 
 
-def _run(tmp_path, monkeypatch, names, draws: int, delays: str = "0.06,0.0,0.03"):
+def _run(tmp_path, monkeypatch, names, draws: int, delays: str = "0.2,0.0,0.1"):
     monkeypatch.setenv("COMPARE_TEST_DRAW_DIR", str(tmp_path))
     monkeypatch.setenv("COMPARE_TEST_DRAW_DELAYS", delays)
     monkeypatch.setitem(backends.REGISTRY, "drawn", ("run_checks", "DrawnBackend"))
@@ -51,7 +51,7 @@ def test_one_draw_is_the_run_as_before(tmp_path, monkeypatch):
 
 def test_a_draw_that_fails_is_said_and_the_others_stand(tmp_path, monkeypatch):
     # the third process cannot start its backend: an unparsable delay
-    result = _run(tmp_path, monkeypatch, ["drawn"], 3, delays="0.03,0.0,x")
+    result = _run(tmp_path, monkeypatch, ["drawn"], 3, delays="0.1,0.0,x")
     entry, = result.backends
     assert entry.status == "OK", entry.reason
     got = ProcessDraws.from_config(entry.config)
