@@ -346,44 +346,47 @@ class OpencvBackend(IsolatedBackend):
     def tuning(self) -> Tuning:
         return Tuning(tuning_folder(self.runtime.info))
 
+    def _start(self, mode: str) -> tuple[Child, int]:
+        """A new child for `mode`: OpenCV reads its tuning folder from the environment, so one per mode."""
+        tuning = self.tuning()
+        env = tuning.environment(read_only=True) if mode == TUNED else {}
+        child = Child(self.runtime.device, f"opencv backend ({mode})", env)
+        try:
+            return child, child.worker.request("new", __name__, "OpencvInChild",
+                                               (child.target, self.options, tuning, str(child.folder)))
+        except BaseException:
+            child.close()
+            raise
+
     def _child(self, mode: str) -> tuple[Worker, int]:
-        """The child of `mode`: OpenCV reads its tuning folder from the environment, so one per mode."""
+        """The child of `mode`, kept for every net prepared in it."""
         if mode not in self._children:
-            tuning = self.tuning()
-            env = tuning.environment(read_only=True) if mode == TUNED else {}
-            child = Child(self.runtime.device, f"opencv backend ({mode})", env)
-            try:
-                handle = child.worker.request("new", __name__, "OpencvInChild",
-                                              (child.target, self.options, tuning, str(child.folder)))
-            except BaseException:
-                child.close()
-                raise
-            self._children[mode] = (child, handle)
+            self._children[mode] = self._start(mode)
         child, handle = self._children[mode]
         return child.worker, handle
 
     def _remote(self):
         return self._child(OPENCL)
 
-    def prepare(self, net, weights, batch, mode=None):
+    @staticmethod
+    def _mode(mode: str | None) -> str:
         mode = mode or OPENCL
         if mode not in MODES:
             raise UserError(f"unknown mode {mode!r} of the opencv backend; it has {', '.join(MODES)}")
+        return mode
+
+    def prepare(self, net, weights, batch, mode=None):
+        mode = self._mode(mode)
         worker, handle = self._child(mode)
         return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch, mode), True),
                            net, batch, self.options.timeout_s)
 
     def prepare_fresh(self, net, weights, batch, mode=None):
-        mode = mode or OPENCL
-        kept = self._children.pop(mode, None)   # the next _child(mode) starts one, handed to the net
+        mode = self._mode(mode)
+        child, handle = self._start(mode)   # its own, stopped with the net
         try:
-            worker, handle = self._child(mode)
-            child = self._children.pop(mode)[0]
-        finally:
-            if kept is not None:
-                self._children[mode] = kept
-        try:
-            return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch, mode), True),
+            return IsolatedNet(child.worker, child.worker.request("call", handle, "prepare",
+                                                                  (net, weights, batch, mode), True),
                                net, batch, self.options.timeout_s, owns_worker=True)
         except BaseException:
             child.close()
