@@ -151,25 +151,35 @@ class Worker:
     def request(self, op: str, *args, timeout_s: float | None = None):
         """Send one request and wait for its answer; past `timeout_s` the
         child is killed (it cannot be interrupted otherwise) and PassTimeout raised."""
-        if not self._stop.alive:
-            raise RuntimeError(f"the {self.label} process was already stopped")
+        self.send(op, *args)
+        return self.receive(timeout_s, f"{op} {args[1] if op == 'call' else ''}")
+
+    def send(self, op: str, *args) -> None:
+        """Send one request without waiting for its answer: `receive` takes the answers, in the order sent
+        (a prepare started ahead, IsolatedBackend.prepare_ahead).  A large request (weights) still waits
+        until the child has read it."""
+        self._alive()
         try:
             self._conn.send((op, args))
+        except (EOFError, OSError):
+            self._lost()
+        except BaseException:
+            self.kill()   # cut short mid-message (Ctrl-C): see receive
+            raise
+
+    def receive(self, timeout_s: float | None = None, what: str = ""):
+        """The answer to the oldest request not yet answered (its error raised); past `timeout_s` the child is
+        killed (it cannot be interrupted otherwise) and PassTimeout raised."""
+        self._alive()
+        try:
             if timeout_s is not None and not self._conn.poll(timeout_s):
                 self._proc.kill()
                 self._stop()
                 raise PassTimeout(f"the {self.label} process gave no answer in --timeout-s {timeout_s:g} s "
-                                  f"({op} {args[1] if op == 'call' else ''}); it was stopped")
+                                  f"({what}); it was stopped")
             status, value = self._conn.recv()
         except (EOFError, OSError):
-            if self._killed:   # stopped on purpose from another thread (an interrupt): no death to report
-                raise Stopped(f"the {self.label} process was stopped") from None
-            try:
-                code = self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                code = "none yet"
-            raise RuntimeError(f"the {self.label} process died (exit code {code}); it said: "
-                               f"{self._last_words()}") from None
+            self._lost()
         except BaseException:
             # stopped mid-exchange (Ctrl-C, a timeout): the socket may hold half a message, and the next
             # request would wait on the child forever, so this child (and what it started) serves no more
@@ -178,6 +188,21 @@ class Worker:
         if status == "error":
             raise value
         return value
+
+    def _alive(self) -> None:
+        if not self._stop.alive:
+            raise RuntimeError(f"the {self.label} process was already stopped")
+
+    def _lost(self):
+        """The socket closed under a request: stopped on purpose, or the child died (said with its last words)."""
+        if self._killed:   # stopped on purpose from another thread (an interrupt): no death to report
+            raise Stopped(f"the {self.label} process was stopped") from None
+        try:
+            code = self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = "none yet"
+        raise RuntimeError(f"the {self.label} process died (exit code {code}); it said: "
+                           f"{self._last_words()}") from None
 
     def _last_words(self, limit: int = 2000) -> str:
         try:
