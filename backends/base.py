@@ -102,6 +102,9 @@ class PreparedNet(ABC):
         self.memory_bytes: int | None = None   # device memory held: weights + buffers
         self.made_ms = 0.0            # the backend's own time to make it, where it keeps one (ReplayingBackend)
         self.shared_prepare_ms = 0.0  # prepare work done for another mode's net that this one shares (a twin)
+        # prepared ahead (Backend.prepare_ahead): its prepare's own time, from sent to made; the runner reports
+        # it, not the wait for it (near zero when it was made in the background meanwhile)
+        self.ahead_prepare_ms: float | None = None
 
     # -- the three phases of a forward pass; each returns when its work is done
     @abstractmethod
@@ -252,6 +255,20 @@ class Backend(ABC):
     @abstractmethod
     def prepare(self, net: Net, weights: dict[str, np.ndarray], batch: int, mode: str | None = None) -> PreparedNet:
         """Compile, upload and allocate: everything that is not timed."""
+
+    # True: prepare_ahead starts its modes' prepares in the background (backends/isolated.py)
+    prepares_ahead = False
+
+    def prepare_ahead(self, net: Net, weights: dict[str, np.ndarray], batch: int, modes: list[str]) -> list[str]:
+        """Start preparing `modes` in the background, for `prepare` to take later; the modes started.  A backend
+        in the runner's process prepares when the runner asks (a prepare here would block the runner): none."""
+        return []
+
+    def settle_ahead(self) -> None:
+        """Wait until every prepare started ahead has answered (its result kept for `prepare`)."""
+
+    def drop_ahead(self) -> None:
+        """Stop the prepares started ahead that `prepare` never took."""
 
     def prepare_fresh(self, net: Net, weights: dict[str, np.ndarray], batch: int,
                       mode: str | None = None) -> PreparedNet:

@@ -13,6 +13,10 @@ A child is a fresh interpreter, not a fork, so it starts clean, and not
 multiprocessing's spawn, which re-runs the caller's main script.  The parent
 holds proxies that send each call over a socket.
 
+Where each mode has a child of its own, the runner can start the modes'
+prepares ahead (`IsolatedBackend.prepare_ahead`): the children compile side
+by side, and `prepare` later takes each answer instead of starting anew.
+
 Timing is measured inside the child (`run_timed`, `timed_pass`), so the
 socket is never part of a timed interval.
 """
@@ -27,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 import weakref
 from multiprocessing.connection import Connection
@@ -34,7 +39,7 @@ from multiprocessing.connection import Connection
 import numpy as np
 import psutil
 
-from nets.errors import PassTimeout, UserError
+from nets.errors import PassTimeout, UserError, raise_if_interrupted
 from nets.ready import reached
 
 from .base import Backend, PreparedNet, create
@@ -321,6 +326,53 @@ def inner_backend(inner: str, device: str | None, options: RunOptions) -> Backen
     return create(cls, runtime, options)
 
 
+class _Ahead:
+    """One mode's prepare sent to a child of its own (IsolatedBackend.prepare_ahead), until `prepare` takes it."""
+
+    def __init__(self, worker: Worker, mode: str, net: str, batch: int, sent: float):
+        self.worker, self.mode, self.net, self.batch = worker, mode, net, batch
+        self.sent = sent      # time.monotonic() as the child was started: its prepare's time begins there
+        self.handle: int | None = None
+        self.error: Exception | None = None
+        self.done: float | None = None   # the child's time.monotonic() once it had prepared
+
+    @property
+    def answered(self) -> bool:
+        return self.handle is not None or self.error is not None
+
+    def wait(self) -> None:
+        """Its answers received and kept, a failure included (raised as the mode's when `prepare` takes it)."""
+        if self.answered:
+            return
+        try:
+            if self.worker.receive() != 1:   # `new`: the inner backend, the object prepare_ahead named
+                raise RuntimeError(f"the {self.worker.label} process kept its backend under another handle")
+            handle = self.worker.receive()   # `prepare`
+            # the child's clock as it finished: CLOCK_MONOTONIC is one clock for every process of the host, so
+            # the time is the prepare's own however late the runner comes to read it
+            self.done = self.worker.receive()
+            self.handle = handle
+        except Exception as exc:  # noqa: BLE001 - the mode's failure, as a prepare in turn would have raised it
+            raise_if_interrupted()
+            self.worker.close()
+            self.error = exc
+
+    def take(self, net, batch: int, timeout_s: float | None) -> IsolatedNet:
+        """The prepared net, its prepare's own time in `ahead_prepare_ms` (sent -> prepared, + its proxy made
+        now, as a prepare in turn counts it); the mode's failure raised."""
+        self.wait()
+        if self.error is not None:
+            raise self.error
+        t0 = time.monotonic()
+        try:
+            prepared = IsolatedNet(self.worker, self.handle, net, batch, timeout_s, owns_worker=True)
+        except BaseException:
+            self.worker.close()
+            raise
+        prepared.ahead_prepare_ms = ((self.done - self.sent) + (time.monotonic() - t0)) * 1e3
+        return prepared
+
+
 class IsolatedBackend(Backend):
     """A backend whose work runs in a child process.  Subclasses set `inner`,
     'module:Class' of the in-process backend that the child runs.  One that
@@ -338,12 +390,21 @@ class IsolatedBackend(Backend):
         self.runtime = runtime
         self._worker: Worker | None = None
         self._handle: int | None = None
+        self._ahead: list[_Ahead] = []   # prepares started ahead, not yet taken by `prepare`
 
-    def _spawn(self, what: str) -> tuple[Worker, int]:
+    @property
+    def prepares_ahead(self) -> bool:   # a mode prepared in a child of its own can be, side by side with others
+        return self.child_per_mode
+
+    def _inner(self) -> tuple:
+        """The `new` request's arguments that make the inner backend in a child."""
         from .opencl.runtime import device_index
         device = device_index(self.runtime.device) if self.runtime is not None else None
+        return "backends.isolated", "inner_backend", (self.inner, device, self.options)
+
+    def _spawn(self, what: str) -> tuple[Worker, int]:
         worker = Worker(what)
-        return worker, worker.request("new", "backends.isolated", "inner_backend", (self.inner, device, self.options))
+        return worker, worker.request("new", *self._inner())
 
     def _remote(self) -> tuple[Worker, int]:
         if self._worker is None:
@@ -363,7 +424,43 @@ class IsolatedBackend(Backend):
         return worker.request("call", handle, "mode_floor", (net, batch, mode), False)
 
     def prepare(self, net, weights, batch, mode=None):
+        ahead = next((a for a in self._ahead if (a.mode, a.net, a.batch) == (mode, net.name, batch)), None)
+        if ahead is not None:   # started ahead: its answer (or its failure), not a second prepare
+            self._ahead.remove(ahead)
+            return ahead.take(net, batch, self.options.timeout_s)
         return self._prepare(net, weights, batch, mode, own=self.child_per_mode and mode is not None)
+
+    def prepare_ahead(self, net, weights, batch, modes):
+        """Each mode's child started and its prepare sent, no answer awaited: the children compile side by side
+        and while the runner does its other work.  Where a mode shares its child with others, none."""
+        if not self.child_per_mode or not modes or self.unsupported(net):
+            return []   # an unsupported net: prepare refuses it before any child starts
+        mine = []
+        try:
+            for mode in modes:   # every child started and told to make its backend first: they start up together
+                sent = time.monotonic()   # a prepare in turn is timed from its child's start too
+                worker = Worker(f"{self.name} backend ({mode})")
+                mine.append(_Ahead(worker, mode, net.name, batch, sent))
+                worker.send("new", *self._inner())
+            for ahead in mine:
+                # a fresh child keeps its objects under 1, 2, ...: the backend `new` makes is 1
+                ahead.worker.send("call", 1, "prepare", (net, weights, batch, ahead.mode), True)
+                ahead.worker.send("func", "time", "monotonic", ())   # its clock once prepared (_Ahead.wait)
+        except BaseException:
+            for ahead in mine:
+                ahead.worker.kill()
+            raise
+        self._ahead += mine
+        return [ahead.mode for ahead in mine]
+
+    def settle_ahead(self):
+        for ahead in self._ahead:
+            ahead.wait()
+
+    def drop_ahead(self):
+        # killed, not closed: a child still compiling would read its socket's end only when done
+        while self._ahead:
+            self._ahead.pop().worker.kill()
 
     def prepare_fresh(self, net, weights, batch, mode=None):
         return self._prepare(net, weights, batch, mode, own=True)
@@ -382,6 +479,7 @@ class IsolatedBackend(Backend):
             raise
 
     def close(self) -> None:
+        self.drop_ahead()
         if self._worker is not None:
             self._worker.close()
             self._worker = None
