@@ -189,11 +189,19 @@ class Session:
         self.runtime, self.cl_missing = _resolve_device(plan)   # cl_missing: why no OpenCL backend can run
         self.ref = None   # the oracle's output of every layer, when checking
         self._made: dict = {}   # backends made by `announce`, each used once by `open`
+        self._modes: dict = {}  # their modes, as `announce` was told them
+        self._ahead: dict = {}  # backends whose prepares run ahead (name -> backend), until opened
         if say is not None:   # before anything takes time
             say(self.announce())
-        if plan.checks:
-            self._progress.update(f"computing the float64 reference of {plan.net.name}")
-            self.ref = oracle.forward(plan.net, plan.weights, plan.x)
+        # the children's compiles start before the oracle, so they run while this process works
+        self._start_ahead()
+        try:
+            if plan.checks:
+                self._progress.update(f"computing the float64 reference of {plan.net.name}")
+                self.ref = oracle.forward(plan.net, plan.weights, plan.x)
+        except BaseException:   # an interrupt: the children compiling stop with the run
+            self.drop_ahead()
+            raise
 
     def progress(self, text: str) -> None:
         self._progress.update(f"{self._where}: {text}" if self._where else text)
@@ -210,7 +218,7 @@ class Session:
                 continue
             try:
                 made = self._made[name] = backends.create(cls, self.runtime, self.plan.options)
-                modes = made.modes()
+                modes = self._modes[name] = made.modes()
             except Exception:  # noqa: BLE001 - said when the backend opens; here only what is known
                 modes = []
             n_modes += max(len(modes), 1)
@@ -222,6 +230,61 @@ class Session:
         what = "checks and times" if p.checks else "times"
         return (f"{what} {len(parts)} backends, {n_modes} modes in all, on {p.net.name} batch {p.batch}: "
                 + "; ".join(parts))
+
+    def _start_ahead(self) -> None:
+        """Every mode of every backend made that can prepare ahead (its children compile side by side and
+        while this process does the rest), but a mode with a floor: it may be skipped as one that cannot
+        win, and compiling it would be wasted.  Only the first draw: `_drawn`'s fresh processes come later.
+        Every run checks or times, so each mode started is asked for (Session._measure_modes)."""
+        plan, wanted, rt = self.plan, {}, self.runtime
+        # what this process times meanwhile (the peak, prepare-time choices in our own backends) is timed on
+        # profiling events: only where those are the device's own time, apart from the host's load (not a CPU
+        # device, whose cores the compiles share; not a driver without profiling times) do prepares run ahead
+        if rt is not None and (not rt.profiling_ok or "CPU" in rt.info["type"]):
+            return
+        for name, backend in self._made.items():   # a test double need not be a Backend: getattr
+            if not getattr(backend, "prepares_ahead", False) or not self._modes.get(name):
+                continue
+            modes = []
+            try:
+                for mode in self._modes[name]:   # every floor asked before any child compiles
+                    try:
+                        if backend.mode_floor(plan.net, plan.batch, mode) is None:
+                            modes.append(mode)
+                    except Unsupported:
+                        continue   # said when the backend opens
+            except Exception:  # noqa: BLE001 - the backend fails when it opens, as it would have
+                raise_if_interrupted()
+                continue
+            wanted[name] = modes
+        try:
+            for name, modes in wanted.items():
+                backend = self._made[name]
+                try:
+                    if backend.prepare_ahead(plan.net, plan.weights, plan.batch, modes):
+                        self._ahead[name] = backend
+                except Exception:  # noqa: BLE001 - then each mode prepares in turn, and fails there if it must
+                    raise_if_interrupted()
+        except BaseException:
+            self.drop_ahead()
+            raise
+
+    def settle_ahead(self) -> None:
+        """Every prepare started ahead answered (kept for `prepare`): nothing is timed while a child compiles in
+        the background.  (Choices made inside our own backends' prepares time kernels on profiling events, the
+        device's clock, and may overlap them.)"""
+        for backend in self._ahead.values():
+            backend.settle_ahead()
+
+    def drop_ahead(self) -> None:
+        """The prepares started ahead that no one took, stopped (an interrupt, the end of the run)."""
+        while self._ahead:
+            self._ahead.popitem()[1].drop_ahead()
+
+    def open_order(self, names: list[str]) -> list[int]:
+        """The indices of `names` in the order to open them: the backends whose prepares run ahead last, so
+        their children compile while the others are prepared; the rest as they come."""
+        return sorted(range(len(names)), key=lambda i: names[i] in self._ahead)
 
     def _trial(self, ready: _Ready, backend) -> Trial:
         return Trial(ready.label, ready.prepared, self.plan.x, ready.output, backend.deterministic,
@@ -268,6 +331,7 @@ class Session:
 
     def _median_pass(self, ready: _Ready, label: str, d: int) -> float:
         self.progress(f"{label}: process {d} of {self.plan.draws}, {DRAW_PASSES} passes to hold it by")
+        self.settle_ahead()
         times = []
         for _ in range(DRAW_PASSES):
             t0 = time.perf_counter()
@@ -281,8 +345,13 @@ class Session:
         self.progress(f"{label}: preparing {plan.net.name}")
         t0 = time.perf_counter()
         prepared = prepare(plan.net, plan.weights, plan.batch, mode=mode)
-        prepare_ms = (time.perf_counter() - t0) * 1e3 + getattr(prepared, "shared_prepare_ms", 0.0)
+        prepare_ms = (time.perf_counter() - t0) * 1e3
+        ahead_ms = getattr(prepared, "ahead_prepare_ms", None)
+        if ahead_ms is not None:   # prepared ahead: its own time, not the wait for its answer
+            prepare_ms = ahead_ms
+        prepare_ms += getattr(prepared, "shared_prepare_ms", 0.0)
         try:
+            self.settle_ahead()   # its first and warm-up passes are timed (reported, held against floors)
             self.progress(f"{label}: first run")
             t0 = time.perf_counter()
             y = prepared.forward(plan.x)
@@ -353,6 +422,8 @@ class Session:
                     results[mode] = ModeResult(mode, "FAILED", reason=_failure(exc, self.plan.debug))
             ok = [m for m in trials if results[m].status == "OK"]
             rounds = self.plan.repeats if len(ok) > 1 else 0
+            if rounds:
+                self.settle_ahead()
             for r in range(rounds):   # one mode left: nothing to choose
                 for mode, trial in trials.items():
                     if results[mode].status != "OK":
@@ -423,6 +494,10 @@ class Session:
         try:
             entry.gpu_state = {"before": gpustate.snapshot()} if gpustate.available() else None
             backend = self._made.pop(name, None) or backends.create(cls, self.runtime, plan.options)
+            if name in self._ahead:
+                # opened once every prepare ahead answered: what it asks its children from here on (the speed
+                # of their plain Python, a mode's floor) is then not slowed by another's compile
+                self.settle_ahead()
             entry.info = backend.info()
             candidates, ready = self._candidates(backend, entry)
             for k, mode in enumerate(candidates):   # the fastest mode whose output passes the full check
@@ -452,6 +527,9 @@ class Session:
             if ready is not None:
                 ready.prepared.close()
             return _fail(entry, exc, plan.debug), None
+        finally:   # what it started ahead and never asked for (it failed first): stopped
+            if name in self._ahead:
+                self._ahead.pop(name).drop_ahead()
 
     def _rounds(self, opened: list[_Open]) -> None:
         """The timed passes of the open backends: all of one backend's passes,
@@ -477,6 +555,8 @@ class Session:
                 self._pass_done(o)
 
         opened = [o for o in opened if o.trial is not None]
+        if opened:
+            self.settle_ahead()
         each(lambda t, r: t.end_to_end(r), lambda t: t.settle(), "end to end")
         for o in opened:
             if o.entry.ok:
@@ -508,24 +588,27 @@ class Session:
     def run(self, names: list[str]) -> list[tuple[BackendResult, np.ndarray | None]]:
         """A group of backends: each opened, the group's timed passes, each closed.
         Each backend's result, and its output when it ran."""
-        results, opened = [], []
+        entries, opening = {}, {}   # by index in `names`: opened in Session.open_order, kept in `names`' order
         every = self.plan.backends
         try:
-            for name in names:
+            for i in self.open_order(names):
+                name = names[i]
                 self._where = f"backend {every.index(name) + 1} of {len(every)}" if name in every else ""
                 entry, o = self.open(name)
-                results.append(entry)
+                entries[i] = entry
                 timed = o is not None and o.trial is not None
                 if timed:   # the rest of its step comes pass by pass
                     o.step_left = 1 - READY_SHARE
                 self._progress.advance(READY_SHARE if timed else 1)
                 if o is not None:
-                    opened.append(o)
+                    opening[i] = o
+            results = [entries[i] for i in sorted(entries)]
+            opened = [opening[i] for i in sorted(opening)]
             if len(names) > 1:
                 self._where = f"{len(names)} backends interleaved"
             self._rounds(opened)
         except BaseException:   # an interrupt: release the devices, record nothing
-            for o in opened:
+            for o in opening.values():
                 o.prepared.close()
             raise
         self._progress.advance(sum(o.step_left for o in opened))   # of a backend that failed on the way
@@ -566,6 +649,13 @@ def execute(plan: Plan, progress=None, say=lambda s: None) -> tuple[RunResult, O
     if plan.times and noise.busy_line(host):
         say(noise.busy_line(host))
     session = Session(plan, progress, say)
+    try:
+        return _execute(plan, progress, session, host)
+    finally:   # an interrupt, or a prepare ahead that nothing asked for: its child stops
+        session.drop_ahead()
+
+
+def _execute(plan: Plan, progress, session: Session, host: Host) -> tuple[RunResult, Outputs]:
     outputs = Outputs(reference=session.ref[-1] if session.ref is not None else None)
     net = plan.net
     result = RunResult(
@@ -581,16 +671,23 @@ def execute(plan: Plan, progress=None, say=lambda s: None) -> tuple[RunResult, O
                     layers=[LayerInfo(**row) for row in net.layer_table(plan.batch)],
                     input_shape=list(net.input_shape), params=net.params()),
         sources={k: v if isinstance(v, Source) else Source(**v) for k, v in plan.sources.items()},
-        peak=_peak(plan, session.runtime, progress.update),
+        peak=_peak(plan, session.runtime, progress.update),   # timed on the device's clock (Session._start_ahead)
         backends=[])
     # interleaved, every backend is open at once and their timed passes go in turn;
-    # otherwise each runs alone, as the interleaved run of one backend
-    groups = [plan.backends] if plan.interleave else [[name] for name in plan.backends]
-    for group in groups:
-        for entry, y in session.run(group):
-            result.backends.append(entry)
-            if y is not None:
-                outputs.backends[entry.name] = y
+    # otherwise each runs alone, as the interleaved run of one backend, those with prepares ahead last
+    # (Session.open_order); the results in the plan's order either way
+    if plan.interleave:
+        groups = [plan.backends]
+    else:
+        order = session.open_order(plan.backends)
+        groups = [[plan.backends[i]] for i in order]
+    done = [pair for group in groups for pair in session.run(group)]
+    if not plan.interleave:
+        done = [pair for _, pair in sorted(zip(order, done), key=lambda p: p[0])]
+    for entry, y in done:
+        result.backends.append(entry)
+        if y is not None:
+            outputs.backends[entry.name] = y
     return result, outputs
 
 
