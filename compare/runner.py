@@ -193,9 +193,9 @@ class Session:
         self._ahead: dict = {}  # backends whose prepares run ahead (name -> backend), until opened
         if say is not None:   # before anything takes time
             say(self.announce())
-        # the children's compiles start before the oracle, so they run while this process works
-        self._start_ahead()
         try:
+            # the children's compiles start before the oracle, so they run while this process works
+            self._start_ahead()
             if plan.checks:
                 self._progress.update(f"computing the float64 reference of {plan.net.name}")
                 self.ref = oracle.forward(plan.net, plan.weights, plan.x)
@@ -259,12 +259,13 @@ class Session:
             wanted[name] = modes
         try:
             for name, modes in wanted.items():
-                backend = self._made[name]
+                backend = self._ahead[name] = self._made[name]   # first: an interrupt then stops what it started
                 try:
-                    if backend.prepare_ahead(plan.net, plan.weights, plan.batch, modes):
-                        self._ahead[name] = backend
+                    if not backend.prepare_ahead(plan.net, plan.weights, plan.batch, modes):
+                        del self._ahead[name]
                 except Exception:  # noqa: BLE001 - then each mode prepares in turn, and fails there if it must
                     raise_if_interrupted()
+                    self._ahead.pop(name).drop_ahead()
         except BaseException:
             self.drop_ahead()
             raise
