@@ -333,3 +333,104 @@ class FlooredMode(ModedDouble):
     def prepare(self, net, weights, batch, mode=None):
         assert mode != "hopeless", "a mode that cannot win was prepared"
         return super().prepare(net, weights, batch, mode)
+
+
+def ahead_log(line: str) -> None:
+    """`line` and the time (time.monotonic(): one clock for every process of the host) appended to the file
+    COMPARE_TEST_AHEAD_LOG names, as '<word> <name> <time> <pid>'."""
+    import os
+    import time
+    with open(os.environ["COMPARE_TEST_AHEAD_LOG"], "a") as log:
+        log.write(f"{line} {time.monotonic()!r} {os.getpid()}\n")
+
+
+def ahead_events() -> list[tuple[str, str, float, int]]:
+    """The lines `ahead_log` wrote: (word, name, time, pid)."""
+    import os
+    path = os.environ["COMPARE_TEST_AHEAD_LOG"]
+    if not os.path.exists(path):
+        return []
+    with open(path) as log:
+        return [(w, n, float(t), int(p)) for w, n, t, p in (line.split() for line in log if line.strip())]
+
+
+def ahead_wait_for_starts(names, limit_s: float = 30.0) -> None:
+    """Until each of `names` logged its 'start' (at most `limit_s`: a test of side-by-side prepares then fails)."""
+    import time
+    deadline = time.monotonic() + limit_s
+    while not set(names) <= {n for w, n, _, _ in ahead_events() if w == "start"} and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _ahead_net(net, weights, batch, name: str):
+    """A numpy net whose every pass logs 'pass <name>' as it begins."""
+    from backends.reference.numpy_backend import NumpyNet
+
+    class Logged(NumpyNet):
+        def run(self):
+            ahead_log(f"pass {name}")
+            super().run()
+    return Logged(net, weights, batch)
+
+
+class AheadInProcess:
+    """In a child per mode: the modes COMPARE_TEST_AHEAD_MODES names (comma-separated; 'hopeless' has a floor
+    no pass can beat), each prepare a compile that takes a while: it logs 'start', waits until every mode of
+    COMPARE_TEST_AHEAD_MEET has started (so prepares one after the other would each wait it out), sleeps
+    COMPARE_TEST_AHEAD_S, logs 'end'.  A mode named by COMPARE_TEST_AHEAD_FAIL fails once started."""
+
+    name = "ahead"
+    summary = "a test double"
+    uses_opencl = False
+    deterministic = True
+
+    def __init__(self, options=None):
+        pass
+
+    def info(self):
+        return {}
+
+    def modes(self):
+        import os
+        return os.environ.get("COMPARE_TEST_AHEAD_MODES", "first,second").split(",")
+
+    def mode_floor(self, net, batch, mode):
+        from backends import ModeFloor
+        return ModeFloor(1000.0, "a thousand switches of a millisecond") if mode == "hopeless" else None
+
+    def prepare(self, net, weights, batch, mode=None):
+        import os
+        import time
+        ahead_log(f"start {mode}")
+        if mode == os.environ.get("COMPARE_TEST_AHEAD_FAIL"):
+            raise RuntimeError(f"{mode}: failed for the test")
+        ahead_wait_for_starts(os.environ.get("COMPARE_TEST_AHEAD_MEET", "first,second").split(","))
+        time.sleep(float(os.environ.get("COMPARE_TEST_AHEAD_S", "0.5")))
+        ahead_log(f"end {mode}")
+        return _ahead_net(net, weights, batch, mode)
+
+
+class AheadBackend(IsolatedBackend):
+    name = "ahead"
+    summary = "a test double"
+    inner = "run_checks:AheadInProcess"
+    child_per_mode = True
+
+
+class AheadCompanion(backends.Backend):
+    """In the runner's process, no modes: its prepare logs 'start companion', waits until the mode 'first' of
+    AheadInProcess has started its prepare, sleeps a little, logs 'end companion'."""
+
+    name = "companion"
+    summary = "a test double"
+
+    def info(self):
+        return {}
+
+    def prepare(self, net, weights, batch, mode=None):
+        import time
+        ahead_log("start companion")
+        ahead_wait_for_starts(["first"])
+        time.sleep(0.2)
+        ahead_log("end companion")
+        return _ahead_net(net, weights, batch, "companion")
