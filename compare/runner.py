@@ -191,6 +191,7 @@ class Session:
         self._made: dict = {}   # backends made by `announce`, each used once by `open`
         self._modes: dict = {}  # their modes, as `announce` was told them
         self._ahead: dict = {}  # backends whose prepares run ahead (name -> backend), until opened
+        self._settled = False   # every prepare started ahead has answered
         if say is not None:   # before anything takes time
             say(self.announce())
         try:
@@ -274,8 +275,12 @@ class Session:
         """Every prepare started ahead answered (kept for `prepare`): nothing is timed while a child compiles in
         the background.  (Choices made inside our own backends' prepares time kernels on profiling events, the
         device's clock, and may overlap them.)"""
+        if self._settled or not self._ahead:
+            return
+        self.progress(f"waiting for the prepares started ahead ({', '.join(self._ahead)}) to answer")
         for backend in self._ahead.values():
             backend.settle_ahead()
+        self._settled = True   # none is started after the first: settled once, settled for good
 
     def drop_ahead(self) -> None:
         """The prepares started ahead that no one took, stopped (an interrupt, the end of the run)."""
