@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import weakref
@@ -335,6 +336,21 @@ class _Ahead:
         self.handle: int | None = None
         self.error: Exception | None = None
         self.done: float | None = None   # the child's time.monotonic() once it had prepared
+        self._sending: threading.Thread | None = None
+        self._send_error: Exception | None = None
+
+    def send_prepare(self, net, weights, batch: int) -> None:
+        """The prepare sent from a thread of its own: a request waits until its child has read it, and a fresh
+        child reads only once started (seconds), the weights of VGG-16 being half a gigabyte; the runner goes on."""
+        def send():
+            try:
+                # a fresh child keeps its objects under 1, 2, ...: the backend `new` made is 1
+                self.worker.send("call", 1, "prepare", (net, weights, batch, self.mode), True)
+                self.worker.send("func", "time", "monotonic", ())   # its clock once prepared (wait)
+            except Exception as exc:  # noqa: BLE001 - the mode's failure, raised where the runner takes it
+                self._send_error = exc
+        self._sending = threading.Thread(target=send, name=f"send {self.worker.label}", daemon=True)
+        self._sending.start()
 
     @property
     def answered(self) -> bool:
@@ -345,6 +361,10 @@ class _Ahead:
         if self.answered:
             return
         try:
+            if self._sending is not None:
+                self._sending.join()
+            if self._send_error is not None:
+                raise self._send_error
             if self.worker.receive() != 1:   # `new`: the inner backend, the object prepare_ahead named
                 raise RuntimeError(f"the {self.worker.label} process kept its backend under another handle")
             handle = self.worker.receive()   # `prepare`
@@ -443,9 +463,7 @@ class IsolatedBackend(Backend):
                 mine.append(_Ahead(worker, mode, net.name, batch, sent))
                 worker.send("new", *self._inner())
             for ahead in mine:
-                # a fresh child keeps its objects under 1, 2, ...: the backend `new` makes is 1
-                ahead.worker.send("call", 1, "prepare", (net, weights, batch, ahead.mode), True)
-                ahead.worker.send("func", "time", "monotonic", ())   # its clock once prepared (_Ahead.wait)
+                ahead.send_prepare(net, weights, batch)
         except BaseException:
             for ahead in mine:
                 ahead.worker.kill()

@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 
+import numpy as np
 import psutil
 import pytest
 
@@ -168,3 +169,20 @@ def test_a_prepare_asked_for_another_batch_is_made_anew(log):
     finally:
         backend.close()
     assert [n for w, n, _, _ in ahead_events() if w == "start"].count("first") == 2
+
+
+def test_the_runner_goes_on_while_a_child_slow_to_start_is_sent_its_weights(log, monkeypatch, tmp_path):
+    # weights far larger than a socket's buffer: a send waits until the child reads them, and this child
+    # reads only once the test lets it start, so a prepare_ahead that sent in the caller's thread would
+    # return only after the child's 20 s wait, its backend made
+    monkeypatch.setenv("COMPARE_TEST_AHEAD_HOLD", str(tmp_path / "go"))
+    weights = {**init_weights(LENET, 0), "ballast": np.zeros(16 * 2 ** 20, np.float32)}
+    backend = AheadBackend()
+    try:
+        assert backend.prepare_ahead(LENET, weights, 2, ["first", "second"]) == ["first", "second"]
+        assert not [e for e in ahead_events() if e[:2] == ("made", "backend")], "prepare_ahead waited for its children"
+        (tmp_path / "go").touch()
+        backend.prepare(LENET, weights, 2, mode="first").close()
+    finally:
+        backend.close()
+    assert "first" in {n for w, n, _, _ in ahead_events() if w == "end"}   # sent whole once the child started
