@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# Where the tinygrad peer's time goes on a GPU (issue 53): on one quiet GPU, one after another,
-# tinygrad's own recipe against our peer in every way (benchmarks/tinygrad_own.py), then `compare run`
-# of the peer alone and interleaved with the two fastest sides, so the three figures come from one call.
-# Each writes into $work (scripts/gpu-card.sh, sourced first when the caller has not).
-# Usage: scripts/tinygrad-gap.sh NET [REPEATS, default 30]
+# Where the tinygrad peer's time goes on a GPU (issue 53), in one call on one GPU, one run after another:
+# tinygrad's own recipe (benchmarks/tinygrad_own.py), then `compare run` of the peer alone without and with
+# the check against the oracle (the check leaves a graph a layer in its child), interleaved with the two
+# fastest sides, and among the sides that hold GPU contexts of their own (CLBlast's children, OpenCV's),
+# every side the fastest of DRAWS processes.  Each output goes to $OUT (else $work) as it ends.
+# Usage: scripts/tinygrad-gap.sh NET [REPEATS, default 20]   (DRAWS, default 3)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 net="${1:?usage: scripts/tinygrad-gap.sh NET [REPEATS]}"
-repeats="${2:-30}"
-[ -n "${work-}" ] || source scripts/gpu-card.sh
+repeats="${2:-20}"
+draws="${DRAWS:-3}"
+[ -n "${work-}" ] || source scripts/gpu-card.sh >/dev/null 2>&1
 export COMPARE_CACHE_DIR="$tuning" PYTHONUNBUFFERED=1 PYOPENCL_CTX="$platform:0" CUDA_VISIBLE_DEVICES=0
-timed() { local name=$1 start; shift; start=$(date +%s); "$@" > "$work/$name.txt" 2>&1
-          echo "$name: exit $?, $(( $(date +%s) - start )) s" | tee -a "$work/gap.txt"; }
-timed "own-$net" "$python" benchmarks/tinygrad_own.py --nets "$net"
-timed "alone-$net" "$python" -m compare run --net "$net" --backends tinygrad --repeats "$repeats" --warmup 5 \
-    --out "$work/alone-$net.json"
-timed "three-$net" "$python" -m compare run --net "$net" --backends tinygrad,vectorised-tiled,torch \
-    --repeats "$repeats" --warmup 5 --interleave --out "$work/three-$net.json"
+out="${OUT:-$work}"
+timed() { local name=$1 start; shift; start=$(date +%s); "$@" > "$out/$name.txt" 2>&1
+          echo "$name: exit $?, $(( $(date +%s) - start )) s" | tee -a "$out/gap.txt"; }
+run() { local name=$1 backends=$2; shift 2
+        timed "$name-$net" "$python" -m compare run --net "$net" --backends "$backends" --repeats "$repeats" \
+            --warmup 5 --draws "$draws" --out "$out/$name-$net.json" "$@"; }
+timed "own-$net" "$python" benchmarks/tinygrad_own.py --nets "$net" --ways own,peer-timed --draws "$draws"
+run alone-unchecked tinygrad --mode performance
+run alone tinygrad
+run three tinygrad,vectorised-tiled,torch --interleave
+run crowd tinygrad,vectorised-tiled,torch,clblast,clblast-convgemm,clblast-best,opencv --interleave --mode performance
