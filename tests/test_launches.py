@@ -16,6 +16,7 @@ import pytest
 
 import backends
 from backends.base import Launches
+from backends.opencl import flushes
 from backends.opencl.net import Recorder
 from backends.opencl.replay import missing
 from backends.opencl.runtime import get_runtime
@@ -338,3 +339,34 @@ def test_the_floor_times_the_empty_kernel_each_way_and_counts_our_launches():
     assert len(got) == 3 and bench.PRESET in got
     assert all(0 < enqueue <= whole < 1e6 for enqueue, whole in got.values()), got
     assert rt.kernel_launches - before == 2 * (bench.FLOOR_LAUNCHES + 1)   # each round's untimed one too
+
+
+@pytest.mark.parametrize("name,net", COUNTED, ids=[f"{n}-{net.name}" for n, net in COUNTED])
+def test_the_pass_flushes_its_queue_as_measured_at_prepare_and_each_way_computes_the_same(name, net):
+    backend = backend_or_skip(name)
+    weights, x = init_weights(net, 6), _fresh(net, 2, 7)
+    prepared = backend.prepare(net, weights, 2)
+    try:
+        flat = prepared.flat
+        chosen = next(way for way in flushes.WAYS if f"its queue flushed: {way} (" in prepared.config["pass"])
+        assert flat.flushes == flushes.WAYS[chosen](flat.kernels)
+        ref = oracle.forward(net, weights, x)[-1]
+        outputs = {}
+        for way, at in flushes.WAYS.items():
+            flat.flushes = at(flat.kernels)
+            outputs[way] = prepared.forward(x)
+            assert compare_arrays(outputs[way], ref).passed, way
+        for way, y in outputs.items():   # a flush moves when the device starts, never what it computes
+            np.testing.assert_array_equal(y, outputs["never"], err_msg=way)
+    finally:
+        prepared.close()
+
+
+def test_the_fastest_way_to_flush_is_the_least_median_and_never_where_none_beats_it():
+    assert flushes.fastest({"never": 0.236, "after the first launch": 0.171, "after every launch": 0.190}) == \
+        "after the first launch"
+    assert flushes.fastest({"never": 0.5, "after the first launch": 0.5, "after every launch": 0.6}) == "never"
+    n = 9
+    assert flushes.WAYS["after every launch"](n) == frozenset(range(8))   # none after the last: the finish follows
+    assert flushes.WAYS["every 4 launches"](n) == frozenset({0, 4})
+    assert flushes.WAYS["after the first launch"](1) == frozenset()

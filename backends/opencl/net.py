@@ -163,13 +163,18 @@ class OpenCLNet(PreparedNet):
 
     def flatten(self) -> None:
         """From now on run() enqueues the pass from a flat list made here (passlist.py): every kernel's
-        arguments set once, at prepare, and nothing else done per pass but the enqueues."""
+        arguments set once, at prepare, and nothing else done per pass but the enqueues and the flushes
+        of the queue measured fastest here (flushes.py)."""
+        from .flushes import choose
         from .passlist import LaunchList
         flat = LaunchList(self.rt)
         self._capture(flat)
+        way, medians = choose(flat)
         self.flat = flat
         self.config["pass"] = (f"enqueued from a flat list of {flat.kernels} launches made at prepare (each kernel's "
-                               f"arguments set once there); per-layer times and layer checks enqueue layer by layer")
+                               f"arguments set once there), its queue flushed: {way} (measured at prepare: "
+                               + ", ".join(f"{name} {ms:.3f} ms" for name, ms in medians.items())
+                               + " a pass); per-layer times and layer checks enqueue layer by layer")
 
     def record(self) -> None:
         """Record the pass once as a command buffer (replay.py), which run() replays from now on; per-layer

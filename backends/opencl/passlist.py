@@ -14,6 +14,7 @@ class LaunchList:
     def __init__(self, rt):
         self.rt = rt
         self.launches: list[tuple] = []
+        self.flushes: frozenset[int] = frozenset()   # the launches a flush of the queue follows (flushes.py)
 
     @property
     def kernels(self) -> int:
@@ -25,7 +26,9 @@ class LaunchList:
     def enqueue(self, rec) -> None:
         """Enqueue every launch on the runtime's in-order queue, in order, each event to `rec` (a Recorder:
         nothing is kept while it is disabled, as in run())."""
-        queue, enqueue, kernel_done = self.rt.queue, cl.enqueue_nd_range_kernel, rec.kernel
-        for name, kernel, global_size, local_size in self.launches:
+        queue, enqueue, kernel_done, flushes = self.rt.queue, cl.enqueue_nd_range_kernel, rec.kernel, self.flushes
+        for i, (name, kernel, global_size, local_size) in enumerate(self.launches):
             kernel_done(name, enqueue(queue, kernel, global_size, local_size))
+            if i in flushes:
+                queue.flush()
         self.rt.kernel_launches += len(self.launches)
