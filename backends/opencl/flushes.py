@@ -12,8 +12,6 @@ from __future__ import annotations
 import statistics
 import time
 
-from .net import Recorder
-
 ROUNDS = 15    # passes of each way at most, one a round, the ways in turn
 MIN_ROUNDS = 3  # ... and at least
 CAP_S = 0.5    # seconds in all after which no new round starts (a pass of VGG-16 on PoCL takes 0.15 s)
@@ -38,9 +36,10 @@ def fastest(medians: dict[str, float]) -> str:
     return best if medians[best] < medians["never"] else "never"
 
 
-def choose(flat) -> tuple[str, dict[str, float]]:
-    """The way `flat` (a passlist.LaunchList) flushes from now on, and each way's median pass in ms."""
-    rt, quiet = flat.rt, Recorder(flat.rt.queue, enabled=False)
+def choose(flat, quiet) -> tuple[str, dict[str, float]]:
+    """The way `flat` (a passlist.LaunchList) flushes from now on, and each way's median pass in ms; `quiet`:
+    a Recorder that keeps nothing (net.py), as run() passes."""
+    rt = flat.rt
     ways = {name: way(flat.kernels) for name, way in WAYS.items()}
     times: dict[str, list[float]] = {name: [] for name in ways}
     for flushes in ways.values():   # untimed: the first pass of each way
