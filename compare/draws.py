@@ -43,13 +43,20 @@ class ProcessDraws:
         return f"fastest of {len(self.pass_ms)} processes ({ms} ms a pass{lost})"
 
 
-def drawn_line(res) -> str | None:
-    """The one line a run says where it drew a side's process more than once, or None."""
-    said = []
-    for b in res.backends:
-        drawn = ProcessDraws.from_config(b.config) if b.status == "OK" else None
-        if drawn is not None and len(drawn.pass_ms) > 1:
-            said.append(f"`{b.name}` the {drawn.words()}")
-    if not said:
+def drawn_line(res, limit: int = 160) -> str | None:
+    """The one line a run says where it drew a side's process more than once (under `limit` characters: the
+    sides named where they fit, else counted; each draw's time stays in the side's config), or None."""
+    drawn = [(b.name, d) for b in res.backends if b.status == "OK"
+             for d in [ProcessDraws.from_config(b.config)] if d is not None and len(d.pass_ms) > 1]
+    if not drawn:
         return None
-    return (f"Processes drawn: {'; '.join(said)}; the runner's own process (the sides in it) was drawn once.")
+    counts = {len(d.pass_ms) for _, d in drawn}
+    of = f"{max(counts)}" if len(counts) == 1 else f"up to {max(counts)}"
+    lost = sum(len(d.failed) for _, d in drawn)
+    tail = (f" the fastest of {of} processes" + (f" ({lost} failed to start)" if lost else "")
+            + "; the runner's own process was drawn once.")
+    named = "Processes drawn: " + ", ".join(f"`{name}`" for name, _ in drawn) + tail
+    if len(named) < limit:
+        return named
+    n = len(drawn)
+    return f"Processes drawn: {n} side{'s' if n != 1 else ''} in child processes, each" + tail

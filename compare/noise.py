@@ -73,10 +73,11 @@ def busy_line(host) -> str | None:
             f"run again on a quiet host for an answer.")
 
 
-def slow_processes_line(res) -> str | None:
+def slow_processes_line(res, limit: int = 160) -> str | None:
     """The one line a run says where a backend's own process (a child) ran the fixed piece of plain Python
     SLOW_PROCESS times slower or more than the runner's process: its times may be its process's, not its
-    work's (reports/nvidia-h200/NOTES.md, 2026-11-29); None where none did or the figures are missing."""
+    work's (reports/nvidia-h200/NOTES.md, 2026-11-29); under `limit` characters (the sides named where they
+    fit, else counted); None where none did or the figures are missing."""
     mine = getattr(res.host, "plain_python_ms", None)
     if not mine:
         return None
@@ -87,5 +88,6 @@ def slow_processes_line(res) -> str | None:
             slow.append(f"`{b.name}` {theirs / mine:.2f}x")
     if not slow:
         return None
-    return (f"Slow process: the process of {', '.join(slow)} ran a fixed piece of plain Python that much slower "
-            f"than the runner's ({mine:.1f} ms); its times may be its process's draw, not its work: run again.")
+    tail = f" slower at plain Python than the runner's ({mine:.1f} ms): its times may be its process's draw."
+    named = f"Slow process: {', '.join(slow)}" + tail
+    return named if len(named) < limit else f"Slow process: {len(slow)} sides {SLOW_PROCESS:g}x or more" + tail

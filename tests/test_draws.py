@@ -38,7 +38,9 @@ def test_the_fastest_of_the_processes_drawn_runs_the_timed_passes(tmp_path, monk
     assert {index for index, _ in passes} == {0, 1, 2}   # three processes each prepared and passed
     assert KEY not in numpy.config   # in the runner's process: drawn once
     line = drawn_line(result)
-    assert line.startswith("Processes drawn: `drawn` the fastest of 3 processes") and "drawn once" in line
+    assert line == "Processes drawn: `drawn` the fastest of 3 processes; the runner's own process was drawn once."
+    assert drawn_line(result, limit=60) == ("Processes drawn: 1 side in child processes, each the fastest of 3 "
+                                            "processes; the runner's own process was drawn once.")
     assert result.settings.draws == 3
 
 

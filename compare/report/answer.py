@@ -196,7 +196,8 @@ def lines(res: RunResult) -> list[str]:
     if left:   # the reasons are in the run's tables; here the names, a few at most
         out.append("In no ratio: " + ", ".join(left[:4]) + (f" and {len(left) - 4} more" if len(left) > 4 else "")
                    + ".")
-    said = [line for line in (noise.busy_line(res.host), noise.slow_processes_line(res), drawn_line(res)) if line]
+    said = [line for line in (noise.busy_line(res.host), noise.slow_processes_line(res, SENTENCE_MAX),
+                              drawn_line(res, SENTENCE_MAX)) if line]
     return said + out
 
 
