@@ -121,6 +121,12 @@ class Layout:
         plain = self.order == "nchw" or self.c == 1 or self.h * self.w == 1
         return not any(self.border) and self.c_stored == self.c and plain and not self.is_view
 
+    @property
+    def padded_vector(self) -> bool:
+        """One pixel an item, no border, channels padded past c (a dense layer's vector stores): the canonical
+        array is the stored one with the padding channels dropped."""
+        return self.h * self.w == 1 and not any(self.border) and not self.is_view and self.c_stored > self.c
+
     def kernel_defines(self) -> dict:
         """The -D constants of kernels/layout.cl for this buffer."""
         return {"N": self.batch, "C": self.c, "H": self.h, "W": self.w, "CS": self.c_stored,
