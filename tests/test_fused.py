@@ -4,22 +4,23 @@ layer and net suites check it against the oracle with every other backend."""
 import numpy as np
 import pytest
 
-from backends.handwritten.fused_source import local_floats, net_source
+from backends.handwritten.fused_source import local_floats, net_source, plan
 from backends.opencl.runtime import get_runtime
 from compare import oracle
 from compare.checking import compare_arrays
 from nets.errors import Unsupported
 from conftest import backend_or_skip
-from nets import LENET, VGG16, Conv, Dense, MaxPool, Net
+from nets import LENET, VGG16, VIT_TINY, Add, Attention, Conv, Dense, LayerNorm, MaxPool, Net
 from nets.weights import init_weights, make_input
 
 
-def test_lenet_needs_two_local_buffers_of_one_image():
-    # layer i writes buffer (i + 1) % 2: c1 4704 and c3 1600 and f5 120 floats in one,
-    # s2 1176 and s4 400 in the other; the input comes from global memory, f6 goes there
-    assert local_floats(LENET) == (1176, 4704)
-    n0, n1 = local_floats(VGG16)
-    assert n1 == 64 * 224 * 224   # conv1_1's output alone: 12.25 MiB
+def test_lenet_needs_the_two_largest_outputs_side_by_side():
+    # each output lives from its layer to the next: c1's 4704 floats beside s2's 1176 is the most at once;
+    # the input comes from global memory, f6's output goes there
+    assert local_floats(LENET) == 4704 + 1176
+    places, _ = plan(LENET)
+    assert places[("out", 0)] == 0 and places[("out", 1)] == 4704 and places[("out", 2)] == 0   # c3 takes c1's place
+    assert local_floats(VGG16) == 2 * 64 * 224 * 224   # conv1_1's and conv1_2's outputs: 24.5 MiB
     source, names = net_source(LENET)
     assert source.count("barrier(CLK_LOCAL_MEM_FENCE)") == len(LENET.layers) - 1
     assert names == ["c1.weight", "c1.bias", "s2.coeff", "s2.bias", "c3.weight", "c3.bias", "s4.coeff", "s4.bias", "f5.weight",
@@ -51,3 +52,47 @@ def test_one_kernel_end_to_end_and_each_layer_alone_per_layer():
         assert np.array_equal(prepared.fetch_output(), prepared.forward(x))   # both paths: the same numbers
     finally:
         prepared.close()
+
+
+def test_a_residual_branch_keeps_its_place_until_the_add_reads_it():
+    # b's output is read by the add two layers on, so c cannot take its place; the layer norm's scratch is its own
+    net = Net("branch", (4, 3, 3), (Conv("a", "relu", out_channels=4, kernel=(1, 1)),
+                                    Conv("b", out_channels=4, kernel=(3, 3), pad=(1, 1)),
+                                    LayerNorm("c"), Add("d", inputs=("c", "b")), Dense("e", out_features=2)))
+    places, floats = plan(net)
+    held = {key: (at, at + 36) for key, at in places.items() if key[0] == "out"}
+    held[("scratch", 2)] = (places[("scratch", 2)], places[("scratch", 2)] + 18)
+    for a, b in [(("out", 1), ("out", 2)), (("out", 1), ("scratch", 2)), (("out", 2), ("scratch", 2)),
+                 (("out", 1), ("out", 3)), (("out", 2), ("out", 3))]:   # live at once: apart
+        (a0, a1), (b0, b1) = held[a], held[b]
+        assert a1 <= b0 or b1 <= a0, (a, b)
+    assert floats == max(end for _, end in held.values())
+    backend = backend_or_skip("fused")
+    weights, x = init_weights(net, 2), make_input(net, 3, 2)
+    prepared = backend.prepare(net, weights, 3)
+    try:
+        ref = oracle.forward(net, weights, x)
+        assert compare_arrays(prepared.forward(x), ref[-1]).passed
+        for got, want in zip(prepared.layer_outputs(x), ref):   # each layer alone, the add with two inputs
+            assert compare_arrays(got, want).passed
+    finally:
+        prepared.close()
+
+
+def test_vit_tiny_is_one_kernel_a_pass():
+    backend = backend_or_skip("fused")
+    weights = init_weights(VIT_TINY, 5)
+    x = np.random.default_rng(6).standard_normal((2,) + VIT_TINY.input_shape).astype(np.float32)
+    prepared = backend.prepare(VIT_TINY, weights, 2)
+    try:
+        assert prepared.launches(x).kernels == 1
+        assert compare_arrays(prepared.forward(x), oracle.forward(VIT_TINY, weights, x)[-1]).passed
+    finally:
+        prepared.close()
+
+
+def test_a_windowed_attention_is_refused_in_one_line():
+    net = Net("win", (6, 4, 4), (Attention("a", heads=1, window=(2, 2)),))
+    why = backend_or_skip("fused").unsupported(net)
+    assert why == "layer a (attention): fused has no code for windowed, shifted, grid, biased or cosine attention " \
+                  "(only the whole map's)"

@@ -4,9 +4,11 @@ kernel for each net).  Small nets are launch-bound on a GPU (LeNet-5 batch
 100 is 84 MFLOP in six or more launches elsewhere); here a forward pass is
 one launch and no activation goes through global memory.
 
-Where one image's activations (the two local buffers) do not fit the
-device's local memory, or the kernel cannot have a work-group, it is
-UNSUPPORTED with the sizes, never a crash (VGG-16 needs megabytes).
+Where one image's activations (the local array) do not fit the device's
+local memory, or the kernel cannot have a work-group, it is UNSUPPORTED
+with the sizes, never a crash (VGG-16 needs megabytes).  Graphs fit as
+chains do: a residual branch, a transformer's blocks (vit-tiny: 16 launches
+a pass in `vectorised-tiled`).
 
 The end-to-end pass is the one kernel.  Per-layer times (run_timed) and the
 layer-wise checks run each layer as a kernel of its own, global memory in
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nets import STUDY_KINDS, Feature, LayerKind
 from nets.errors import Unsupported
 
 from ..base import Family
@@ -24,9 +27,10 @@ from ..opencl.launch import Launch, step_name
 from ..opencl.net import LayerOp, OpenCLNet
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
-from .fused_source import layer_source, local_floats, net_source
+from .fused_source import layer_source, local_floats, net_source, refusal
 
 GROUP = 256   # work-items per image, shrunk to what the device and the kernel accept
+TYPICAL_LOCAL = 48 * 1024   # a GPU work-group's local memory (NVIDIA's): a net needing more is said to
 
 
 def _build(rt, source: str, name: str):
@@ -44,7 +48,7 @@ def _build(rt, source: str, name: str):
 
 
 class _LayerAlone(LayerOp):
-    """Layer i as a kernel of its own, reading buffer i, writing buffer i+1."""
+    """Layer i as a kernel of its own, reading the buffers of the layers it reads, writing buffer i+1."""
 
     def __init__(self, owner, index):
         layer = owner.net.layers[index]
@@ -54,16 +58,18 @@ class _LayerAlone(LayerOp):
         (lsz, kernel) = _build(owner.rt, source, "layer_fused")
         self.launch = Launch(owner.rt, "", "layer_fused", None, (owner.batch * lsz,), (lsz,), exact=True,
                              kernel=kernel)
-        self.in_buf, self.out_buf = owner.activations[index], owner.activations[index + 1]
+        self.in_bufs = [owner.activations[s + 1] for s in owner.net.sources(index)]
+        self.out_buf = owner.activations[index + 1]
         self.args = [owner.parameter(n) for n in names]
         self.out_shape = (owner.batch,) + tuple(owner.net.out_shape(index))
         self.step = f"{step_name(layer.kind, layer.activation)} alone"
 
     def enqueue(self, rec):
-        rec.kernel(self.step, self.launch(self.in_buf, self.out_buf, *self.args))
+        rec.kernel(self.step, self.launch(*self.in_bufs, self.out_buf, *self.args))
 
     def write_input(self, x):
-        self.rt.write(self.in_buf, x)
+        for buf, xi in zip(self.in_bufs, x if isinstance(x, (list, tuple)) else [x]):
+            self.rt.write(buf, xi)
 
     def read_output(self):
         return self.rt.read(self.out_buf, self.out_shape)
@@ -72,8 +78,8 @@ class _LayerAlone(LayerOp):
 class FusedNet(OpenCLNet):
     def __init__(self, runtime, net, weights, batch: int):
         super().__init__(runtime, net, batch)
-        n0, n1 = local_floats(net)
-        need, have = 4 * (n0 + n1), runtime.info["local_mem_bytes"]
+        floats = local_floats(net)
+        need, have = 4 * floats, runtime.info["local_mem_bytes"]
         if need > have:
             raise Unsupported(f"fused: one image of {net.name} needs {need / 1024:.1f} KiB of local memory "
                               f"for its activations, more than the {have / 1024:.1f} KiB of {runtime.info['name']}")
@@ -94,7 +100,8 @@ class FusedNet(OpenCLNet):
         self.config.update({
             "kernel": "the whole net in one kernel (backends/handwritten/fused_source.py writes it per net)",
             "work_group": f"{lsz} work-items per image (kernel limit {lim.max_group})",
-            "local_memory": f"{need} bytes per work-group (two buffers: {n0} and {n1} floats)",
+            "local_memory": f"{need} bytes per work-group (one array of {floats} floats: each layer's output "
+                            f"there while a layer still reads it, and the scratch of a layer norm or an attention)",
             "per_layer": "each layer alone as a kernel of its own (global memory in and out); the end-to-end "
                          "pass is the one fused kernel",
         })
@@ -123,21 +130,25 @@ class FusedBackend(OpenCLBackend):
     name = "fused"
     family = Family.HAND_WRITTEN
     summary = ("hand-written: the whole net in one kernel, one work-group per image, activations in local "
-               "memory (nets whose activations fit, e.g. LeNet-5)")
+               "memory (nets whose activations fit, e.g. LeNet-5, vit-tiny)")
+
+    supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.LAYERNORM, LayerKind.TOKENS, LayerKind.TAKE_TOKEN,
+                                     LayerKind.ATTENTION}
+    supported_features = frozenset({Feature.GRAPH, Feature.RELU6, Feature.TANH, Feature.HARDSIGMOID,
+                                    Feature.HARDSWISH, Feature.SILU, Feature.GELU, Feature.GELU_TANH})
 
     @classmethod
     def unsupported(cls, net):
         why = super().unsupported(net)
-        if why is None:
-            return None
+        if why is None:   # a kind it runs, in a form it has no code for (a windowed attention...)
+            return next((f"layer {layer.name} ({layer.kind}): fused has {refusal(layer)}" for layer in net.layers
+                         if refusal(layer)), None)
         # the design's own limit, beyond the kinds not written yet: it says whether writing them would help
-        need = 4 * sum(local_floats(net))
-        branch = any(len(net.sources(i)) > 1 for i in range(len(net.layers)))
-        return (f"{why}; and fused keeps one image's activations in two local buffers, here {need / 1024:,.0f} KiB "
-                f"(a GPU's work-group has tens of KiB)" + (", with no third to hold a residual branch" if branch else ""))
+        need = 4 * local_floats(net)
+        if need <= TYPICAL_LOCAL:
+            return why
+        return (f"{why}; and fused keeps one image's activations in local memory, here {need / 1024:,.0f} KiB "
+                f"(a GPU's work-group has tens of KiB)")
 
     def prepare(self, net, weights, batch, mode=None):
-        for layer in net.layers:
-            if layer.kind not in ("conv", "subsample", "maxpool", "dense"):
-                raise Unsupported(f"fused: no code for layer kind {layer.kind!r} ({layer.name})")
         return FusedNet(self.runtime, net, {k: np.asarray(v, np.float32) for k, v in weights.items()}, batch)
