@@ -6,6 +6,7 @@ import pytest
 
 from backends.handwritten.fused_source import local_floats, net_source, plan
 from backends.opencl.runtime import get_runtime
+from backends.opencl.workgroups import limits
 from compare import oracle
 from compare.checking import compare_arrays
 from nets.errors import Unsupported
@@ -86,6 +87,11 @@ def test_vit_tiny_is_one_kernel_a_pass():
     prepared = backend.prepare(VIT_TINY, weights, 2)
     try:
         assert prepared.launches(x).kernels == 1
+        lsz = prepared.whole.local[0]
+        said = prepared.config["work_group"]
+        assert said.startswith(f"{lsz} work-items per image")
+        if limits(prepared.rt, prepared.whole.kernel).max_group >= 1024:   # each size tried, the fastest kept
+            assert all(f"{n}: " in said for n in (256, 512, 1024)), said
         assert compare_arrays(prepared.forward(x), oracle.forward(VIT_TINY, weights, x)[-1]).passed
     finally:
         prepared.close()

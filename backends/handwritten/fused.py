@@ -28,16 +28,18 @@ from ..opencl.net import LayerOp, OpenCLNet
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
 from .fused_source import layer_source, local_floats, net_source, refusal
+from .measured import HOW, fastest_ms
 
-GROUP = 256   # work-items per image, shrunk to what the device and the kernel accept
+GROUPS = (256, 512, 1024)   # work-items per image tried at prepare (each shrunk to what the device and the
+                            # kernel accept), the fastest pass kept: one image's work is latency-bound in one group
 TYPICAL_LOCAL = 48 * 1024   # a GPU work-group's local memory (NVIDIA's): a net needing more is said to
 
 
-def _build(rt, source: str, name: str):
-    """The kernel and its work-group size (a -D constant of the source)."""
+def _build(rt, source: str, name: str, most: int = GROUPS[0]):
+    """The kernel and its work-group size (a -D constant of the source), at most `most`."""
     def choose(lim):
         size = 1
-        while size * 2 <= min(GROUP, lim.max_group, lim.max_items[0]):
+        while size * 2 <= min(most, lim.max_group, lim.max_items[0]):
             size *= 2
         return size
     try:
@@ -89,17 +91,26 @@ class FusedNet(OpenCLNet):
                                 for k, s in enumerate(net.shapes)]
             self._weights = weights
             source, names = net_source(net)
-            lsz, kernel = _build(runtime, source, "net_fused")
-            lim = limits(runtime, kernel)
-            self.whole = Launch(runtime, "", "net_fused", None, (batch * lsz,), (lsz,), exact=True, kernel=kernel)
             self.whole_args = [self.parameter(n) for n in names]
+            wholes = {}
+            for most in GROUPS:   # a device's limit may make one size of several
+                lsz, kernel = _build(runtime, source, "net_fused", most)
+                wholes.setdefault(lsz, Launch(runtime, "", "net_fused", None, (batch * lsz,), (lsz,), exact=True,
+                                              kernel=kernel))
+            ms = fastest_ms(runtime, {lsz: [_Whole(self, launch)] for lsz, launch in wholes.items()}) \
+                if len(wholes) > 1 else {}
+            lsz = min(ms, key=ms.get) if ms else next(iter(wholes))
+            self.whole = wholes[lsz]
+            lim = limits(runtime, self.whole.kernel)
             self.ops = [_LayerAlone(self, i) for i in range(len(net.layers))]
         except BaseException:
             self.close()
             raise
+        tried = (" measured fastest at prepare of " + ", ".join(f"{k}: {v:.3f} ms" for k, v in ms.items())
+                 + f" ({HOW})") if ms else ""
         self.config.update({
             "kernel": "the whole net in one kernel (backends/handwritten/fused_source.py writes it per net)",
-            "work_group": f"{lsz} work-items per image (kernel limit {lim.max_group})",
+            "work_group": f"{lsz} work-items per image (kernel limit {lim.max_group}){tried}",
             "local_memory": f"{need} bytes per work-group (one array of {floats} floats: each layer's output "
                             f"there while a layer still reads it, and the scratch of a layer norm or an attention)",
             "per_layer": "each layer alone as a kernel of its own (global memory in and out); the end-to-end "
@@ -123,7 +134,18 @@ class FusedNet(OpenCLNet):
         return self._params[name]
 
     def enqueue_pass(self, rec):
-        rec.kernel("whole net (one kernel)", self.whole(self.activations[0], self.activations[-1], *self.whole_args))
+        _Whole(self, self.whole).enqueue(rec)
+
+
+class _Whole:
+    """A pass as one launch of the whole-net kernel (at one work-group size)."""
+
+    def __init__(self, owner: FusedNet, launch: Launch):
+        self.owner, self.launch = owner, launch
+
+    def enqueue(self, rec):
+        o = self.owner
+        rec.kernel("whole net (one kernel)", self.launch(o.activations[0], o.activations[-1], *o.whole_args))
 
 
 class FusedBackend(OpenCLBackend):
