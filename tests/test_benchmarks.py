@@ -42,3 +42,15 @@ def test_the_tiles_benchmark_times_each_tile_alone_and_checks_it():
     assert got.returncode == 0, got.stderr[-2000:]
     rows = [line for line in got.stdout.splitlines() if line.startswith(("c1 ", "c3 "))]
     assert len(rows) == 2 and all(row.rstrip().endswith("all PASS") and "per work-item" in row for row in rows)
+
+
+def test_the_kernels_benchmark_times_fused_where_it_runs_the_net():
+    # fused's whole-net kernel has the layers of LeNet-5, vit-tiny and VGG-16 (whose activations then do not
+    # fit the device's work-group: refused at prepare, on the device), not ResNet-18's padded max pool
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("kernels_vs_peers", ROOT / "benchmarks" / "kernels_vs_peers.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert [net for net in ("lenet", "vit-tiny", "vgg16", "resnet18") if not bench._refused("fused", net)] == \
+        ["lenet", "vit-tiny", "vgg16"]
+    assert not bench._refused("vectorised-tiled", "vgg16")
