@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Where the tinygrad peer's time goes on a GPU (issue 53), in one call on one GPU, one run after another:
 # tinygrad's own recipe (benchmarks/tinygrad_own.py), then `compare run` of the peer alone without and with
-# the check against the oracle (the check leaves a graph a layer in its child), interleaved with the two
+# the check against the oracle (in a drawn process not kept; with one draw in the timed one, where it leaves
+# a graph a layer), interleaved with the two
 # fastest sides, and among the sides that hold GPU contexts of their own (CLBlast's children, OpenCV's),
 # every side the fastest of DRAWS processes.  Each output goes to $OUT (else $work) as it ends.
 # Usage: scripts/tinygrad-gap.sh NET [REPEATS, default 20]   (DRAWS, default 3)
@@ -21,5 +22,6 @@ run() { local name=$1 backends=$2; shift 2
 timed "own-$net" "$python" benchmarks/tinygrad_own.py --nets "$net" --ways own,peer-timed --draws "$draws"
 run alone-unchecked tinygrad --mode performance
 run alone tinygrad
+run alone-one-draw tinygrad --draws 1   # one draw: its layer-wise check in the timed process, as before
 run three tinygrad,vectorised-tiled,torch --interleave
 run crowd tinygrad,vectorised-tiled,torch,clblast,clblast-convgemm,clblast-best,opencv --interleave --mode performance

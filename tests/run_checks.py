@@ -219,6 +219,11 @@ def _logged_net(net, weights, batch, path: str, line: str, delay_s: float = 0.0)
             with open(path, "a") as log:
                 log.write(line + "\n")
             super().run()
+
+        def run_layer(self, index, x):   # the layer-wise check's calls, beside the passes: "<line> <layer>"
+            with open(path + ".layers", "a") as log:
+                log.write(f"{line} {index}\n")
+            return super().run_layer(index, x)
     return Logged(net, weights, batch)
 
 

@@ -94,3 +94,23 @@ def test_opencv_drawn_twice_keeps_one_child_and_closes_the_other():
         fresh.close()
         kept.close()   # its child is the backend's own (shared with other tests): it stays
     assert not fresh._worker._stop.alive   # the fresh draw's child stopped with its net
+
+
+def test_with_several_draws_the_layer_wise_check_runs_in_a_drawn_process_not_kept(tmp_path, monkeypatch):
+    result = _run(tmp_path, monkeypatch, ["drawn"], 3)
+    entry, = result.backends
+    assert entry.status == "OK" and entry.check.status == "PASS" and len(entry.check.layers) == len(LENET.layers)
+    timed = {pid for _, pid in _passes(tmp_path)[-3:]}
+    layers = [tuple(int(v) for v in line.split()) for line in (tmp_path / "draws.txt.layers").read_text().splitlines()]
+    checked = {(index, pid) for index, pid, _ in layers}
+    assert len(checked) == 1 and not {pid for _, pid in checked} & timed   # one other process, a drawn one
+    assert {index for index, _ in checked} <= {0, 2} and len(list(tmp_path.glob("process*"))) == 3   # none more
+    assert "another process of the same backend and mode" in entry.config["checked"]
+
+
+def test_with_one_draw_the_check_runs_in_the_timed_process(tmp_path, monkeypatch):
+    result = _run(tmp_path, monkeypatch, ["drawn"], 1)
+    entry, = result.backends
+    assert entry.check.status == "PASS" and "checked" not in entry.config
+    layers = (tmp_path / "draws.txt.layers").read_text().splitlines()
+    assert {int(line.split()[1]) for line in layers} == {pid for _, pid in _passes(tmp_path)}
