@@ -327,6 +327,11 @@ def inner_backend(inner: str, device: str | None, options: RunOptions) -> Backen
     return create(cls, runtime, options)
 
 
+# weights pickled at once for the children started ahead, at most: each send holds its own copy until its child
+# has read it (VGG-16's: half a gigabyte; three draws of six modes would hold nine at once)
+_SENDS = threading.BoundedSemaphore(4)
+
+
 class _Ahead:
     """One mode's prepare sent to a child of its own (IsolatedBackend.prepare_ahead), until `prepare` takes it."""
 
@@ -345,7 +350,8 @@ class _Ahead:
         def send():
             try:
                 # a fresh child keeps its objects under 1, 2, ...: the backend `new` made is 1
-                self.worker.send("call", 1, "prepare", (net, weights, batch, self.mode), True)
+                with _SENDS:
+                    self.worker.send("call", 1, "prepare", (net, weights, batch, self.mode), True)
                 self.worker.send("func", "time", "monotonic", ())   # its clock once prepared (wait)
             except Exception as exc:  # noqa: BLE001 - the mode's failure, raised where the runner takes it
                 self._send_error = exc
@@ -444,15 +450,23 @@ class IsolatedBackend(Backend):
         return worker.request("call", handle, "mode_floor", (net, batch, mode), False)
 
     def prepare(self, net, weights, batch, mode=None):
-        ahead = next((a for a in self._ahead if (a.mode, a.net, a.batch) == (mode, net.name, batch)), None)
-        if ahead is not None:   # started ahead: its answer (or its failure), not a second prepare
-            self._ahead.remove(ahead)
-            return ahead.take(net, batch, self.options.timeout_s)
+        ahead = self._take_ahead(net, batch, mode)
+        if ahead is not None:
+            return ahead
         return self._prepare(net, weights, batch, mode, own=self.child_per_mode and mode is not None)
+
+    def _take_ahead(self, net, batch, mode):
+        """A prepare of `mode` started ahead, its answer (or its failure raised), not a second prepare; or None."""
+        ahead = next((a for a in self._ahead if (a.mode, a.net, a.batch) == (mode, net.name, batch)), None)
+        if ahead is None:
+            return None
+        self._ahead.remove(ahead)
+        return ahead.take(net, batch, self.options.timeout_s)
 
     def prepare_ahead(self, net, weights, batch, modes):
         """Each mode's child started and its prepare sent, no answer awaited: the children compile side by side
-        and while the runner does its other work.  Where a mode shares its child with others, none."""
+        and while the runner does its other work (a mode named twice: two children, a draw each).  Where a mode
+        shares its child with others, none."""
         if not self.child_per_mode or not modes or self.unsupported(net):
             return []   # an unsupported net: prepare refuses it before any child starts
         mine = []
@@ -481,7 +495,9 @@ class IsolatedBackend(Backend):
             self._ahead.pop().worker.kill()
 
     def prepare_fresh(self, net, weights, batch, mode=None):
-        return self._prepare(net, weights, batch, mode, own=True)
+        # a prepare started ahead is a fresh process of its own too (a draw started with the first)
+        ahead = self._take_ahead(net, batch, mode) if self.child_per_mode else None
+        return ahead if ahead is not None else self._prepare(net, weights, batch, mode, own=True)
 
     def _prepare(self, net, weights, batch, mode, own: bool):
         # a mode that changes its process for good gets a child of its own, which lives as long as

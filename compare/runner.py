@@ -237,7 +237,7 @@ class Session:
     def _start_ahead(self) -> None:
         """Every mode of every backend made that can prepare ahead (its children compile side by side and
         while this process does the rest), but a mode with a floor: it may be skipped as one that cannot
-        win, and compiling it would be wasted.  Only the first draw: `_drawn`'s fresh processes come later.
+        win, and compiling it would be wasted.  With draws, every drawn process of each mode.
         Every run checks or times, so each mode started is asked for (Session._measure_modes)."""
         plan, wanted, rt = self.plan, {}, self.runtime
         # what this process times meanwhile (the peak, prepare-time choices in our own backends) is timed on
@@ -259,7 +259,9 @@ class Session:
             except Exception:  # noqa: BLE001 - the backend fails when it opens, as it would have
                 raise_if_interrupted()
                 continue
-            wanted[name] = modes
+            # with draws, each drawn process of a mode too (Session._drawn takes them through prepare_fresh)
+            copies = plan.draws if plan.times and getattr(backend, "redrawable", False) else 1
+            wanted[name] = [mode for mode in modes for _ in range(copies)]
         try:
             for name, modes in wanted.items():
                 backend = self._ahead[name] = self._made[name]   # first: an interrupt then stops what it started

@@ -35,9 +35,9 @@ def graces(monkeypatch):
     return said
 
 
-def _plan(names, mode="both", repeats=3):
+def _plan(names, mode="both", repeats=3, draws=1):
     return runner.Plan(net=LENET, batch=2, weights=init_weights(LENET, 0), x=make_input(LENET, 2, 0),
-                       backends=names, mode=mode, repeats=repeats, warmup=1, peak_gflops=1.0)
+                       backends=names, mode=mode, repeats=repeats, warmup=1, peak_gflops=1.0, draws=draws)
 
 
 def _spans() -> dict[str, tuple[float, float, int]]:
@@ -186,3 +186,17 @@ def test_the_runner_goes_on_while_a_child_slow_to_start_is_sent_its_weights(log,
     finally:
         backend.close()
     assert "first" in {n for w, n, _, _ in ahead_events() if w == "end"}   # sent whole once the child started
+
+
+def test_with_draws_every_drawn_process_of_each_mode_is_started_ahead(log):
+    result, _ = runner.execute(_plan(["ahead"], draws=2))
+    entry, = result.backends
+    assert entry.status == "OK" and entry.check.status == "PASS", entry.reason
+    events = ahead_events()
+    starts = [(name, t, pid) for word, name, t, pid in events if word == "start"]
+    ends = [t for word, _, t, _ in events if word == "end"]
+    # two modes, two processes each, all four compiling at once, none prepared again after
+    assert sorted(name for name, _, _ in starts) == ["first", "first", "second", "second"]
+    assert len({pid for _, _, pid in starts}) == 4
+    assert max(t for _, t, _ in starts) < min(ends), "the draws were not started with the first processes"
+    assert min(t for _, t in _passes()) > max(ends)
