@@ -14,6 +14,7 @@ the outputs (numpy arrays), which never go into a results file."""
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import time
 import traceback
 from dataclasses import dataclass, field, replace
@@ -240,9 +241,10 @@ class Session:
         win, and compiling it would be wasted.  With draws, every drawn process of each mode.
         Every run checks or times, so each mode started is asked for (Session._measure_modes)."""
         plan, wanted, rt = self.plan, {}, self.runtime
-        # what this process times meanwhile (the peak, prepare-time choices in our own backends) is timed on
-        # profiling events: only where those are the device's own time, apart from the host's load (not a CPU
-        # device, whose cores the compiles share; not a driver without profiling times) do prepares run ahead
+        # what this process times meanwhile shares the host with the compiles: the peak (on profiling events) and
+        # our own backends' prepare-time choices (the host's clock, the least of rounds in turn).  So prepares run
+        # ahead only on a device apart from the host's cores (not a CPU device, not a driver without profiling
+        # times), and at most half the host's cores compile at once (below)
         if rt is not None and (not rt.profiling_ok or "CPU" in rt.info["type"]):
             return
         for name, backend in self._made.items():   # a test double need not be a Backend: getattr
@@ -261,7 +263,14 @@ class Session:
                 continue
             # with draws, each drawn process of a mode too (Session._drawn takes them through prepare_fresh)
             copies = plan.draws if plan.times and getattr(backend, "redrawable", False) else 1
-            wanted[name] = [mode for mode in modes for _ in range(copies)]
+            wanted[name] = [(copy, mode) for copy in range(copies) for mode in modes]
+        # at most half the host's cores compiling at once (each child compiles on one), first processes first:
+        # the runner's own backends time their prepare-time choices on the host's clock meanwhile
+        budget = max(2, (os.cpu_count() or 2) // 2)
+        order = sorted((copy, i, j, name, mode) for i, (name, started) in enumerate(wanted.items())
+                       for j, (copy, mode) in enumerate(started))[:budget]
+        wanted = {name: [mode for *_, n, mode in order if n == name] for name in wanted}
+        wanted = {name: modes for name, modes in wanted.items() if modes}
         try:
             for name, modes in wanted.items():
                 backend = self._ahead[name] = self._made[name]   # first: an interrupt then stops what it started
@@ -276,9 +285,9 @@ class Session:
             raise
 
     def settle_ahead(self) -> None:
-        """Every prepare started ahead answered (kept for `prepare`): nothing is timed while a child compiles in
-        the background.  (Choices made inside our own backends' prepares time kernels on profiling events, the
-        device's clock, and may overlap them.)"""
+        """Every prepare started ahead answered (kept for `prepare`): no pass is timed while a child compiles in
+        the background.  (Our own backends' prepare-time choices may overlap them: Session._start_ahead keeps
+        the compiles to half the host's cores.)"""
         if self._settled or not self._ahead:
             return
         self.progress(f"waiting for the prepares started ahead ({', '.join(self._ahead)}) to answer")

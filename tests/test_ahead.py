@@ -188,7 +188,8 @@ def test_the_runner_goes_on_while_a_child_slow_to_start_is_sent_its_weights(log,
     assert "first" in {n for w, n, _, _ in ahead_events() if w == "end"}   # sent whole once the child started
 
 
-def test_with_draws_every_drawn_process_of_each_mode_is_started_ahead(log):
+def test_with_draws_every_drawn_process_of_each_mode_is_started_ahead(log, monkeypatch):
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)   # four may compile at once
     result, _ = runner.execute(_plan(["ahead"], draws=2))
     entry, = result.backends
     assert entry.status == "OK" and entry.check.status == "PASS", entry.reason
@@ -200,3 +201,13 @@ def test_with_draws_every_drawn_process_of_each_mode_is_started_ahead(log):
     assert len({pid for _, _, pid in starts}) == 4
     assert max(t for _, t, _ in starts) < min(ends), "the draws were not started with the first processes"
     assert min(t for _, t in _passes()) > max(ends)
+
+
+def test_at_most_half_the_hosts_cores_compile_ahead_first_processes_first(log, monkeypatch):
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 6)   # three at once: two first processes, one draw
+    result, _ = runner.execute(_plan(["ahead"], draws=3))
+    entry, = result.backends
+    assert entry.status == "OK" and entry.check.status == "PASS", entry.reason
+    starts = sorted(t for word, _, t, _ in ahead_events() if word == "start")
+    ends = sorted(t for word, _, t, _ in ahead_events() if word == "end")
+    assert len(starts) == 6 and starts[2] < ends[0] < starts[3]   # three ahead, the other draws in turn
