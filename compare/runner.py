@@ -14,7 +14,6 @@ the outputs (numpy arrays), which never go into a results file."""
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import time
 import traceback
 from dataclasses import dataclass, field, replace
@@ -27,6 +26,7 @@ from nets import Net
 from nets.errors import Unsupported, UserError, raise_if_interrupted
 
 from . import __version__, gpustate, noise, oracle
+from .ahead import Ahead
 from .checking import TOLERANCE, check_prepared, compare_arrays
 from .draws import DRAW_PASSES, KEY, ProcessDraws
 from .hostinfo import host_info
@@ -191,15 +191,14 @@ class Session:
         self.ref = None   # the oracle's output of every layer, when checking
         self._made: dict = {}   # backends made by `announce`, each used once by `open`
         self._modes: dict = {}  # their modes, as `announce` was told them
-        self._ahead: dict = {}  # backends whose prepares run ahead (name -> backend), until opened
-        self._settled = False   # every prepare started ahead has answered
+        self.ahead = Ahead()   # the backends whose prepares run ahead, until opened
         # (backend, mode) -> a drawn process not kept for the timed passes, kept for the layer-wise check (_checked)
         self._spares: dict[tuple[str, str | None], _Ready] = {}
         if say is not None:   # before anything takes time
             say(self.announce())
         try:
             # the children's compiles start before the oracle, so they run while this process works
-            self._start_ahead()
+            self.ahead.start(plan, self.runtime, self._made, self._modes)
             if plan.checks:
                 self._progress.update(f"computing the float64 reference of {plan.net.name}")
                 self.ref = oracle.forward(plan.net, plan.weights, plan.x)
@@ -235,71 +234,14 @@ class Session:
         return (f"{what} {len(parts)} backends, {n_modes} modes in all, on {p.net.name} batch {p.batch}: "
                 + "; ".join(parts))
 
-    def _start_ahead(self) -> None:
-        """Every mode of every backend made that can prepare ahead (its children compile side by side and
-        while this process does the rest), but a mode with a floor: it may be skipped as one that cannot
-        win, and compiling it would be wasted.  With draws, every drawn process of each mode.
-        Every run checks or times, so each mode started is asked for (Session._measure_modes)."""
-        plan, wanted, rt = self.plan, {}, self.runtime
-        # what this process times meanwhile shares the host with the compiles: the peak (on profiling events) and
-        # our own backends' prepare-time choices (the host's clock, the least of rounds in turn).  So prepares run
-        # ahead only on a device apart from the host's cores (not a CPU device, not a driver without profiling
-        # times), and at most half the host's cores compile at once (below)
-        if rt is not None and (not rt.profiling_ok or "CPU" in rt.info["type"]):
-            return
-        for name, backend in self._made.items():   # a test double need not be a Backend: getattr
-            if not getattr(backend, "prepares_ahead", False) or not self._modes.get(name):
-                continue
-            modes = []
-            try:
-                for mode in self._modes[name]:   # every floor asked before any child compiles
-                    try:
-                        if backend.mode_floor(plan.net, plan.batch, mode) is None:
-                            modes.append(mode)
-                    except Unsupported:
-                        continue   # said when the backend opens
-            except Exception:  # noqa: BLE001 - the backend fails when it opens, as it would have
-                raise_if_interrupted()
-                continue
-            # with draws, each drawn process of a mode too (Session._drawn takes them through prepare_fresh)
-            copies = plan.draws if plan.times and getattr(backend, "redrawable", False) else 1
-            wanted[name] = [(copy, mode) for copy in range(copies) for mode in modes]
-        # at most half the host's cores compiling at once (each child compiles on one), first processes first:
-        # the runner's own backends time their prepare-time choices on the host's clock meanwhile
-        budget = max(2, (os.cpu_count() or 2) // 2)
-        order = sorted((copy, i, j, name, mode) for i, (name, started) in enumerate(wanted.items())
-                       for j, (copy, mode) in enumerate(started))[:budget]
-        wanted = {name: [mode for *_, n, mode in order if n == name] for name in wanted}
-        wanted = {name: modes for name, modes in wanted.items() if modes}
-        try:
-            for name, modes in wanted.items():
-                backend = self._ahead[name] = self._made[name]   # first: an interrupt then stops what it started
-                try:
-                    if not backend.prepare_ahead(plan.net, plan.weights, plan.batch, modes):
-                        del self._ahead[name]
-                except Exception:  # noqa: BLE001 - then each mode prepares in turn, and fails there if it must
-                    raise_if_interrupted()
-                    self._ahead.pop(name).drop_ahead()
-        except BaseException:
-            self.drop_ahead()
-            raise
-
     def settle_ahead(self) -> None:
-        """Every prepare started ahead answered (kept for `prepare`): no pass is timed while a child compiles in
-        the background.  (Our own backends' prepare-time choices may overlap them: Session._start_ahead keeps
-        the compiles to half the host's cores.)"""
-        if self._settled or not self._ahead:
-            return
-        self.progress(f"waiting for the prepares started ahead ({', '.join(self._ahead)}) to answer")
-        for backend in self._ahead.values():
-            backend.settle_ahead()
-        self._settled = True   # none is started after the first: settled once, settled for good
+        """No pass is timed while a child compiles in the background (compare/ahead.py)."""
+        self.ahead.settle(self.progress)
 
     def drop_ahead(self) -> None:
         """The prepares started ahead that no one took, stopped, and the spare processes no check took, closed
         (an interrupt, the end of the run)."""
-        while self._ahead:
-            self._ahead.popitem()[1].drop_ahead()
+        self.ahead.drop()
         for key in list(self._spares):
             self._drop_spare(key)
 
@@ -331,11 +273,6 @@ class Session:
             check = replace(check, status="FAIL", end_to_end=own)
         return check, ("layer by layer in another process of the same backend and mode (a layer-wise check can "
                        "leave a program a layer in its process); the timed process's output end to end")
-
-    def open_order(self, names: list[str]) -> list[int]:
-        """The indices of `names` in the order to open them: the backends whose prepares run ahead last, so
-        their children compile while the others are prepared; the rest as they come."""
-        return sorted(range(len(names)), key=lambda i: names[i] in self._ahead)
 
     def _trial(self, ready: _Ready, backend) -> Trial:
         return Trial(ready.label, ready.prepared, self.plan.x, ready.output, backend.deterministic,
@@ -549,7 +486,7 @@ class Session:
         try:
             entry.gpu_state = {"before": gpustate.snapshot()} if gpustate.available() else None
             backend = self._made.pop(name, None) or backends.create(cls, self.runtime, plan.options)
-            if name in self._ahead:
+            if name in self.ahead:
                 # opened once every prepare ahead answered: what it asks its children from here on (the speed
                 # of their plain Python, a mode's floor) is then not slowed by another's compile
                 self.settle_ahead()
@@ -584,8 +521,7 @@ class Session:
                 ready.prepared.close()
             return _fail(entry, exc, plan.debug), None
         finally:   # what it started ahead and never asked for (it failed first): stopped; its spares closed
-            if name in self._ahead:
-                self._ahead.pop(name).drop_ahead()
+            self.ahead.opened(name)
             for key in [key for key in self._spares if key[0] == name]:
                 self._drop_spare(key)
 
@@ -646,10 +582,10 @@ class Session:
     def run(self, names: list[str]) -> list[tuple[BackendResult, np.ndarray | None]]:
         """A group of backends: each opened, the group's timed passes, each closed.
         Each backend's result, and its output when it ran."""
-        entries, opening = {}, {}   # by index in `names`: opened in Session.open_order, kept in `names`' order
+        entries, opening = {}, {}   # by index in `names`: opened in Ahead.open_order, kept in `names`' order
         every = self.plan.backends
         try:
-            for i in self.open_order(names):
+            for i in self.ahead.open_order(names):
                 name = names[i]
                 self._where = f"backend {every.index(name) + 1} of {len(every)}" if name in every else ""
                 entry, o = self.open(name)
@@ -729,15 +665,15 @@ def _execute(plan: Plan, progress, session: Session, host: Host) -> tuple[RunRes
                     layers=[LayerInfo(**row) for row in net.layer_table(plan.batch)],
                     input_shape=list(net.input_shape), params=net.params()),
         sources={k: v if isinstance(v, Source) else Source(**v) for k, v in plan.sources.items()},
-        peak=_peak(plan, session.runtime, progress.update),   # timed on the device's clock (Session._start_ahead)
+        peak=_peak(plan, session.runtime, progress.update),   # timed on the device's clock (compare/ahead.py)
         backends=[])
     # interleaved, every backend is open at once and their timed passes go in turn;
     # otherwise each runs alone, as the interleaved run of one backend, those with prepares ahead last
-    # (Session.open_order); the results in the plan's order either way
+    # (Ahead.open_order); the results in the plan's order either way
     if plan.interleave:
         groups = [plan.backends]
     else:
-        order = session.open_order(plan.backends)
+        order = session.ahead.open_order(plan.backends)
         groups = [[plan.backends[i]] for i in order]
     done = [pair for group in groups for pair in session.run(group)]
     if not plan.interleave:

@@ -1,4 +1,4 @@
-"""Prepares started ahead (backends/isolated.py prepare_ahead, compare/runner.py Session._start_ahead): a
+"""Prepares started ahead (backends/isolated.py prepare_ahead, compare/ahead.py): a
 backend whose modes each prepare in a child of their own has every mode's child compile at once, while the
 runner computes the oracle and prepares the backends of its own process; nothing is timed until every such
 prepare has answered.  The test doubles (tests/run_checks.py AheadInProcess, AheadCompanion) log when each
@@ -13,7 +13,7 @@ import pytest
 
 import backends
 from backends import isolated
-from compare import runner
+from compare import ahead, runner
 from nets import LENET
 from nets.weights import init_weights, make_input
 from run_checks import AheadBackend, ahead_events, ahead_wait_for_starts
@@ -189,7 +189,7 @@ def test_the_runner_goes_on_while_a_child_slow_to_start_is_sent_its_weights(log,
 
 
 def test_with_draws_every_drawn_process_of_each_mode_is_started_ahead(log, monkeypatch):
-    monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)   # four may compile at once
+    monkeypatch.setattr(ahead.os, "cpu_count", lambda: 8)   # four may compile at once
     result, _ = runner.execute(_plan(["ahead"], draws=2))
     entry, = result.backends
     assert entry.status == "OK" and entry.check.status == "PASS", entry.reason
@@ -204,7 +204,7 @@ def test_with_draws_every_drawn_process_of_each_mode_is_started_ahead(log, monke
 
 
 def test_at_most_half_the_hosts_cores_compile_ahead_first_processes_first(log, monkeypatch):
-    monkeypatch.setattr(runner.os, "cpu_count", lambda: 6)   # three at once: two first processes, one draw
+    monkeypatch.setattr(ahead.os, "cpu_count", lambda: 6)   # three at once: two first processes, one draw
     result, _ = runner.execute(_plan(["ahead"], draws=3))
     entry, = result.backends
     assert entry.status == "OK" and entry.check.status == "PASS", entry.reason
