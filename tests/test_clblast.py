@@ -280,7 +280,8 @@ def test_clblast_best_times_every_composition_and_keeps_the_fastest():
     for layer, candidates in timed.items():
         chosen = config["layers"][layer].split(":")[0]
         numbers = {k: v for k, v in candidates.items() if not isinstance(v, str)}
-        assert chosen == min(numbers, key=numbers.get), (layer, candidates)
+        # the least time, kept rounded to 0.1 us: two compositions that round alike tie, either may be chosen
+        assert numbers[chosen] == min(numbers.values()), (layer, candidates)
     assert config["clblast_parameters"] == "CLBlast database default"
 
 

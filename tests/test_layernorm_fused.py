@@ -133,7 +133,8 @@ def test_vit_tiny_checks_pass_with_the_fusion(runtime, backend_name, mode):
         assert sorted(fused_steps) == ["layernorm+pointwise 1x1"] * 2 + ["layernorm+pointwise 1x1+gelu"] * 2
     else:
         for name, record in config["layernorm"].items():
-            assert record["chosen"] == min(record["ms"], key=record["ms"].get)
+            # the least time, kept rounded to 0.1 us: two forms that round alike tie, either may be chosen
+            assert record["ms"][record["chosen"]] == min(record["ms"].values()), record
             assert (name in config["layernorm_fused"]) == record["chosen"].startswith("fused")
 
 
