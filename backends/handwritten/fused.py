@@ -97,10 +97,10 @@ class FusedNet(OpenCLNet):
                 lsz, kernel = _build(runtime, source, "net_fused", most)
                 wholes.setdefault(lsz, Launch(runtime, "", "net_fused", None, (batch * lsz,), (lsz,), exact=True,
                                               kernel=kernel))
-            ms = fastest_ms(runtime, {lsz: [_Whole(self, launch)] for lsz, launch in wholes.items()}) \
-                if len(wholes) > 1 else {}
-            lsz = min(ms, key=ms.get) if ms else next(iter(wholes))
-            self.whole = wholes[lsz]
+            passes = {lsz: _Whole(self, launch) for lsz, launch in wholes.items()}
+            ms = fastest_ms(runtime, {lsz: [op] for lsz, op in passes.items()}) if len(passes) > 1 else {}
+            lsz = min(ms, key=ms.get) if ms else next(iter(passes))
+            self.whole, self._whole_op = wholes[lsz], passes[lsz]
             lim = limits(runtime, self.whole.kernel)
             self.ops = [_LayerAlone(self, i) for i in range(len(net.layers))]
         except BaseException:
@@ -134,7 +134,7 @@ class FusedNet(OpenCLNet):
         return self._params[name]
 
     def enqueue_pass(self, rec):
-        _Whole(self, self.whole).enqueue(rec)
+        self._whole_op.enqueue(rec)
 
 
 class _Whole:
