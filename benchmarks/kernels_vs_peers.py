@@ -89,8 +89,10 @@ def ratio_text(num, den) -> str:
     return s.text() if s else "-"
 
 
-def kernels_per_pass(b) -> int:
-    return sum(len(layer.steps) for layer in b.timing.layers)
+def kernels_per_pass(b) -> str:
+    """What one pass enqueues as the backend counted it ('1' for fused's whole net, '9 + 5 calls'); a side
+    that counts nothing (torch's CUDA graph): '-' (its per-layer steps are not its pass's kernels)."""
+    return b.launches.text() if b.launches else "-"
 
 
 def what_ran(b, name: str) -> str:

@@ -37,6 +37,7 @@ from compare import oracle
 from compare.checking import compare_arrays
 from compare.speedup import Speedup
 from nets import get_net
+from nets.errors import Unsupported
 from nets.weights import init_weights, make_input
 
 HAND_WRITTEN = ["baseline", "vectorised", "vectorised-tiled", "fused", "morton"]
@@ -153,7 +154,11 @@ def main(argv=None) -> int:
     try:
         for name in backends.parse_names(args.backends):
             backend = backends.get(name, args.device)
-            plain = backend.prepare(net, weights, args.batch, mode=PLAIN if backend.modes() else None)
+            try:
+                plain = backend.prepare(net, weights, args.batch, mode=PLAIN if backend.modes() else None)
+            except Unsupported as exc:   # fused on a net too large for local memory: the others still run
+                print(f"{name}: UNSUPPORTED here ({str(exc).splitlines()[0]})")
+                continue
             prepared.append(plain)
             forms[name] = [Form("old", plain, bind_once=False, flat=False), Form("bound", plain, flat=False),
                            Form("new", plain)]
