@@ -277,10 +277,11 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int 
     except Unsupported as exc:
         model = None
         print(f"{net_name}: tinygrad's own recipe not run: {exc}")
-    rows = []
-    for way in ways:
-        drawn = []   # each draw a fresh child process (`compare run --draws` draws the peer's so: compare/draws.py)
-        for d in range(1, draws + 1):
+    # each draw a fresh child process (`compare run --draws` draws the peer's so: compare/draws.py); the ways
+    # take turns, draw by draw, so a slow phase of the host (the H200 notes' step 19) falls on every way alike
+    drawn: dict[str, list[dict]] = {way: [] for way in ways}
+    for d in range(1, draws + 1):
+        for way in ways:
             try:
                 if way == "own" and model is not None:
                     got = _in_child(rt.device, "own_in_peer_child", options, store, model, x, width, repeats)
@@ -291,21 +292,23 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int 
                 elif way.startswith("peer-timed") or way == "peer-run":
                     got = peer_timed(net, weights, x, mode, repeats, way)
                 else:
-                    break
+                    continue
             except Exception as exc:  # noqa: BLE001 - one way failing is a line of the table, not the end
                 print(f"{net_name} {way}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
                 continue
             check = compare_arrays(got.pop("output"), ref)
             error = check.rel_l2 if check.rel_l2 is not None else float("nan")
-            drawn.append({"net": net_name, "way": way, "passed": check.passed, "error": error, **got})
+            drawn[way].append({"net": net_name, "way": way, "passed": check.passed, "error": error, **got})
             # a line as each way ends: a run cut short keeps the ways it measured
             print(f"{net_name} {way}{f' process {d} of {draws}' if draws > 1 else ''}: "
                   f"{'PASS' if check.passed else 'FAIL'}, wall {statistics.median(got['wall']):.3f} ms "
                   f"(median of {len(got['wall'])}); plain Python {got.get('python_ms', float('nan')):.1f} ms; "
                   f"{got.get('cpus', '-')}", flush=True)
-        if drawn:   # the fastest process that passed, as the runner keeps the peer's
-            best = min(drawn, key=lambda r: (not r["passed"], statistics.median(r["wall"])))
-            rows.append({**best, "drawn": [statistics.median(r["wall"]) for r in drawn]})
+    rows = []
+    for way in ways:
+        if drawn[way]:   # the fastest process that passed, as the runner keeps the peer's
+            best = min(drawn[way], key=lambda r: (not r["passed"], statistics.median(r["wall"])))
+            rows.append({**best, "drawn": [statistics.median(r["wall"]) for r in drawn[way]]})
     backend.close()
     return rows
 
@@ -343,7 +346,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--mode", default="searched", help="the peer's mode (searched: BEAM=2 choices)")
     parser.add_argument("--draws", type=int, default=1,
-                        help="each way in this many fresh processes, the fastest kept (as `compare run --draws`)")
+                        help="each way in this many fresh processes, the ways taking turns, the fastest kept (as "
+                             "`compare run --draws`)")
     args = parser.parse_args(argv)
     if args.draws < 1:
         parser.error(f"--draws is a whole number of processes, 1 or more, not {args.draws}")

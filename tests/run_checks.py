@@ -340,6 +340,26 @@ class FlooredMode(ModedDouble):
         return super().prepare(net, weights, batch, mode)
 
 
+class JoltedWarmUp(FlooredMode):
+    """Its `quick` mode's last warm-up pass is slowed (as by a compile beside it) past the other mode's floor;
+    its earlier ones are not: the floor is held against the fastest, so `hopeless` is still never prepared."""
+
+    name = "jolted"
+
+    def prepare(self, net, weights, batch, mode=None):
+        import time
+        prepared = super().prepare(net, weights, batch, mode)
+        inner, passes = prepared.run, [0]
+
+        def run():
+            passes[0] += 1
+            if passes[0] == 3:   # the first run, then warm-up 2, then warm-up 3 (the last): 1.5 s
+                time.sleep(1.5)
+            inner()
+        prepared.run = run
+        return prepared
+
+
 def ahead_log(line: str) -> None:
     """`line` and the time (time.monotonic(): one clock for every process of the host) appended to the file
     COMPARE_TEST_AHEAD_LOG names, as '<word> <name> <time> <pid>'."""

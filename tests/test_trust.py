@@ -10,7 +10,7 @@ import backends
 from compare.cli import main
 
 DOUBLES = {"two-faced": "FastWrongMode", "all-wrong": "EveryModeWrong", "layer-liar": "LayerLiar",
-           "clblast-double": "SlowClblastDouble", "floored": "FlooredMode"}
+           "clblast-double": "SlowClblastDouble", "floored": "FlooredMode", "jolted": "JoltedWarmUp"}
 
 
 @pytest.fixture
@@ -41,6 +41,13 @@ def test_the_fastest_mode_is_used_only_if_its_output_passes(tmp_path, doubles, c
     said = out[out.index("The answer:"):].splitlines()   # (a busy host's warning may come first)
     assert next(line for line in said if line.startswith("- Hand-written")).startswith(
         "- Hand-written `two-faced (slow-right)`")
+
+
+def test_a_floor_is_held_against_the_fastest_warm_up_pass_not_the_last(tmp_path, doubles):
+    code, res = _run(tmp_path, ["jolted"], "--warmup", "3")   # the last of `--warmup 1` above wins
+    b = _entry(res, "jolted")
+    hopeless = next(m for m in b["modes"] if m["name"] == "hopeless")
+    assert code == 0 and b["mode"] == "quick" and hopeless["status"] == "SKIPPED"
 
 
 def test_a_mode_wrong_on_a_layer_alone_is_refused_by_the_full_check(tmp_path, doubles):
@@ -79,5 +86,5 @@ def test_a_mode_that_cannot_win_is_not_prepared_and_says_why(tmp_path, doubles):
     hopeless = next(m for m in b["modes"] if m["name"] == "hopeless")
     assert hopeless["status"] == "SKIPPED" and hopeless["compute"] is None
     assert hopeless["reason"].startswith("not timed: it cannot win, as its passes take at least 1000.000 ms "
-                                         "(a thousand switches of a millisecond), more than a warm-up pass of "
+                                         "(a thousand switches of a millisecond), more than the fastest warm-up pass of "
                                          "floored (quick)")
