@@ -376,6 +376,15 @@ class Session:
         return (f"not timed: it cannot win, as its passes take at least {floor.ms:.3f} ms ({floor.how}), more than the "
                 f"fastest warm-up pass of {fastest.label} ({fastest.pass_ms:.3f} ms)")
 
+    @staticmethod
+    def _not_skipped(floor: ModeFloor | None, readies: list[_Ready]) -> str | None:
+        """Why a mode with a floor was prepared after all (its compile may take minutes): said as a skip is."""
+        if floor is None or not readies:
+            return None
+        fastest = min(readies, key=lambda r: r.pass_ms)
+        return (f"prepared: its floor {floor.ms:.3f} ms is under the fastest warm-up pass of {fastest.label} "
+                f"({fastest.pass_ms:.3f} ms)")
+
     def _measure_modes(self, backend, modes: list[str]) -> tuple[list[ModeResult], dict[str, _Ready]]:
         """Each mode of a backend with several: ready, checked end to end, then all timed end to
         end in turn, one pass of each, each after an untimed pass of its own, so drift between
@@ -399,7 +408,7 @@ class Session:
                         results[mode] = ModeResult(mode, "SKIPPED", reason=skipped)
                         continue
                     ready = readies[mode] = self._ready(backend, mode, f"{backend.name} ({mode})")
-                    results[mode] = ModeResult(mode, "OK")
+                    results[mode] = ModeResult(mode, "OK", reason=self._not_skipped(floors[mode], passed))
                     if self.ref is not None:   # a mode is a candidate only if its output passes the check
                         comparison = compare_arrays(ready.output, self.ref[-1])
                         results[mode].rel_l2 = comparison.rel_l2

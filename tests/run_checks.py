@@ -340,6 +340,17 @@ class FlooredMode(ModedDouble):
         return super().prepare(net, weights, batch, mode)
 
 
+class LowFloor(ModedDouble):
+    """A mode whose floor is under every pass: prepared after the others, and the result says why."""
+
+    name = "low-floor"
+    MODES = {"switching": (0.0, 0.0, False), "quick": (0.0, 0.0, False)}
+
+    def mode_floor(self, net, batch, mode):
+        from backends import ModeFloor
+        return ModeFloor(1e-6, "one switch of a nanosecond") if mode == "switching" else None
+
+
 class JoltedWarmUp(FlooredMode):
     """Its `quick` mode's last warm-up pass is slowed (as by a compile beside it) past the other mode's floor;
     its earlier ones are not: the floor is held against the fastest, so `hopeless` is still never prepared."""

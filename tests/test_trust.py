@@ -10,7 +10,8 @@ import backends
 from compare.cli import main
 
 DOUBLES = {"two-faced": "FastWrongMode", "all-wrong": "EveryModeWrong", "layer-liar": "LayerLiar",
-           "clblast-double": "SlowClblastDouble", "floored": "FlooredMode", "jolted": "JoltedWarmUp"}
+           "clblast-double": "SlowClblastDouble", "floored": "FlooredMode", "jolted": "JoltedWarmUp",
+           "low-floor": "LowFloor"}
 
 
 @pytest.fixture
@@ -48,6 +49,14 @@ def test_a_floor_is_held_against_the_fastest_warm_up_pass_not_the_last(tmp_path,
     b = _entry(res, "jolted")
     hopeless = next(m for m in b["modes"] if m["name"] == "hopeless")
     assert code == 0 and b["mode"] == "quick" and hopeless["status"] == "SKIPPED"
+
+
+def test_a_mode_with_a_floor_under_the_others_passes_is_prepared_and_says_why(tmp_path, doubles):
+    code, res = _run(tmp_path, ["low-floor"])
+    switching = next(m for m in _entry(res, "low-floor")["modes"] if m["name"] == "switching")
+    assert code == 0 and switching["status"] == "OK" and switching["compute"] is not None
+    assert switching["reason"].startswith("prepared: its floor 0.000 ms is under the fastest warm-up pass of "
+                                          "low-floor (quick)")
 
 
 def test_a_mode_wrong_on_a_layer_alone_is_refused_by_the_full_check(tmp_path, doubles):
