@@ -10,7 +10,7 @@ from nets.errors import UserError
 
 from . import analysis as an
 from .results import RunResult, load_results
-from .speedup import Speedup, Verdict, of_samples
+from .speedup import Speedup, Verdict, figure, of_samples
 
 NO_CLEAR_CHANGE = "no clear change"
 
@@ -31,9 +31,9 @@ def change_words(s: Speedup | None) -> str:
     if s is None:
         return "not timed in both"
     if s.verdict is Verdict.FASTER:
-        return f"{s.value:.2f}x faster"
+        return f"{figure(s.value)}x faster"
     if s.verdict is Verdict.SLOWER:
-        return f"{1 / s.value:.2f}x slower"
+        return f"{figure(1 / s.value)}x slower"
     return s.words() if s.noisy else NO_CLEAR_CHANGE
 
 

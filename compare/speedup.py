@@ -30,6 +30,12 @@ SPANS_1X = (f"'{NO_CLEAR_WINNER}' where it spans 1x, '{TOO_NOISY}' where it also
             f"{NOISY_SPAN:g}x or a side has fewer than {MIN_SAMPLES} repeats")
 
 
+def figure(ratio: float) -> str:
+    """A ratio as a reader takes it in: two decimals, none from 100x on (313x, not 313.24x: the interval
+    around such a ratio is wider than a unit anyway)."""
+    return f"{ratio:.0f}" if ratio >= 100 else f"{ratio:.2f}"
+
+
 class Verdict(StrEnum):
     FASTER = "faster"
     SLOWER = "slower"
@@ -87,8 +93,8 @@ class Speedup:
 
     def bounds(self) -> str:
         """'2.82x [2.46, 3.59]', or '2.82x' without an interval."""
-        iv = "" if self.interval is None else f" [{self.interval[0]:.2f}, {self.interval[1]:.2f}]"
-        return f"{self.value:.2f}x{iv}"
+        iv = "" if self.interval is None else f" [{figure(self.interval[0])}, {figure(self.interval[1])}]"
+        return f"{figure(self.value)}x{iv}"
 
     def words(self) -> str:
         """What the interval allows, in the glossary's words: 'faster', 'slower', 'no clear winner' (it spans
@@ -109,10 +115,10 @@ class Speedup:
         """The ratio in words without its interval, for a narrow cell: '1.33x faster', '2.02x slower',
         '0.95x no clear winner' (this side against the reference)."""
         if self.verdict is Verdict.FASTER:
-            return f"{self.value:.2f}x faster"
+            return f"{figure(self.value)}x faster"
         if self.verdict is Verdict.SLOWER:
-            return f"{1 / self.value:.2f}x slower"
-        return f"{self.value:.2f}x {self.words()}"
+            return f"{figure(1 / self.value)}x slower"
+        return f"{figure(self.value)}x {self.words()}"
 
     def sentence(self, this: str, reference: str, this_later: str | None = None) -> str:
         """`this` against `reference` in words, the faster side named first (`this_later`: how `this` reads

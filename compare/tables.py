@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from . import analysis as an
 from .results import BackendResult, RunResult, Samples
-from .speedup import Speedup, of_samples
+from .speedup import Speedup, figure, of_samples
 from .terminal import table, wrap
 
 DASH = "—"
@@ -28,7 +28,7 @@ def fmt_ms(value: Samples | float | None, digits: int = 3) -> str:
 
 
 def fmt_ratio(x) -> str:
-    return DASH if x is None else f"{x:.2f}x"
+    return DASH if x is None else f"{figure(x)}x"
 
 
 def fmt_speedup(s: Speedup | None) -> str:

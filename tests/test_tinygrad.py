@@ -23,7 +23,8 @@ import pytest
 import backends
 from compare import oracle
 from compare.checking import compare_arrays
-from nets import Conv, Dense, MaxPool, Net
+from nets import Conv, Dense, MaxPool, Net, get_net
+from nets.errors import Unsupported
 from nets.weights import init_weights
 
 from conftest import REQUIRE_ALL, backend_or_skip, rng
@@ -204,17 +205,26 @@ def test_the_searched_mode_runs_the_choices_and_matches_the_oracle_at_random_sha
     assert m and int(m.group(2)) == 0 and int(m.group(1)) >= len(nets), said
     backend = backends.get("tinygrad")   # a child of its own, seeded with what was just searched
     try:
-        assert backend.modes() == ["untuned", "searched"]
+        assert backend.modes() == ["untuned", "searched", "searched-onnx"]
         for i, net in enumerate(nets):
             weights = init_weights(net, i)
-            prepared = backend.prepare(net, weights, 3, mode="searched")
-            try:
-                kernels = prepared.config["tinygrad_kernels"]
-                assert kernels["width"] == 2 and kernels["searched"] == kernels["total"] >= 1, prepared.config
-                for seed in (1, 2):
-                    x = rng(100 * i + seed).standard_normal((3,) + net.input_shape).astype(np.float32)
-                    assert compare_arrays(prepared.forward(x), oracle.forward(net, weights, x)[-1]).passed, net
-            finally:
-                prepared.close()
+            for mode in ("searched", "searched-onnx"):   # our graph walk, and tinygrad's recipe for an ONNX model
+                prepared = backend.prepare(net, weights, 3, mode=mode)
+                try:
+                    kernels = prepared.config["tinygrad_kernels"]
+                    assert prepared.config["mode"] == mode and kernels["width"] == 2, prepared.config
+                    assert kernels["searched"] >= 1 and kernels["total"] >= 1, prepared.config
+                    if mode == "searched":   # the search met our walk's kernels, every one
+                        assert kernels["searched"] == kernels["total"], prepared.config
+                    for seed in (1, 2):
+                        x = rng(100 * i + seed).standard_normal((3,) + net.input_shape).astype(np.float32)
+                        got = prepared.forward(x)
+                        assert compare_arrays(got, oracle.forward(net, weights, x)[-1]).passed, (net, mode)
+                finally:
+                    prepared.close()
+        vit = get_net("vit-tiny")   # no ONNX of its tokens layer: the recipe's mode says so, in one line
+        with pytest.raises(Unsupported, match="tokens") as refused:
+            backend.prepare(vit, init_weights(vit, 0), 1, mode="searched-onnx")
+        assert "\n" not in str(refused.value)
     finally:
         backend.close()

@@ -16,6 +16,10 @@ Modes:
   The depth (kernels searched of the pass's) is in the result.  No kernel
   searched: UNSUPPORTED, naming the command that searches.
 - `searched-wN`: the same at another width N, where choices at N exist.
+- `searched-onnx`: the searched schedules through tinygrad's own recipe for a
+  model (tinygrad_onnx.py): the net written as ONNX, run by tinygrad's
+  OnnxRunner in one TinyJit.  Timed beside `searched` in the same run, so
+  the peer is held to tinygrad's best way of running a model of either.
 
 Timing: the whole pass is one TinyJit, compiled and captured at prepare
 (one pass) and replayed by run() (OpenCL has no graph replay in tinygrad: one enqueue
@@ -42,8 +46,10 @@ from .graph_walk import GraphWalk
 from ..store import DeviceId
 from .tinygrad_choices import DEFAULT_WIDTH, ChoiceStore, net_key
 from .tinygrad_device import Child, OpenedDevice, open_device, tinygrad_version
+from .tinygrad_onnx import OnnxRecipe
 
 UNTUNED, SEARCHED = "untuned", "searched"
+ONNX = SEARCHED + "-onnx"   # the searched schedules, the net as tinygrad runs an ONNX model (tinygrad_onnx.py)
 KINDS = frozenset(LayerKind)       # every kind the reference runs
 FEATURES = frozenset(Feature)
 TIMING = ("whole pass: one replayed TinyJit, synchronised; per layer: each layer alone as a replayed TinyJit, "
@@ -56,12 +62,12 @@ def width_of(mode: str | None) -> int:
     mode = mode or UNTUNED
     if mode == UNTUNED:
         return 0
-    if mode == SEARCHED:
+    if mode in (SEARCHED, ONNX):
         return DEFAULT_WIDTH
     if mode.startswith(SEARCHED + "-w") and mode[len(SEARCHED) + 2:].isdigit() and int(mode[len(SEARCHED) + 2:]) > 0:
         return int(mode[len(SEARCHED) + 2:])
     raise UserError(f"unknown mode {mode!r} of the tinygrad backend; it has {UNTUNED}, {SEARCHED} "
-                    f"(BEAM={DEFAULT_WIDTH}) and {SEARCHED}-wN (BEAM=N)")
+                    f"(BEAM={DEFAULT_WIDTH}), {ONNX} (the same as an ONNX model) and {SEARCHED}-wN (BEAM=N)")
 
 
 def mode_of(width: int) -> str:
@@ -71,8 +77,10 @@ def mode_of(width: int) -> str:
 class TinygradNet(PreparedNet):
     """In the child: the net on tinygrad's device, its pass captured in a TinyJit."""
 
-    def __init__(self, net: Net, weights, batch: int, owner: "TinygradInChild", width: int):
+    def __init__(self, net: Net, weights, batch: int, owner: "TinygradInChild", width: int, recipe=None):
+        """`recipe`: the pass another way than our graph walk (tinygrad_onnx.OnnxRecipe), its layers still ours."""
         super().__init__(net, batch)
+        self.recipe = recipe
         from tinygrad import Tensor, TinyJit
         from tinygrad.helpers import Context
         self._Tensor, self._Context = Tensor, Context
@@ -94,11 +102,15 @@ class TinygradNet(PreparedNet):
                        "tinygrad_search": owner.search_line(net, batch, width, searched, total),
                        "jit": "TinyJit of the whole pass (prune=True: kernels of the weights alone run at prepare)",
                        "timing": TIMING}
+        if recipe is not None:
+            self.config.update({"mode": ONNX, **recipe.config})
 
     def _context(self):
         return self._Context(BEAM=self.width)
 
     def _forward(self, x):
+        if self.recipe is not None:
+            return self.recipe.forward(x)
         fns = self._fns
         return self._walk.run(x, lambda i, xs: fns[i](xs))[-1]
 
@@ -202,7 +214,7 @@ class TinygradNet(PreparedNet):
             return [y.numpy() for y in outs]
 
     def close(self):
-        self._fns = self._jit = self._layer_jits = self._x = self._y = None
+        self._fns = self._jit = self._layer_jits = self._x = self._y = self.recipe = None
 
 
 def _layer(Tensor, layer, params, device, in_shape):
@@ -234,8 +246,10 @@ class TinygradInChild(Backend):
                 "versions": {"tinygrad": tinygrad_version()}, "choices": str(self.store.path)}
 
     def modes(self):
-        """untuned, and a searched mode for each width `compare tune` searched kernels at on this device."""
-        return [UNTUNED] + [mode_of(w) for w in sorted(self.choices.widths(), key=lambda w: w != DEFAULT_WIDTH)]
+        """untuned, a searched mode for each width `compare tune` searched kernels at on this device, and at the
+        default width the same schedules through tinygrad's ONNX recipe."""
+        widths = sorted(self.choices.widths(), key=lambda w: w != DEFAULT_WIDTH)
+        return [UNTUNED] + [mode_of(w) for w in widths] + ([ONNX] if DEFAULT_WIDTH in widths else [])
 
     def compile_pass(self, prepared: TinygradNet, net: Net, batch: int, width: int) -> tuple[int, int]:
         """Compile and capture the pass; with a width, (kernels given a searched schedule, distinct kernels)
@@ -247,7 +261,7 @@ class TinygradInChild(Backend):
         known = self.choices.depth(net_key(net.name, batch), width)
         if width not in self.choices.widths() or (known is not None and known[0] == 0):
             self._refuse(net, batch, width, known[1] if known else None)
-        memo = (repr(net), batch, width)
+        memo = (repr(net), batch, width, prepared.recipe is not None)   # the ONNX recipe compiles its own kernels
         if memo in self._depths:
             prepared.capture()
         else:
@@ -284,7 +298,8 @@ class TinygradInChild(Backend):
                 f"({where}; {len(self.choices.kernels)} choices there, tinygrad {tinygrad_version()})")
 
     def prepare(self, net, weights, batch, mode=None):
-        return TinygradNet(net, weights, batch, self, width_of(mode))
+        recipe = OnnxRecipe(net, weights, batch) if mode == ONNX else None
+        return TinygradNet(net, weights, batch, self, width_of(mode), recipe)
 
 
 class TinygradBackend(IsolatedBackend):

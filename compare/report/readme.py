@@ -13,7 +13,7 @@ from .. import analysis as an
 from ..intervals import CONFIDENCE
 from ..modes import times
 from ..results import BackendResult, RunResult
-from ..speedup import NO_CLEAR_WINNER, TOO_NOISY, Speedup, Verdict
+from ..speedup import NO_CLEAR_WINNER, TOO_NOISY, Speedup, Verdict, figure
 from . import answer
 from .naming import known_as, short
 
@@ -30,8 +30,8 @@ def groups(results: list[RunResult]) -> dict[str, list[RunResult]]:
 
 
 def _span(values: list[float]) -> str:
-    low, high = min(values), max(values)
-    return f"{low:.2f}x" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}x to {high:.2f}x"
+    low, high = figure(min(values)), figure(max(values))
+    return f"{low}x" if low == high else f"{low}x to {high}x"
 
 
 def _which(nets: list[str], total: int) -> str:
