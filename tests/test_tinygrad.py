@@ -199,6 +199,9 @@ def test_the_searched_mode_runs_the_choices_and_matches_the_oracle_at_random_sha
     draw = rng(40)
     nets = [Net(f"r{i}", tuple(int(v) for v in draw.integers(1, 12, 3)),
                 (Dense("d", "sigmoid", out_features=int(draw.integers(2, 40))),)) for i in range(3)]
+    # a 1x1 conv with ReLU6: tinygrad's ONNX recipe (Clip) compiles another kernel for it than our walk does
+    nets.append(Net("relu6", (4, 6, 6), (Conv("c", "relu6", out_channels=8, kernel=(1, 1)),
+                                         Dense("d", "none", out_features=3))))
     harness = tuning.Harness(None, None, lambda path, what: None)
     said = "\n".join(tuning.tune(tuning.Request(nets, ["tinygrad"], 240, batch=3, harness=harness)).lines)
     m = re.search(r"tinygrad: (\d+) kernels searched this run at width 2 .*?, (\d+) left", said)
@@ -212,10 +215,9 @@ def test_the_searched_mode_runs_the_choices_and_matches_the_oracle_at_random_sha
                 prepared = backend.prepare(net, weights, 3, mode=mode)
                 try:
                     kernels = prepared.config["tinygrad_kernels"]
+                    # the search met every kernel of both: the survey compiles the ONNX recipe's pass too
                     assert prepared.config["mode"] == mode and kernels["width"] == 2, prepared.config
-                    assert kernels["searched"] >= 1 and kernels["total"] >= 1, prepared.config
-                    if mode == "searched":   # the search met our walk's kernels, every one
-                        assert kernels["searched"] == kernels["total"], prepared.config
+                    assert kernels["searched"] == kernels["total"] >= 1, prepared.config
                     for seed in (1, 2):
                         x = rng(100 * i + seed).standard_normal((3,) + net.input_shape).astype(np.float32)
                         got = prepared.forward(x)

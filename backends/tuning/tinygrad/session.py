@@ -14,7 +14,7 @@ import signal
 import socket
 import threading
 
-from nets.errors import PassTimeout, UserError
+from nets.errors import PassTimeout, Unsupported, UserError
 from nets.weights import init_weights
 
 from ...peers.tinygrad_choices import ChoiceStore
@@ -63,13 +63,23 @@ class SearchSession:
         return None
 
     def survey(self, net, batch: int, width: int) -> list[tuple[str, str, float | None]]:
-        """The distinct kernels of the net's pass at `width`, in compile order: (key, name, ms under the
-        heuristics; None where known already or not timeable)."""
+        """The distinct kernels of the net's pass at `width`, in compile order, the peer's walk's first, then
+        those of tinygrad's ONNX recipe for it (the `searched-onnx` mode) the walk has not: (key, name, ms
+        under the heuristics; None where known already or not timeable)."""
+        from ...peers.tinygrad_onnx import OnnxRecipe
         from ...peers.tinygrad_peer import TinygradNet
-        prepared = TinygradNet(net, init_weights(net, 0), batch, self, width)
-        prepared.close()
+        weights = init_weights(net, 0)
+        TinygradNet(net, weights, batch, self, width).close()
+        seen = dict(self._seen)
+        try:
+            recipe = OnnxRecipe(net, weights, batch)
+        except Unsupported:   # no ONNX of the net (vit-tiny's tokens), or no writer here: that mode says so
+            recipe = None
+        if recipe is not None:
+            TinygradNet(net, weights, batch, self, width, recipe).close()
+            seen.update((key, name) for key, name in self._seen.items() if key not in seen)
         return [(key, name, self.hook.time_heuristic(key) if key in self.hook.pending else None)
-                for key, name in self._seen.items()]
+                for key, name in seen.items()]
 
     def search(self, key: str, seconds: float):
         """tinygrad's search of pending kernel `key`: its Choice, or None when `seconds` ran out first."""
