@@ -57,6 +57,7 @@ from backends.host import plain_python_ms
 from backends.isolated import Worker
 from backends.opencl.runtime import get_runtime
 from backends.peers.tinygrad_device import Child
+from backends.peers.tinygrad_onnx import OnnxRecipe
 from compare import oracle
 from compare.checking import compare_arrays
 from compare.speedup import Speedup
@@ -129,25 +130,15 @@ def _own_recipe(onnx_bytes: bytes, x: np.ndarray, device: str, width: int, repea
     """In a child: tinygrad's own recipe on the ONNX model (see the module)."""
     from tinygrad import Device, Tensor, TinyJit
     from tinygrad.helpers import Context
-    from tinygrad.nn.onnx import OnnxRunner
-    folder = Path(tempfile.mkdtemp(prefix="tinygrad-own-"))
-    try:
-        path = folder / "model.onnx"
-        path.write_bytes(onnx_bytes)
-        runner = OnnxRunner(path)
-        name = next(iter(runner.graph_inputs))
-        out = runner.graph_outputs[0]
-        jit = TinyJit(lambda t: runner({name: t})[out])
-        xt = Tensor(x, device=device).realize()
-        with Context(BEAM=width):
-            for _ in range(2):   # the JIT's first call runs, its second captures
-                jit(xt)
-            Device[device].synchronize()
-            got = _passes(lambda: jit(xt), Device[device].synchronize, repeats)
-            got["output"] = jit(xt).numpy()
-        return got
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    jit = TinyJit(OnnxRecipe(onnx_bytes).forward)
+    xt = Tensor(x, device=device).realize()
+    with Context(BEAM=width):
+        for _ in range(2):   # the JIT's first call runs, its second captures
+            jit(xt)
+        Device[device].synchronize()
+        got = _passes(lambda: jit(xt), Device[device].synchronize, repeats)
+        got["output"] = jit(xt).numpy()
+    return got
 
 
 def own_in_peer_child(target, options, store, onnx_bytes, x, width, repeats) -> dict:

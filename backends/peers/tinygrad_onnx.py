@@ -25,15 +25,19 @@ class OnnxRecipe:
     """The net as an ONNX model in tinygrad's OnnxRunner (its weights loaded on tinygrad's default device, the
     child's: tinygrad_device.Child)."""
 
-    def __init__(self, net, weights, batch: int):
+    def __init__(self, model: bytes):
         from tinygrad.nn.onnx import OnnxRunner
-        model = net_model(net, weights, batch)   # Unsupported where no ONNX can be written
         with tempfile.TemporaryDirectory(prefix="tinygrad-onnx-") as folder:
-            path = Path(folder) / f"{net.name}.onnx"
+            path = Path(folder) / "model.onnx"
             path.write_bytes(model)
             self._runner = OnnxRunner(path)   # reads the file whole here
         self._output = self._runner.graph_outputs[0]
         self.config = {"jit": RECIPE, "onnx_bytes": len(model)}
+
+    @classmethod
+    def for_net(cls, net, weights, batch: int) -> "OnnxRecipe":
+        """Our net with its weights as ONNX (Unsupported where none can be written)."""
+        return cls(net_model(net, weights, batch))
 
     def forward(self, x):
         """The pass, as the TinyJit captures it."""

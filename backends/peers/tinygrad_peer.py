@@ -298,7 +298,7 @@ class TinygradInChild(Backend):
                 f"({where}; {len(self.choices.kernels)} choices there, tinygrad {tinygrad_version()})")
 
     def prepare(self, net, weights, batch, mode=None):
-        recipe = OnnxRecipe(net, weights, batch) if mode == ONNX else None
+        recipe = OnnxRecipe.for_net(net, weights, batch) if mode == ONNX else None
         return TinygradNet(net, weights, batch, self, width_of(mode), recipe)
 
 

@@ -72,7 +72,7 @@ class SearchSession:
         TinygradNet(net, weights, batch, self, width).close()
         seen = dict(self._seen)
         try:
-            recipe = OnnxRecipe(net, weights, batch)
+            recipe = OnnxRecipe.for_net(net, weights, batch)
         except Unsupported:   # no ONNX of the net (vit-tiny's tokens), or no writer here: that mode says so
             recipe = None
         if recipe is not None:
