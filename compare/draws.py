@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-DRAW_PASSES = 5   # untimed passes whose median tells one process's draw from another's
+DRAW_PASSES = 10  # untimed passes whose median tells one process's draw from another's, the processes in turn
 KEY = "process_draws"
 
 
 @dataclass(frozen=True)
 class ProcessDraws:
     draws: int                 # processes asked for
-    pass_ms: list[float]       # each that stood: the median of its DRAW_PASSES passes (upload, compute, download)
+    pass_ms: list[float]       # each that stood: the median compute of its DRAW_PASSES passes, taken in turn
     kept: int                  # which of them (1-based, in pass_ms' order) ran the timed passes
     passes: int = DRAW_PASSES
     failed: list[str] = field(default_factory=list)   # a draw that failed to get ready, and why

@@ -293,7 +293,7 @@ class Session:
         """`first` and plan.draws - 1 more of the backend prepared each in a fresh process of its own, the one
         whose passes are fastest (median of DRAW_PASSES) kept and the others closed; what each drew is kept
         in its config.  A draw that fails is said there; the others stand."""
-        plan, readies, medians, failed = self.plan, [first], [self._median_pass(first, label, 1)], []
+        plan, readies, failed = self.plan, [first], []
         try:
             for d in range(2, plan.draws + 1):
                 try:
@@ -303,7 +303,7 @@ class Session:
                     failed.append(f"process {d}: {_failure(exc, plan.debug)}")
                     continue
                 readies.append(ready)
-                medians.append(self._median_pass(ready, label, d))
+            medians = self._median_passes(readies, label)
             best = min(range(len(readies)), key=lambda i: medians[i])
         except BaseException:
             for ready in readies:
@@ -322,15 +322,19 @@ class Session:
             plan.draws, [round(m, 4) for m in medians], best + 1, DRAW_PASSES, failed).to_json()}
         return kept
 
-    def _median_pass(self, ready: _Ready, label: str, d: int) -> float:
-        self.progress(f"{label}: process {d} of {self.plan.draws}, {DRAW_PASSES} passes to hold it by")
+    def _median_passes(self, readies: list[_Ready], label: str) -> list[float]:
+        """Each drawn process's median compute time (what the timed passes report) over DRAW_PASSES passes,
+        the processes taking turns pass by pass: a slow phase of the host falls on every process alike, so
+        what tells them apart is the process (the H200 notes' step 19: a probe of one process after
+        another kept one that was then slow throughout)."""
+        self.progress(f"{label}: {len(readies)} processes, {DRAW_PASSES} passes each in turn to hold them by")
         self.settle_ahead()
-        times = []
+        times: list[list[float]] = [[] for _ in readies]
         for _ in range(DRAW_PASSES):
-            t0 = time.perf_counter()
-            ready.prepared.forward(self.plan.x)
-            times.append((time.perf_counter() - t0) * 1e3)
-        return float(np.median(times))
+            for ready, took in zip(readies, times):
+                phases, _ = ready.prepared.timed_pass(self.plan.x)
+                took.append(phases["compute"])
+        return [float(np.median(took)) for took in times]
 
     def _ready_once(self, prepare, mode: str | None, label: str) -> _Ready:
         plan = self.plan

@@ -4,7 +4,8 @@
 # the check against the oracle (in a drawn process not kept; with one draw in the timed one, where it leaves
 # a graph a layer), interleaved with the two
 # fastest sides, and among the sides that hold GPU contexts of their own (CLBlast's children, OpenCV's),
-# every side the fastest of DRAWS processes.  Each output goes to $OUT (else $work) as it ends.
+# every side the fastest of DRAWS processes.  Every output is packed into $OUT/gap-NET.tgz as each run ends
+# (a call brings back a few files only; a call cut short keeps the runs it finished).
 # Usage: scripts/tinygrad-gap.sh NET [REPEATS, default 20]   (DRAWS, default 3)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,9 +14,10 @@ repeats="${2:-20}"
 draws="${DRAWS:-3}"
 [ -n "${work-}" ] || source scripts/gpu-card.sh >/dev/null 2>&1
 export COMPARE_CACHE_DIR="$tuning" PYTHONUNBUFFERED=1 PYOPENCL_CTX="$platform:0" CUDA_VISIBLE_DEVICES=0
-out="${OUT:-$work}"
+out=$work
 timed() { local name=$1 start; shift; start=$(date +%s); "$@" > "$out/$name.txt" 2>&1
-          echo "$name: exit $?, $(( $(date +%s) - start )) s" | tee -a "$out/gap.txt"; }
+          echo "$name: exit $?, $(( $(date +%s) - start )) s" | tee -a "$out/gap.txt"
+          tar -czf "${OUT:-/tmp}/gap-$net.tgz" -C "$out" --exclude ./logs .; }
 run() { local name=$1 backends=$2; shift 2
         timed "$name-$net" "$python" -m compare run --net "$net" --backends "$backends" --repeats "$repeats" \
             --warmup 5 --draws "$draws" --out "$out/$name-$net.json" "$@"; }
