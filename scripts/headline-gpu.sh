@@ -8,7 +8,8 @@
 # printed and the tuning folder go into OUT as headline-CARD.tgz (scripts/gpu-card.sh says how to unpack it).
 # Usage: scripts/headline-gpu.sh NETS [REPEATS, default 10]   (GPUS=1 to run the nets one after another;
 # TUNE=opencv TUNE_S=60 where the card's tiles and forms are committed, TUNE= where its tuning is committed whole;
-# DRAWS: the processes each side in child processes is drawn in, the fastest kept, default 3: compare/draws.py)
+# DRAWS: the processes each side in child processes is drawn in, the fastest kept, default 3: compare/draws.py;
+# OWN=0 leaves out tinygrad's own recipe, benchmarks/tinygrad_own.py, run after each net otherwise)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 nets="${1:?usage: scripts/headline-gpu.sh NETS [REPEATS]}"
@@ -29,8 +30,11 @@ one_gpu() {   # the nets whose place in the list is g modulo the GPUs, one after
         CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" -m compare run --net "$net" --backends all \
             --repeats "$repeats" --warmup 3 --interleave --draws "${DRAWS:-3}" --out "$out/$net.json" > "$out/$net.txt" 2>&1
         echo "$net on GPU $g: exit $?, $(( $(date +%s) - start )) s" | tee -a "$out/headline.txt"
+        # tinygrad's own recipe beside the peer in the same call (issue 53: the peer within 1.05x of it)
+        [ "${OWN:-1}" = 1 ] && CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" benchmarks/tinygrad_own.py \
+            --nets "$net" --ways own,peer-timed --draws "${DRAWS:-3}" > "$out/$net-tinygrad-own.txt" 2>&1
         # each net's files at once, so a call cut short keeps the nets it finished
-        tar -czf "${OUT:-/tmp}/net-$net.tgz" -C "$out" "$net.json" "$net.txt" 2>/dev/null
+        tar -czf "${OUT:-/tmp}/net-$net.tgz" -C "$out" "$net.json" "$net.txt" "$net-tinygrad-own.txt" 2>/dev/null
     done
 }
 for ((g = 0; g < gpus && g < ${#all[@]}; g++)); do one_gpu "$g" & done
