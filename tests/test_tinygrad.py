@@ -218,6 +218,8 @@ def test_the_searched_mode_runs_the_choices_and_matches_the_oracle_at_random_sha
                     # the search met every kernel of both: the survey compiles the ONNX recipe's pass too
                     assert prepared.config["mode"] == mode and kernels["width"] == 2, prepared.config
                     assert kernels["searched"] == kernels["total"] >= 1, prepared.config
+                    assert (prepared.config.get("mode_label") == "searched-onnx, as an ONNX model") == (
+                        mode == "searched-onnx"), prepared.config   # the answer says the recipe
                     for seed in (1, 2):
                         x = rng(100 * i + seed).standard_normal((3,) + net.input_shape).astype(np.float32)
                         got = prepared.forward(x)
