@@ -31,8 +31,8 @@ SPANS_1X = (f"'{NO_CLEAR_WINNER}' where it spans 1x, '{TOO_NOISY}' where it also
 
 
 def figure(ratio: float) -> str:
-    """A ratio as a reader takes it in: two decimals, none from 100x on (313x, not 313.24x: the interval
-    around such a ratio is wider than a unit anyway)."""
+    """A ratio as the answer prints it: two decimals, whole from 100x on (313x, not 313.24x: three figures,
+    as below 10x)."""
     return f"{ratio:.0f}" if ratio >= 100 else f"{ratio:.2f}"
 
 
