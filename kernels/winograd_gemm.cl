@@ -122,6 +122,70 @@ void wg_gemm(__global const float4* restrict v,
             }
         }
 }
+#elif VEC
+
+// The same product shaped for a CPU's vector units, as kernels/cpu_conv.cl's conv_vec: a work-item
+// computes RP rows (tiles) x NV vectors of VW columns (VW the device's preferred float width, 16 on
+// AVX-512), each multiply-add one full-width vector instruction, each loaded U vector feeding RP rows.
+// No local memory, no barrier.  -D VEC 1, VW (8 or 16), NV, RP; GN a multiple of KW = VW * NV.  U is
+// reordered at prepare to (E, GN / KW, GC, KW), so that a work-item's filters are one contiguous stream
+// (rows GN apart cost a TLB miss a page: cpu_conv.cl's weights are reordered so for that).
+#if VW == 8
+typedef float8 vec;
+#define VLOAD vload8
+#define VSTORE vstore8
+#else
+typedef float16 vec;
+#define VLOAD vload16
+#define VSTORE vstore16
+#endif
+__kernel void wg_gemm_vec(__global const float4* restrict v,
+                          __global const float* restrict u,
+                          __global float* restrict mm)
+{
+    const uint k0 = get_global_id(0) * (VW * NV);
+    const uint r0 = get_global_id(1) * RP;
+    const uint e = get_global_id(2);
+    if (k0 >= GN || r0 >= GM)
+        return;
+    const __global float4* ve = v + (size_t)e * GQ * GM;
+    const __global float* ue = u + ((size_t)e * (GN / (VW * NV)) + k0 / (VW * NV)) * GC * (VW * NV);
+    vec acc[RP][NV];
+    uint rows[RP];   // a row past the last reads the last's (never stored)
+    for (int r = 0; r < RP; r++) {
+        rows[r] = min(r0 + r, (uint)GM - 1);
+        for (int j = 0; j < NV; j++)
+            acc[r][j] = (vec)(0.0f);
+    }
+    for (uint q = 0; q < GQ; q++) {
+        float a[RP][4];   // four channels of each row
+#pragma unroll
+        for (int r = 0; r < RP; r++)
+            vstore4(ve[q * GM + rows[r]], 0, a[r]);
+        const __global float* uq = ue + (size_t)4 * q * (VW * NV);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            vec w[NV];
+#pragma unroll
+            for (int j = 0; j < NV; j++)
+                w[j] = VLOAD(0, uq + i * (VW * NV) + j * VW);
+#pragma unroll
+            for (int r = 0; r < RP; r++) {
+                const vec b = (vec)(a[r][i]);
+#pragma unroll
+                for (int j = 0; j < NV; j++)
+                    acc[r][j] = fma(b, w[j], acc[r][j]);
+            }
+        }
+    }
+    __global float* me = mm + (size_t)e * GM * GN + k0;
+    for (int r = 0; r < RP; r++) {
+        if (r0 + r >= GM)
+            break;
+        for (int j = 0; j < NV; j++)
+            VSTORE(acc[r][j], 0, me + (size_t)(r0 + r) * GN + j * VW);
+    }
+}
 #else
 
 // The same product without local memory, for a CPU (PoCL), where a work-group

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from backends.handwritten import cpu_conv
+from backends.handwritten.vectors import vector_width
 from backends.handwritten.tiled import TiledNet
 from backends.handwritten.vectorised import VectorisedNet
 from compare import oracle
@@ -142,7 +143,7 @@ def test_not_offered_where_the_device_prefers_float4(runtime, monkeypatch):
 
 @pytest.mark.parametrize("preferred, width", [(None, 4), (1, 4), (4, 4), (8, 8), (16, 16), (32, 16)])
 def test_vector_width_from_the_device(preferred, width):
-    assert cpu_conv.vector_width({"preferred_vector_width_float": preferred}) == width
+    assert vector_width({"preferred_vector_width_float": preferred}) == width
 
 
 def test_variants_fit_the_channels():

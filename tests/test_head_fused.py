@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from backends.handwritten import fold_choice, head_fused, vectorised
-from backends.handwritten.cpu_conv import MIN_WIDTH, vector_width
+from backends.handwritten.cpu_conv import MIN_WIDTH
+from backends.handwritten.vectors import vector_width
 from backends.handwritten.tiled import TiledNet
 from backends.handwritten.vectorised import VectorisedNet
 from compare import oracle

@@ -168,3 +168,29 @@ def test_the_scratch_is_kept_only_where_a_layer_runs_a_gemm_form(runtime):
             check(prepared, x, ref)
         finally:
             prepared.close()
+
+
+@pytest.mark.parametrize("form, vw, seed", [("F2-gemm:1", 16, 0), ("F4-gemm:1", 16, 1), ("F4-gemm:1", 8, 2)])
+def test_the_cpu_vector_gemm_matches_the_oracle(runtime, monkeypatch, form, vw, seed):
+    """A CPU's vector form of the GEMM (kernels/winograd_gemm.cl wg_gemm_vec: VW-wide vectors, its filters
+    reordered in blocks of columns), on random inputs of a net whose tiles are no multiple of its rows a
+    work-item (the last block reads the last row again) and whose output channels are two vectors' worth
+    or more, with the residual add in the output transform."""
+    if vectorised.device_class(runtime.info) != "cpu":
+        pytest.skip("the vector form is a CPU's")
+    monkeypatch.setitem(runtime.info, "preferred_vector_width_float", vw)
+    rng = np.random.default_rng(seed)
+    c_out = 2 * vw * int(rng.integers(1, 3))
+    net = Net("v", (int(rng.integers(3, 13)), int(rng.integers(5, 12)), int(rng.integers(5, 12))), (
+        Conv("a", "relu", out_channels=c_out, kernel=(3, 3), pad=(1, 1)),
+        Conv("b", "none", out_channels=c_out, kernel=(3, 3), pad=(1, 1)),
+        Add("add", "relu", inputs=("b", "a")),
+        GlobalAvgPool("gap")))
+    weights, x, ref = fresh(net, 2, seed)
+    prepared = VectorisedNet(runtime, net, weights, 2, winograd=form, pointwise="never")
+    try:
+        check(prepared, x, ref)
+        assert_gemm(prepared, int(form[1]))
+        assert prepared.config["winograd"]["a"]["chosen"] == f"F({form[1]}x{form[1]},3x3) GEMM {vw}x2 4 rows"
+    finally:
+        prepared.close()

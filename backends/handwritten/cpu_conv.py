@@ -54,6 +54,7 @@ from .measured import HOW, fastest_ms
 from .net import KernelOp
 from .pointwise import PointwiseOp
 from .residual import ResidualConvOp
+from .vectors import vector_width
 from .winograd import WinogradOp
 from .winograd_gemm import WinogradGemmOp
 
@@ -84,15 +85,6 @@ def parse_mode(mode: str):
     except ValueError:
         raise ValueError(f"cpu_conv {mode!r}: measured, never, always, or a variant 'VW,NV,RP' "
                          f"(VW 4, 8 or 16)") from None
-
-
-def vector_width(info: dict) -> int:
-    """Floats per vector: the device's preferred width, as a power of two from 4 to 16."""
-    w = int(info.get("preferred_vector_width_float") or 4)
-    vw = 4
-    while vw * 2 <= min(w, 16):
-        vw *= 2
-    return vw
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import choose_local
 from ..reference.numpy_backend import _activate, _conv
 from . import cpu_conv
-from .cpu_conv import SOURCE, TILES, Variant, vector_width
+from .cpu_conv import SOURCE, TILES, Variant
+from .vectors import vector_width
 from .layout import round_up
 from .measured import HOW, fastest_ms
 from .net import Folded, OutputEdge, bare

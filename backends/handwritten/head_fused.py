@@ -46,7 +46,8 @@ from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
 from ..reference.numpy_backend import _activate
-from .cpu_conv import MIN_WIDTH, Variant, vector_width
+from .cpu_conv import MIN_WIDTH, Variant
+from .vectors import vector_width
 from .filters import dense_rows, pad_to
 from .layout import round_up
 from .fold_choice import OWN, choose, pair_errors
