@@ -130,6 +130,27 @@ def test_a_net_whose_output_fails_keeps_nothing(rt):
 
 
 def test_another_nets_forms_stay_when_one_is_tuned_again():
-    assert search.merged({"winograd": {"x": "direct", "y": "F(2x2,3x3)"}}, {"tuned": "t", "winograd": {"y": "direct"}}) \
-        == {"tuned": "t", "winograd": {"x": "direct", "y": "direct"}, "measured": {}}
+    assert search.merged({"winograd": {"x": "direct", "y": "F(2x2,3x3)"}, "offered": {"x": ["direct"]}},
+                         {"tuned": "t", "winograd": {"y": "direct"}, "offered": {"y": ["direct", "F(2x2,3x3)"]}}) \
+        == {"tuned": "t", "winograd": {"x": "direct", "y": "direct"},
+            "offered": {"x": ["direct"], "y": ["direct", "F(2x2,3x3)"]}, "measured": {}}
     assert cache.ENTRY_CHECKS[KIND].startswith("backends.handwritten.forms_tuned")
+
+
+def test_a_form_added_since_the_record_was_made_has_the_layer_measured_again(rt):
+    """The record keeps the forms each layer's was chosen from; where this code offers one it did not have (a
+    form added since, as the CPU's vector GEMM was), the layer is measured again and says why."""
+    net, batch = _net(15)
+    entry, _, _ = search.tune_forms(rt, [(net, batch, ["vectorised"])], Budget(60), _oracle_checker)
+    keys = [form_key("vectorised", batch, net.in_shape(i), net.layers[i]) for i in (0, 1)]
+    assert all("direct" in entry["offered"][k] and len(entry["offered"][k]) > 1 for k in keys)
+    dropped = entry["offered"][keys[0]][-1] if entry["offered"][keys[0]][-1] != "direct" else entry["offered"][keys[0]][0]
+    entry["offered"][keys[0]] = [f for f in entry["offered"][keys[0]] if f != dropped]   # as if made before it
+    device_cache.store(KIND, rt.info, entry, "the forms' cache")
+    prepared = VectorisedNet(rt, net, init_weights(net, 0), batch, recalled=_recalled(rt))
+    try:
+        a, b = prepared.config["winograd"]["a"], prepared.config["winograd"]["b"]
+        assert f"chosen before {dropped} existed" in a["not_recalled"] and "ms" in a   # measured again
+        assert "not_recalled" not in b and "ms" not in b   # b's record knew every form: built as recorded
+    finally:
+        prepared.close()

@@ -7,7 +7,9 @@ that took over a minute for VGG-16's Winograd forms).
 A layer found there builds only its recorded form, which is checked once
 more against the layer's direct kernel on a random input (winograd.py); a
 form that no longer builds or no longer matches is measured at prepare
-again, as is every layer not found.  The run's config says which way each
+again, as is every layer not found, and every layer for which this code
+offers a form the record was not chosen from (a form added since: the
+entry keeps the forms each layer's was chosen from).  The run's config says which way each
 layer went.
 """
 from __future__ import annotations
@@ -42,6 +44,12 @@ class TunedForms(cache.DeviceEntry):
         """The form `compare tune` measured fastest for layer `key` at `site`, or None."""
         found = (self.entry or {}).get(site, {}).get(key)
         return found if isinstance(found, str) else None
+
+    def offered(self, key: str) -> list[str] | None:
+        """The forms layer `key`'s was chosen from, or None (an entry written before they were kept)."""
+        found = (self.entry or {}).get("offered", {})
+        forms = found.get(key) if isinstance(found, dict) else None
+        return [str(f) for f in forms] if isinstance(forms, list) else None
 
     def how(self) -> str:
         return f"measured by `compare tune --scope forms` on {str((self.entry or {}).get('tuned', '?'))[:10]}"

@@ -185,6 +185,22 @@ def _recall(net, index: int, params: dict, op, bufs: list, form: str):
     return None, f"{form}: not a Winograd form's name"
 
 
+def _forms_added(net, index: int, offered: list[str] | None) -> list[str]:
+    """The forms this code offers layer `index` that a record chosen from `offered` did not have (none where
+    the record does not say what it was chosen from)."""
+    if offered is None:
+        return []
+    now = []
+    for m in TILE_SIZES:
+        try:
+            found = plans(net, index, m, limits(net.rt))
+            now += [_form_name(m, len(found), p) for p in found]
+            now += [p.form for p in winograd_gemm.plans(net, index, m)]
+        except Unsupported:
+            continue
+    return [f for f in now if f not in offered]
+
+
 class ChoosesWinograd:
     """A VectorisedNet mixin: choose_form() puts a Winograd op in place of a
     3x3 stride-1 conv's direct one where the `winograd` mode says so."""
@@ -217,8 +233,11 @@ class ChoosesWinograd:
             self.release(bufs)
             record[layer.name] = {"chosen": form, "how": f"forced (winograd={forced!r})"}
             return chosen
-        recalled, not_recalled = self.recalled.chosen("winograd", form_key(self.backend, self.batch,
-                                                                          self.net.in_shape(index), layer)), None
+        key = form_key(self.backend, self.batch, self.net.in_shape(index), layer)
+        recalled, not_recalled = self.recalled.chosen("winograd", key), None
+        new = _forms_added(self, index, self.recalled.offered(key)) if recalled is not None else []
+        if new:
+            recalled, not_recalled = None, f"{recalled}: chosen before {', '.join(new)} existed"
         if recalled is not None:
             chosen, not_recalled = _recall(self, index, params, op, bufs, recalled)
             if chosen is not None:
