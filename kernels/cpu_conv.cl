@@ -51,22 +51,7 @@
 // activation), ACT (the dense's), VW, NV, KP, NI, BG.
 
 #include "common.h"
-
-#if VW == 4
-typedef float4 vec;
-#define VLOAD vload4
-#define VSTORE vstore4
-#elif VW == 8
-typedef float8 vec;
-#define VLOAD vload8
-#define VSTORE vstore8
-#elif VW == 16
-typedef float16 vec;
-#define VLOAD vload16
-#define VSTORE vstore16
-#else
-#error "VW is 4, 8 or 16"
-#endif
+#include "vector_type.h"
 
 #define XV (XC4 / 4)
 #define YV (YC4 / 4)

@@ -130,15 +130,7 @@ void wg_gemm(__global const float4* restrict v,
 // No local memory, no barrier.  -D VEC 1, VW (8 or 16), NV, RP; GN a multiple of KW = VW * NV.  U is
 // reordered at prepare to (E, GN / KW, GC, KW), so that a work-item's filters are one contiguous stream
 // (rows GN apart cost a TLB miss a page: cpu_conv.cl's weights are reordered so for that).
-#if VW == 8
-typedef float8 vec;
-#define VLOAD vload8
-#define VSTORE vstore8
-#else
-typedef float16 vec;
-#define VLOAD vload16
-#define VSTORE vstore16
-#endif
+#include "vector_type.h"
 __kernel void wg_gemm_vec(__global const float4* restrict v,
                           __global const float* restrict u,
                           __global float* restrict mm)
