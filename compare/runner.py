@@ -369,25 +369,18 @@ class Session:
         return _Ready(label, prepared, y, prepare_ms, first_run_ms, pass_ms)
 
     @staticmethod
-    def _skip(floor: ModeFloor | None, readies: list[_Ready]) -> str | None:
-        """Why a mode need not be prepared and timed (its floor exceeds a pass of a mode already ready and
-        checked), or None."""
+    def _against_floor(floor: ModeFloor | None, readies: list[_Ready]) -> tuple[bool, str] | None:
+        """A mode whose floor can be told before it is prepared, held against the fastest warm-up pass of the
+        modes already ready and checked: (skip it, why), said either way (a compile it is spared, or one that
+        may take minutes); None without a floor or a mode to hold it against."""
         if floor is None or not readies:
             return None
         fastest = min(readies, key=lambda r: r.pass_ms)
-        if floor.ms <= fastest.pass_ms:
-            return None
-        return (f"not timed: it cannot win, as its passes take at least {floor.ms:.3f} ms ({floor.how}), more than the "
-                f"fastest warm-up pass of {fastest.label} ({fastest.pass_ms:.3f} ms)")
-
-    @staticmethod
-    def _not_skipped(floor: ModeFloor | None, readies: list[_Ready]) -> str | None:
-        """Why a mode with a floor was prepared after all (its compile may take minutes): said as a skip is."""
-        if floor is None or not readies:
-            return None
-        fastest = min(readies, key=lambda r: r.pass_ms)
-        return (f"prepared: its floor {floor.ms:.3f} ms is under the fastest warm-up pass of {fastest.label} "
-                f"({fastest.pass_ms:.3f} ms)")
+        if floor.ms > fastest.pass_ms:
+            return True, (f"not timed: it cannot win, as its passes take at least {floor.ms:.3f} ms ({floor.how}), "
+                          f"more than the fastest warm-up pass of {fastest.label} ({fastest.pass_ms:.3f} ms)")
+        return False, (f"prepared: its floor {floor.ms:.3f} ms is under the fastest warm-up pass of {fastest.label} "
+                       f"({fastest.pass_ms:.3f} ms)")
 
     def _measure_modes(self, backend, modes: list[str]) -> tuple[list[ModeResult], dict[str, _Ready]]:
         """Each mode of a backend with several: ready, checked end to end, then all timed end to
@@ -406,13 +399,13 @@ class Session:
                     results[mode] = ModeResult(mode, "UNSUPPORTED", reason=str(exc))
             for mode in sorted(floors, key=lambda m: floors[m] is not None):
                 try:
-                    skipped = self._skip(floors[mode], passed)
-                    if skipped:
-                        self.progress(f"{backend.name} ({mode}): {skipped}")
-                        results[mode] = ModeResult(mode, "SKIPPED", reason=skipped)
+                    skip, why = self._against_floor(floors[mode], passed) or (False, None)
+                    if skip:
+                        self.progress(f"{backend.name} ({mode}): {why}")
+                        results[mode] = ModeResult(mode, "SKIPPED", reason=why)
                         continue
                     ready = readies[mode] = self._ready(backend, mode, f"{backend.name} ({mode})")
-                    results[mode] = ModeResult(mode, "OK", reason=self._not_skipped(floors[mode], passed))
+                    results[mode] = ModeResult(mode, "OK", reason=why)
                     if self.ref is not None:   # a mode is a candidate only if its output passes the check
                         comparison = compare_arrays(ready.output, self.ref[-1])
                         results[mode].rel_l2 = comparison.rel_l2

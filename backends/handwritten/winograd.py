@@ -253,7 +253,7 @@ class ChoosesWinograd:
             for which in range(count):
                 first = len(self.buffers)
                 built = build(self, index, params, m, which)
-                form = name(m) if count == 1 else f"{name(m)} {built.plan.label}"
+                form = _form_name(m, count, built.plan)
                 forms[form], owned[form] = built, self.buffers[first:]
             first = len(self.buffers)
             try:

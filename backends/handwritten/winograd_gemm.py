@@ -85,7 +85,7 @@ class GemmPlan:
     cols: int    # its columns: output channels as stored
     depth: int   # its sum: input channels as stored
     staged: bool = True   # through local memory (wg_gemm), else straight from global memory (wg_gemm_global)
-    vec: tuple | None = None   # (VW, NV, RP): a CPU's vector form (wg_gemm_vec), its tile then unused
+    vec: tuple | None = None   # (VW, NV, RP): a CPU's vector form (wg_gemm_vec), which has no use for `tile`
 
     @property
     def e(self) -> int:
@@ -93,7 +93,7 @@ class GemmPlan:
 
     @property
     def groups(self) -> int:
-        return -(-self.rows // self.tile.tm) * -(-self.cols // self.tile.tn) * self.e
+        return int(np.prod([g // n for g, n in zip(self.global_size, self.local)]))
 
     @property
     def local(self) -> tuple[int, int, int]:
