@@ -28,6 +28,10 @@ SCHEMA = "clblast-compare/tinygrad-search"
 VERSION = 1
 FOLDER = "tinygrad-search"
 DEFAULT_WIDTH = 2
+# the ways a pass of a net is built, each compiling its own kernels: the peer's walk of the layers, and
+# tinygrad's ONNX recipe (the `searched-onnx` mode); a survey says which it covered
+WALK, ONNX_RECIPE = "walk", "onnx"
+EVERY_WAY = (WALK, ONNX_RECIPE)
 
 
 def net_key(name: str, batch: int) -> str:
@@ -98,15 +102,20 @@ class Choice:
 @dataclass
 class Survey:
     """The distinct kernels of one net's pass at one width, in the order the pass compiles them:
-    (key, tinygrad's name, ms under the heuristics or None where it could not be timed)."""
+    (key, tinygrad's name, ms under the heuristics or None where it could not be timed), over the ways
+    of building the pass it covered (a survey from before the ONNX recipe covers the walk only)."""
 
     net: str
     width: int
     kernels: list = field(default_factory=list)
+    ways: tuple = (WALK,)
 
     @property
     def name(self) -> str:
         return f"{self.net} width {self.width}"
+
+    def covers(self, ways=EVERY_WAY) -> bool:
+        return set(ways) <= set(self.ways)
 
 
 @dataclass
@@ -130,12 +139,14 @@ class Choices:
         if found is None:
             return f"{net}: not surveyed at width {width} (`compare tune --scope tinygrad` has not run it here)"
         done, total = found
-        return f"{net}: {done} of {total} distinct kernels searched at width {width}"
+        rest = ("" if self.nets[Survey(net, width).name].covers() else
+                " (the walk's; tinygrad's ONNX recipe's kernels not surveyed yet)")
+        return f"{net}: {done} of {total} distinct kernels searched at width {width}{rest}"
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "version": VERSION, "device": self.device.to_json(),
                 "kernels": [c.to_json() for c in self.kernels.values()],
-                "nets": [{"net": s.net, "width": s.width, "kernels": [list(k) for k in s.kernels]}
+                "nets": [{"net": s.net, "width": s.width, "kernels": [list(k) for k in s.kernels], "ways": list(s.ways)}
                          for s in self.nets.values()]}
 
     @classmethod
@@ -169,8 +180,9 @@ def _survey(d, where: str) -> Survey:
         if len(store.array(k, at)) != 3:
             raise store.Foreign(f"{at} holds {len(k)} values, not (key, name, ms)")
         kernels.append((store.text(k[0], at), store.text(k[1], at), store.number(k[2], at, True)))
+    ways = tuple(store.text(w, f"{where}.ways") for w in store.array(d.get("ways", [WALK]), f"{where}.ways"))
     return Survey(store.need(d, "net", store.text, where), store.need(d, "width", store.whole_number, where),
-                  kernels)
+                  kernels, ways)
 
 
 class ChoiceStore:

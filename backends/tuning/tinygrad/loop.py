@@ -53,19 +53,18 @@ def search(request, store: ChoiceStore, searchers: list, budget: Budget, where: 
     keys = [net_key(n.name, request.batch_of(n)) for n in request.nets]
     first = searchers[0]
     for net, key in zip(request.nets, keys):
-        depth = choices.depth(key, width)
-        if depth is not None and depth[0] == depth[1]:
-            continue   # all its kernels searched: nothing to survey
+        depth, last = choices.depth(key, width), choices.nets.get(Survey(key, width).name)
+        if depth is not None and depth[0] == depth[1] and last.covers():
+            continue   # all its kernels searched, on every way of building its pass: nothing to survey
         what = f"compiling {net.name} at batch {request.batch_of(net)} to find its kernels"
         progress(f"tinygrad: {what}")   # said once: the display shows the time going by (compare/progress.py)
         found = first.survey(net, request.batch_of(net), width, budget.left())
         if found is None:
             result.cut = f"while {what}"
             break
-        old = choices.nets.get(Survey(key, width).name)
-        costs = {k: ms for k, _, ms in old.kernels} if old else {}
-        choices.nets[Survey(key, width).name] = Survey(key, width, [(k, name, ms if ms is not None else costs.get(k))
-                                                                    for k, name, ms in found])
+        costs = {k: ms for k, _, ms in last.kernels} if last else {}
+        choices.nets[found.name] = Survey(key, width, [(k, name, ms if ms is not None else costs.get(k))
+                                                       for k, name, ms in found.kernels], found.ways)
         store.save(choices)
     todo = [] if result.cut else _costliest_first(choices, keys, width)
     if todo:

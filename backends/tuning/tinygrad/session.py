@@ -9,6 +9,7 @@ spent, and is stopped by force GRACE_S later if it does not answer.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import socket
@@ -17,7 +18,7 @@ import threading
 from nets.errors import PassTimeout, Unsupported, UserError
 from nets.weights import init_weights
 
-from ...peers.tinygrad_choices import ChoiceStore
+from ...peers.tinygrad_choices import EVERY_WAY, WALK, ChoiceStore, Survey, net_key
 from ...peers.tinygrad_device import Child, open_device, tinygrad_version
 from ...store import DeviceId
 
@@ -62,10 +63,10 @@ class SearchSession:
     def searched_depth(self, *args) -> None:
         return None
 
-    def survey(self, net, batch: int, width: int) -> list[tuple[str, str, float | None]]:
+    def survey(self, net, batch: int, width: int) -> Survey:
         """The distinct kernels of the net's pass at `width`, in compile order, the peer's walk's first, then
         those of tinygrad's ONNX recipe for it (the `searched-onnx` mode) the walk has not: (key, name, ms
-        under the heuristics; None where known already or not timeable)."""
+        under the heuristics; None where known already or not timeable), and the ways it covered."""
         from ...peers.tinygrad_onnx import OnnxRecipe
         from ...peers.tinygrad_peer import TinygradNet
         weights = init_weights(net, 0)
@@ -78,8 +79,11 @@ class SearchSession:
         if recipe is not None:
             TinygradNet(net, weights, batch, self, width, recipe).close()
             seen.update((key, name) for key, name in self._seen.items() if key not in seen)
-        return [(key, name, self.hook.time_heuristic(key) if key in self.hook.pending else None)
-                for key, name in seen.items()]
+        # a net with no ONNX is covered; without the writer here the recipe is left to a machine that has it
+        ways = EVERY_WAY if recipe is not None or importlib.util.find_spec("onnx") is not None else (WALK,)
+        return Survey(net_key(net.name, batch), width,
+                      [(key, name, self.hook.time_heuristic(key) if key in self.hook.pending else None)
+                       for key, name in seen.items()], ways)
 
     def search(self, key: str, seconds: float):
         """tinygrad's search of pending kernel `key`: its Choice, or None when `seconds` ran out first."""
