@@ -47,15 +47,19 @@ NOT_SEEN = "not counted: its dispatch is not ours to see"
 class Form:
     """One way of running a prepared net's pass, timed per pass."""
 
-    def __init__(self, name: str, prepared, bind_once: bool = True, flat: bool = True):
+    def __init__(self, name: str, prepared, bind_once: bool = True, flat: bool = True, queue=None):
         self.name, self.prepared, self.bind_once, self.flat = name, prepared, bind_once, flat
+        self.queue = queue   # another queue of the net's context to enqueue on (None: the runtime's own)
         self.enqueue_us: list[float] = []
         self.pass_us: list[float] = []
 
     def run(self, passes: int, timed: bool = True) -> None:
         net, rt = self.prepared, self.prepared.rt
-        kept = net.flat
+        kept, own_queue = net.flat, rt.queue
         rt.bind_once, net.flat = self.bind_once, kept if self.flat else None
+        if self.queue is not None:
+            rt.finish()
+            rt.queue = self.queue
         quiet = Recorder(rt.queue, enabled=False)
         try:
             net._whole_pass(quiet)   # one untimed, so the switch from the form before is not this one's cost
@@ -70,13 +74,20 @@ class Form:
                     self.enqueue_us.append((t1 - t0) * 1e6)
                     self.pass_us.append((t2 - t0) * 1e6)
         finally:
-            rt.bind_once, net.flat = True, kept
+            rt.finish()
+            rt.bind_once, net.flat, rt.queue = True, kept, own_queue
 
     def output(self, x):
         """The form's output on `x`, for the check."""
         self.prepared.load_input(x)
         self.run(1, timed=False)
         return self.prepared.fetch_output()
+
+
+def quiet_queue(rt):
+    """An in-order queue of the runtime's context without profiling."""
+    import pyopencl as cl
+    return cl.CommandQueue(rt.context)
 
 
 FLOOR_LAUNCHES = 200   # empty kernels a round, back to back
@@ -86,7 +97,9 @@ PRESET = "argument set once, clEnqueueNDRangeKernel"
 
 
 def floor(rt, rounds: int) -> dict[str, tuple[float, float]]:
-    """Per way: host us per enqueue of the empty kernel (median of the rounds), and us per launch with the finish."""
+    """Per way: host us per enqueue of the empty kernel (median of the rounds), and us per launch with the finish.
+    Besides our queue (profiling on: the per-layer times read its events), the same preset enqueue on a queue
+    without profiling, in order and out of order: what a queue's properties cost a launch."""
     import pyopencl as cl
     from backends.opencl.launch import Launch
     buf = rt.alloc(4, "the empty kernel's argument", poison=False)
@@ -94,19 +107,24 @@ def floor(rt, rounds: int) -> dict[str, tuple[float, float]]:
     preset = cl.Kernel(called.program, "empty")
     preset.set_args(buf)
     ours = Launch(rt, "empty.cl", "empty", None, (1,), (1,), exact=True)
-    ways = {"pyopencl call (argument set each call)": lambda: called(rt.queue, (1,), (1,), buf),
-            PRESET: lambda: cl.enqueue_nd_range_kernel(rt.queue, preset, (1,), (1,)),
-            "our Launch (what a pass enqueues)": lambda: ours(buf)}
+    plain = quiet_queue(rt)
+    unordered = cl.CommandQueue(rt.context, properties=cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+    ways = {"pyopencl call (argument set each call)": (lambda: called(rt.queue, (1,), (1,), buf), rt.queue),
+            PRESET: (lambda: cl.enqueue_nd_range_kernel(rt.queue, preset, (1,), (1,)), rt.queue),
+            "our Launch (what a pass enqueues)": (lambda: ours(buf), rt.queue),
+            f"{PRESET}, no profiling": (lambda: cl.enqueue_nd_range_kernel(plain, preset, (1,), (1,)), plain),
+            f"{PRESET}, no profiling, out of order": (lambda: cl.enqueue_nd_range_kernel(unordered, preset, (1,), (1,)),
+                                                      unordered)}
     times: dict[str, tuple[list, list]] = {w: ([], []) for w in ways}
     for _ in range(rounds):
-        for way, launch in ways.items():   # in turn, so drift hits every way alike
+        for way, (launch, queue) in ways.items():   # in turn, so drift hits every way alike
             launch()
-            rt.finish()
+            queue.finish()
             t0 = time.perf_counter()
             for _ in range(FLOOR_LAUNCHES):
                 launch()
             t1 = time.perf_counter()
-            rt.finish()
+            queue.finish()
             t2 = time.perf_counter()
             times[way][0].append((t1 - t0) * 1e6 / FLOOR_LAUNCHES)
             times[way][1].append((t2 - t0) * 1e6 / FLOOR_LAUNCHES)
@@ -161,7 +179,7 @@ def main(argv=None) -> int:
                 continue
             prepared.append(plain)
             forms[name] = [Form("old", plain, bind_once=False, flat=False), Form("bound", plain, flat=False),
-                           Form("new", plain)]
+                           Form("new", plain), Form("quiet", plain, queue=quiet_queue(plain.rt))]
             if REPLAY in backend.modes() and not replay_missing:
                 replayed = backend.prepare(net, weights, args.batch, mode=REPLAY)
                 prepared.append(replayed)
@@ -183,19 +201,22 @@ def main(argv=None) -> int:
             replay = by.get("replay")
             rows.append([name, launches.text(), f"{launches.enqueues * floors[PRESET][0]:.1f}",
                          _median(by["old"].enqueue_us), _median(by["bound"].enqueue_us), _median(by["new"].enqueue_us),
-                         _ratio(by["old"].enqueue_us, by["new"].enqueue_us),
+                         _ratio(by["old"].enqueue_us, by["new"].enqueue_us), _median(by["quiet"].enqueue_us),
                          _median(replay.enqueue_us) if replay else "-",
                          _ratio(by["new"].enqueue_us, replay.enqueue_us) if replay else "-",
                          _median(by["old"].pass_us), _median(by["new"].pass_us),
-                         _ratio(by["old"].pass_us, by["new"].pass_us),
+                         _ratio(by["old"].pass_us, by["new"].pass_us), _median(by["quiet"].pass_us),
+                         _ratio(by["new"].pass_us, by["quiet"].pass_us),
                          _median(replay.pass_us) if replay else "-",
                          _ratio(by["new"].pass_us, replay.pass_us) if replay else "-"])
         print("\nHost time to enqueue one pass (us, median) and the whole pass, enqueue + finish (us, median).  "
               "old: op by op, arguments set on every call; bound: op by op, arguments set once; new: the flat list "
-              "of launches made at prepare (plain mode now); replay: the pass recorded once as a command buffer; "
-              "floor: the enqueues times the empty kernel's enqueue with its argument set once")
-        print(tabulate(rows, headers=["backend", "launches", "floor", "enqueue old", "bound", "new", "old/new", "replay",
-                                      "new/replay", "pass old", "new", "old/new", "replay", "new/replay"]))
+              "of launches made at prepare (plain mode now); quiet: new on a queue without profiling; replay: the "
+              "pass recorded once as a command buffer; floor: the enqueues times the empty kernel's enqueue with its "
+              "argument set once")
+        print(tabulate(rows, headers=["backend", "launches", "floor", "enqueue old", "bound", "new", "old/new", "quiet",
+                                      "replay", "new/replay", "pass old", "new", "old/new", "quiet", "new/quiet",
+                                      "replay", "new/replay"]))
     finally:
         for net_ in prepared:
             net_.close()
