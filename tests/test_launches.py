@@ -119,6 +119,79 @@ def test_clblast_counts_its_own_kernels_and_its_routine_calls_apart():
         prepared.close()
 
 
+def _in_process(name):
+    """The backend `name` in this process (the CLBlast ones run in a child of their own by default)."""
+    if name.startswith("clblast"):
+        backend_or_skip(name)
+        from backends.clblast.backend import ClblastConvgemmInProcess, ClblastInProcess
+        from backends.clblast.best import ClblastBestInProcess
+        made = {"clblast": ClblastInProcess, "clblast-convgemm": ClblastConvgemmInProcess,
+                "clblast-best": ClblastBestInProcess}[name]
+        return made(runtime=get_runtime())
+    return backend_or_skip(name)
+
+
+@contextmanager
+def queues_enqueued_on():
+    """The queue of every kernel enqueue through pyopencl and of every CLBlast routine call, in order."""
+    from backends.clblast import counting, library
+    import pyclblast
+    seen = []
+    real = _cl.enqueue_nd_range_kernel
+
+    def kernel(queue, *args, **kwargs):
+        seen.append(queue)
+        return real(queue, *args, **kwargs)
+
+    def routine(fn, at):
+        def call(*args, **kwargs):
+            seen.append(args[at])
+            return fn(*args, **kwargs)
+        return call
+
+    saved = [(pyclblast, n, getattr(pyclblast, n)) for n in counting._routines(pyclblast)] + [
+        (library, "_call", library._call), (_cl, "enqueue_nd_range_kernel", real),
+        (cl, "enqueue_nd_range_kernel", cl.enqueue_nd_range_kernel)]
+    for module, n, fn in saved[:-3]:
+        setattr(module, n, routine(fn, 0))
+    library._call = routine(library._call, 3)
+    _cl.enqueue_nd_range_kernel = cl.enqueue_nd_range_kernel = kernel
+    try:
+        yield seen
+    finally:
+        for module, n, fn in saved:
+            setattr(module, n, fn)
+
+
+OPENCL_OWN = ["clblast", "clblast-convgemm", "clblast-best"] + HAND_WRITTEN
+
+
+@pytest.mark.parametrize("name", OPENCL_OWN)
+def test_a_timed_pass_enqueues_on_a_queue_without_profiling_and_matches_the_oracle(name):
+    """run() (what the compute time holds) puts every kernel and routine call on the runtime's queue without
+    profiling, and finishes it; per-layer times stay on the profiling queue, whose events they read."""
+    backend = _in_process(name)
+    profiling = cl.command_queue_properties.PROFILING_ENABLE
+    for seed, batch in ((3, 1), (4, 3)):   # fresh random inputs, two batches
+        weights = init_weights(LENET, seed)
+        prepared = backend.prepare(LENET, weights, batch)
+        try:
+            x = _fresh(LENET, batch, seed)
+            prepared.load_input(x)
+            with queues_enqueued_on() as seen:
+                prepared.run()
+            assert seen and not any(q.properties & profiling for q in seen), name
+            assert compare_arrays(prepared.fetch_output(), oracle.forward(LENET, weights, x)[-1]).passed, name
+            assert prepared.rt.queue.properties & profiling   # back on the profiling queue after the pass
+            prepared.load_input(x)
+            with queues_enqueued_on() as seen:
+                timed = prepared.run_timed()
+            assert all(q.properties & profiling for q in seen) and all(t.kernel_ms is not None for t in timed)
+        finally:
+            prepared.close()
+    getattr(backend, "close", lambda: None)()
+
+
 @pytest.mark.parametrize("name", REPLAYING)
 @pytest.mark.parametrize("net,batch", [(LENET, 1), (SMALL_GRAPH, 3)], ids=["lenet-b1", "graph-b3"])
 def test_the_replayed_pass_equals_the_plain_one_and_the_oracle(name, net, batch):

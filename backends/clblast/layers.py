@@ -56,6 +56,11 @@ class ClblastOp(LayerOp):
 
     kernels: tuple = ()   # the database kernels its routines compile
 
+    @property
+    def queue(self):
+        """The runtime's queue as it is now (a whole pass runs on one without profiling: Runtime.unprofiled)."""
+        return self.rt.queue
+
     def __init__(self, owner, layer, index, in_buf, out_buf, separate_activation=True, sets=None, problem=None):
         """`in_buf`: the buffer it reads, or a list of them (an add reads several, in the
         layer's order).  `sets`: the (kernel, parameters) overrides its routines run with;
@@ -71,7 +76,6 @@ class ClblastOp(LayerOp):
             relies = tuple(k for k in relies if k != unused)
         self.apply = Applied(owner.rt.device, sets, relies)
         self.rt = owner.rt
-        self.queue = owner.rt.queue
         self.batch = owner.batch
         self.in_shape = (owner.batch,) + tuple(owner.net.in_shape(index))
         self.out_shape = (owner.batch,) + tuple(owner.net.out_shape(index))

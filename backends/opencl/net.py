@@ -149,8 +149,13 @@ class OpenCLNet(PreparedNet):
             self.enqueue_pass(rec)
 
     def run(self):
-        self._whole_pass(Recorder(self.rt.queue, enabled=False))
-        self.rt.finish()
+        if self.recorded is not None:   # a command buffer replays on the queue it was recorded for
+            self._whole_pass(Recorder(self.rt.queue, enabled=False))
+            self.rt.finish()
+            return
+        with self.rt.unprofiled():   # nobody reads a timed pass's events: a launch costs less without them
+            self._whole_pass(Recorder(self.rt.queue, enabled=False))
+            self.rt.finish()
 
     def _capture(self, target) -> None:
         """One pass's launches into `target` (a LaunchList or a CommandBuffer) instead of the queue.  Only

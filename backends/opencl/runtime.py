@@ -1,7 +1,7 @@
 """The OpenCL plumbing every OpenCL backend shares.
 
 One Runtime per device in a process: one context, one in-order queue with
-profiling on, a cache of built programs keyed by source + defines + device,
+profiling on (and one without, for a whole pass: Runtime.unprofiled), a cache of built programs keyed by source + defines + device,
 and allocations checked against the device's limits before they are made.
 """
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -134,7 +135,10 @@ class Runtime:
     def __init__(self, device):
         self.device = device
         self.context = cl.Context([device])
+        # what everything enqueues on: profiling on (per-layer times read its events), except for a whole
+        # pass, which `unprofiled` moves to a queue without it, where a launch costs the host less
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self._quiet = None
         self.info = device_info(device)
         # a driver whose timer has no resolution (Mesa's rusticl) stamps its
         # events 0, 1, 2, 3 ns: its device times mean nothing, the host clock is all there is
@@ -216,6 +220,23 @@ class Runtime:
 
     def finish(self) -> None:
         self.queue.finish()
+
+    @contextmanager
+    def unprofiled(self):
+        """Within: `queue` is an in-order queue of the same context without profiling, for work whose events
+        nobody reads (a timed pass).  On NVIDIA's OpenCL a launch costs the host 6.5-8.9 us there against 12-15
+        with profiling (benchmarks/launches.py's floor).  Each queue is finished before the other takes over,
+        so what one enqueued is done before the other's work starts."""
+        if self._quiet is None:
+            self._quiet = cl.CommandQueue(self.context)
+        profiled = self.queue
+        profiled.finish()
+        self.queue = self._quiet
+        try:
+            yield
+        finally:
+            self._quiet.finish()
+            self.queue = profiled
 
 
 def _build_log(exc) -> str:
