@@ -399,8 +399,9 @@ def test_a_launch_keeps_each_set_of_arguments_it_is_called_with_apart():
 
 
 def test_the_floor_times_the_empty_kernel_each_way_and_counts_our_launches():
-    """benchmarks/launches.py's floor: an empty kernel enqueued three ways, each a host time and a whole cost per
-    launch (no claim on which is faster: that is the benchmark's to print), ours counted as a pass's are."""
+    """benchmarks/launches.py's floor: an empty kernel enqueued three ways on our profiling queue and the preset
+    way on two queues without profiling, each a host time and a whole cost per launch (no claim on which is
+    faster: that is the benchmark's to print), ours counted as a pass's are."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import launches as bench
@@ -409,7 +410,7 @@ def test_the_floor_times_the_empty_kernel_each_way_and_counts_our_launches():
     rt = get_runtime(None)
     before = rt.kernel_launches
     got = bench.floor(rt, 2)
-    assert len(got) == 3 and bench.PRESET in got
+    assert len(got) == 5 and bench.PRESET in got and f"{bench.PRESET}, no profiling" in got
     assert all(0 < enqueue <= whole < 1e6 for enqueue, whole in got.values()), got
     assert rt.kernel_launches - before == 2 * (bench.FLOOR_LAUNCHES + 1)   # each round's untimed one too
 

@@ -174,7 +174,8 @@ class OpenCLNet(PreparedNet):
         from .passlist import LaunchList
         flat = LaunchList(self.rt)
         self._capture(flat)
-        way, medians = choose(flat, Recorder(self.rt.queue, enabled=False))
+        with self.rt.unprofiled():   # measured on the queue run() enqueues on
+            way, medians = choose(flat, Recorder(self.rt.queue, enabled=False))
         self.flat = flat
         self.config["pass"] = (f"enqueued from a flat list of {flat.kernels} launches made at prepare (each kernel's "
                                f"arguments set once there), its queue flushed: {way} (measured at prepare: "
