@@ -27,7 +27,7 @@ Per net, `compare run` prints its tables and writes OUT/<net>.json (and
 
     .venv/bin/python benchmarks/kernels_vs_peers.py [--nets lenet:100,vgg16,resnet18,mobilenet-v2,vit-tiny]
         [--backends vectorised,vectorised-tiled,fused,torch,clblast-best] [--repeats 10] [--warmup 3]
-        [--out results/kernels] [--budget-s 0]
+        [--out results/kernels] [--budget-s 0] [--no-direct]
 
 --budget-s: stop before a net once this many seconds have passed (0: no
 limit), saying which nets were left: for a device lent for a fixed time.
@@ -173,10 +173,13 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--out", default="results/kernels")
     p.add_argument("--budget-s", type=float, default=0.0)
+    p.add_argument("--direct", action=argparse.BooleanOptionalAction, default=True,
+                   help="also each hand-written backend with its direct kernels only (--no-direct: ours against the "
+                        "peers alone, sooner)")
     args = p.parse_args(argv)
     register_direct_forms()
     names = [n for n in args.backends.split(",") if n]
-    names += [n + DIRECT for n in names if n + DIRECT in backends.REGISTRY]
+    names += [n + DIRECT for n in names if args.direct and n + DIRECT in backends.REGISTRY]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start, code, left = time.monotonic(), 0, []

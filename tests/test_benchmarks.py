@@ -2,6 +2,7 @@
 elsewhere in the tree cannot leave a benchmark broken until a GPU call finds it."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -22,13 +23,17 @@ def test_a_benchmark_starts_and_says_its_options(script):
     assert got.returncode == 0 and got.stdout.startswith("usage:"), got.stderr[-2000:]
 
 
-def test_the_kernels_benchmark_runs_a_net_and_prints_its_ratios(tmp_path):
+@pytest.mark.parametrize("direct", ["--direct", "--no-direct"])
+def test_the_kernels_benchmark_runs_a_net_and_prints_its_ratios(tmp_path, direct):
     """benchmarks/kernels_vs_peers.py end to end on a small batch: its output goes through a tee (the terminal
-    and OUT/<net>.txt), which the run's tables must be able to lay out, and it ends with the ratios."""
+    and OUT/<net>.txt), which the run's tables must be able to lay out, and it ends with the ratios; with
+    --no-direct without the direct-kernels twin of each hand-written backend."""
     got = subprocess.run([sys.executable, "benchmarks/kernels_vs_peers.py", "--nets", "lenet:4", "--backends",
-                          "vectorised,torch", "--repeats", "2", "--warmup", "1", "--out", str(tmp_path)],
+                          "vectorised,torch", "--repeats", "2", "--warmup", "1", "--out", str(tmp_path), direct],
                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert got.returncode == 0, got.stderr[-2000:]
+    ran = {b["name"] for b in json.loads((tmp_path / "lenet.json").read_text())["backends"]}
+    assert ran == ({"vectorised", "torch", "vectorised-direct"} if direct == "--direct" else {"vectorised", "torch"})
     assert "against PyTorch at its best" in got.stdout and (tmp_path / "lenet.json").is_file()
     assert "checks and times" in (tmp_path / "lenet.txt").read_text()   # the run's tables, teed
     assert "against PyTorch at its best" in (tmp_path / "lenet-summary.txt").read_text()
