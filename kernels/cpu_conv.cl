@@ -397,3 +397,139 @@ void head_vec(__global const float4* restrict x,
     }
 }
 #endif
+
+#ifdef CONV_ROW_VEC
+// conv_row_vec: a conv (or, DEPTHWISE, a depthwise conv or subsampling) of fewer output channels than
+// the vector width, where conv_vec's lanes past the channels idle (LeNet's C1: 6 of 16).  Here the
+// vector runs along the output row instead: a work-item computes VW neighbouring output columns of RY
+// rows for all YC output channels (RY x YC accumulators), each input row it reads gathered once into
+// a private row (SW phases, so a tap of any stride is one unaligned vector load) and each weight a
+// broadcast scalar.  The last block of a row starts VW columns before the row's end (where the row is
+// that wide) and stores only the columns the block before left; a row narrower than VW clamps its
+// loads to the last column its windows read.  Host side: YH >= RY.
+// -D, besides the window ones: XC (the input's real channels), VW, RY, DEPTHWISE (0: weights (XC, FH,
+// FW, YC); 1: XC == YC, weights (FH, FW, YC)); bias (YC).
+#define BX ((YW + VW - 1) / VW)        // blocks of VW output columns a row
+#define BY ((YH + RY - 1) / RY)        // blocks of RY output rows an image
+#define SEG (VW + (FW - 1) / SW)       // input columns of one phase the block's windows read
+#define TY ((RY - 1) * SH + FH)        // input rows the block's windows read
+#ifndef RG
+#define RG 2
+#endif
+
+// min(max(v, 0), 6) of a vector; a NaN passes through, as in relu6_4
+inline vec relu6_vec(const vec v)
+{
+    return select(select(v, (vec)(6.0f), isgreater(v, (vec)(6.0f))), (vec)(0.0f), isless(v, (vec)(0.0f)));
+}
+
+// The layer's activation (-D ACT) of a vector, as activation4 computes it of four values: a whole
+// vector's exp is a quarter of the instructions of four float4s' (C1's sigmoid cost more than its sums)
+inline vec activate_vec(const vec v)
+{
+#if ACT == 1
+    return select(v, (vec)(0.0f), isless(v, (vec)(0.0f)));
+#elif ACT == 2
+    return 1.0f / (1.0f + exp(-v));
+#elif ACT == 3
+    return relu6_vec(v);
+#elif ACT == 4
+    return tanh(v);
+#elif ACT == 5
+    return relu6_vec(v + 3.0f) * (1.0f / 6.0f);
+#elif ACT == 6
+    return v * relu6_vec(v + 3.0f) * (1.0f / 6.0f);
+#elif ACT == 7
+    return v / (1.0f + exp(-v));
+#elif ACT == 8
+    return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
+#elif ACT == 9
+    return 0.5f * v * (1.0f + tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+#else
+    return v;
+#endif
+}
+
+__kernel void conv_row_vec(__global const float* restrict x,
+                           __global const float* restrict w,
+                           __global const float* restrict b,
+                           __global float4* restrict y)
+{
+    const uint bx = get_global_id(0), q = get_global_id(1);
+    if (bx >= BX || q >= N * BY)
+        return;
+    const uint n = q / BY, by = q - n * BY;
+    const int col0 = min((int)(bx * VW), max(YW - VW, 0)), row0 = min((int)(by * RY), YH - RY);
+    const int skip_col = bx * VW - col0, skip_row = by * RY - row0;   // the block before's
+    const int cols = min(VW, YW - col0);
+    const int last = (cols - 1) * SW + FW - 1;   // the last input column (from the block's first) read
+    // the block's top-left input, signed: the offsets into the border are negative
+    const int x0 = ((int)(n * XHP) + row0 * SH + (XPT - PT)) * XWP + col0 * SW + (XPL - PL);
+    vec acc[RY][YC];
+#pragma unroll
+    for (int r = 0; r < RY; r++)
+#pragma unroll
+        for (int k = 0; k < YC; k++)
+            acc[r][k] = (vec)(0.0f);
+    // the input rows the block's windows read, each gathered once (a channel's columns are XC4 apart)
+    float seg[TY][SW][SEG];
+#if DEPTHWISE
+#pragma unroll
+    for (int c = 0; c < XC; c++) {
+        const int k = c;
+#else
+    for (int c = 0; c < XC; c++) {
+#endif
+        for (int t = 0; t < TY; t++) {
+            const __global float* xr = x + (x0 + t * XWP) * XC4 + c;
+#pragma unroll
+            for (int p = 0; p < SW; p++)
+#pragma unroll
+                for (int j = 0; j < SEG; j++)
+                    seg[t][p][j] = xr[min(j * SW + p, last) * XC4];
+        }
+        // a row's accumulators at a time, each tap's input vector loaded where it is used: the
+        // compiler's schedule then holds few registers besides them (no spills)
+#pragma unroll
+        for (int r0 = 0; r0 < RY; r0 += RG)
+            for (int fy = 0; fy < FH; fy++)
+#pragma unroll
+                for (int fx = 0; fx < FW; fx++) {
+                    vec v[RG];
+#pragma unroll
+                    for (int r = 0; r < RG; r++)
+                        v[r] = VLOAD(0, &seg[(r0 + r) * SH + fy][fx % SW][fx / SW]);
+#if DEPTHWISE
+                    const vec wk = (vec)(w[(fy * FW + fx) * YC + k]);
+#pragma unroll
+                    for (int r = 0; r < RG; r++)
+                        acc[r0 + r][k] = fma(v[r], wk, acc[r0 + r][k]);
+#else
+                    const __global float* wt = w + ((c * FH + fy) * FW + fx) * YC;
+#pragma unroll
+                    for (int k = 0; k < YC; k++) {
+                        const vec wk = (vec)(wt[k]);
+#pragma unroll
+                        for (int r = 0; r < RG; r++)
+                            acc[r0 + r][k] = fma(v[r], wk, acc[r0 + r][k]);
+                    }
+#endif
+                }
+    }
+    // each channel's row activated, then stored a pixel at a time as float4s (padding channels 0)
+    float o[YC4][VW];
+#pragma unroll
+    for (int k = YC; k < YC4; k++)
+        VSTORE((vec)(0.0f), 0, o[k]);
+    for (int r = skip_row; r < RY; r++) {
+#pragma unroll
+        for (int k = 0; k < YC; k++)
+            VSTORE(activate_vec(acc[r][k] + (vec)(b[k])), 0, o[k]);
+        const uint yp = ((n * YHP + row0 + r + YPT) * YWP + col0 + YPL) * YS + YO;
+        for (int i = skip_col; i < cols; i++)
+#pragma unroll
+            for (int k4 = 0; k4 < YC4 / 4; k4++)
+                y[yp + i * YS + k4] = (float4)(o[4 * k4][i], o[4 * k4 + 1][i], o[4 * k4 + 2][i], o[4 * k4 + 3][i]);
+    }
+}
+#endif

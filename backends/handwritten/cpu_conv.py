@@ -71,6 +71,11 @@ MAX_WASTE = 0.125   # output channels a variant may compute past the stored ones
 # (channel blocks, pixel blocks) per work-group: a work-group is a loop on one core, its
 # work-items along id 0 reading the same pixels' inputs (in L1) with other weights
 SHAPES = ((4, 4), (8, 4), (2, 8), (4, 2), (2, 2), (2, 1), (1, 1))
+# conv_row_vec (along the output row, for fewer output channels than the vector): rows per work-item,
+# in order of preference, and the accumulators (rows x channels) a work-item may hold beside its input
+# vector: AVX-512 has 32 vector registers, AVX2 16
+ROW_TILES = (4, 2, 1)
+ROW_ACCUMULATORS = {8: 12, 16: 24}
 
 
 def parse_mode(mode: str):
@@ -128,6 +133,26 @@ def dw_variants(vw: int, channels_stored: int) -> list[Variant]:
     return [Variant(vw, 1, rp) for rp in DW_PIXELS]
 
 
+@dataclass(frozen=True)
+class RowVariant:
+    """conv_row_vec's: VW output columns (one vector) x RY output rows a work-item, every output channel."""
+    vw: int
+    ry: int
+
+    @property
+    def label(self) -> str:
+        return f"along x {self.vw} px {self.ry} rows"
+
+
+def row_variants(vw: int, channels: int, out_h: int) -> list[RowVariant]:
+    """The along-x variants for a layer of `channels` output channels and `out_h` rows: only where the
+    channels are fewer than the vector width (else conv_vec's lanes are all busy), RY of ROW_TILES
+    whose RY x channels accumulators fit the registers and whose rows the output has."""
+    if channels >= vw or vw not in ROW_ACCUMULATORS:
+        return []
+    return [RowVariant(vw, ry) for ry in ROW_TILES if ry * channels <= ROW_ACCUMULATORS[vw] and ry <= out_h]
+
+
 def kind(net, index: int, layer) -> str | None:
     """'conv' (ungrouped), 'depthwise' (a subsampling and a max-pool too: the same kernel),
     'dense' (a conv of one pixel an image), or None where no vector kernel applies."""
@@ -172,9 +197,12 @@ def as_conv(layer, params: dict) -> ConvParams:
     return ConvParams(params["weight"], params["bias"], layer.stride, layer.padding, layer.groups)
 
 
-def _launch(net, index: int, defines: dict, v: Variant) -> Launch:
+def _launch(net, index: int, defines: dict, v) -> Launch:
     dst = net.layouts[index + 1]
-    if "DW_VEC" in defines:
+    if "CONV_ROW_VEC" in defines:
+        grid = (-(-dst.w // v.vw), net.batch * -(-dst.h // v.ry))
+        name = "conv_row_vec"
+    elif "DW_VEC" in defines:
         grid = (dst.c_stored // v.vw, net.batch * dst.h * -(-dst.w // v.rp))
         name = "dw_vec"
     else:
@@ -217,6 +245,28 @@ def build(net, index: int, params: dict, v: Variant) -> CpuConvOp:
                      net.upload(bias, f"{layer.name} bias (vector conv)"), v, defines, "vector conv")
 
 
+def build_row(net, index: int, params: dict, v: RowVariant) -> CpuConvOp:
+    """Conv (or depthwise conv, subsampling) layer `index` as conv_row_vec variant `v`; ValueError where
+    it does not apply (no fewer output channels than the vector, too few rows, a grouped conv, a max-pool)."""
+    layer = net.net.layers[index]
+    src, dst = net.input_layout(index), net.layouts[index + 1]
+    which = kind(net, index, layer)
+    if which not in ("conv", "depthwise") or layer.kind == "maxpool" or dst.c >= v.vw or dst.h < v.ry:
+        raise ValueError(f"{layer.name}: no along-x form for {layer.kind.value} of {dst.c} channels, {dst.h} rows")
+    depthwise = which == "depthwise"
+    defines = {**net.window_defines(layer, src, dst), "CONV_ROW_VEC": 1, "XC": src.c, "VW": v.vw, "RY": v.ry,
+               "DEPTHWISE": int(depthwise)}
+    conv = as_conv(layer, params)
+    weight = np.asarray(conv.weight, np.float32)                   # (K, C / groups, FH, FW)
+    # a work-item's weights for one input channel and tap: the YC output channels' scalars in a row
+    weight = weight[:, 0].transpose(1, 2, 0) if depthwise else weight.transpose(1, 2, 3, 0)
+    what = "vector conv" if layer.kind == "conv" and not depthwise else \
+        "vector depthwise" if layer.kind == "conv" else f"vector {layer.kind.value}"
+    return CpuConvOp(net, index, _launch(net, index, defines, v),
+                     net.upload(np.ascontiguousarray(weight), f"{layer.name} weights (along x)"),
+                     net.upload(np.asarray(conv.bias, np.float32), f"{layer.name} bias (along x)"), v, defines, what)
+
+
 def _dense(net, index, layer, params, v: Variant, src, dst, kp: int) -> CpuConvOp:
     """A dense layer as conv_vec: one pixel an image, its channels the input buffer's image,
     border and padding channels included (their weights are zero, as vectorised's dense kernels')."""
@@ -238,8 +288,8 @@ def _dense(net, index, layer, params, v: Variant, src, dst, kp: int) -> CpuConvO
 
 def with_residual(net, op: CpuConvOp, j: int, extra: dict, residual) -> ResidualConvOp | None:
     """`op` with add j in its epilogue (`extra`: its -D constants), writing the add's output;
-    None for the depthwise kernel, which has no such epilogue."""
-    if "DW_VEC" in op.defines:
+    None for the depthwise and along-x kernels, which have no such epilogue."""
+    if "DW_VEC" in op.defines or "CONV_ROW_VEC" in op.defines:
         return None
     layer = net.net.layers[op.index]
     defines = {**op.defines, **net.window_defines(layer, net.input_layout(op.index), net.layouts[j + 1]), **extra}
@@ -319,13 +369,16 @@ class ChoosesCpuConv:
         if mode != "measured":
             self.release(owned["chosen"])
             return build(self, index, params, options[0])
+        out = self.layouts[index + 1]
+        if layer.kind != "maxpool" and which in ("conv", "depthwise"):   # fewer channels than the vector
+            options = options + row_variants(vw, out.c, out.h)
         chosen = getattr(op, "step", type(op).__name__)
         forms = {chosen: op}
         refused = {}
         for v in options:
             start = len(self.buffers)
             try:
-                forms[v.label] = build(self, index, params, v)
+                forms[v.label] = (build_row if isinstance(v, RowVariant) else build)(self, index, params, v)
             except KernelBuildError as exc:   # a variant this device's compiler refuses is no choice
                 self.release(self.buffers[start:])
                 refused[v.label] = str(exc).splitlines()[0][:200]
