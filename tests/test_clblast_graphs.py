@@ -11,7 +11,7 @@ from backends.clblast import problems
 from backends.clblast.conv_plan import ConvPlan
 from compare import oracle
 from compare.checking import check_prepared, compare_arrays
-from nets import LENET, MOBILENET_V2, RESNET18, VGG16, Add, Conv, Dense, GlobalAvgPool, MaxPool, Net
+from nets import LENET, MOBILENET_V2, RESNET18, VGG16, VIT_TINY, Add, Conv, Dense, GlobalAvgPool, MaxPool, Net
 from nets.weights import init_weights
 from conftest import backend_or_skip
 from run_checks import in_process
@@ -213,7 +213,7 @@ def test_the_nets_problem_keys_are_those_of_the_tuning_files_in_reports():
             if "problem" in data:   # a problem's record: its stored key is the one computed today
                 assert problems.Problem.from_json(data["problem"]).key == data["key"], f
                 keys.add(data["key"])
-        posed = {p.key for net, batch in ((VGG16, 1), (LENET, 100), (RESNET18, 1), (MOBILENET_V2, 1))
+        posed = {p.key for net, batch in ((VGG16, 1), (LENET, 100), (RESNET18, 1), (MOBILENET_V2, 1), (VIT_TINY, 1))
                  for p in problems.net_problems(net, batch)}
         # and `compare tune --as-tuner`'s: VGG-16's batch-1 GEMMs as CLBlast's xgemm tuner runs them
         posed |= {problems.xgemm_alone(p).key for p in problems.net_problems(VGG16, 1)
