@@ -20,7 +20,8 @@
 // so the depthwise output never goes through global memory.
 //
 // Buffers are `vectorised`'s: NHWC, channels stored in float4s, zero borders.
-// CONV_VEC, DW_VEC or DW_PW_VEC picks the kernel.  -D constants, besides the layout ones of kernels/vectorised.cl's conv (N, XC4,
+// CONV_VEC, DW_VEC, DW_PW_VEC or CONV_ROW_VEC (at its kernel below) picks the kernel.  -D constants,
+// besides the layout ones of kernels/vectorised.cl's conv (N, XC4,
 // XHP, XWP, XPT, XPL, PT, PL, YC, YC4, YH, YW, YHP, YWP, YPT, YPL, FH, FW, SH,
 // SW, ACT, YS, YO; RESIDUAL with RHP, RWP, RPT, RPL):
 //   XC   the input's real channels: the loop stops there (the padding channels are zero)
@@ -399,23 +400,19 @@ void head_vec(__global const float4* restrict x,
 #endif
 
 #ifdef CONV_ROW_VEC
-// conv_row_vec: a conv (or, DEPTHWISE, a depthwise conv or subsampling) of fewer output channels than
-// the vector width, where conv_vec's lanes past the channels idle (LeNet's C1: 6 of 16).  Here the
+// conv_row_vec: a conv of fewer output channels than the vector width, where conv_vec's lanes past the channels idle (LeNet's C1: 6 of 16).  Here the
 // vector runs along the output row instead: a work-item computes VW neighbouring output columns of RY
 // rows for all YC output channels (RY x YC accumulators), each input row it reads gathered once into
 // a private row (SW phases, so a tap of any stride is one unaligned vector load) and each weight a
 // broadcast scalar.  The last block of a row starts VW columns before the row's end (where the row is
 // that wide) and stores only the columns the block before left; a row narrower than VW clamps its
 // loads to the last column its windows read.  Host side: YH >= RY.
-// -D, besides the window ones: XC (the input's real channels), VW, RY, DEPTHWISE (0: weights (XC, FH,
-// FW, YC); 1: XC == YC, weights (FH, FW, YC)); bias (YC).
+// -D, besides the window ones: XC (the input's real channels), VW, RY; weights (XC, FH, FW, YC), bias (YC).
 #define BX ((YW + VW - 1) / VW)        // blocks of VW output columns a row
 #define BY ((YH + RY - 1) / RY)        // blocks of RY output rows an image
 #define SEG (VW + (FW - 1) / SW)       // input columns of one phase the block's windows read
 #define TY ((RY - 1) * SH + FH)        // input rows the block's windows read
-#ifndef RG
-#define RG 2
-#endif
+#define RG (RY % 2 ? 1 : 2)            // rows whose taps share a weight's broadcast
 
 // min(max(v, 0), 6) of a vector; a NaN passes through, as in relu6_4
 inline vec relu6_vec(const vec v)
@@ -463,7 +460,7 @@ __kernel void conv_row_vec(__global const float* restrict x,
     const int skip_col = bx * VW - col0, skip_row = by * RY - row0;   // the block before's
     const int cols = min(VW, YW - col0);
     const int last = (cols - 1) * SW + FW - 1;   // the last input column (from the block's first) read
-    // the block's top-left input, signed: the offsets into the border are negative
+    // the block's top-left input (in the border where the layer pads)
     const int x0 = ((int)(n * XHP) + row0 * SH + (XPT - PT)) * XWP + col0 * SW + (XPL - PL);
     vec acc[RY][YC];
 #pragma unroll
@@ -473,13 +470,7 @@ __kernel void conv_row_vec(__global const float* restrict x,
             acc[r][k] = (vec)(0.0f);
     // the input rows the block's windows read, each gathered once (a channel's columns are XC4 apart)
     float seg[TY][SW][SEG];
-#if DEPTHWISE
-#pragma unroll
     for (int c = 0; c < XC; c++) {
-        const int k = c;
-#else
-    for (int c = 0; c < XC; c++) {
-#endif
         for (int t = 0; t < TY; t++) {
             const __global float* xr = x + (x0 + t * XWP) * XC4 + c;
 #pragma unroll
@@ -499,12 +490,6 @@ __kernel void conv_row_vec(__global const float* restrict x,
 #pragma unroll
                     for (int r = 0; r < RG; r++)
                         v[r] = VLOAD(0, &seg[(r0 + r) * SH + fy][fx % SW][fx / SW]);
-#if DEPTHWISE
-                    const vec wk = (vec)(w[(fy * FW + fx) * YC + k]);
-#pragma unroll
-                    for (int r = 0; r < RG; r++)
-                        acc[r0 + r][k] = fma(v[r], wk, acc[r0 + r][k]);
-#else
                     const __global float* wt = w + ((c * FH + fy) * FW + fx) * YC;
 #pragma unroll
                     for (int k = 0; k < YC; k++) {
@@ -513,7 +498,6 @@ __kernel void conv_row_vec(__global const float* restrict x,
                         for (int r = 0; r < RG; r++)
                             acc[r0 + r][k] = fma(v[r], wk, acc[r0 + r][k]);
                     }
-#endif
                 }
     }
     // each channel's row activated, then stored a pixel at a time as float4s (padding channels 0)
@@ -521,7 +505,10 @@ __kernel void conv_row_vec(__global const float* restrict x,
 #pragma unroll
     for (int k = YC; k < YC4; k++)
         VSTORE((vec)(0.0f), 0, o[k]);
-    for (int r = skip_row; r < RY; r++) {
+#pragma unroll
+    for (int r = 0; r < RY; r++) {
+        if (r < skip_row)
+            continue;
 #pragma unroll
         for (int k = 0; k < YC; k++)
             VSTORE(activate_vec(acc[r][k] + (vec)(b[k])), 0, o[k]);

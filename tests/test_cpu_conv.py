@@ -9,6 +9,7 @@ MobileNet-v2 for the fold), and a variant that fails the float64 check never cho
 import numpy as np
 import pytest
 
+from backends.base import layer_params
 from backends.handwritten import cpu_conv
 from backends.handwritten.vectors import vector_width
 from backends.handwritten.tiled import TiledNet
@@ -307,3 +308,85 @@ def test_fold_variants_fit_the_buffer_and_the_channels():
     assert all(v.tile.rp * 960 * 4 <= MAX_BUFFER and v.kp >= 320 for v in found)
     # 10 output channels: the least wasteful tile (16 channels); 36 depthwise channels: vectors of 4 there
     assert [(v.label, v.dvw) for v in fold_variants(16, 36, 10, 9)] == [("16x1 8 px fold", 4)]
+
+
+# The along-x form (conv_row_vec) for layers of fewer output channels than the vector width.
+
+def along_x_net(c: int, h: int, w: int, k: int, f: int, stride: int, pad: tuple, vw: int) -> Net:
+    """A conv of k < vw channels reading the image (the case), and where the form is not offered: a conv
+    reading the image whose output an add reads, a conv of k channels further in (the add folds into its
+    epilogue), a subsampling, a depthwise conv, a conv of vw channels, a max-pool and a dense layer."""
+    return Net(f"along-x-{c}-{h}x{w}-{k}", (c, h, w), (
+        Conv("a", "sigmoid", out_channels=k, kernel=(f, f), stride=(stride, stride), pad=pad),
+        Conv("b", "none", out_channels=k, kernel=(f, f), stride=(stride, stride), pad=pad, inputs=("input",)),
+        Conv("a2", "none", out_channels=k, kernel=(3, 3), pad=(1, 1), inputs=("a",)),
+        Add("add", "tanh", inputs=("a2", "b")),
+        Subsample("s", "relu", kernel=(2, 2), stride=(2, 2)),
+        Conv("dw", "relu6", out_channels=k, kernel=(3, 3), stride=(2, 2), pad=(1, 1), groups=k),
+        Conv("wide", "silu", out_channels=vw, kernel=(1, 1)),
+        MaxPool("m", "none", kernel=(2, 2), stride=(1, 1)),
+        Dense("fc", "none", out_features=5)))
+
+
+NOT_OFFERED = ("b", "a2", "s", "dw", "wide", "m", "fc")
+
+
+@pytest.mark.parametrize("c, h, w, k, f, stride, pad, vw, batch, rows, backend_class", [
+    (1, 32, 32, 6, 5, 1, (0, 0), 16, 2, 4, TiledNet),             # LeNet's C1 (28 columns: a clamped last block)
+    (3, 21, 37, 5, 3, 2, (1, 0, 1, 2), 16, 3, 2, VectorisedNet),  # stride 2, asymmetric padding, 19 columns
+    (2, 9, 13, 7, 5, 1, (2, 2), 8, 1, 1, VectorisedNet),          # 13 columns of vectors of 8
+    (4, 12, 6, 3, 3, 1, (1, 1), 16, 2, 4, TiledNet)])             # a row narrower than the vector
+def test_along_x_matches_the_oracle(runtime, monkeypatch, c, h, w, k, f, stride, pad, vw, batch, rows, backend_class):
+    """Every along-x variant is checked against float64 where offered (and refused nowhere); the one of
+    `rows` rows (where it fits, else the tallest that does) wins its timing and the net passes the check."""
+    monkeypatch.setitem(runtime.info, "preferred_vector_width_float", vw)
+
+    def along_x_wins(rt, forms):
+        def ms(f):
+            if not f.startswith("along x"):
+                return 1.0
+            ry = int(f.split()[-2])
+            return 0.0 if ry == rows else 0.1 + abs(ry - rows) * 0.01
+        return {f: ms(f) for f in forms}
+    monkeypatch.setattr(cpu_conv, "fastest_ms", along_x_wins)
+    net = along_x_net(c, h, w, k, f, stride, pad, vw)
+    weights = init_weights(net, h * w + k)
+    x = np.random.default_rng(h * w + k).standard_normal((batch,) + net.input_shape).astype(np.float32)
+    config = run(backend_class(runtime, net, weights, batch, winograd="never"), net, weights, x)
+    record = config["cpu_conv"]["a"]
+    along = {f: e for f, e in record["rel_l2_against_float64"].items() if f.startswith("along x")}
+    assert along and max(along.values()) < cpu_conv.MAX_REL_L2 and "refused" not in record, record
+    assert record["chosen"] == f"along x {vw} px {rows} rows", record
+    assert config["layers"]["a"]["kernel"].startswith(f"vector conv along x {vw} px"), config["layers"]["a"]
+    for name in NOT_OFFERED:
+        offered = config["cpu_conv"].get(name, {}).get("ms", {})
+        assert not any(f.startswith("along x") for f in offered), (name, offered)
+    assert "add" in config["residual_adds_fused"]   # into a2's epilogue, which the along-x kernel has not
+
+
+def test_along_x_variants_fit_the_channels_and_rows():
+    assert [v.label for v in cpu_conv.row_variants(16, 6, 28)] == ["along x 16 px 4 rows", "along x 16 px 2 rows",
+                                                                  "along x 16 px 1 rows"]
+    assert [v.ry for v in cpu_conv.row_variants(16, 6, 3)] == [2, 1]      # no taller than the output
+    assert [v.ry for v in cpu_conv.row_variants(8, 6, 28)] == [2, 1]      # 24 accumulators: not on AVX2
+    assert [v.ry for v in cpu_conv.row_variants(16, 15, 28)] == [1]
+    assert cpu_conv.row_variants(16, 16, 28) == [] and cpu_conv.row_variants(8, 8, 28) == []   # lanes all busy
+    assert cpu_conv.row_variants(4, 3, 28) == []                          # float4 is vectorised's
+
+
+def test_no_along_x_form_where_it_cannot_run(runtime):
+    """build_row refuses (so the form is never offered) a depthwise conv, as many channels as the vector, a
+    max-pool and a dense layer."""
+    net = Net("along-x-refused", (2, 10, 10), (
+        Conv("d", "relu", out_channels=2, kernel=(3, 3), pad=(1, 1), groups=2),
+        Conv("c", "relu", out_channels=16, kernel=(3, 3)),
+        MaxPool("m", "none", kernel=(2, 2), stride=(2, 2)),
+        Dense("fc", "none", out_features=3)))
+    weights = init_weights(net, 40)
+    prepared = VectorisedNet(runtime, net, weights, 1, cpu_conv="never")
+    try:
+        for i, name in enumerate(("d", "c", "m", "fc")):
+            with pytest.raises(ValueError, match="no along-x form"):
+                cpu_conv.build_row(prepared, i, layer_params(net, weights, i), cpu_conv.RowVariant(16, 1))
+    finally:
+        prepared.close()

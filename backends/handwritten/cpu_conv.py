@@ -17,6 +17,12 @@ subsampling is one whose taps weigh coeff / taps; a max-pool the same
 with max for multiply-add) holds RP neighbouring columns of VW channels;
 a dense layer is a conv of one pixel an image.
 
+A conv of fewer output channels than VW (LeNet's C1: 6, stored as 8) would leave most of
+those lanes idle; where it reads the net's input and no add reads its output, conv_row_vec is
+offered too, its vector along the output row: VW neighbouring columns of RY rows a work-item,
+every output channel (row_variants(); step "vector conv along x VW px RY rows").  (On LeNet's
+S2, a subsampling, the same along x measured level with dw_vec: not kept.)
+
 The variants (RP, NV) come from the vector width and the layer's shape
 (variants(), dw_variants()); each is built, run on one random input and
 checked against the layer computed in float64 on the host, one whose
@@ -197,7 +203,7 @@ def as_conv(layer, params: dict) -> ConvParams:
     return ConvParams(params["weight"], params["bias"], layer.stride, layer.padding, layer.groups)
 
 
-def _launch(net, index: int, defines: dict, v) -> Launch:
+def _launch(net, index: int, defines: dict, v: "Variant | RowVariant") -> Launch:
     dst = net.layouts[index + 1]
     if "CONV_ROW_VEC" in defines:
         grid = (-(-dst.w // v.vw), net.batch * -(-dst.h // v.ry))
@@ -246,25 +252,20 @@ def build(net, index: int, params: dict, v: Variant) -> CpuConvOp:
 
 
 def build_row(net, index: int, params: dict, v: RowVariant) -> CpuConvOp:
-    """Conv (or depthwise conv, subsampling) layer `index` as conv_row_vec variant `v`; ValueError where
-    it does not apply (no fewer output channels than the vector, too few rows, a grouped conv, a max-pool)."""
+    """Conv layer `index` as conv_row_vec variant `v`; ValueError where it does not apply (not an
+    ungrouped conv, no fewer output channels than the vector, too few rows)."""
     layer = net.net.layers[index]
     src, dst = net.input_layout(index), net.layouts[index + 1]
-    which = kind(net, index, layer)
-    if which not in ("conv", "depthwise") or layer.kind == "maxpool" or dst.c >= v.vw or dst.h < v.ry:
+    if kind(net, index, layer) != "conv" or dst.c >= v.vw or dst.h < v.ry:
         raise ValueError(f"{layer.name}: no along-x form for {layer.kind.value} of {dst.c} channels, {dst.h} rows")
-    depthwise = which == "depthwise"
-    defines = {**net.window_defines(layer, src, dst), "CONV_ROW_VEC": 1, "XC": src.c, "VW": v.vw, "RY": v.ry,
-               "DEPTHWISE": int(depthwise)}
+    defines = {**net.window_defines(layer, src, dst), "CONV_ROW_VEC": 1, "XC": src.c, "VW": v.vw, "RY": v.ry}
     conv = as_conv(layer, params)
-    weight = np.asarray(conv.weight, np.float32)                   # (K, C / groups, FH, FW)
     # a work-item's weights for one input channel and tap: the YC output channels' scalars in a row
-    weight = weight[:, 0].transpose(1, 2, 0) if depthwise else weight.transpose(1, 2, 3, 0)
-    what = "vector conv" if layer.kind == "conv" and not depthwise else \
-        "vector depthwise" if layer.kind == "conv" else f"vector {layer.kind.value}"
+    weight = np.asarray(conv.weight, np.float32).transpose(1, 2, 3, 0)   # (K, C, FH, FW) -> (C, FH, FW, K)
     return CpuConvOp(net, index, _launch(net, index, defines, v),
                      net.upload(np.ascontiguousarray(weight), f"{layer.name} weights (along x)"),
-                     net.upload(np.asarray(conv.bias, np.float32), f"{layer.name} bias (along x)"), v, defines, what)
+                     net.upload(np.asarray(conv.bias, np.float32), f"{layer.name} bias (along x)"), v, defines,
+                     "vector conv")
 
 
 def _dense(net, index, layer, params, v: Variant, src, dst, kp: int) -> CpuConvOp:
@@ -369,8 +370,13 @@ class ChoosesCpuConv:
         if mode != "measured":
             self.release(owned["chosen"])
             return build(self, index, params, options[0])
-        out = self.layouts[index + 1]
-        if layer.kind != "maxpool" and which in ("conv", "depthwise"):   # fewer channels than the vector
+        # the along-x form, measured only, for a conv reading the image alone whose output no add reads:
+        # few output channels are common there (LeNet's C1); elsewhere they sit in chains whose adds,
+        # depthwise folds and block kernels a kernel of its own would break (it has no epilogue for them)
+        layers = self.net.layers
+        if (which == "conv" and all(s < 0 for s in self.net.sources(index))
+                and not any(index in self.net.sources(j) for j in range(len(layers)) if layers[j].kind == "add")):
+            out = self.layouts[index + 1]
             options = options + row_variants(vw, out.c, out.h)
         chosen = getattr(op, "step", type(op).__name__)
         forms = {chosen: op}
