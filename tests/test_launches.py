@@ -192,6 +192,26 @@ def test_a_timed_pass_enqueues_on_a_queue_without_profiling_and_matches_the_orac
     getattr(backend, "close", lambda: None)()
 
 
+def test_forms_measured_at_prepare_run_on_the_queue_a_timed_pass_runs_on():
+    """Both host-timed measurements that choose a form at prepare (measured.py, dw_pw.py) enqueue on the queue
+    without profiling, as run() does: a form's launches then cost what they cost in the pass."""
+    from backends.handwritten import dw_pw, measured
+    backend = backend_or_skip("vectorised")
+    prepared = backend.prepare(LENET, init_weights(LENET, 5), 2)
+    try:
+        prepared.load_input(_fresh(LENET, 2, 5))
+        ops = prepared.pass_ops()
+        with queues_enqueued_on() as seen:
+            got = measured.fastest_ms(prepared.rt, {"all": ops, "first": ops[:1]})
+            both = dw_pw.fastest_ms(prepared.rt, [ops[:1], ops[1:2]], rounds=1, repeats=1)
+        profiling = cl.command_queue_properties.PROFILING_ENABLE
+        assert seen and not any(q.properties & profiling for q in seen)
+        assert set(got) == {"all", "first"} and all(0 < ms < 1e4 for ms in [*got.values(), *both])
+        assert prepared.rt.queue.properties & profiling   # the profiling queue again after each
+    finally:
+        prepared.close()
+
+
 @pytest.mark.parametrize("name", REPLAYING)
 @pytest.mark.parametrize("net,batch", [(LENET, 1), (SMALL_GRAPH, 3)], ids=["lenet-b1", "graph-b3"])
 def test_the_replayed_pass_equals_the_plain_one_and_the_oracle(name, net, batch):

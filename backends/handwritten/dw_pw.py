@@ -157,19 +157,21 @@ def fastest_ms(rt, forms: list[list[LayerOp]], rounds: int = ROUNDS, repeats: in
     turn, `rounds` times after one untimed run each: host time of
     `repeats` back-to-back enqueues of its ops and one finish, per
     enqueue; the least of each form (other work on a shared device only
-    adds).  Host time, as a pass pays a kernel's launch as well as its run."""
+    adds).  Host time, as a pass pays a kernel's launch as well as its run, on the queue a timed pass runs
+    on (no profiling: Runtime.unprofiled)."""
     best = [float("inf")] * len(forms)
-    quiet = Recorder(rt.queue, enabled=False)
-    for ops in forms:
-        for op in ops:
-            op.enqueue(quiet)
-    rt.queue.finish()
-    for _ in range(rounds):
-        for n, ops in enumerate(forms):
-            start = time.perf_counter()
-            for _ in range(repeats):
-                for op in ops:
-                    op.enqueue(quiet)
-            rt.queue.finish()
-            best[n] = min(best[n], (time.perf_counter() - start) * 1e3 / repeats)
+    with rt.unprofiled():
+        quiet = Recorder(rt.queue, enabled=False)
+        for ops in forms:
+            for op in ops:
+                op.enqueue(quiet)
+        rt.queue.finish()
+        for _ in range(rounds):
+            for n, ops in enumerate(forms):
+                start = time.perf_counter()
+                for _ in range(repeats):
+                    for op in ops:
+                        op.enqueue(quiet)
+                rt.queue.finish()
+                best[n] = min(best[n], (time.perf_counter() - start) * 1e3 / repeats)
     return best
