@@ -25,6 +25,7 @@ import argparse
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 
 from tabulate import tabulate
 
@@ -47,47 +48,38 @@ NOT_SEEN = "not counted: its dispatch is not ours to see"
 class Form:
     """One way of running a prepared net's pass, timed per pass."""
 
-    def __init__(self, name: str, prepared, bind_once: bool = True, flat: bool = True, queue=None):
+    def __init__(self, name: str, prepared, bind_once: bool = True, flat: bool = True, profiled: bool = True):
         self.name, self.prepared, self.bind_once, self.flat = name, prepared, bind_once, flat
-        self.queue = queue   # another queue of the net's context to enqueue on (None: the runtime's own)
+        self.profiled = profiled   # False: on the runtime's queue without profiling, as run() enqueues
         self.enqueue_us: list[float] = []
         self.pass_us: list[float] = []
 
     def run(self, passes: int, timed: bool = True) -> None:
         net, rt = self.prepared, self.prepared.rt
-        kept, own_queue = net.flat, rt.queue
+        kept = net.flat
         rt.bind_once, net.flat = self.bind_once, kept if self.flat else None
-        if self.queue is not None:
-            rt.finish()
-            rt.queue = self.queue
-        quiet = Recorder(rt.queue, enabled=False)
         try:
-            net._whole_pass(quiet)   # one untimed, so the switch from the form before is not this one's cost
-            rt.finish()
-            for _ in range(passes):
-                t0 = time.perf_counter()
-                net._whole_pass(quiet)
-                t1 = time.perf_counter()
+            with nullcontext() if self.profiled else rt.unprofiled():
+                quiet = Recorder(rt.queue, enabled=False)
+                net._whole_pass(quiet)   # one untimed, so the switch from the form before is not this one's cost
                 rt.finish()
-                t2 = time.perf_counter()
-                if timed:
-                    self.enqueue_us.append((t1 - t0) * 1e6)
-                    self.pass_us.append((t2 - t0) * 1e6)
+                for _ in range(passes):
+                    t0 = time.perf_counter()
+                    net._whole_pass(quiet)
+                    t1 = time.perf_counter()
+                    rt.finish()
+                    t2 = time.perf_counter()
+                    if timed:
+                        self.enqueue_us.append((t1 - t0) * 1e6)
+                        self.pass_us.append((t2 - t0) * 1e6)
         finally:
-            rt.finish()
-            rt.bind_once, net.flat, rt.queue = True, kept, own_queue
+            rt.bind_once, net.flat = True, kept
 
     def output(self, x):
         """The form's output on `x`, for the check."""
         self.prepared.load_input(x)
         self.run(1, timed=False)
         return self.prepared.fetch_output()
-
-
-def quiet_queue(rt):
-    """An in-order queue of the runtime's context without profiling."""
-    import pyopencl as cl
-    return cl.CommandQueue(rt.context)
 
 
 FLOOR_LAUNCHES = 200   # empty kernels a round, back to back
@@ -107,7 +99,7 @@ def floor(rt, rounds: int) -> dict[str, tuple[float, float]]:
     preset = cl.Kernel(called.program, "empty")
     preset.set_args(buf)
     ours = Launch(rt, "empty.cl", "empty", None, (1,), (1,), exact=True)
-    plain = quiet_queue(rt)
+    plain = cl.CommandQueue(rt.context)
     unordered = cl.CommandQueue(rt.context, properties=cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
     ways = {"pyopencl call (argument set each call)": (lambda: called(rt.queue, (1,), (1,), buf), rt.queue),
             PRESET: (lambda: cl.enqueue_nd_range_kernel(rt.queue, preset, (1,), (1,)), rt.queue),
@@ -179,7 +171,7 @@ def main(argv=None) -> int:
                 continue
             prepared.append(plain)
             forms[name] = [Form("old", plain, bind_once=False, flat=False), Form("bound", plain, flat=False),
-                           Form("new", plain), Form("quiet", plain, queue=quiet_queue(plain.rt))]
+                           Form("new", plain), Form("quiet", plain, profiled=False)]
             if REPLAY in backend.modes() and not replay_missing:
                 replayed = backend.prepare(net, weights, args.batch, mode=REPLAY)
                 prepared.append(replayed)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import time
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import pyopencl as cl
@@ -149,11 +149,9 @@ class OpenCLNet(PreparedNet):
             self.enqueue_pass(rec)
 
     def run(self):
-        if self.recorded is not None:   # a command buffer replays on the queue it was recorded for
-            self._whole_pass(Recorder(self.rt.queue, enabled=False))
-            self.rt.finish()
-            return
-        with self.rt.unprofiled():   # nobody reads a timed pass's events: a launch costs less without them
+        # nobody reads a timed pass's events: a launch costs less without them; a command buffer replays on
+        # the queue it was recorded for
+        with self.rt.unprofiled() if self.recorded is None else nullcontext():
             self._whole_pass(Recorder(self.rt.queue, enabled=False))
             self.rt.finish()
 

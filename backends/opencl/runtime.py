@@ -1,8 +1,9 @@
 """The OpenCL plumbing every OpenCL backend shares.
 
 One Runtime per device in a process: one context, one in-order queue with
-profiling on (and one without, for a whole pass: Runtime.unprofiled), a cache of built programs keyed by source + defines + device,
-and allocations checked against the device's limits before they are made.
+profiling on (and one without, for a whole pass: Runtime.unprofiled), a
+cache of built programs keyed by source + defines + device, and allocations
+checked against the device's limits before they are made.
 """
 from __future__ import annotations
 
