@@ -260,6 +260,7 @@ def _json_failure(args, message: str, code: int) -> None:
 def main(argv=None) -> int:
     from . import machine
     parser = build_parser()
+    own_process = argv is None   # not called from Python (a test): the process may be drawn again
     argv = sys.argv[1:] if argv is None else list(argv)
     machine.begin()
     try:
@@ -275,6 +276,11 @@ def main(argv=None) -> int:
         warnings.filterwarnings("ignore", category=UserWarning, module="pyopencl")
     previous = install_handlers()
     try:
+        if own_process and getattr(args, "draws", 1) > 1:
+            from . import runner_draw
+            code = runner_draw.redraw(argv, args.draws)
+            if code is not None:
+                return code   # a fresh process ran it
         return args.func(args)
     except (UserError, CheckFailed) as exc:
         if args.debug:

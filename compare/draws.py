@@ -4,9 +4,10 @@ about one in four ran a pass 1.4x slower, whatever it ran:
 reports/nvidia-h200/NOTES.md), so a backend that runs in child processes
 (tinygrad, OpenCV, TensorFlow, CLBlast's) is prepared in N fresh processes
 and the one whose passes are fastest is kept, every baseline at its best.
-The runner's own process (our kernels, PyTorch, numpy) is drawn once: a
-side drawn more often is only ever favoured by it.  What each draw gave is
-kept in the backend's config, and the answer says it in one line."""
+The runner's own process (our kernels, PyTorch, numpy) is drawn by the
+fixed piece of plain Python before the run starts (compare/runner_draw.py).
+What each draw gave is kept in the backend's config, and the answer says it
+in one line."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -43,18 +44,28 @@ class ProcessDraws:
         return f"fastest of {len(self.pass_ms)} processes ({ms} ms a pass{lost})"
 
 
+def runner_words(host) -> str:
+    """How the runner's own process was drawn, in a few words (compare/runner_draw.py)."""
+    figures = getattr(host, "runner_draws", None) or []
+    if len(figures) < 2:
+        return "the runner's own process was drawn once"
+    ms = " then ".join(f"{v:.1f}" for v in figures)
+    return f"the runner's own process drawn {len(figures)} times (plain Python {ms} ms)"
+
+
 def drawn_line(res, limit: int = 160) -> str | None:
     """The one line a run says where it drew a side's process more than once (under `limit` characters: the
     sides named where they fit, else counted; each draw's time stays in the side's config), or None."""
     drawn = [(b.name, d) for b in res.backends if b.status == "OK"
              for d in [ProcessDraws.from_config(b.config)] if d is not None and len(d.pass_ms) > 1]
     if not drawn:
-        return None
+        runner = runner_words(res.host)
+        return None if runner.endswith("once") else f"Processes drawn: {runner}."
     counts = {len(d.pass_ms) for _, d in drawn}
     of = f"{max(counts)}" if len(counts) == 1 else f"up to {max(counts)}"
     lost = sum(len(d.failed) for _, d in drawn)
     tail = (f" the fastest of {of} processes" + (f" ({lost} failed to start)" if lost else "")
-            + "; the runner's own process was drawn once.")
+            + f"; {runner_words(res.host)}.")
     named = "Processes drawn: " + ", ".join(f"`{name}`" for name, _ in drawn) + tail
     if len(named) < limit:
         return named

@@ -74,20 +74,23 @@ def busy_line(host) -> str | None:
 
 
 def slow_processes_line(res, limit: int = 160) -> str | None:
-    """The one line a run says where a backend's own process (a child) ran the fixed piece of plain Python
-    SLOW_PROCESS times slower or more than the runner's process: its times may be its process's, not its
-    work's (reports/nvidia-h200/NOTES.md, 2026-11-29); under `limit` characters (the sides named where they
-    fit, else counted); None where none did or the figures are missing."""
+    """The one line a run says where a process of the run, the runner's own (ours, PyTorch) or a backend's
+    child, ran the fixed piece of plain Python SLOW_PROCESS times slower or more than the fastest process of
+    the run: its times may be its process's, not its work's (reports/nvidia-h200/NOTES.md, 2026-11-29);
+    under `limit` characters (the sides named where they fit, else counted); None where none did or the
+    runner's figure is missing."""
     mine = getattr(res.host, "plain_python_ms", None)
     if not mine:
         return None
-    slow = []
-    for b in res.backends:
-        theirs = (b.config or {}).get("plain_python_ms") if b.status == "OK" else None
-        if isinstance(theirs, (int, float)) and theirs >= SLOW_PROCESS * mine:
-            slow.append(f"`{b.name}` {theirs / mine:.2f}x")
+    figures = [("the runner's own", mine)] + [
+        (f"`{b.name}`", ms) for b in res.backends if b.status == "OK"
+        for ms in [(b.config or {}).get("plain_python_ms")] if isinstance(ms, (int, float)) and ms > 0]
+    fastest = min(ms for _, ms in figures)
+    slow = [f"{who} {ms / fastest:.2f}x" for who, ms in figures if ms >= SLOW_PROCESS * fastest]
     if not slow:
         return None
-    tail = f" slower at plain Python than the runner's ({mine:.1f} ms): its times may be its process's draw."
-    named = f"Slow process: {', '.join(slow)}" + tail
-    return named if len(named) < limit else f"Slow process: {len(slow)} sides {SLOW_PROCESS:g}x or more" + tail
+    tail = (f" slower at plain Python than the run's fastest process ({fastest:.1f} ms): "
+            f"{'its times' if len(slow) == 1 else 'their times'} may be the process's draw.")
+    head = "Slow process" if len(slow) == 1 else "Slow processes"
+    named = f"{head}: {', '.join(slow)}" + tail
+    return named if len(named) < limit else f"{head}: {len(slow)} of {len(figures)} {SLOW_PROCESS:g}x or more" + tail

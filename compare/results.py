@@ -244,6 +244,7 @@ class Host:
     load_1m: float | None = None      # the load average as the run started (compare/noise.py); absent before
     governor: str | None = None       # the CPU's frequency governor, where Linux says it
     plain_python_ms: float | None = None   # a fixed piece of plain Python in the runner's process (backends/host.py)
+    runner_draws: list[float] | None = None   # that piece in each runner process drawn, this one last (compare/runner_draw.py)
 
 
 @dataclass

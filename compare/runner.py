@@ -25,7 +25,7 @@ from backends import ModeFloor, RunOptions
 from nets import Net
 from nets.errors import Unsupported, UserError, raise_if_interrupted
 
-from . import __version__, gpustate, noise, oracle
+from . import __version__, gpustate, noise, oracle, runner_draw
 from .ahead import Ahead
 from .checking import TOLERANCE, check_prepared, compare_arrays
 from .draws import DRAW_PASSES, KEY, ProcessDraws
@@ -648,7 +648,7 @@ def execute(plan: Plan, progress=None, say=lambda s: None) -> tuple[RunResult, O
     anything runs, what will be timed."""
     progress = progress or Silent()
     quiet = noise.host_state()   # before the run's own work adds to the load
-    host = Host(**host_info(), **quiet)
+    host = Host(**host_info(), **quiet, runner_draws=runner_draw.drawn())
     if plan.times and noise.busy_line(host):
         say(noise.busy_line(host))
     session = Session(plan, progress, say)
