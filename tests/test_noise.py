@@ -51,6 +51,8 @@ def test_a_process_that_ran_plain_python_slower_than_the_runs_fastest_is_named_t
         "its times may be the process's draw.")
     assert noise.slow_processes_line(run(10.0, tinygrad=14.1, opencv=13.0), limit=60).startswith(
         "Slow processes: 2 of 3 1.2x or more slower at plain Python")   # too long to name them: counted
+    assert noise.slow_processes_line(run(20.0, tinygrad=14.1, opencv=13.0, clblast=10.0), limit=60).startswith(
+        "Slow processes: the runner's own 2.00x and 2 more of 4 1.2x or more slower")   # counted, the runner named
     assert noise.slow_processes_line(run(10.0, tinygrad=11.9)) is None        # within 1.2x: the same draw
     assert noise.slow_processes_line(run(11.9, tinygrad=10.0)) is None
     assert noise.slow_processes_line(run(None, tinygrad=30.0)) is None        # a file written before the figure
