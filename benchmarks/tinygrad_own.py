@@ -226,6 +226,7 @@ def peer_timed(net, weights, x, mode, repeats, way: str = "peer-timed") -> dict:
     way), timed here around the request: its round trip included, none of the arrays' pickling."""
     backend = backends.get("tinygrad")
     prepared = backend.prepare(net, weights, x.shape[0], mode)
+    drawn_ms = (prepared.config or {}).get("plain_python_ms", float("nan"))   # its child's draw, as own's says
     try:
         if way != "peer-timed":   # the child's tinygrad device, where a -freed or -gc way settles it
             prepared._worker.call(MODULE, "settle", prepared.config["device"], way)
@@ -239,14 +240,16 @@ def peer_timed(net, weights, x, mode, repeats, way: str = "peer-timed") -> dict:
                 prepared.run()
                 wall.append((time.perf_counter() - t0) * 1e3)
             y = prepared.fetch_output()
-            return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y}
+            return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y,
+                    "python_ms": drawn_ms}
         for _ in range(3):
             prepared.timed_pass(x)
         wall, y = [], None
         for _ in range(repeats):
             phases, y = prepared.timed_pass(x)
             wall.append(phases["compute"])
-        return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y}
+        return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y,
+                "python_ms": drawn_ms}
     finally:
         prepared.close()
         backend.close()

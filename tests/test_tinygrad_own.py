@@ -30,3 +30,13 @@ def test_each_way_is_drawn_in_fresh_processes_in_turn_and_the_fastest_kept():
     bad = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", "--draws", "0"], capture_output=True,
                          text=True, timeout=300, cwd=ROOT)
     assert bad.returncode == 2 and "--draws is a whole number of processes" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_the_peer_timed_way_says_its_processs_draw_as_own_does():
+    """Each way's line gives its process's plain-Python figure, so a slow draw of the peer's child is told."""
+    backend_or_skip("tinygrad")
+    got = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", "--nets", "lenet", "--ways", "peer-timed",
+                          "--repeats", "3", "--mode", "untuned"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert got.returncode == 0, got.stderr[-2000:]
+    said = re.search(r"^lenet peer-timed: PASS, .*plain Python ([0-9.]+) ms", got.stdout, re.M)
+    assert said and float(said.group(1)) > 0, got.stdout
