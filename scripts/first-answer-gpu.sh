@@ -19,6 +19,10 @@ CUDA_CACHE_PATH="$cold/nv" XDG_CACHE_HOME="$cold/xdg" POCL_CACHE_DIR="$cold/pocl
     PYTHONUNBUFFERED=1 "$python" -m compare run --net "$net" --backends "$backends" --repeats 10 --warmup 3 --interleave \
     --out "$out/first-$net.json" > "$out/first-$net.txt" 2>&1
 code=$?
-echo "first $net answer ($backends), every cache empty: exit $code, $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s" \
+took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+# the runner's process draws its speed as it starts (compare/runner_draw.py): its figure says which it drew
+drew=$("$python" -c "import json, sys; print(json.load(open(sys.argv[1]))['host']['plain_python_ms'])" \
+    "$out/first-$net.json" 2>/dev/null || echo unknown)
+echo "first $net answer ($backends), every cache empty: exit $code, $took s (the runner's plain Python: $drew ms)" \
     | tee -a "$out/first-$net.txt"
 rm -rf "$cold"
