@@ -7,7 +7,8 @@ call and one synchronize per pass.  Here the model is our net with our weights, 
 ONNX by the writer the `opencv` peer uses (so the output is checked against the same float64
 oracle), and both sides run the schedules `compare tune --scope tinygrad` chose on this device
 (seeded into a fresh tinygrad cache; a kernel not searched runs on tinygrad's heuristics on
-both sides), so what differs is only how each runs tinygrad.
+both sides), so what differs is only how each runs tinygrad.  The peer runs in its `searched-onnx` mode by
+default, the same ONNX recipe built by our code, where the net has an ONNX model.
 
 The ways, each in a child process of its own:
 - `own`: the recipe above, in a child set up as the peer's is (tinygrad_device.py: the
@@ -66,6 +67,7 @@ from nets.errors import Unsupported
 from nets.weights import init_weights, make_input
 
 MODULE = __spec__.name if __spec__ else Path(__file__).stem   # how a child imports this file
+AUTO = "auto"   # the peer's mode: the ONNX recipe where own runs, else the walk
 WAYS = ("own", "own-plain", "peer", "peer-pass", "peer-checked", "peer-timed", "peer-run",
         "peer-checked-freed", "peer-checked-gc", "peer-timed-freed", "peer-timed-gc")
 
@@ -257,7 +259,7 @@ def peer_timed(net, weights, x, mode, repeats, way: str = "peer-timed") -> dict:
 
 def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int = 1) -> list[dict]:
     from backends.peers.opencv_onnx import net_model
-    from backends.peers.tinygrad_peer import width_of
+    from backends.peers.tinygrad_peer import ONNX, SEARCHED, width_of
     net = get_net(net_name)
     batch = net.default_batch
     weights = init_weights(net, 0)
@@ -265,12 +267,15 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int 
     ref = oracle.forward(net, weights, x)[-1]
     rt = get_runtime()
     backend = backends.get("tinygrad")
-    store, options, width = backend.store(), backend.options, width_of(mode)
     try:
         model = net_model(net, weights, batch)
     except Unsupported as exc:
         model = None
         print(f"{net_name}: tinygrad's own recipe not run: {exc}")
+    if mode == AUTO:   # the peer on own's very recipe where there is one: what differs is only how each runs it
+        mode = ONNX if model is not None else SEARCHED
+        print(f"{net_name}: the peer in its {mode} mode", flush=True)
+    store, options, width = backend.store(), backend.options, width_of(mode)
     # each draw a fresh child process (`compare run --draws` draws the peer's so: compare/draws.py); the ways
     # take turns, draw by draw, so a slow phase of the host (the H200 notes' step 19) falls on every way alike
     drawn: dict[str, list[dict]] = {way: [] for way in ways}
@@ -338,7 +343,9 @@ def main(argv=None) -> int:
     parser.add_argument("--nets", default="resnet18")
     parser.add_argument("--ways", default=",".join(WAYS))
     parser.add_argument("--repeats", type=int, default=100)
-    parser.add_argument("--mode", default="searched", help="the peer's mode (searched: BEAM=2 choices)")
+    parser.add_argument("--mode", default=AUTO,
+                        help="the peer's mode (searched: BEAM=2 choices through our walk; searched-onnx: through "
+                             "tinygrad's ONNX recipe; default auto: searched-onnx where the net has an ONNX model)")
     parser.add_argument("--draws", type=int, default=1,
                         help="each way in this many fresh processes, the ways taking turns, the fastest kept (as "
                              "`compare run --draws`)")
