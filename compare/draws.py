@@ -59,8 +59,8 @@ def drawn_line(res, limit: int = 160) -> str | None:
     drawn = [(b.name, d) for b in res.backends if b.status == "OK"
              for d in [ProcessDraws.from_config(b.config)] if d is not None and len(d.pass_ms) > 1]
     if not drawn:
-        runner = runner_words(res.host)
-        return None if runner.endswith("once") else f"Processes drawn: {runner}."
+        runner_drawn = len(getattr(res.host, "runner_draws", None) or []) > 1
+        return f"Processes drawn: {runner_words(res.host)}." if runner_drawn else None
     counts = {len(d.pass_ms) for _, d in drawn}
     of = f"{max(counts)}" if len(counts) == 1 else f"up to {max(counts)}"
     lost = sum(len(d.failed) for _, d in drawn)

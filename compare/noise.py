@@ -89,13 +89,13 @@ def slow_processes_line(res, limit: int = 160) -> str | None:
     slow = [f"{who} {ms / fastest:.2f}x" for who, ms in figures if ms >= SLOW_PROCESS * fastest]
     if not slow:
         return None
-    tail = (f" slower at plain Python than the run's fastest process ({fastest:.1f} ms): "
-            f"{'its times' if len(slow) == 1 else 'their times'} may be the process's draw.")
+    tail = (f" at plain Python than the run's fastest ({fastest:.1f} ms): "
+            f"{'its times' if len(slow) == 1 else 'their times'} may be the draw's.")
     head = "Slow process" if len(slow) == 1 else "Slow processes"
-    named = f"{head}: {', '.join(slow)}" + tail
-    if len(named) < limit:
-        return named
-    # counted, the runner's still named: ours and PyTorch run there
+    # named where that fits, else counted with the runner's still named (ours and PyTorch run there)
     runner = [s for s in slow if s.startswith("the runner's")]
-    count = f"{len(slow) - len(runner)} {'more ' if runner else ''}of {len(figures)} {SLOW_PROCESS:g}x or more"
-    return f"{head}: {runner[0] + ' and ' if runner else ''}{count}" + tail
+    said = [f"{head}: {', '.join(slow)} slower"]
+    if runner and len(slow) > 1:
+        said.append(f"{head}: {runner[0]} and {len(slow) - 1} more, {SLOW_PROCESS:g}x or more slower")
+    said.append(f"{head}: {len(slow)} of {len(figures)}, {SLOW_PROCESS:g}x or more slower")
+    return next((line + tail for line in said if len(line + tail) < limit), said[-1] + tail)

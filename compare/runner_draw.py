@@ -67,6 +67,7 @@ def redraw(argv: list[str], draws: int) -> int | None:
     """Before a run drawn `draws` times: None where this process runs it (its figure kept for the results),
     else the exit status of the run a fresh process made, this one having waited for it."""
     before = earlier()
+    os.environ.pop(ENV, None)   # read: this run's own children are not runners drawn
     mine = round(plain_python_ms(), 2)
     if len(before) + 1 >= draws or not slow(mine, fresh_ms()):
         _drawn[:] = before + [mine]

@@ -305,6 +305,27 @@ def _queue_breakers(tmp_path, monkeypatch, first: str, children: int):
     return search, store, p
 
 
+def test_a_child_that_cannot_run_ends_as_said_never_as_a_threads_traceback(monkeypatch):
+    """An interrupt can end the process while the pool's thread still starts a child: whatever run_child
+    raises comes back as that child's end, with what it said, and nothing reaches threading's excepthook."""
+    import queue
+    import threading
+    from backends.tuning.clblast import children
+    from backends.tuning.clblast.children import Ended, LocalPool
+
+    def cannot(*args, **kwargs):
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+    monkeypatch.setattr(children, "run_child", cannot)
+    hooked = []
+    monkeypatch.setattr(threading, "excepthook", hooked.append)
+    events, handle = queue.Queue(), object()
+    LocalPool("0:0").start({"task": "search"}, "here", events, handle)
+    got, ended = events.get(timeout=30)
+    assert got is handle and isinstance(ended, Ended) and not hooked
+    assert ended.code is None and ended.why is None and not ended.stopped   # not a configuration's doing
+    assert ended.last_words == "the child could not run: RuntimeError: can't create new thread at interpreter shutdown"
+
+
 def test_a_child_ended_by_a_configuration_that_broke_the_queue_is_counted_and_its_start_timed(tmp_path, monkeypatch):
     """The search's summary says what its children's starts cost and how many a configuration ended (exit
     LOST: the queue unusable after it), the usual cause of a slow stretch on NVIDIA's driver."""

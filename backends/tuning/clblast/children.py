@@ -154,8 +154,12 @@ class LocalPool:
         stop = self._stop[id(handle)] = threading.Event()
 
         def work():
-            ended = run_child({**req, "device": self.device_index}, lambda line: events.put((handle, line)),
-                              float("inf"), self.quiet_s, should_stop=stop.is_set)
+            try:
+                ended = run_child({**req, "device": self.device_index}, lambda line: events.put((handle, line)),
+                                  float("inf"), self.quiet_s, should_stop=stop.is_set)
+            except Exception as exc:  # noqa: BLE001 - said as the child's end, never a thread's traceback
+                # (an interrupt can end the process while this thread still starts a child or its reader)
+                ended = Ended(None, None, stop.is_set(), f"the child could not run: {type(exc).__name__}: {exc}")
             self._stop.pop(id(handle), None)
             events.put((handle, ended))
         threading.Thread(target=work, daemon=True).start()
