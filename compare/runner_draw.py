@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 
 from backends.host import plain_python_ms
+from backends.isolated import Worker
 
 from .noise import SLOW_PROCESS
 
 ENV = "COMPARE_RUNNER_DRAWS"   # the figures (ms) of the runner processes drawn before this one, comma-separated
 FRESH = 2                      # fresh processes timed beside this one
-_PROBE = "from backends.host import plain_python_ms; print(plain_python_ms())"
-_ROOT = str(Path(__file__).resolve().parents[1])   # where `backends` imports from, for the fresh processes
+_ROOT = str(Path(__file__).resolve().parents[1])   # where `compare` imports from, for the fresh runner
 _drawn: list[float] = []       # set by `redraw` in the process that runs: every runner's figure, this one's last
 
 
@@ -40,16 +40,19 @@ def drawn() -> list[float] | None:
 
 
 def fresh_ms() -> float | None:
-    """The faster of FRESH fresh processes' figures, timed one after another; None where none could run."""
-    env = _importable(dict(os.environ))
+    """The faster of FRESH fresh processes' figures, timed one after another, each as a backend's child times
+    it (backends/isolated.py); None where none could run."""
     got = []
     for _ in range(FRESH):
+        worker = None
         try:
-            out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True,
-                                 timeout=60, check=True).stdout
-            got.append(float(out.split()[-1]))
-        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            worker = Worker("a fresh process's plain Python")
+            got.append(worker.plain_python_ms())
+        except Exception:  # noqa: BLE001 - a probe that cannot run: this process runs the run
             continue
+        finally:
+            if worker is not None:
+                worker.close()
     return min(got) if got else None
 
 
