@@ -93,9 +93,8 @@ def slow_processes_line(res, limit: int = 160) -> str | None:
             f"{'its times' if len(slow) == 1 else 'their times'} may be the draw's.")
     head = "Slow process" if len(slow) == 1 else "Slow processes"
     # named where that fits, else counted with the runner's still named (ours and PyTorch run there)
-    runner = [s for s in slow if s.startswith("the runner's")]
     said = [f"{head}: {', '.join(slow)} slower"]
-    if runner and len(slow) > 1:
-        said.append(f"{head}: {runner[0]} and {len(slow) - 1} more, {SLOW_PROCESS:g}x or more slower")
+    if mine >= SLOW_PROCESS * fastest and len(slow) > 1:   # the runner's is first among them
+        said.append(f"{head}: {slow[0]} and {len(slow) - 1} more, {SLOW_PROCESS:g}x or more slower")
     said.append(f"{head}: {len(slow)} of {len(figures)}, {SLOW_PROCESS:g}x or more slower")
     return next((line + tail for line in said if len(line + tail) < limit), said[-1] + tail)

@@ -86,8 +86,9 @@ class Progress:
             self._display.start()
         elif self._beat_s is not None:   # lines while nothing new is said
             self._stop.clear()
-            self._beat = threading.Thread(target=self._beating, args=(self._beat_s,), daemon=True)
-            self._beat.start()
+            beat = threading.Thread(target=self._beating, args=(self._beat_s,), daemon=True)
+            beat.start()
+            self._beat = beat   # kept once started: an interrupt inside start() leaves nothing to join
 
     def expect(self, steps: float) -> None:
         """`steps` more in the whole run (the basis of the time left)."""
@@ -142,10 +143,11 @@ class Progress:
             return
         if self.in_place:
             self._display.stop()   # transient: the display is gone
-        elif self._beat is not None:
+        else:
             self._stop.set()
-            self._beat.join()
-            self._beat = None
+            if self._beat is not None:
+                self._beat.join()
+                self._beat = None
 
 
 class Silent:

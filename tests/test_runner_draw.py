@@ -71,8 +71,8 @@ def test_a_signal_to_the_waiting_runner_reaches_the_fresh_process_once(tmp_path)
             break
     parent.send_signal(signal.SIGTERM)
     rest = parent.stdout.read()
-    assert parent.wait(timeout=120) == 128 + signal.SIGTERM
-    assert "interrupted (SIGTERM)" in rest and not out.exists()
+    assert parent.wait(timeout=120) == 128 + signal.SIGTERM, rest
+    assert "interrupted (SIGTERM)" in rest and not out.exists(), rest
 
 
 def test_the_answer_says_how_the_runner_was_drawn():

@@ -71,6 +71,26 @@ def test_progress_off_a_terminal_says_the_line_again_while_nothing_new_is_said()
     assert [line.split(" ", 1)[1] for line in stream.text.splitlines()] == ["tinygrad: compiling vgg16"]
 
 
+def test_an_interrupt_inside_the_heartbeats_start_leaves_done_nothing_to_join(monkeypatch):
+    """Seen under load: SIGTERM landed in Thread.start() of the heartbeat; `done` then joined a thread never
+    started and the run ended in a RuntimeError's traceback instead of its one line."""
+    import threading
+    from nets.errors import Interrupted
+    started = threading.Thread.start
+
+    def interrupted(thread):
+        if thread.daemon:   # the heartbeat
+            raise Interrupted(15)
+        return started(thread)
+    monkeypatch.setattr(threading.Thread, "start", interrupted)
+    p = Progress(_Stream(tty=False), every_s=20, beat_s=0.01)
+    try:
+        p.update("preparing vgg16")
+    except Interrupted:
+        pass
+    p.done()   # nothing raised: no thread to join
+
+
 def test_progress_tells_the_time_left_of_the_whole_run_from_its_steps_or_its_deadline():
     now = [0.0]
     stream = _Stream(tty=False)
