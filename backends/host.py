@@ -15,6 +15,9 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+SLOW_PROCESS = 1.2   # a process whose figure is this many times the fastest's drew slow (backends/screen.py)
+
+
 def plain_python_ms(rounds: int = 15) -> float:
     """A fixed piece of plain Python timed in this process (ms, the median of `rounds`).  On the H200's virtual
     machine a fresh process ran the same host-bound pass 1.3-1.5x slower about one time in four

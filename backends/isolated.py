@@ -43,6 +43,7 @@ import psutil
 from nets.errors import PassTimeout, UserError, raise_if_interrupted
 from nets.ready import reached
 
+from . import screen
 from .base import Backend, PreparedNet, create
 from .options import RunOptions
 
@@ -135,24 +136,44 @@ def _descendants(pid: int) -> list:
 class Worker:
     """One child process that serves `new`, `call`, `get`, `drop` and `func`."""
 
-    def __init__(self, label: str, env: dict[str, str | None] | None = None):
-        """`env`: changes to the child's environment (None unsets a variable)."""
+    def __init__(self, label: str, env: dict[str, str | None] | None = None, screen: bool = False):
+        """`env`: changes to the child's environment (None unsets a variable).  `screen`: a process that drew
+        slow as it started is started again (backends/screen.py); the first request waits for that."""
         self.label = label
-        ours, theirs = socket.socketpair()
         # the child sees the modules this process sees, tests' helpers included
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **(env or {})}
-        env = {k: v for k, v in env.items() if v is not None}
+        self._env = {k: v for k, v in env.items() if v is not None}
+        self.screened_out: list[float] = []   # the figures of processes started for this child and stopped as slow
+        self._screening = screen
+        self._start()
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair()
         fd = theirs.fileno()
         # its chatter (TensorFlow logs at import whatever the log level) goes to a file, shown if it dies
         self._log = tempfile.TemporaryFile()
         self._proc = subprocess.Popen([sys.executable, "-c", f"from backends.isolated import serve; serve({fd})"],
-                                      pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL,
+                                      pass_fds=(fd,), env=self._env, stdin=subprocess.DEVNULL,
                                       stdout=self._log, stderr=subprocess.STDOUT)
         theirs.close()
         self._conn = Connection(ours.detach())
         self._killed = False
         self._stop = weakref.finalize(self, _stop, self._conn, self._proc, self._log)
         self._python_ms: float | None = None
+        if self._screening:   # timed at once, while the caller starts its other children
+            self._send("func", "backends.host", "plain_python_ms", ())
+
+    def _settle(self) -> None:
+        """A screened child's figure taken; a slow one stopped and started again, screen.TRIES processes at most."""
+        while self._screening:
+            ms = round(self._receive(what="its plain Python"), 2)
+            screen.note(ms)
+            if not screen.slow(ms) or len(self.screened_out) + 1 >= screen.TRIES:
+                self._screening, self._python_ms = False, ms
+                return
+            self.screened_out.append(ms)
+            self.kill()
+            self._start()
 
     def request(self, op: str, *args, timeout_s: float | None = None):
         """Send one request and wait for its answer; past `timeout_s` the
@@ -164,6 +185,10 @@ class Worker:
         """Send one request without waiting for its answer: `receive` takes the answers, in the order sent
         (a prepare started ahead, IsolatedBackend.prepare_ahead).  A large request (weights) still waits
         until the child has read it."""
+        self._settle()
+        self._send(op, *args)
+
+    def _send(self, op: str, *args) -> None:
         self._alive()
         try:
             self._conn.send((op, args))
@@ -176,6 +201,10 @@ class Worker:
     def receive(self, timeout_s: float | None = None, what: str = ""):
         """The answer to the oldest request not yet answered (its error raised); past `timeout_s` the child is
         killed (it cannot be interrupted otherwise) and PassTimeout raised."""
+        self._settle()
+        return self._receive(timeout_s, what)
+
+    def _receive(self, timeout_s: float | None = None, what: str = ""):
         self._alive()
         try:
             if timeout_s is not None and not self._conn.poll(timeout_s):
@@ -234,6 +263,7 @@ class Worker:
     def plain_python_ms(self) -> float:
         """How fast this child's process runs a fixed piece of plain Python (backends/host.py), timed once: a
         process draws its speed when it starts (reports/nvidia-h200/NOTES.md), so every net it prepares shares it."""
+        self._settle()
         if self._python_ms is None:
             self._python_ms = round(self.call("backends.host", "plain_python_ms"), 2)
         return self._python_ms
@@ -268,6 +298,8 @@ class IsolatedNet(PreparedNet):
         attrs = worker.request("get", handle, ("config", "memory_bytes"))
         # beside the runner's (compare/noise.py): a process can draw slow at everything
         self.config = {**(attrs["config"] or {}), "plain_python_ms": worker.plain_python_ms()}
+        if worker.screened_out:   # processes started for this child and stopped as slow (backends/screen.py)
+            self.config[screen.KEY] = list(worker.screened_out)
         self.memory_bytes = attrs["memory_bytes"]
 
     def _call(self, method: str, *args):
@@ -429,7 +461,7 @@ class IsolatedBackend(Backend):
         return "backends.isolated", "inner_backend", (self.inner, device, self.options)
 
     def _spawn(self, what: str) -> tuple[Worker, int]:
-        worker = Worker(what)
+        worker = Worker(what, screen=True)
         return worker, worker.request("new", *self._inner())
 
     def _remote(self) -> tuple[Worker, int]:
@@ -471,11 +503,12 @@ class IsolatedBackend(Backend):
             return []   # an unsupported net: prepare refuses it before any child starts
         mine = []
         try:
-            for mode in modes:   # every child started and told to make its backend first: they start up together
+            # every child started, then each told to make its backend: they start up, and are screened, together
+            for mode in modes:
                 sent = time.monotonic()   # a prepare in turn is timed from its child's start too
-                worker = Worker(f"{self.name} backend ({mode})")
-                mine.append(_Ahead(worker, mode, net.name, batch, sent))
-                worker.send("new", *self._inner())
+                mine.append(_Ahead(Worker(f"{self.name} backend ({mode})", screen=True), mode, net.name, batch, sent))
+            for ahead in mine:
+                ahead.worker.send("new", *self._inner())
             for ahead in mine:
                 ahead.send_prepare(net, weights, batch)
         except BaseException:

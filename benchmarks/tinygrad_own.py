@@ -204,7 +204,7 @@ def settle(device: str, way: str) -> None:
 
 
 def _in_child(device, fn: str, *args) -> dict:
-    child = Child(device, f"tinygrad ({fn})")
+    child = Child(device, f"tinygrad ({fn})", screen=True)   # screened as the peer's is: backends/screen.py
     try:
         return child.worker.call(MODULE, fn, child.target, *args)
     finally:
@@ -214,7 +214,7 @@ def _in_child(device, fn: str, *args) -> dict:
 def _plain_child(fn: str, *args) -> dict:
     folder = tempfile.mkdtemp(prefix="tinygrad-plain-")
     worker = Worker(f"tinygrad ({fn})", env={"DEV": "CL", "CACHEDB": os.path.join(folder, "cache.db"),
-                                            "BEAM": None, "JITBEAM": None, "CACHELEVEL": None})
+                                            "BEAM": None, "JITBEAM": None, "CACHELEVEL": None}, screen=True)
     try:
         return worker.call(MODULE, fn, *args)
     finally:

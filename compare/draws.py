@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from backends import screen
+
 DRAW_PASSES = 10  # untimed passes whose median tells one process's draw from another's, the processes in turn
 KEY = "process_draws"
 
@@ -71,3 +73,20 @@ def drawn_line(res, limit: int = 160) -> str | None:
         return named
     n = len(drawn)
     return f"Processes drawn: {n} side{'s' if n != 1 else ''} in child processes, each" + tail
+
+
+def screened_line(res, limit: int = 160) -> str | None:
+    """The one line a run says where a side's child drew slow as it started and was started again
+    (backends/screen.py), under `limit` characters; None where none was."""
+    stopped = [(b.name, ms) for b in res.backends if b.status == "OK"
+               for ms in [(b.config or {}).get(screen.KEY)] if isinstance(ms, list) and ms]
+    if not stopped:
+        return None
+    n = sum(len(ms) for _, ms in stopped)
+    figures = sorted(v for _, ms in stopped for v in ms)
+    span = f"{figures[0]:.1f}" if len(figures) == 1 else f"{figures[0]:.1f}-{figures[-1]:.1f}"
+    tail = (f" drew slow as {'it' if n == 1 else 'they'} started (plain Python {span} ms) and "
+            f"{'was' if n == 1 else 'were'} started again.")
+    named = f"Processes screened: {n} child{'ren' if n > 1 else ''} of " + ", ".join(f"`{b}`" for b, _ in stopped)
+    counted = f"Processes screened: {n} child{'ren' if n > 1 else ''} of {len(stopped)} sides"
+    return next(line + tail for line in (named, counted) if len(line + tail) < limit or line is counted)

@@ -11,7 +11,7 @@ import math
 import os
 from pathlib import Path
 
-from backends.host import plain_python_ms
+from backends.host import SLOW_PROCESS, plain_python_ms
 
 DEFAULT_REPEATS = 10   # the floor when none is given
 MIN_TIME_S = 0.5       # end-to-end time a backend's timed passes add up to, when calibrated
@@ -39,7 +39,6 @@ def fitting_cap(fits, floor: int, cap: int = MAX_REPEATS) -> int:
         return floor
 
 
-SLOW_PROCESS = 1.2     # a child's plain Python this many times the runner's: its process drew slow
 
 
 def host_state() -> dict:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 import backends
-from backends import ModeFloor, RunOptions
+from backends import ModeFloor, RunOptions, screen
 from nets import Net
 from nets.errors import Unsupported, UserError, raise_if_interrupted
 
@@ -648,6 +648,7 @@ def execute(plan: Plan, progress=None, say=lambda s: None) -> tuple[RunResult, O
     anything runs, what will be timed."""
     progress = progress or Silent()
     quiet = noise.host_state()   # before the run's own work adds to the load
+    screen.start_run(quiet["plain_python_ms"])   # the run's children are held against the runner and each other
     host = Host(**host_info(), **quiet, runner_draws=runner_draw.drawn())
     if plan.times and noise.busy_line(host):
         say(noise.busy_line(host))

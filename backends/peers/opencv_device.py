@@ -84,14 +84,14 @@ class Child:
     """A child process for OpenCV on one OpenCL device: its Worker and the folder of its ICD file and
     models, removed when it stops."""
 
-    def __init__(self, device, label: str, extra_env: dict[str, str | None] | None = None):
+    def __init__(self, device, label: str, extra_env: dict[str, str | None] | None = None, screen: bool = False):
         self.target: CvTarget = target_for(device)
         self.folder = Path(tempfile.mkdtemp(prefix="compare-opencv-"))
         env = alone_environment(self.target.cl, self.folder / "icd")
         env.update({"OPENCV_OPENCL_DEVICE": self.target.selector, "OPENCV_DNN_OPENCL_ALLOW_ALL_DEVICES": "1",
                     "OPENCV_OPENCL_RUNTIME": None, "OPENCV_OCL4DNN_CONFIG_PATH": None,
                     "OPENCV_DNN_BACKEND_DEFAULT": None, "OPENCV_TRACE": None, **(extra_env or {})})
-        self.worker = Worker(label, env=env)
+        self.worker = Worker(label, env=env, screen=screen)   # a backend's child is screened: backends/screen.py
         self._remove = weakref.finalize(self.worker, shutil.rmtree, self.folder, True)
 
     def close(self) -> None:

@@ -350,7 +350,7 @@ class OpencvBackend(IsolatedBackend):
         """A new child for `mode`: OpenCV reads its tuning folder from the environment, so one per mode."""
         tuning = self.tuning()
         env = tuning.environment(read_only=True) if mode == TUNED else {}
-        child = Child(self.runtime.device, f"opencv backend ({mode})", env)
+        child = Child(self.runtime.device, f"opencv backend ({mode})", env, screen=True)
         try:
             return child, child.worker.request("new", __name__, "OpencvInChild",
                                                (child.target, self.options, tuning, str(child.folder)))

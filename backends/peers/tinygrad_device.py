@@ -41,7 +41,7 @@ class Child:
     """A child process for tinygrad on one OpenCL device: its Worker, and the
     folder of its ICD file and cache, removed when it stops."""
 
-    def __init__(self, device, label: str):
+    def __init__(self, device, label: str, screen: bool = False):
         self.target: ClTarget = target_of(device)
         self.folder = Path(tempfile.mkdtemp(prefix="compare-tinygrad-"))
         env = alone_environment(self.target, self.folder / "icd")
@@ -50,7 +50,7 @@ class Child:
         # tinygrad's own cache switches stay at their defaults, so the seeded choices are read
         env.update({"CACHEDB": str(self.folder / "cache.db"), "DEV": "CL", "CACHELEVEL": None,
                     "IGNORE_BEAM_CACHE": None, "BEAM": None, "JITBEAM": None})
-        self.worker = Worker(label, env=env)
+        self.worker = Worker(label, env=env, screen=screen)   # a backend's child is screened: backends/screen.py
         # the folder goes with the worker, which the prepared nets hold (it may outlive this object)
         self._remove = weakref.finalize(self.worker, shutil.rmtree, self.folder, True)
 

@@ -327,7 +327,7 @@ class TinygradBackend(IsolatedBackend):
         return ChoiceStore(DeviceId.of(self.runtime.info, tinygrad=tinygrad_version()))
 
     def _spawn(self, what: str):
-        child = Child(self.runtime.device, what)
+        child = Child(self.runtime.device, what, screen=True)
         self._children.append(child)
         try:
             handle = child.worker.request("new", __name__, "TinygradInChild", (child.target, self.options, self.store()))

@@ -21,7 +21,7 @@ from backends.options import DATABASE
 
 from .. import analysis as an
 from .. import noise
-from ..draws import drawn_line
+from ..draws import drawn_line, screened_line
 from . import kinds
 from .naming import known_as
 from ..modes import times
@@ -197,7 +197,7 @@ def lines(res: RunResult) -> list[str]:
         out.append("In no ratio: " + ", ".join(left[:4]) + (f" and {len(left) - 4} more" if len(left) > 4 else "")
                    + ".")
     said = [line for line in (noise.busy_line(res.host), noise.slow_processes_line(res, SENTENCE_MAX),
-                              drawn_line(res, SENTENCE_MAX)) if line]
+                              drawn_line(res, SENTENCE_MAX), screened_line(res, SENTENCE_MAX)) if line]
     return said + out
 
 
