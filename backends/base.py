@@ -158,6 +158,11 @@ class PreparedNet(ABC):
         return {"upload": (t1 - t0) * 1e3, "compute": (t2 - t1) * 1e3,
                 "download": (t3 - t2) * 1e3, "total": (t3 - t0) * 1e3}, y
 
+    def timed_passes(self, x: np.ndarray, n: int) -> list[tuple[dict[str, float], np.ndarray]]:
+        """`n` timed passes on `x` back to back (compare/timing.py's sample): each pass's phases and output.
+        A backend in a child process makes them in one request, so none waits on a request of its own."""
+        return [self.timed_pass(x) for _ in range(n)]
+
     def launches(self, x: np.ndarray) -> Launches | None:
         """What one forward pass on `x` enqueues, counted while it runs (untimed); None where a backend
         cannot tell (a framework whose dispatch we do not see)."""

@@ -302,10 +302,12 @@ class IsolatedNet(PreparedNet):
             self.config[screen.KEY] = list(worker.screened_out)
         self.memory_bytes = attrs["memory_bytes"]
 
-    def _call(self, method: str, *args):
+    def _call(self, method: str, *args, passes: int = 1):
+        """One request; `passes`: the passes it makes, each allowed the timeout."""
         if self._handle is None:
             raise UserError("this prepared net was closed")
-        return self._worker.request("call", self._handle, method, args, False, timeout_s=self._timeout_s)
+        timeout_s = None if self._timeout_s is None else self._timeout_s * passes
+        return self._worker.request("call", self._handle, method, args, False, timeout_s=timeout_s)
 
     def load_input(self, x):
         self._call("load_input", self.check_input(x))
@@ -321,6 +323,9 @@ class IsolatedNet(PreparedNet):
 
     def timed_pass(self, x: np.ndarray):
         return self._call("timed_pass", self.check_input(x))
+
+    def timed_passes(self, x: np.ndarray, n: int):
+        return self._call("timed_passes", self.check_input(x), n, passes=n)
 
     def run_layer(self, index, x):
         if isinstance(x, (list, tuple)):   # a layer reading several inputs (an add): one array each

@@ -18,7 +18,8 @@ The ways, each in a child process of its own:
 - `peer`: our peer's prepared net in its child, its `run()` per pass
 - `peer-pass`: `peer` with timed_pass's input copy and output read between the calls (untimed)
 - `peer-checked`: `peer` after what `compare run` does before its timed passes (the check)
-- `peer-timed`: the peer as `compare run` times it, `timed_pass` through the child (compute)
+- `peer-timed`: the peer as `compare run` times it: a sample the mean of a few passes back to back in one
+  request to the child (`timed_passes`, compute; compare/timing.py)
 - `peer-run`: each pass one request of `run()` alone, nothing sent either way (timed around the
   request, its round trip included): whether the request or the arrays it carries cost the pass
 - `peer-checked-freed`, `peer-timed-freed`: `peer-checked` and `peer-timed` with tinygrad's cache of
@@ -62,6 +63,7 @@ from backends.peers.tinygrad_onnx import OnnxRecipe
 from compare import oracle
 from compare.checking import compare_arrays
 from compare.speedup import Speedup
+from compare.timing import passes_per_sample
 from nets import get_net
 from nets.errors import Unsupported
 from nets.weights import init_weights, make_input
@@ -223,7 +225,8 @@ def _plain_child(fn: str, *args) -> dict:
 
 
 def peer_timed(net, weights, x, mode, repeats, way: str = "peer-timed") -> dict:
-    """`peer-timed`: the peer as `compare run` times a pass (timed_pass's compute, in the child).
+    """`peer-timed`: the peer as `compare run` times a pass (timed_passes' compute, in the child, each value the
+    mean of a sample's passes back to back).
     `peer-run`: the input loaded once, then each pass one request of `run()` alone (nothing sent either
     way), timed here around the request: its round trip included, none of the arrays' pickling."""
     backend = backends.get("tinygrad")
@@ -244,12 +247,14 @@ def peer_timed(net, weights, x, mode, repeats, way: str = "peer-timed") -> dict:
             y = prepared.fetch_output()
             return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y,
                     "python_ms": drawn_ms}
-        for _ in range(3):
-            prepared.timed_pass(x)
+        warm = [prepared.timed_pass(x)[0]["compute"] for _ in range(3)]
+        # as `compare run` samples: the mean of passes back to back in one request (compare/timing.py)
+        per_sample = passes_per_sample(min(warm))
         wall, y = [], None
         for _ in range(repeats):
-            phases, y = prepared.timed_pass(x)
-            wall.append(phases["compute"])
+            passes = prepared.timed_passes(x, per_sample)
+            wall.append(statistics.fmean(phases["compute"] for phases, _ in passes))
+            y = passes[-1][1]
         return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y,
                 "python_ms": drawn_ms}
     finally:

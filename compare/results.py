@@ -136,6 +136,7 @@ class PassTimes:
 class Timing:
     end_to_end: PassTimes
     layers: list[LayerTimes]
+    passes_per_sample: int = 1   # each end-to-end sample the mean of this many passes back to back (compare/timing.py)
 
 
 @dataclass

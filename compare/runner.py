@@ -35,7 +35,7 @@ from .peak import peak_for_run
 from .progress import Silent
 from .results import (BackendResult, Check, Device, Host, LayerInfo, ModeResult, NetInfo, Peak, RunResult, Samples,
                       Settings, Source, Tool)
-from .timing import Trial, within
+from .timing import Trial, passes_per_sample, within
 
 # a backend is one step of the run's progress (its time left): half of it to get it ready and checked, half for
 # its timed passes, given pass by pass
@@ -277,7 +277,7 @@ class Session:
 
     def _trial(self, ready: _Ready, backend) -> Trial:
         return Trial(ready.label, ready.prepared, self.plan.x, ready.output, backend.deterministic,
-                     self.plan.options.timeout_s)
+                     self.plan.options.timeout_s, passes_per_sample(ready.pass_ms))
 
     def _ready(self, backend, mode: str | None, label: str) -> _Ready:
         """The one path to a backend's first timed pass: prepared (untimed work: compile,

@@ -16,6 +16,7 @@ from ..results import RunResult, to_json
 from ..runner import Plan, exit_code
 from ..tables import check_table, layer_table, modes_table, summary_table
 from ..terminal import wrap
+from ..timing import BLOCK_MS
 from .common import STDOUT, human, print_failures, unwritten
 from .execute import outputs_apart, plan_and_execute
 from .plan import Asked
@@ -63,7 +64,8 @@ def _tables(results: RunResult, plan: Plan, baseline: str) -> None:
     device = results.device.name
     print(wrap(f"{plan.net.name} batch {plan.batch} on {device} ({results.net.flops / 1e9:.2f} GFLOP per pass), "
                f"median of {plan.repeats} runs" + (f" or more a backend, until they add up to {plan.min_time_s:g} s"
-                                                   if plan.min_time_s else "")) + "\n")
+                                                   if plan.min_time_s else "")
+               + f", each the mean of passes back to back adding up to {BLOCK_MS:g} ms (docs/baselines.md)") + "\n")
     for b in results.backends:
         if b.ok and b.timing:
             print(wrap(f"== {b.name}: {b.summary} [{b.info.get('device', device)}]", indent="   "))

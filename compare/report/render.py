@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import analysis as an
 from .. import names as escapes
+from ..timing import BLOCK_MS
 from . import kinds
 from . import answer
 from . import plots
@@ -46,7 +47,8 @@ def _file_page(doc: Document, res: RunResult, path: str, out_dir: Path, stem: st
         doc.para(f"**{unchecked}**")
     doc.bullets(answer.lines(res))
     doc.para(f"From `{path}`. {net.flops / 1e9:.3f} GFLOP per forward pass, {net.params or 0:,} parameters. "
-             f"Times are medians of {res.settings.repeats} runs in milliseconds; per-layer times are wall "
+             f"Times are medians of {res.settings.repeats} runs in milliseconds{_per_sample(res)}; per-layer "
+             f"times are wall "
              f"time around each layer with a sync after it, 'end to end (compute)' is the whole pass without "
              f"per-layer syncs and without host<->device transfers.")
     doc.table(report_tables.environment_table(res))
@@ -343,3 +345,13 @@ def render_report(results: list[RunResult], paths: list[str], out_dir: str, publ
             (stage / "headline.md").write_text(alone.to_markdown(), encoding="utf-8")
             names.append("headline.md")
     return [str(out / "report.md"), str(out / "report.html")] + [str(out / n) for n in names]
+
+
+def _per_sample(res) -> str:
+    """How many passes back to back each end-to-end sample averaged (compare/timing.py), where any took more
+    than one: ', each end-to-end run the mean of 2-8 passes back to back'."""
+    counts = sorted({b.timing.passes_per_sample for b in res.backends if b.timing is not None})
+    if not counts or counts == [1]:
+        return ""
+    span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f", each end-to-end run the mean of {span} passes back to back (as many as add up to {BLOCK_MS:g} ms)"
