@@ -96,8 +96,9 @@ def _add_timing_options(p) -> None:
     p.add_argument("--draws", type=bounds.DRAWS, default=1,
                    help="prepare each side that runs in processes of its own (tinygrad, OpenCV, TensorFlow, "
                         "CLBlast's) in this many fresh processes and keep the one with the fastest passes: on some "
-                        "machines a process draws its speed as it starts (default 1; every child, and the runner's "
-                        "own process, is screened as it starts anyway: one that drew slow is started again)")
+                        "machines a process draws its speed as it starts; the runner's own process is drawn as many "
+                        "times at most (default 1; every child is screened as it starts anyway: one that drew slow is "
+                        "started again)")
     p.add_argument("--interleave", action="store_true",
                    help="run the backends' timed passes round-robin, so clock and thermal drift hit all alike, "
                         "each after an untimed pass of its own so that switching from another backend is not timed "
@@ -277,9 +278,9 @@ def main(argv=None) -> int:
         warnings.filterwarnings("ignore", category=UserWarning, module="pyopencl")
     previous = install_handlers()
     try:
-        if own_process and hasattr(args, "draws"):   # a command that times: the runner's process is screened
+        if own_process and getattr(args, "draws", 1) > 1:
             from . import runner_draw
-            code = runner_draw.redraw(argv, max(runner_draw.SCREEN, args.draws))
+            code = runner_draw.redraw(argv, args.draws)
             if code is not None:
                 return code   # a fresh process ran it
         return args.func(args)

@@ -1,12 +1,14 @@
-"""The runner's own process drawn, as the sides' children are screened and drawn (backends/screen.py,
-compare/draws.py): at most max(N, SCREEN) processes for `compare run --draws N`.  On the H200's guest a
-fresh process draws its speed as it starts, and the runner's drew slow too: on 2026-11-29 four of five
-runner processes ran a fixed piece of plain Python 1.8x slower than fresh processes beside them
-(reports/nvidia-h200/NOTES.md), and the runner's process runs our kernels and PyTorch.  So before a run
-the runner times that piece (backends/host.py) in itself and in two fresh processes; where it is
-SLOW_PROCESS times slower than the faster of them, the run starts again in a fresh process, which this
-one waits for and hands its signals to.  The last process runs whatever it drew.  The figure of each
-runner process drawn goes into the results (Host.runner_draws), this one's last."""
+"""The runner's own process drawn (`compare run --draws N`, N > 1), as the sides' children are drawn
+(compare/draws.py).  On the H200's guest a fresh process draws its speed as it starts, and the runner's
+drew slow too: on 2026-11-29 four of five runner processes ran a fixed piece of plain Python 1.8x slower
+than fresh processes beside them (reports/nvidia-h200/NOTES.md), and the runner's process runs our
+kernels and PyTorch.  So before such a run the runner times that piece (backends/host.py) in itself and
+in two fresh processes; where it is SLOW_PROCESS times slower than the faster of them, the run starts
+again in a fresh process, which this one waits for and hands its signals to.  At most N processes in
+all: the last runs whatever it drew.  The figure of each runner process drawn goes into the results
+(Host.runner_draws), this one's last.  Not drawn by default, unlike the children (backends/screen.py):
+in the calls since, a runner drawn again was slow again in 4 of 5 (its slowness can set in after it
+starts, NOTES.md), and a fresh runner costs the first answer its imports again."""
 from __future__ import annotations
 
 import os
@@ -20,7 +22,6 @@ from backends.isolated import Worker
 
 from .noise import SLOW_PROCESS
 
-SCREEN = 2                     # runner processes at most where the run draws none (`--draws 1`): it is screened
 ENV = "COMPARE_RUNNER_DRAWS"   # the figures (ms) of the runner processes drawn before this one, comma-separated
 FRESH = 2                      # fresh processes timed beside this one
 _ROOT = str(Path(__file__).resolve().parents[1])   # where `compare` imports from, for the fresh runner
