@@ -7,8 +7,8 @@ in two fresh processes; where it is SLOW_PROCESS times slower than the faster of
 again in a fresh process, which this one waits for and hands its signals to.  At most N processes in
 all: the last runs whatever it drew.  The figure of each runner process drawn goes into the results
 (Host.runner_draws), this one's last.  Not drawn by default, unlike the children (backends/screen.py):
-in the calls since, a runner drawn again was slow again in 4 of 5 (its slowness can set in after it
-starts, NOTES.md), and a fresh runner costs the first answer its imports again."""
+in steps 33-34 each of three runners drawn again was slow again (and a slowness can set in after a
+process starts, NOTES.md), while a fresh runner costs the first answer its imports again."""
 from __future__ import annotations
 
 import os
