@@ -69,3 +69,21 @@ def test_a_child_makes_a_samples_passes_in_one_request(monkeypatch):
         prepared.close()
     finally:
         backend.close()
+
+
+def test_a_report_says_how_many_passes_a_sample_averaged(tmp_path):
+    from compare.report import render_report
+    from compare.results import write_results
+    from results_factory import small_results
+    res = small_results()
+    path = tmp_path / "r.json"
+    write_results(path, res)
+    render_report([res], [str(path)], str(tmp_path / "plain"))
+    assert not any("passes back to back" in p.read_text() for p in (tmp_path / "plain").glob("net-*.md"))
+    for b in res.backends:
+        if b.timing is not None:
+            b.timing.passes_per_sample = 4
+    res.backends[0].timing.passes_per_sample = 1
+    render_report([res], [str(path)], str(tmp_path / "blocked"))
+    page = " ".join(p.read_text() for p in (tmp_path / "blocked").glob("net-*.md"))
+    assert f"each end-to-end run the mean of 1-4 passes back to back (as many as add up to {BLOCK_MS:g} ms)" in page
