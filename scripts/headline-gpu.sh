@@ -2,11 +2,12 @@
 # The headline runs on a GPU machine without network: each net on every backend in one interleaved run
 # (`compare run --backends all --interleave`) with the card's tuning (scripts/gpu-card.sh: CLBlast's and
 # tinygrad's choices; our tiles and OpenCV's auto-tuning measured first for that net, so both sides of the
-# hand-written/engine comparison run at their best on the card).  On a machine of several GPUs
-# the nets run at once, one GPU each (CUDA_VISIBLE_DEVICES: OpenCL, CUDA and tinygrad's child then see that
-# GPU alone); every ratio still comes from one net's interleaved run on one GPU.  Results, what each run
-# printed and the tuning folder go into OUT as headline-CARD.tgz (scripts/gpu-card.sh says how to unpack it).
-# Usage: scripts/headline-gpu.sh NETS [REPEATS, default 10]   (GPUS=1 to run the nets one after another;
+# hand-written/engine comparison run at their best on the card).  The nets run one after another on GPU 0;
+# GPUS=N runs N at once, one GPU each (CUDA_VISIBLE_DEVICES: OpenCL, CUDA and tinygrad's child then see that
+# GPU alone), every ratio still from one net's interleaved run on one GPU, but the host is shared.  Results,
+# what each run printed and the tuning folder go into OUT as headline-CARD.tgz (scripts/gpu-card.sh says how
+# to unpack it).
+# Usage: scripts/headline-gpu.sh NETS [REPEATS, default 10]   (GPUS=N to run N nets at once;
 # TUNE=opencv TUNE_S=60 where the card's tiles and forms are committed, TUNE= where its tuning is committed whole;
 # DRAWS: the processes each side in child processes is drawn in, the fastest kept, default 3: compare/draws.py;
 # OWN=0 leaves out tinygrad's own recipe, benchmarks/tinygrad_own.py, run after each net otherwise)
@@ -16,7 +17,9 @@ nets="${1:?usage: scripts/headline-gpu.sh NETS [REPEATS]}"
 repeats="${2:-10}"
 source scripts/gpu-card.sh   # $python, $card, $tuning, $platform, $work, gpu_pack
 out=$work
-gpus=${GPUS:-$(nvidia-smi -L | wc -l)}
+# one net at a time by default: two nets at once on one host slowed the host-bound sides (steps 33-34 of the
+# H200 notes: ResNet-18's tinygrad peer 1.53x its own recipe beside MobileNet-v2's run, 1.10x alone)
+gpus=${GPUS:-1}
 export COMPARE_CACHE_DIR="$tuning" PYTHONUNBUFFERED=1
 echo "$card x$gpus, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee -a "$out/headline.txt"
 IFS=, read -ra all <<< "$nets"
