@@ -14,14 +14,14 @@ from dataclasses import asdict, dataclass, field
 
 from backends import screen
 
-DRAW_PASSES = 10  # untimed passes whose median tells one process's draw from another's, the processes in turn
+DRAW_PASSES = 10  # untimed samples (compare/timing.py) whose median tells one process's draw from another's, in turn
 KEY = "process_draws"
 
 
 @dataclass(frozen=True)
 class ProcessDraws:
     draws: int                 # processes asked for
-    pass_ms: list[float]       # each that stood: the median compute of its DRAW_PASSES passes, taken in turn
+    pass_ms: list[float]       # each that stood: the median compute of its DRAW_PASSES samples, taken in turn
     kept: int                  # which of them (1-based, in pass_ms' order) ran the timed passes
     passes: int = DRAW_PASSES
     failed: list[str] = field(default_factory=list)   # a draw that failed to get ready, and why

@@ -323,17 +323,17 @@ class Session:
         return kept
 
     def _median_passes(self, readies: list[_Ready], label: str) -> list[float]:
-        """Each drawn process's median compute time (what the timed passes report) over DRAW_PASSES passes,
-        the processes taking turns pass by pass: a slow phase of the host falls on every process alike, so
+        """Each drawn process's median compute time (what the timed passes report) over DRAW_PASSES samples,
+        the processes taking turns sample by sample: a slow phase of the host falls on every process alike, so
         what tells them apart is the process (the H200 notes' step 19: a probe of one process after
         another kept one that was then slow throughout)."""
-        self.progress(f"{label}: {len(readies)} processes, {DRAW_PASSES} passes each in turn to hold them by")
+        self.progress(f"{label}: {len(readies)} processes, {DRAW_PASSES} samples each in turn to hold them by")
         self.settle_ahead()
         times: list[list[float]] = [[] for _ in readies]
         for _ in range(DRAW_PASSES):
-            for ready, took in zip(readies, times):
-                phases, _ = ready.prepared.timed_pass(self.plan.x)
-                took.append(phases["compute"])
+            for ready, took in zip(readies, times):   # each a sample as the timed passes take it (compare/timing.py)
+                passes = ready.prepared.timed_passes(self.plan.x, passes_per_sample(ready.pass_ms))
+                took.append(float(np.mean([phases["compute"] for phases, _ in passes])))
         return [float(np.median(took)) for took in times]
 
     def _ready_once(self, prepare, mode: str | None, label: str) -> _Ready:
