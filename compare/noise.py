@@ -39,8 +39,6 @@ def fitting_cap(fits, floor: int, cap: int = MAX_REPEATS) -> int:
         return floor
 
 
-
-
 def host_state() -> dict:
     """The host's load average over the last minute and the CPU frequency governor, where they can be read,
     and how fast this process runs a fixed piece of plain Python (backends/host.py)."""
