@@ -15,7 +15,7 @@ from backends.host import SLOW_PROCESS, plain_python_ms
 
 DEFAULT_REPEATS = 10   # the floor when none is given
 MIN_TIME_S = 0.5       # end-to-end time a backend's timed passes add up to, when calibrated
-MAX_REPEATS = 50       # calibrated passes at most: every one is a sample kept per layer
+MAX_REPEATS = 50       # calibrated samples at most: every one is kept per layer
 BUSY = 0.5             # load average per core above which the host is called busy
 GOVERNOR = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
 

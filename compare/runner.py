@@ -523,7 +523,9 @@ class Session:
                 ready = None
             self.progress(f"{entry.label}: counting the launches of a pass")
             entry.launches = ready.prepared.launches(plan.x)   # untimed
-            repeats = noise.calibrated(ready.pass_ms, plan.repeats, plan.min_time_s, plan.max_repeats)
+            # a sample is passes back to back (compare/timing.py): the samples add up to the minimum time
+            sample_ms = ready.pass_ms * passes_per_sample(ready.pass_ms)
+            repeats = noise.calibrated(sample_ms, plan.repeats, plan.min_time_s, plan.max_repeats)
             return entry, _Open(entry, ready, self._trial(ready, backend) if plan.times else None, repeats)
         except Exception as exc:  # noqa: BLE001 - a backend's failure is a result, not the end of the run
             if ready is not None:
