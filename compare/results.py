@@ -338,6 +338,14 @@ class DigitsSummary:
 
 
 @dataclass
+class Stage:
+    """A moment of the run (compare/stages.py): what had just ended, seconds since the process started."""
+
+    name: str
+    at_s: float
+
+
+@dataclass
 class RunResult:
     """One `compare run` (or `check --out`): a net on one device, every backend."""
 
@@ -353,6 +361,7 @@ class RunResult:
     sources: dict[str, Source] = field(default_factory=dict)
     peak: Peak | None = None
     digits: DigitsSummary | None = None
+    stages: list[Stage] = field(default_factory=list)   # where the run's time went (compare/stages.py)
     schema: str = SCHEMA
     schema_version: int = VERSION
 

@@ -35,6 +35,7 @@ from .peak import peak_for_run
 from .progress import Silent
 from .results import (BackendResult, Check, Device, Host, LayerInfo, ModeResult, NetInfo, Peak, RunResult, Samples,
                       Settings, Source, Tool)
+from .stages import StageClock
 from .timing import Trial, passes_per_sample, within
 
 # a backend is one step of the run's progress (its time left): half of it to get it ready and checked, half for
@@ -184,8 +185,9 @@ class Session:
     """One run of a plan: the device's runtime (resolved once), the oracle's
     outputs and the progress display, held for every stage of every backend."""
 
-    def __init__(self, plan: Plan, progress=None, say=None):
+    def __init__(self, plan: Plan, progress=None, say=None, clock: StageClock | None = None):
         self.plan = plan
+        self.clock = clock or StageClock()   # where the run's time goes (compare/stages.py)
         self._progress = progress or Silent()   # compare/progress.py: update, expect, advance
         self._where = ""   # "backend 2 of 5": which of the plan's backends is at work, said before each line
         self.runtime, self.cl_missing = _resolve_device(plan)   # cl_missing: why no OpenCL backend can run
@@ -600,6 +602,7 @@ class Session:
                 name = names[i]
                 self._where = f"backend {every.index(name) + 1} of {len(every)}" if name in every else ""
                 entry, o = self.open(name)
+                self.clock.mark(f"{name} ready ({entry.status})")
                 entries[i] = entry
                 timed = o is not None and o.trial is not None
                 if timed:   # the rest of its step comes pass by pass
@@ -612,6 +615,7 @@ class Session:
             if len(names) > 1:
                 self._where = f"{len(names)} backends interleaved"
             self._rounds(opened)
+            self.clock.mark(f"timed: {', '.join(names)}")
         except BaseException:   # an interrupt: release the devices, record nothing
             for o in opening.values():
                 o.prepared.close()
@@ -649,12 +653,15 @@ def execute(plan: Plan, progress=None, say=lambda s: None) -> tuple[RunResult, O
     is told what is being done and each of the plan's `steps` done; `say` gets the line that tells, before
     anything runs, what will be timed."""
     progress = progress or Silent()
+    clock = StageClock()
+    clock.mark("run started (the process started, imports, the plan made)")
     quiet = noise.host_state()   # before the run's own work adds to the load
     screen.start_run(quiet["plain_python_ms"])   # the run's children are held against the runner and each other
     host = Host(**host_info(), **quiet, runner_draws=runner_draw.drawn())
     if plan.times and noise.busy_line(host):
         say(noise.busy_line(host))
-    session = Session(plan, progress, say)
+    session = Session(plan, progress, say, clock)
+    clock.mark("float64 reference computed, prepares ahead started")
     try:
         return _execute(plan, progress, session, host)
     finally:   # an interrupt, or a prepare ahead that nothing asked for: its child stops
@@ -678,7 +685,8 @@ def _execute(plan: Plan, progress, session: Session, host: Host) -> tuple[RunRes
                     input_shape=list(net.input_shape), params=net.params()),
         sources={k: v if isinstance(v, Source) else Source(**v) for k, v in plan.sources.items()},
         peak=_peak(plan, session.runtime, progress.update),   # timed on the device's clock (compare/ahead.py)
-        backends=[])
+        backends=[], stages=session.clock.stages)
+    session.clock.mark("peak known")
     # interleaved, every backend is open at once and their timed passes go in turn;
     # otherwise each runs alone, as the interleaved run of one backend, those with prepares ahead last
     # (Ahead.open_order); the results in the plan's order either way
@@ -694,6 +702,7 @@ def _execute(plan: Plan, progress, session: Session, host: Host) -> tuple[RunRes
         result.backends.append(entry)
         if y is not None:
             outputs.backends[entry.name] = y
+    session.clock.mark("every backend timed and closed")
     return result, outputs
 
 

@@ -25,4 +25,8 @@ drew=$("$python" -c "import json, sys; print(json.load(open(sys.argv[1]))['host'
     "$out/first-$net.json" 2>/dev/null || echo unknown)
 echo "first $net answer ($backends), every cache empty: exit $code, $took s (the runner's plain Python: $drew ms)" \
     | tee -a "$out/first-$net.txt"
+# where the time went, from the run's stages (compare/stages.py): seconds since its process started
+"$python" -c "import json, sys
+for s in json.load(open(sys.argv[1])).get('stages', []): print(f\"  {s['at_s']:7.1f} s  {s['name']}\")" \
+    "$out/first-$net.json" 2>/dev/null | tee -a "$out/first-$net.txt"
 rm -rf "$cold"
