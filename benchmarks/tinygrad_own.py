@@ -63,7 +63,7 @@ from backends.peers.tinygrad_onnx import OnnxRecipe
 from compare import oracle
 from compare.checking import compare_arrays
 from compare.speedup import Speedup
-from compare.timing import passes_per_sample
+from compare.timing import passes_per_sample, sample
 from nets import get_net
 from nets.errors import Unsupported
 from nets.weights import init_weights, make_input
@@ -252,9 +252,9 @@ def peer_timed(net, weights, x, mode, repeats, way: str = "peer-timed") -> dict:
         per_sample = passes_per_sample(min(warm))
         wall, y = [], None
         for _ in range(repeats):
-            passes = prepared.timed_passes(x, per_sample)
-            wall.append(statistics.fmean(phases["compute"] for phases, _ in passes))
-            y = passes[-1][1]
+            phases, outputs = sample(prepared, x, per_sample)
+            wall.append(phases["compute"])
+            y = outputs[-1]
         return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y,
                 "python_ms": drawn_ms}
     finally:

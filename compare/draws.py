@@ -89,4 +89,4 @@ def screened_line(res, limit: int = 160) -> str | None:
             f"{'was' if n == 1 else 'were'} started again.")
     named = f"Processes screened: {n} child{'ren' if n > 1 else ''} of " + ", ".join(f"`{b}`" for b, _ in stopped)
     counted = f"Processes screened: {n} child{'ren' if n > 1 else ''} of {len(stopped)} sides"
-    return next(line + tail for line in (named, counted) if len(line + tail) < limit or line is counted)
+    return (named if len(named + tail) < limit else counted) + tail

@@ -36,7 +36,7 @@ from .progress import Silent
 from .results import (BackendResult, Check, Device, Host, LayerInfo, ModeResult, NetInfo, Peak, RunResult, Samples,
                       Settings, Source, Tool)
 from .stages import StageClock
-from .timing import Trial, passes_per_sample, within
+from .timing import Trial, passes_per_sample, sample, within
 
 # a backend is one step of the run's progress (its time left): half of it to get it ready and checked, half for
 # its timed passes, given pass by pass
@@ -334,8 +334,7 @@ class Session:
         times: list[list[float]] = [[] for _ in readies]
         for _ in range(DRAW_PASSES):
             for ready, took in zip(readies, times):   # each a sample as the timed passes take it (compare/timing.py)
-                passes = ready.prepared.timed_passes(self.plan.x, passes_per_sample(ready.pass_ms))
-                took.append(float(np.mean([phases["compute"] for phases, _ in passes])))
+                took.append(sample(ready.prepared, self.plan.x, passes_per_sample(ready.pass_ms))[0]["compute"])
         return [float(np.median(took)) for took in times]
 
     def _ready_once(self, prepare, mode: str | None, label: str) -> _Ready:
@@ -685,7 +684,7 @@ def _execute(plan: Plan, progress, session: Session, host: Host) -> tuple[RunRes
                     input_shape=list(net.input_shape), params=net.params()),
         sources={k: v if isinstance(v, Source) else Source(**v) for k, v in plan.sources.items()},
         peak=_peak(plan, session.runtime, progress.update),   # timed on the device's clock (compare/ahead.py)
-        backends=[], stages=session.clock.stages)
+        backends=[], stages=session.clock.stages)   # the clock's own list: the stages to come join it
     session.clock.mark("peak known")
     # interleaved, every backend is open at once and their timed passes go in turn;
     # otherwise each runs alone, as the interleaved run of one backend, those with prepares ahead last

@@ -41,6 +41,13 @@ def passes_per_sample(pass_ms: float) -> int:
     return max(1, min(BLOCK_MAX, math.ceil(BLOCK_MS / pass_ms)))
 
 
+def sample(prepared, x: np.ndarray, n: int) -> tuple[dict[str, float], list[np.ndarray]]:
+    """One end-to-end sample: `n` timed passes back to back (one request for a backend in a child), each
+    phase the mean of theirs, and every pass's output."""
+    passes = prepared.timed_passes(x, n)
+    return {key: statistics.fmean(phases[key] for phases, _ in passes) for key in PHASES}, [y for _, y in passes]
+
+
 class TimedOutputDiffers(RuntimeError):
     """A timed pass gave another output than the checked one."""
 
@@ -86,12 +93,12 @@ class Trial:
         reached("timing")
         n = self.per_sample
         t0 = time.perf_counter()
-        passes = self.prepared.timed_passes(self.x, n) if n > 1 else [self.prepared.timed_pass(self.x)]
+        phases, outputs = sample(self.prepared, self.x, n)
         within((time.perf_counter() - t0) / n, self.timeout_s, f"timed pass {r + 1} (end to end)")
-        for k, (_, y) in enumerate(passes):
+        for k, y in enumerate(outputs):
             self._check(np.asarray(y), f"timed pass {r + 1} (end to end{f', pass {k + 1} of {n}' if n > 1 else ''})")
         for key in PHASES:
-            self.phases[key].append(statistics.fmean(phases[key] for phases, _ in passes))
+            self.phases[key].append(phases[key])
 
     def settle(self) -> None:
         """An untimed end-to-end pass.  Interleaved, one precedes each timed

@@ -13,6 +13,7 @@ from backends.reference.numpy_backend import NumpyNet
 from nets.errors import UserError
 from nets.weights import init_weights, make_input
 from nets import LENET
+from run_checks import NumpyInAChild
 
 
 class Unpicklable(Exception):
@@ -23,11 +24,6 @@ class Unpicklable(Exception):
 
 def raise_unpicklable():   # called in the child, which imports this module
     raise Unpicklable()
-
-
-class NumpyInAChild(IsolatedBackend):
-    name = "numpy-in-a-child"
-    inner = "backends.reference.numpy_backend:NumpyBackend"
 
 
 def test_a_call_runs_in_another_process():

@@ -5,16 +5,12 @@ import psutil
 import pytest
 
 from backends import screen
-from backends.isolated import IsolatedBackend, Worker
+from backends.isolated import Worker
 from compare.draws import screened_line
 from compare.results import BackendResult
 from nets import LENET
 from nets.weights import init_weights
-
-
-class NumpyInAChild(IsolatedBackend):
-    name = "numpy-in-a-child"
-    inner = "backends.reference.numpy_backend:NumpyBackend"
+from run_checks import NumpyInAChild
 
 
 @pytest.fixture

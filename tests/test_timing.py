@@ -3,10 +3,10 @@ every side, each pass's output checked; a backend in a child process makes them 
 import numpy as np
 import pytest
 
-from backends.isolated import IsolatedBackend
 from compare.timing import BLOCK_MAX, BLOCK_MS, TimedOutputDiffers, Trial, passes_per_sample
 from nets import LENET
 from nets.weights import init_weights, make_input
+from run_checks import NumpyInAChild
 
 
 @pytest.mark.parametrize("pass_ms, want", [
@@ -47,11 +47,6 @@ def test_every_pass_of_a_sample_is_checked_and_the_wrong_one_named():
     trial.end_to_end(0)
     with pytest.raises(TimedOutputDiffers, match=r"timed pass 2 \(end to end, pass 2 of 3\)"):
         trial.end_to_end(1)
-
-
-class NumpyInAChild(IsolatedBackend):
-    name = "numpy-in-a-child"
-    inner = "backends.reference.numpy_backend:NumpyBackend"
 
 
 def test_a_child_makes_a_samples_passes_in_one_request(monkeypatch):

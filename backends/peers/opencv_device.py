@@ -91,7 +91,7 @@ class Child:
         env.update({"OPENCV_OPENCL_DEVICE": self.target.selector, "OPENCV_DNN_OPENCL_ALLOW_ALL_DEVICES": "1",
                     "OPENCV_OPENCL_RUNTIME": None, "OPENCV_OCL4DNN_CONFIG_PATH": None,
                     "OPENCV_DNN_BACKEND_DEFAULT": None, "OPENCV_TRACE": None, **(extra_env or {})})
-        self.worker = Worker(label, env=env, screen=screen)   # a backend's child is screened: backends/screen.py
+        self.worker = Worker(label, env=env, screen=screen)   # a backend's child is screened, a search's not: backends/screen.py
         self._remove = weakref.finalize(self.worker, shutil.rmtree, self.folder, True)
 
     def close(self) -> None:

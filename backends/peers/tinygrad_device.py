@@ -50,7 +50,7 @@ class Child:
         # tinygrad's own cache switches stay at their defaults, so the seeded choices are read
         env.update({"CACHEDB": str(self.folder / "cache.db"), "DEV": "CL", "CACHELEVEL": None,
                     "IGNORE_BEAM_CACHE": None, "BEAM": None, "JITBEAM": None})
-        self.worker = Worker(label, env=env, screen=screen)   # a backend's child is screened: backends/screen.py
+        self.worker = Worker(label, env=env, screen=screen)   # a backend's child is screened, a search's not: backends/screen.py
         # the folder goes with the worker, which the prepared nets hold (it may outlive this object)
         self._remove = weakref.finalize(self.worker, shutil.rmtree, self.folder, True)
 
