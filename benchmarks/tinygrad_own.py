@@ -35,6 +35,12 @@ float64 oracle.  Then each way's ratio to `own`, with its 95% interval; the peer
 best where its interval reaches 1.05 or below.
 
     .venv/bin/python benchmarks/tinygrad_own.py --nets resnet18 [--repeats 100] [--ways own,peer-timed] [--draws 3]
+        [--interleave]
+
+With `--interleave` (the ways `own` and `peer-timed` alone), every process is prepared first and held open,
+then one sample of each is taken in turn, round after round (benchmarks/tinygrad_turns.py): on a host whose
+speed changes within seconds, a phase falls on both sides alike.  Each sample is the mean of passes back to
+back by compare/timing.py's rule, own's as the peer's.
 
 A line is printed as each way ends and each net's table once its ways are measured (a run cut short
 keeps what it measured).
@@ -67,6 +73,8 @@ from compare.timing import passes_per_sample, sample
 from nets import get_net
 from nets.errors import Unsupported
 from nets.weights import init_weights, make_input
+
+import tinygrad_turns as turns   # a sibling: the benchmarks run as scripts
 
 MODULE = __spec__.name if __spec__ else Path(__file__).stem   # how a child imports this file
 AUTO = "auto"   # the peer's mode: the ONNX recipe where own runs, else the walk
@@ -262,7 +270,8 @@ def peer_timed(net, weights, x, mode, repeats, way: str = "peer-timed") -> dict:
         backend.close()
 
 
-def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int = 1) -> list[dict]:
+def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int = 1,
+            interleave: bool = False) -> list[dict]:
     from backends.peers.opencv_onnx import net_model
     from backends.peers.tinygrad_peer import ONNX, SEARCHED, width_of
     net = get_net(net_name)
@@ -284,7 +293,9 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int 
     # each draw a fresh child process (`compare run --draws` draws the peer's so: compare/draws.py); the ways
     # take turns, draw by draw, so a slow phase of the host (the H200 notes' step 19) falls on every way alike
     drawn: dict[str, list[dict]] = {way: [] for way in ways}
-    for d in range(1, draws + 1):
+    if interleave:
+        _in_turn(net, weights, x, ref, mode, model, (store, options, width), ways, repeats, draws, drawn)
+    for d in range(1, draws + 1 if not interleave else 1):
         for way in ways:
             try:
                 if way == "own" and model is not None:
@@ -300,14 +311,7 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int 
             except Exception as exc:  # noqa: BLE001 - one way failing is a line of the table, not the end
                 print(f"{net_name} {way}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
                 continue
-            check = compare_arrays(got.pop("output"), ref)
-            error = check.rel_l2 if check.rel_l2 is not None else float("nan")
-            drawn[way].append({"net": net_name, "way": way, "passed": check.passed, "error": error, **got})
-            # a line as each way ends: a run cut short keeps the ways it measured
-            print(f"{net_name} {way}{f' process {d} of {draws}' if draws > 1 else ''}: "
-                  f"{'PASS' if check.passed else 'FAIL'}, wall {statistics.median(got['wall']):.3f} ms "
-                  f"(median of {len(got['wall'])}); plain Python {got.get('python_ms', float('nan')):.1f} ms; "
-                  f"{got.get('cpus', '-')}", flush=True)
+            _kept(drawn, net_name, way, ref, got, f" process {d} of {draws}" if draws > 1 else "")
     rows = []
     for way in ways:
         if drawn[way]:   # the fastest process that passed, as the runner keeps the peer's
@@ -315,6 +319,48 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int 
             rows.append({**best, "drawn": [statistics.median(r["wall"]) for r in drawn[way]]})
     backend.close()
     return rows
+
+
+def _kept(drawn: dict, net_name: str, way: str, ref, got: dict, which: str) -> None:
+    """A way's measurement checked against the oracle and kept among its draws, and its line printed at once
+    (a run cut short keeps the ways it measured)."""
+    check = compare_arrays(got.pop("output"), ref)
+    error = check.rel_l2 if check.rel_l2 is not None else float("nan")
+    drawn[way].append({"net": net_name, "way": way, "passed": check.passed, "error": error, **got})
+    print(f"{net_name} {way}{which}: {'PASS' if check.passed else 'FAIL'}, wall {statistics.median(got['wall']):.3f} "
+          f"ms (median of {len(got['wall'])}); plain Python {got.get('python_ms', float('nan')):.1f} ms; "
+          f"{got.get('cpus', '-')}", flush=True)
+
+
+def _in_turn(net, weights, x, ref, mode, model, setup, ways, repeats: int, draws: int, drawn: dict) -> None:
+    """--interleave: every process of `ways` (own, peer-timed) prepared and held open, then their samples taken
+    in turn (benchmarks/tinygrad_turns.py), each process's kept in `drawn`."""
+    store, options, width = setup
+    players = []
+    try:
+        for d in range(1, draws + 1):
+            for way in ways:
+                try:
+                    if way == "own" and model is not None:
+                        players.append((d, turns.Own(get_runtime().device, options, store, model, x, width)))
+                    elif way == "peer-timed":
+                        players.append((d, turns.PeerTimed(net, weights, x, mode)))
+                except Exception as exc:  # noqa: BLE001 - one process failing is a line, not the end
+                    print(f"{net.name} {way}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        print(f"{net.name}: {len(players)} processes open, timed in turn, {repeats} samples each "
+              f"({', '.join(f'{p.way} {p.per_sample}' for _, p in players)} passes a sample)", flush=True)
+        took = turns.in_turn([p for _, p in players], repeats)
+        while players:
+            (d, player), wall = players.pop(0), took.pop(0)
+            got = {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": player.finish(),
+                   "python_ms": player.python_ms}
+            _kept(drawn, net.name, player.way, ref, got, f" process {d} of {draws}" if draws > 1 else "")
+    finally:   # an interrupt or a failure: every child still open stopped
+        for _, player in players:
+            try:
+                player.finish()
+            except Exception:  # noqa: BLE001 - stopping what is left; the failure is already on its way
+                pass
 
 
 def _print(rows: list[dict]) -> None:
@@ -354,13 +400,20 @@ def main(argv=None) -> int:
     parser.add_argument("--draws", type=int, default=1,
                         help="each way in this many fresh processes, the ways taking turns, the fastest kept (as "
                              "`compare run --draws`)")
+    parser.add_argument("--interleave", action="store_true",
+                        help="own and peer-timed: every process prepared first, then their samples taken in turn "
+                             "(benchmarks/tinygrad_turns.py), so a phase of the host falls on both alike")
     args = parser.parse_args(argv)
     if args.draws < 1:
         parser.error(f"--draws is a whole number of processes, 1 or more, not {args.draws}")
+    others = sorted(set(args.ways.split(",")) - set(turns.WAYS))
+    if args.interleave and others:
+        parser.error(f"--interleave times {' and '.join(turns.WAYS)} in turn, not {', '.join(others)}: "
+                     f"leave those out, or --interleave")
     print(f"device: {get_runtime().device.name.strip()}; mode {args.mode}; {args.repeats} passes a way; "
           f"{args.draws} process{'es' if args.draws > 1 else ''} a way, the fastest kept", flush=True)
     for net in args.nets.split(","):
-        _print(measure(net, args.ways.split(","), args.repeats, args.mode, args.draws))
+        _print(measure(net, args.ways.split(","), args.repeats, args.mode, args.draws, args.interleave))
         sys.stdout.flush()
     return 0
 

@@ -191,6 +191,7 @@ class Session:
         self._progress = progress or Silent()   # compare/progress.py: update, expect, advance
         self._where = ""   # "backend 2 of 5": which of the plan's backends is at work, said before each line
         self.runtime, self.cl_missing = _resolve_device(plan)   # cl_missing: why no OpenCL backend can run
+        self.clock.mark("the OpenCL device opened")
         self.ref = None   # the oracle's output of every layer, when checking
         self._made: dict = {}   # backends made by `announce`, each used once by `open`
         self._modes: dict = {}  # their modes, as `announce` was told them
@@ -199,9 +200,11 @@ class Session:
         self._spares: dict[tuple[str, str | None], _Ready] = {}
         if say is not None:   # before anything takes time
             say(self.announce())
+            self.clock.mark("backends made, their modes asked")
         try:
             # the children's compiles start before the oracle, so they run while this process works
             self.ahead.start(plan, self.runtime, self._made, self._modes)
+            self.clock.mark("prepares ahead started")
             if plan.checks:
                 self._progress.update(f"computing the float64 reference of {plan.net.name}")
                 self.ref = oracle.forward(plan.net, plan.weights, plan.x)
@@ -348,6 +351,7 @@ class Session:
         if ahead_ms is not None:   # prepared ahead: its own time, not the wait for its answer
             prepare_ms = ahead_ms
         prepare_ms += getattr(prepared, "shared_prepare_ms", 0.0)
+        self.clock.mark(f"{label} prepared")
         try:
             self.settle_ahead()   # its first and warm-up passes are timed (reported, held against floors)
             self.progress(f"{label}: first run")
@@ -660,7 +664,7 @@ def execute(plan: Plan, progress=None, say=lambda s: None) -> tuple[RunResult, O
     if plan.times and noise.busy_line(host):
         say(noise.busy_line(host))
     session = Session(plan, progress, say, clock)
-    clock.mark("float64 reference computed, prepares ahead started")
+    clock.mark("float64 reference computed")
     try:
         return _execute(plan, progress, session, host)
     finally:   # an interrupt, or a prepare ahead that nothing asked for: its child stops

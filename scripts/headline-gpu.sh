@@ -35,9 +35,10 @@ one_gpu() {   # the nets whose place in the list is g modulo the GPUs, one after
         echo "$net on GPU $g: exit $?, $(( $(date +%s) - start )) s" | tee -a "$out/headline.txt"
         # the net's files at once, so a call cut short in the benchmark below keeps the run
         tar -czf "${OUT:-/tmp}/net-$net.tgz" -C "$out" "$net.json" "$net.txt" 2>/dev/null
-        # tinygrad's own recipe beside the peer in the same call (issue 53: the peer within 1.05x of it)
+        # tinygrad's own recipe beside the peer in the same call (issue 53: the peer within 1.05x of it), the two
+        # sampled in turn: the host's phases (the H200 notes' step 35) fall on both alike
         [ "${OWN:-1}" = 1 ] && CUDA_VISIBLE_DEVICES=$g PYOPENCL_CTX="$platform:0" "$python" benchmarks/tinygrad_own.py \
-            --nets "$net" --ways own,peer-timed --draws "${DRAWS:-3}" > "$out/$net-tinygrad-own.txt" 2>&1
+            --nets "$net" --ways own,peer-timed --interleave --draws "${DRAWS:-3}" > "$out/$net-tinygrad-own.txt" 2>&1
         # and again with the benchmark's
         tar -czf "${OUT:-/tmp}/net-$net.tgz" -C "$out" "$net.json" "$net.txt" "$net-tinygrad-own.txt" 2>/dev/null
     done

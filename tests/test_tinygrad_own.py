@@ -51,3 +51,40 @@ def test_the_peer_runs_owns_very_recipe_by_default_where_the_net_has_one():
     assert got.returncode == 0, got.stderr[-2000:]
     assert "lenet: the peer in its searched-onnx mode" in got.stdout, got.stdout
     assert "vit-tiny: tinygrad's own recipe not run" in got.stdout and "vit-tiny: the peer in its searched mode" in got.stdout
+
+
+def test_interleaved_own_and_the_peer_are_held_open_and_sampled_in_turn():
+    """--interleave: each process prepared first, then one sample of each in turn, round after round, so a
+    phase of the host falls on both sides alike; each sample the same rule's passes back to back."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import tinygrad_turns
+    order = []
+
+    class Player:
+        def __init__(self, name):
+            self.name = name
+
+        def sample(self):
+            order.append(self.name)
+            return float(len(order))
+    took = tinygrad_turns.in_turn([Player("own"), Player("peer")], 3)
+    assert order == ["own", "peer"] * 3
+    assert took == [[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]
+
+
+def test_interleave_runs_both_sides_checked_and_refuses_ways_it_cannot_take_in_turn():
+    backend_or_skip("tinygrad")
+    got = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", "--nets", "lenet", "--ways", "own,peer-timed",
+                          "--repeats", "8", "--mode", "untuned", "--interleave"], capture_output=True, text=True,
+                         timeout=600, cwd=ROOT)
+    assert got.returncode == 0, got.stderr[-2000:]
+    out = got.stdout
+    assert re.search(r"^lenet: 2 processes open, timed in turn, 8 samples each \(own \d, peer-timed \d passes", out,
+                     re.M), out
+    for way in ("own", "peer-timed"):
+        assert re.search(rf"^lenet {way}: PASS, wall [0-9.]+ ms \(median of 8\)", out, re.M), out
+    assert re.search(r"^lenet +peer-timed +PASS .* of own \[", out, re.M), out   # the ratio with its interval
+    bad = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", "--ways", "own,peer", "--interleave"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert bad.returncode == 2
+    assert "--interleave times own and peer-timed in turn, not peer" in bad.stderr.strip().splitlines()[-1]

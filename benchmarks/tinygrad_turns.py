@@ -1,0 +1,133 @@
+"""tinygrad's own recipe and our peer timed in turn (benchmarks/tinygrad_own.py --interleave).
+
+On the H200's guest a process's speed at plain Python changes within seconds (reports/nvidia-h200/NOTES.md,
+step 35: each CPU fast or slow by turns, 26 against 48 ms), so two sides timed one after the other can meet
+different phases of the host.  Here every process is prepared first, each held open in its child, then the
+samples go round: one of each process in turn, as `compare run --interleave` takes its backends, so a phase
+falls on every side alike.  A sample is the same for both sides: the mean of passes back to back (as many as
+compare/timing.py's rule gives for the side's warm-up pass), each pass one call and one synchronize, timed in
+the child:
+- `own`: tinygrad's recipe (its ONNX model in one TinyJit, the input on the device), a request a sample;
+- `peer-timed`: our peer as `compare run` times it, `timed_passes` in one request (compute; compare/timing.py).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+import backends
+from backends.host import plain_python_ms
+from backends.peers.tinygrad_device import Child
+from backends.peers.tinygrad_onnx import OnnxRecipe
+from compare.timing import passes_per_sample, sample
+
+MODULE = __spec__.name if __spec__ else Path(__file__).stem   # how a child imports this file
+WAYS = ("own", "peer-timed")
+_OPEN: dict = {}   # in own's child: the recipe held open between requests
+
+
+# -- in own's child
+def own_open(target, options, store, onnx_bytes: bytes, x: np.ndarray, width: int) -> dict:
+    """The recipe built and warmed in this child, set up as the peer's is (its device, the choices seeded):
+    the fastest of three warm passes and this process's plain-Python figure."""
+    from tinygrad import Device, Tensor, TinyJit
+    from tinygrad.helpers import Context
+
+    from backends.peers.tinygrad_peer import TinygradInChild
+    device = TinygradInChild(target, options, store).device.tinygrad
+    jit = TinyJit(OnnxRecipe(onnx_bytes).forward)
+    xt = Tensor(x, device=device).realize()
+    _OPEN.update(jit=jit, xt=xt, sync=Device[device].synchronize, width=width)
+    with Context(BEAM=width):
+        for _ in range(2):   # the JIT's first call runs, its second captures
+            jit(xt)
+        Device[device].synchronize()
+    return {"warm_ms": min(own_sample(1) for _ in range(3)), "python_ms": plain_python_ms()}
+
+
+def own_sample(n: int) -> float:
+    """The mean of `n` passes back to back, each one call of the JIT and one synchronize (ms)."""
+    from tinygrad.helpers import Context
+    jit, xt, sync = _OPEN["jit"], _OPEN["xt"], _OPEN["sync"]
+    took = []
+    with Context(BEAM=_OPEN["width"]):
+        for _ in range(n):
+            t0 = time.perf_counter()
+            jit(xt)
+            sync()
+            took.append((time.perf_counter() - t0) * 1e3)
+    return statistics.fmean(took)
+
+
+def own_output() -> np.ndarray:
+    from tinygrad.helpers import Context
+    with Context(BEAM=_OPEN["width"]):
+        return _OPEN["jit"](_OPEN["xt"]).numpy()
+
+
+# -- in the benchmark's process
+class Own:
+    """tinygrad's recipe open in a child of its own, screened as the peer's is (backends/screen.py)."""
+    way = "own"
+
+    def __init__(self, device, options, store, onnx_bytes: bytes, x: np.ndarray, width: int):
+        self._child = Child(device, "tinygrad (own)", screen=True)
+        try:
+            got = self._child.worker.call(MODULE, "own_open", self._child.target, options, store, onnx_bytes, x, width)
+        except BaseException:
+            self._child.close()
+            raise
+        self.per_sample = passes_per_sample(got["warm_ms"])
+        self.python_ms = got["python_ms"]
+
+    def sample(self) -> float:
+        return self._child.worker.call(MODULE, "own_sample", self.per_sample)
+
+    def finish(self) -> np.ndarray:
+        """The output of one more pass, and the child stopped."""
+        try:
+            return self._child.worker.call(MODULE, "own_output")
+        finally:
+            self._child.close()
+
+
+class PeerTimed:
+    """Our peer prepared as `compare run` prepares it (its child, screened), sampled as `compare run` samples."""
+    way = "peer-timed"
+
+    def __init__(self, net, weights, x: np.ndarray, mode: str):
+        self._backend = backends.get("tinygrad")
+        self._x = x
+        try:
+            self._prepared = self._backend.prepare(net, weights, x.shape[0], mode)
+            warm = [self._prepared.timed_pass(x)[0]["compute"] for _ in range(3)]
+        except BaseException:
+            self._backend.close()
+            raise
+        self.per_sample = passes_per_sample(min(warm))
+        self.python_ms = (self._prepared.config or {}).get("plain_python_ms", float("nan"))
+        self._y = None
+
+    def sample(self) -> float:
+        phases, outputs = sample(self._prepared, self._x, self.per_sample)
+        self._y = outputs[-1]
+        return phases["compute"]
+
+    def finish(self) -> np.ndarray:
+        try:
+            return self._y if self._y is not None else self._prepared.timed_pass(self._x)[1]
+        finally:
+            self._prepared.close()
+            self._backend.close()
+
+
+def in_turn(players: list, repeats: int) -> list[list[float]]:
+    """`repeats` rounds, one sample of each player a round: each player's samples (ms)."""
+    took: list[list[float]] = [[] for _ in players]
+    for _ in range(repeats):
+        for player, mine in zip(players, took):
+            mine.append(player.sample())
+    return took
