@@ -1,6 +1,8 @@
 """A mode that cannot win is not timed at length: `tuned-per-problem` switches CLBlast's parameters between
-calls, each switch an override call at least, so its switches a pass times an override call's least time
-bound a pass from below (backends/clblast/tuned.py switches_per_pass, ModeFloor)."""
+calls, each switch costing the call after it an override call and CLBlast's program looked up again at least,
+on top of the pass's calls enqueued: its switches a pass times the least a switch added to a call, plus its
+calls times the least an enqueue took, bound a pass's host time from below (backends/clblast/tuned.py
+switches_per_pass, ModeFloor)."""
 import pytest
 
 from backends.clblast import problems
@@ -51,7 +53,12 @@ def test_the_per_problem_mode_of_clblast_has_a_floor_and_the_net_wide_one_none(t
     backend = backends.get("clblast")
     try:
         floor = backend.mode_floor(LENET, 2, PER_PROBLEM)
-        assert floor is not None and floor.ms > 0 and "parameter switches a pass" in floor.how
+        assert floor is not None and floor.ms > 0 and "parameter switches a pass" in floor.how, floor
+        # the floor is its parts: the switches at what one added to a call, the calls at what one took to enqueue
+        switch_ms = float(floor.how.split(" x ")[1].split()[0])
+        calls, enqueue_ms = floor.how.split(" + ")[1].split(" CLBlast calls a pass x ")
+        assert floor.ms == pytest.approx(int(floor.how.split()[0]) * switch_ms + int(calls) * float(enqueue_ms.split()[0]),
+                                         rel=1e-2, abs=2e-3)
         switches = int(floor.how.split()[0])
         assert switches >= 2   # the GEMM layers alternate two sets
         assert backend.mode_floor(LENET, 2, TUNED) is None

@@ -510,7 +510,7 @@ def test_tiles_are_measured_and_then_used(tmp_path):
 def test_the_kernel_alone_as_the_tuner_runs_it_computes_the_whole_product():
     backend_or_skip("clblast")
     import numpy as np
-    from backends.tuning.clblast.measure import Call
+    from backends.clblast.call import Call
     from backends.opencl.runtime import get_runtime
     # VGG-16's conv3_2 GEMM (256 filters, 56x56 pixels, 2304) is the issue's 3200 x 256 x 2304
     assert problems.xgemm_alone(problems.gemm(256, 3136, 2304)).key == "xgemm alone 3200x256x2304"
@@ -524,7 +524,7 @@ def test_the_kernel_alone_as_the_tuner_runs_it_computes_the_whole_product():
 
 def test_the_kernel_alone_is_verified_on_its_tuners_clock_and_the_routine_on_the_wall_clock():
     backend_or_skip("clblast")
-    from backends.tuning.clblast.measure import Call
+    from backends.clblast.call import Call
     from backends.tuning.clblast.children import LocalPool
     from backends.tuning.clblast.verify import _verify_child, verify_how
     from backends.opencl.runtime import device_index, get_runtime

@@ -48,6 +48,7 @@ from .layers import ConvgemmOp, DenseOp, Im2colConvOp, MaxPoolOp, subsample_as_c
 from .zoo_layers import (AvgPoolKernelOp, CopyChannelsOp, GateGemmOp, HadMulOp, PlacedConcatOp, SoftmaxOp,
                          concat_placement, sub_buffer)
 from . import overrides
+from .call import Call
 from .library import check_library, require_library
 from .record import DeviceId, Store
 from .tuned import DATABASE, MODES, PER_PROBLEM, TUNED, Tuning, clblast_version, frozen, switches_per_pass
@@ -249,8 +250,12 @@ class ClblastInProcess(OpenCLBackend):
         return [[frozen(tuning.sets(p)) for p in found[pick]]]
 
     def mode_floor(self, net, batch, mode):
-        """tuned-per-problem switches parameters between calls, and each switch costs an override call at
-        least: its switches a pass times the least an override call takes here (ModeFloor)."""
+        """The host time a pass in tuned-per-problem cannot go under (ModeFloor): it switches parameters
+        between calls, and each switch costs the call after it an override call and what CLBlast does again
+        for it (its program looked up or compiled), on top of enqueuing the pass's calls; so its switches a pass
+        times the least a switch added to a call here, plus its fewest calls a pass times the least a call took
+        to enqueue.  Measured on the smallest of the net's problems that runs the switching kernel, its other
+        kernels as the pass has them."""
         if mode != PER_PROBLEM or check_library() is not None:
             return None
         tuning = self.tuning(net, batch, mode)
@@ -265,11 +270,22 @@ class ClblastInProcess(OpenCLBackend):
         kernel = next((k for k, v in sets.items() if len(v) > 1), None)
         if not switches or kernel is None:
             return None
-        one, other = (dict(p) for p in list(sets[kernel])[:2])
-        call_ms = overrides.override_ms(self.runtime.device, kernel, one, other)
-        return ModeFloor(switches * call_ms, f"{switches} parameter switches a pass {self.way_words} x "
-                                             f"{call_ms:.3f} ms, the least an override call took here (the "
-                                             f"recompiles a switch can cost come on top)")
+        one, other = (dict(p) for p in sorted(sets[kernel])[:2])
+        runs = [p for p in problems.net_calls(net, batch) if any(k == kernel for k, _ in tuning.sets(p))]
+        if not runs:
+            return None
+        smallest = min(runs, key=lambda p: int(np.prod([int(v) for v in p.sizes if not isinstance(v, bool)])))
+        for k, params in tuning.sets(smallest):   # the pass's other kernels in force, as the call runs them
+            overrides.ensure(self.runtime.device, k, params)
+        call = Call(self.runtime, smallest)
+        switch = overrides.switch_ms(self.runtime.device, call, kernel, one, other)
+        calls = sum(min(len(way) for way in layer) for layer in ways if layer)
+        enqueue = call.enqueue_ms()
+        return ModeFloor(switches * switch + calls * enqueue,
+                         f"{switches} parameter switches a pass {self.way_words} x {switch:.3f} ms, the least a "
+                         f"switch added to the call after it here (the override call and CLBlast's program looked "
+                         f"up again or compiled), + {calls} CLBlast calls a pass x {enqueue:.3f} ms, the least one "
+                         f"took to enqueue")
 
     def modes(self):
         return clblast_modes(self.runtime, self.options)

@@ -67,3 +67,22 @@ def override_ms(device, kernel: str, one: dict, other: dict, calls: int = 10) ->
         best = min(best, (time.perf_counter() - t0) * 1e3)
         _ACTIVE[(device.int_ptr, kernel)] = wanted
     return best
+
+
+def switch_ms(device, call, kernel: str, one: dict, other: dict, rounds: int = 4) -> float:
+    """The least host time (ms) one switch of `kernel` between two of its sets adds to the call after it
+    (`call`, a backends/clblast/call.py Call whose routine runs `kernel`): the override call, and what CLBlast
+    then does again for the call (its program looked up, or compiled).  Each of `rounds` calls after a switch
+    is held against the same call again with nothing switched; the least of the first less the least of the
+    second, and never less than the override call's own least time."""
+    import time
+    switched, alone, override = [], [], []
+    for k in range(rounds):
+        t0 = time.perf_counter()
+        ensure(device, kernel, one if k % 2 else other)   # the sets alternate: a real override call each time
+        t1 = time.perf_counter()
+        call.wall_ms()
+        switched.append((time.perf_counter() - t0) * 1e3)
+        override.append((t1 - t0) * 1e3)
+        alone.append(call.wall_ms())
+    return max(min(switched) - min(alone), min(override))

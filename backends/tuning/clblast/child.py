@@ -153,7 +153,7 @@ def verify(req: dict, calls: list, device) -> None:
 
 def cross(req: dict, rt) -> None:
     """Every candidate set on every problem of a net: the database's first, each median of `rounds` calls."""
-    from .measure import Call
+    from ...clblast.call import Call
     from ...clblast.problems import Problem
     calls = [Call(rt, Problem.from_json(p)) for p in req["problems"]]
     _say(ready=True)
@@ -181,7 +181,7 @@ def fresh(req: dict, rt) -> None:
     child.  Seen on PoCL: an xgemm V=12 set right on MobileNet-v2's batched depthwise GEMM after
     CLBlast's database had run in the same process, and wrong (elements never written) where it ran
     first."""
-    from .measure import Call
+    from ...clblast.call import Call
     from ...clblast.problems import Problem
     calls = [Call(rt, Problem.from_json(p)) for p in req["problems"]]   # buffers only: no CLBlast call yet
     _put(rt.device, req["sets"])
@@ -206,7 +206,7 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent stops its children itself
     req = json.loads(sys.stdin.read())
     from ...opencl.runtime import get_runtime
-    from .measure import Call
+    from ...clblast.call import Call
     from ...clblast.problems import Problem
     rt = get_runtime(req["device"])
     if req["task"] == "cross":

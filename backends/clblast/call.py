@@ -3,7 +3,8 @@ way the backends call it, on random data: checked against a float64
 reference, and timed.
 
 Used by the search (one configuration after another, overrides put in
-force before each) and by the verification.  Three clocks:
+force before each), by the verification, and by the per-problem mode's
+floor (what a parameter switch adds to the call after it).  Three clocks:
 - `span_ms`: the device time between markers around the call on the
   in-order profiling queue: every kernel the routine launches (an indirect
   GEMM pads and transposes), without the host's enqueue cost;
@@ -19,9 +20,9 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ...clblast import library
-from ...clblast.library import pyclblast
-from ...clblast.problems import GEMM, GEMV, XGEMM_ALONE, Problem
+from . import library
+from .library import pyclblast
+from .problems import GEMM, GEMV, XGEMM_ALONE, Problem
 
 TOLERANCE = 1e-4   # relative L2 error of a float32 result (the project's float32 tolerance)
 
@@ -131,6 +132,17 @@ class Call:
         event = self.enqueue()
         event.wait()
         return (event.profile.end - event.profile.start) * 1e-6
+
+    def enqueue_ms(self, rounds: int = 5) -> float:
+        """The least host time of enqueuing the call (CLBlast's routine set up and its kernels put on the
+        queue, not waited for), over `rounds` calls each finished before the next."""
+        least = float("inf")
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            self.enqueue()
+            least = min(least, (time.perf_counter() - t0) * 1e3)
+            self.q.finish()
+        return least
 
     def wall_ms(self) -> float:
         t0 = time.perf_counter()
