@@ -257,6 +257,11 @@ class Backend(ABC):
         """The least a pass of `mode` can take, where it can be told without preparing it (None: not known)."""
         return None
 
+    def has_floor(self, net: Net, batch: int, mode: str) -> bool:
+        """Whether `mode` has a floor, told without measuring it (a backend whose floor takes a measurement
+        says so cheaply: the runner asks before it starts any compile)."""
+        return self.mode_floor(net, batch, mode) is not None
+
     @abstractmethod
     def prepare(self, net: Net, weights: dict[str, np.ndarray], batch: int, mode: str | None = None) -> PreparedNet:
         """Compile, upload and allocate: everything that is not timed."""

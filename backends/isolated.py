@@ -454,6 +454,8 @@ class IsolatedBackend(Backend):
         self._worker: Worker | None = None
         self._handle: int | None = None
         self._ahead: list[_Ahead] = []   # prepares started ahead, not yet taken by `prepare`
+        self._floors: dict[tuple, tuple] = {}   # (net, batch, mode) -> ("floor", ModeFloor) or ("error", exc)
+        self._floors_asking: threading.Thread | None = None
 
     @property
     def prepares_ahead(self) -> bool:   # a mode prepared in a child of its own can be, side by side with others
@@ -470,9 +472,27 @@ class IsolatedBackend(Backend):
         return worker, worker.request("new", *self._inner())
 
     def _remote(self) -> tuple[Worker, int]:
+        """The child that answers for the backend, once the floors asked ahead have their answers: one request
+        at a time goes over its socket."""
+        if self._floors_asking is not None and self._floors_asking is not threading.current_thread():
+            self._floors_asking.join()
+            self._floors_asking = None
         if self._worker is None:
             self._worker, self._handle = self._spawn(f"{self.name} backend")
         return self._worker, self._handle
+
+    def floors_ahead(self, net, batch, modes) -> None:
+        """Each of `modes`' floors asked of the child from a thread, `mode_floor` taking the answers: a floor
+        may be measured for seconds (CLBlast's kernels compiled on a bare machine) while the runner goes on."""
+        def ask():
+            for mode in modes:
+                try:
+                    self._floors[(net.name, batch, mode)] = ("floor", self._ask_floor(net, batch, mode))
+                except Exception as exc:  # noqa: BLE001 - raised where the runner asks for that floor
+                    self._floors[(net.name, batch, mode)] = ("error", exc)
+        self._remote()   # the child made here, not in the thread
+        self._floors_asking = threading.Thread(target=ask, name=f"floors of {self.name}", daemon=True)
+        self._floors_asking.start()
 
     def info(self):
         worker, handle = self._remote()
@@ -483,8 +503,19 @@ class IsolatedBackend(Backend):
         return worker.request("call", handle, "modes", (), False)
 
     def mode_floor(self, net, batch, mode):
+        worker, handle = self._remote()   # any floor asked ahead answered first
+        kind, got = self._floors.pop((net.name, batch, mode), (None, None))
+        if kind == "error":
+            raise got
+        return got if kind == "floor" else self._ask_floor(net, batch, mode)
+
+    def _ask_floor(self, net, batch, mode):
         worker, handle = self._remote()
         return worker.request("call", handle, "mode_floor", (net, batch, mode), False)
+
+    def has_floor(self, net, batch, mode):
+        worker, handle = self._remote()
+        return worker.request("call", handle, "has_floor", (net, batch, mode), False)
 
     def prepare(self, net, weights, batch, mode=None):
         ahead = self._take_ahead(net, batch, mode)

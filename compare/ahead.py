@@ -36,10 +36,13 @@ class Ahead:
             if not getattr(backend, "prepares_ahead", False) or not modes.get(name):
                 continue
             try:
-                started = [mode for mode in modes[name] if self._no_floor(backend, plan, mode)]
+                floored = [mode for mode in modes[name] if self._has_floor(backend, plan, mode)]
             except Exception:  # noqa: BLE001 - the backend fails when it opens, as it would have
                 raise_if_interrupted()
                 continue
+            started = [mode for mode in modes[name] if mode not in floored]
+            if floored and hasattr(backend, "floors_ahead"):   # measured meanwhile, taken when the backend opens
+                backend.floors_ahead(plan.net, plan.batch, floored)
             copies = plan.draws if plan.times and getattr(backend, "redrawable", False) else 1
             wanted[name] = [(copy, mode) for copy in range(copies) for mode in started]
         budget = max(2, (os.cpu_count() or 2) // 2)   # each child compiles on one core
@@ -62,11 +65,14 @@ class Ahead:
             raise
 
     @staticmethod
-    def _no_floor(backend, plan, mode) -> bool:
+    def _has_floor(backend, plan, mode) -> bool:
+        """Told without measuring the floor (Backend.has_floor): a test double may offer mode_floor alone."""
         try:
-            return backend.mode_floor(plan.net, plan.batch, mode) is None   # every floor asked before any compile
+            if hasattr(backend, "has_floor"):
+                return backend.has_floor(plan.net, plan.batch, mode)
+            return backend.mode_floor(plan.net, plan.batch, mode) is not None
         except Unsupported:
-            return False   # said when the backend opens
+            return True   # not started ahead: said when the backend opens
 
     def settle(self, progress) -> None:
         """Every prepare started ahead answered (kept for `prepare`); `progress` told once that it waits."""

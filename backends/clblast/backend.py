@@ -249,13 +249,9 @@ class ClblastInProcess(OpenCLBackend):
         pick = 1 if self.conv_method == "convgemm" and net.layers[i].kind in ("conv", "subsample") else 0
         return [[frozen(tuning.sets(p)) for p in found[pick]]]
 
-    def mode_floor(self, net, batch, mode):
-        """The host time a pass in tuned-per-problem cannot go under (ModeFloor): it switches parameters
-        between calls, and each switch costs the call after it an override call and what CLBlast does again
-        for it (its program looked up or compiled), on top of enqueuing the pass's calls; so its switches a pass
-        times the least a switch added to a call here, plus its fewest calls a pass times the least a call took
-        to enqueue.  Measured on the smallest of the net's problems that runs the switching kernel, its other
-        kernels as the pass has them."""
+    def _floor_plan(self, net, batch, mode):
+        """What tuned-per-problem's floor is made of, told from the tuning alone: (switches a pass, the ways,
+        the switching kernel, two of its sets, the smallest problem that runs it); None where it has none."""
         if mode != PER_PROBLEM or check_library() is not None:
             return None
         tuning = self.tuning(net, batch, mode)
@@ -270,12 +266,28 @@ class ClblastInProcess(OpenCLBackend):
         kernel = next((k for k, v in sets.items() if len(v) > 1), None)
         if not switches or kernel is None:
             return None
-        one, other = (dict(p) for p in sorted(sets[kernel])[:2])
         runs = [p for p in problems.net_calls(net, batch) if any(k == kernel for k, _ in tuning.sets(p))]
         if not runs:
             return None
         smallest = min(runs, key=lambda p: int(np.prod([int(v) for v in p.sizes if not isinstance(v, bool)])))
-        for k, params in tuning.sets(smallest):   # the pass's other kernels in force, as the call runs them
+        one, other = (dict(p) for p in sorted(sets[kernel])[:2])
+        return switches, ways, kernel, one, other, smallest, tuning.sets(smallest)
+
+    def has_floor(self, net, batch, mode):
+        return self._floor_plan(net, batch, mode) is not None
+
+    def mode_floor(self, net, batch, mode):
+        """The host time a pass in tuned-per-problem cannot go under (ModeFloor): it switches parameters
+        between calls, and each switch costs the call after it an override call and what CLBlast does again
+        for it (its program looked up or compiled), on top of enqueuing the pass's calls; so its switches a pass
+        times the least a switch added to a call here, plus its fewest calls a pass times the least a call took
+        to enqueue.  Measured on the smallest of the net's problems that runs the switching kernel, its other
+        kernels as the pass has them."""
+        plan = self._floor_plan(net, batch, mode)
+        if plan is None:
+            return None
+        switches, ways, kernel, one, other, smallest, in_force = plan
+        for k, params in in_force:   # the pass's other kernels in force, as the call runs them
             overrides.ensure(self.runtime.device, k, params)
         call = Call(self.runtime, smallest)
         switch = overrides.switch_ms(self.runtime.device, call, kernel, one, other)
