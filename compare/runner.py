@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
+from concurrent.futures import ThreadPoolExecutor
 import traceback
 from dataclasses import dataclass, field, replace
 
@@ -22,6 +23,7 @@ import numpy as np
 
 import backends
 from backends import ModeFloor, RunOptions, screen
+from backends.isolated import IsolatedBackend
 from nets import Net
 from nets.errors import Unsupported, UserError, raise_if_interrupted
 
@@ -219,17 +221,20 @@ class Session:
         """What the run will time, said before it starts: the backends that can run here, and the modes
         of those that have several (each is measured, and the fastest whose output passes is kept)."""
         parts, n_modes = [], 0
-        for name in self.plan.backends:
-            if backends.unavailable_reason(name):
-                continue
-            cls = backends.backend_class(name)
-            if cls.uses_opencl and self.cl_missing:
-                continue
-            try:
-                made = self._made[name] = backends.create(cls, self.runtime, self.plan.options)
-                modes = self._modes[name] = made.modes()
-            except Exception:  # noqa: BLE001 - said when the backend opens; here only what is known
-                modes = []
+        names = [name for name in self.plan.backends if not backends.unavailable_reason(name)
+                 and not (backends.backend_class(name).uses_opencl and self.cl_missing)]
+        # a backend in child processes answers from a thread: its child starts (and is screened) while this
+        # process makes the others (PyTorch's import, CUDA opened), not after
+        in_children = [n for n in names if _in_children(backends.backend_class(n))]
+        with ThreadPoolExecutor(max_workers=max(len(in_children), 1), thread_name_prefix="announce") as pool:
+            asked = {name: pool.submit(self._make, name) for name in in_children}
+            for name in names:
+                if name not in asked:
+                    self._make(name)
+            for future in asked.values():
+                future.result()
+        for name in names:
+            modes = self._modes.get(name, [])
             n_modes += max(len(modes), 1)
             parts.append(f"{name} ({len(modes)} modes: {', '.join(modes)})" if modes else name)
         p = self.plan
@@ -239,6 +244,14 @@ class Session:
         what = "checks and times" if p.checks else "times"
         return (f"{what} {len(parts)} backends, {n_modes} modes in all, on {p.net.name} batch {p.batch}: "
                 + "; ".join(parts))
+
+    def _make(self, name: str) -> None:
+        """Backend `name` made and its modes asked, kept for `open`; a failure is said when it opens."""
+        try:
+            made = self._made[name] = backends.create(backends.backend_class(name), self.runtime, self.plan.options)
+            self._modes[name] = made.modes()
+        except Exception:  # noqa: BLE001 - said when the backend opens; here only what is known
+            raise_if_interrupted()
 
     def settle_ahead(self) -> None:
         """No pass is timed while a child compiles in the background (compare/ahead.py)."""
@@ -626,6 +639,11 @@ class Session:
         self._progress.advance(sum(o.step_left for o in opened))   # of a backend that failed on the way
         outputs = {id(o.entry): self._close(o) for o in opened}
         return [(entry, outputs.get(id(entry))) for entry in results]
+
+
+def _in_children(cls) -> bool:
+    """Whether backend class `cls` does its work in child processes (a test double may be no class at all)."""
+    return isinstance(cls, type) and issubclass(cls, IsolatedBackend)
 
 
 def _device(runtime) -> Device:

@@ -481,6 +481,18 @@ class AheadCompanion(backends.Backend):
     def info(self):
         return {}
 
+    def modes(self):
+        """With COMPARE_TEST_COMPANION_MEETS set: waits until AheadInProcess was made in its child (30 s at
+        most), and logs whether it met it: a backend in children is made beside this one, not after it."""
+        import os
+        import time
+        if os.environ.get("COMPARE_TEST_COMPANION_MEETS"):
+            deadline = time.monotonic() + 30
+            while not any(w == "made" for w, *_ in ahead_events()) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            ahead_log("companion met" if any(w == "made" for w, *_ in ahead_events()) else "companion alone")
+        return []
+
     def prepare(self, net, weights, batch, mode=None):
         import time
         ahead_log("start companion")

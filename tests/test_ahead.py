@@ -101,6 +101,17 @@ def test_a_prepare_ahead_that_fails_is_its_modes_failure_and_the_other_mode_runs
     assert {name for name, _ in _passes()} == {"first"}
 
 
+def test_a_backend_in_children_is_made_beside_the_runners_own_not_after_them(log, monkeypatch):
+    """The runner asks each backend its modes before anything runs; one in children answers from a thread, so
+    its child starts while the runner makes its own (PyTorch's import): the companion, made first, waits for
+    the child to be made and meets it."""
+    monkeypatch.setenv("COMPARE_TEST_COMPANION_MEETS", "1")
+    result, _ = runner.execute(_plan(["companion", "ahead"]))
+    assert [b.status for b in result.backends] == ["OK", "OK"], [b.reason for b in result.backends]
+    said = [n for w, n, *_ in ahead_events() if w == "companion"]
+    assert said[0] == "met", said   # as the runner first asked its modes (it may ask again when it opens it)
+
+
 def test_a_mode_with_a_floor_is_not_started_ahead(log, monkeypatch):
     monkeypatch.setenv("COMPARE_TEST_AHEAD_MODES", "first,second,hopeless")
     result, _ = runner.execute(_plan(["ahead"]))
