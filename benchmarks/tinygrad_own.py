@@ -295,23 +295,24 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int 
     drawn: dict[str, list[dict]] = {way: [] for way in ways}
     if interleave:
         _in_turn(net, weights, x, ref, mode, model, (store, options, width), ways, repeats, draws, drawn)
-    for d in range(1, draws + 1 if not interleave else 1):
-        for way in ways:
-            try:
-                if way == "own" and model is not None:
-                    got = _in_child(rt.device, "own_in_peer_child", options, store, model, x, width, repeats)
-                elif way == "own-plain" and model is not None:
-                    got = _plain_child("own_in_plain_child", store, model, x, width, repeats)
-                elif way in ("peer", "peer-pass") or way.startswith("peer-checked"):
-                    got = _in_child(rt.device, "peer_in_child", options, store, net, weights, x, mode, repeats, way)
-                elif way.startswith("peer-timed") or way == "peer-run":
-                    got = peer_timed(net, weights, x, mode, repeats, way)
-                else:
+    else:
+        for d in range(1, draws + 1):
+            for way in ways:
+                try:
+                    if way == "own" and model is not None:
+                        got = _in_child(rt.device, "own_in_peer_child", options, store, model, x, width, repeats)
+                    elif way == "own-plain" and model is not None:
+                        got = _plain_child("own_in_plain_child", store, model, x, width, repeats)
+                    elif way in ("peer", "peer-pass") or way.startswith("peer-checked"):
+                        got = _in_child(rt.device, "peer_in_child", options, store, net, weights, x, mode, repeats, way)
+                    elif way.startswith("peer-timed") or way == "peer-run":
+                        got = peer_timed(net, weights, x, mode, repeats, way)
+                    else:
+                        continue
+                except Exception as exc:  # noqa: BLE001 - one way failing is a line of the table, not the end
+                    print(f"{net_name} {way}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
                     continue
-            except Exception as exc:  # noqa: BLE001 - one way failing is a line of the table, not the end
-                print(f"{net_name} {way}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-                continue
-            _kept(drawn, net_name, way, ref, got, f" process {d} of {draws}" if draws > 1 else "")
+                _kept(drawn, net_name, way, ref, got, f" process {d} of {draws}" if draws > 1 else "")
     rows = []
     for way in ways:
         if drawn[way]:   # the fastest process that passed, as the runner keeps the peer's

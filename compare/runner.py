@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from concurrent.futures import ThreadPoolExecutor
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np

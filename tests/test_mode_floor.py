@@ -55,11 +55,11 @@ def test_the_per_problem_mode_of_clblast_has_a_floor_and_the_net_wide_one_none(t
         floor = backend.mode_floor(LENET, 2, PER_PROBLEM)
         assert floor is not None and floor.ms > 0 and "parameter switches a pass" in floor.how, floor
         # the floor is its parts: the switches at what one added to a call, the calls at what one took to enqueue
-        switch_ms = float(floor.how.split(" x ")[1].split()[0])
-        calls, enqueue_ms = floor.how.split(" + ")[1].split(" CLBlast calls a pass x ")
-        assert floor.ms == pytest.approx(int(floor.how.split()[0]) * switch_ms + int(calls) * float(enqueue_ms.split()[0]),
-                                         rel=1e-2, abs=2e-3)
         switches = int(floor.how.split()[0])
+        switch_ms = float(floor.how.split(" x ")[1].split()[0])
+        calls, enqueue = floor.how.split(" + ")[1].split(" CLBlast calls a pass x ")
+        assert floor.ms == pytest.approx(switches * switch_ms + int(calls) * float(enqueue.split()[0]),
+                                         rel=1e-2, abs=2e-3)
         assert switches >= 2   # the GEMM layers alternate two sets
         assert backend.mode_floor(LENET, 2, TUNED) is None
     finally:
