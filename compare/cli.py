@@ -95,10 +95,10 @@ def _add_timing_options(p) -> None:
                         f"best-clblast: the fastest CLBlast backend of the run)")
     p.add_argument("--draws", type=bounds.DRAWS, default=1,
                    help="prepare each side that runs in processes of its own (tinygrad, OpenCV, TensorFlow, "
-                        "CLBlast's) in this many fresh processes and keep the one with the fastest passes: on some "
-                        "machines a process draws its speed as it starts; the runner's own process is drawn as many "
-                        "times at most (default 1; every child is screened as it starts anyway: one that drew slow is "
-                        "started again)")
+                        "PyTorch, CLBlast's) in this many fresh processes and keep the one with the fastest passes: "
+                        "on some machines a process draws its speed as it starts; the runner's own process is drawn as "
+                        "many times at most (default 1; every child is screened as it starts anyway: one that drew "
+                        "slow is started again)")
     p.add_argument("--interleave", action="store_true",
                    help="run the backends' timed passes round-robin, so clock and thermal drift hit all alike, "
                         "each after an untimed pass of its own so that switching from another backend is not timed "

@@ -2,9 +2,9 @@
 machines a fresh process draws its speed as it starts (on the H200's guest
 about one in four ran a pass 1.4x slower, whatever it ran:
 reports/nvidia-h200/NOTES.md), so a backend that runs in child processes
-(tinygrad, OpenCV, TensorFlow, CLBlast's) is prepared in N fresh processes
+(tinygrad, OpenCV, TensorFlow, PyTorch, CLBlast's) is prepared in N fresh processes
 and the one whose passes are fastest is kept, every baseline at its best.
-The runner's own process (our kernels, PyTorch, numpy) is drawn by the
+The runner's own process (our kernels, numpy) is drawn by the
 fixed piece of plain Python before the run starts (compare/runner_draw.py).
 What each draw gave is kept in the backend's config, and the answer says it
 in one line."""

@@ -2,7 +2,7 @@
 (compare/draws.py).  On the H200's guest a fresh process draws its speed as it starts, and the runner's
 drew slow too: on 2026-11-29 four of five runner processes ran a fixed piece of plain Python 1.8x slower
 than fresh processes beside them (reports/nvidia-h200/NOTES.md), and the runner's process runs our
-kernels and PyTorch.  So before such a run the runner times that piece (backends/host.py) in itself and
+kernels.  So before such a run the runner times that piece (backends/host.py) in itself and
 in two fresh processes; where it is SLOW_PROCESS times slower than the faster of them, the run starts
 again in a fresh process, which this one waits for and hands its signals to.  At most N processes in
 all: the last runs whatever it drew.  The figure of each runner process drawn goes into the results

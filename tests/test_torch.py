@@ -28,7 +28,38 @@ NET = Net("t", (3, 11, 10), (
 
 @pytest.fixture(scope="module")
 def torch_backend():
-    return backend_or_skip("torch")
+    """PyTorch in this process, as each of the backend's children runs it (the tests reach into it)."""
+    backend_or_skip("torch")
+    from backends.peers.torch_peer import TorchInProcess
+    return TorchInProcess()
+
+
+def test_each_mode_runs_in_a_child_of_its_own_as_the_process_here_would(torch_backend):
+    """`torch` itself prepares each mode in a child process of its own (so the runner can start them ahead,
+    side by side): the same modes, the same determinism, the same outputs as PyTorch in this process."""
+    import backends
+    outer = backends.get("torch")
+    try:
+        assert outer.modes() == torch_backend.modes() and outer.deterministic is torch_backend.deterministic
+        assert outer.info()["versions"] == torch_backend.info()["versions"]
+        weights, x = init_weights(NET, 4), make_input(NET, 2, 4)
+        pids = set()
+        for mode in outer.modes():
+            apart, here = outer.prepare(NET, weights, 2, mode=mode), torch_backend.prepare(NET, weights, 2, mode=mode)
+            try:
+                pids.add(apart._worker._proc.pid)   # the child that holds this mode
+                assert apart.config["mode"] == mode
+                got, want = apart.forward(x), here.forward(x)
+                if torch_backend.deterministic:
+                    assert np.array_equal(got, want), mode
+                else:
+                    assert compare_arrays(got, want.astype(np.float64)).passed, mode
+            finally:
+                apart.close()
+                here.close()
+        assert os.getpid() not in pids and len(pids) == len(outer.modes())
+    finally:
+        outer.close()
 
 
 def test_tf32_is_off_and_info_says_so(torch_backend):

@@ -19,6 +19,10 @@ Modes (modes() lists those that can run here):
   removes the per-layer launch and dispatch costs.
 - `compile`: torch.compile (TorchInductor) of the whole forward.
 
+Processes: each mode runs in a child process of its own (TorchBackend), so
+the runner prepares the modes ahead, side by side and beside its own work,
+as it does CLBlast's; TorchInProcess is PyTorch in the child.
+
 Timing: on CUDA a pair of CUDA events brackets each layer on the stream (one
 or more cuDNN/cuBLAS kernels, hence how='markers'), read only after the
 end event has completed; wall time is the host clock around the layer and
@@ -38,6 +42,7 @@ from nets.errors import Unsupported, UserError
 
 from ..base import Backend, Family, LayerTiming, PreparedNet, Step, layer_params
 from ..host import cpu_name
+from ..isolated import IsolatedBackend
 from .graph_walk import GraphWalk
 from .torch_layers import layer_fn
 
@@ -270,19 +275,54 @@ class TorchNet(PreparedNet):
             self.torch.cuda.empty_cache()
 
 
-class TorchBackend(Backend):
+SUMMARY = "peer: PyTorch on its best device (cuDNN/cuBLAS with TF32 off on CUDA, else CPU)"
+# every kind a loaded net can hold (batch norms are folded by then), in graphs
+KINDS = frozenset(LayerKind) - {LayerKind.BATCHNORM}   # batch norms are folded on loading
+
+
+def _unavailable() -> str | None:
+    if importlib.util.find_spec("torch") is None:
+        return "PyTorch is not installed (pip install 'clblast-compare[torch]')"
+    return None
+
+
+class TorchBackend(IsolatedBackend):
+    """PyTorch in child processes, each mode in one of its own (TorchInProcess there): the modes prepare ahead,
+    side by side and beside the runner's own work (compare/ahead.py), as CLBlast's do.  On the H200 its five
+    modes took 18 of the first VGG-16 answer's 72 s one after another in the runner (the H200 notes, step 39);
+    and each of its processes is screened and drawn as every other side's (backends/screen.py, --draws)."""
     name = "torch"
     family = Family.PEER
-    summary = "peer: PyTorch on its best device (cuDNN/cuBLAS with TF32 off on CUDA, else CPU)"
-    # every kind a loaded net can hold (batch norms are folded by then), in graphs
-    supported_kinds = frozenset(LayerKind) - {LayerKind.BATCHNORM}   # batch norms are folded on loading
+    summary = SUMMARY
+    supported_kinds = KINDS
+    supported_features = frozenset(Feature)
+    inner = "backends.peers.torch_peer:TorchInProcess"
+    child_per_mode = True
+
+    @classmethod
+    def unavailable_reason(cls):
+        return _unavailable()
+
+    def _inner(self) -> tuple:
+        return "backends.isolated", "inner_backend", (self.inner, None, self.options)   # no OpenCL device there
+
+    @property
+    def deterministic(self) -> bool:
+        """As the child tells it (TorchInProcess.deterministic): bit for bit on the CPU, not on CUDA."""
+        return self.info()["kind"] == "cpu"
+
+
+class TorchInProcess(Backend):
+    """PyTorch in this process: what TorchBackend's children run, and what its tests reach into."""
+    name = "torch"
+    family = Family.PEER
+    summary = SUMMARY
+    supported_kinds = KINDS
     supported_features = frozenset(Feature)
 
     @classmethod
     def unavailable_reason(cls):
-        if importlib.util.find_spec("torch") is None:
-            return "PyTorch is not installed (pip install 'clblast-compare[torch]')"
-        return None
+        return _unavailable()
 
     @property
     def deterministic(self) -> bool:
