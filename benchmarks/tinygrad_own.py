@@ -271,7 +271,7 @@ def peer_timed(net, weights, x, mode, repeats, way: str = "peer-timed") -> dict:
 
 
 def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int = 1,
-            interleave: bool = False) -> list[dict]:
+            interleave: bool = False, gap_s: float = 0.0) -> list[dict]:
     from backends.peers.opencv_onnx import net_model
     from backends.peers.tinygrad_peer import ONNX, SEARCHED, width_of
     net = get_net(net_name)
@@ -294,7 +294,7 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int 
     # take turns, draw by draw, so a slow phase of the host (the H200 notes' step 19) falls on every way alike
     drawn: dict[str, list[dict]] = {way: [] for way in ways}
     if interleave:
-        _in_turn(net, weights, x, ref, mode, model, (store, options, width), ways, repeats, draws, drawn)
+        _in_turn(net, weights, x, ref, mode, model, (store, options, width), ways, repeats, draws, drawn, gap_s)
     else:
         for d in range(1, draws + 1):
             for way in ways:
@@ -333,9 +333,10 @@ def _kept(drawn: dict, net_name: str, way: str, ref, got: dict, which: str) -> N
           f"{got.get('cpus', '-')}", flush=True)
 
 
-def _in_turn(net, weights, x, ref, mode, model, setup, ways, repeats: int, draws: int, drawn: dict) -> None:
+def _in_turn(net, weights, x, ref, mode, model, setup, ways, repeats: int, draws: int, drawn: dict,
+             gap_s: float = 0.0) -> None:
     """--interleave: every process of `ways` (own, peer-timed) prepared and held open, then their samples taken
-    in turn (benchmarks/tinygrad_turns.py), each process's kept in `drawn`."""
+    in turn (benchmarks/tinygrad_turns.py; `gap_s` asleep after each round), each process's kept in `drawn`."""
     store, options, width = setup
     players = []
     try:
@@ -349,8 +350,9 @@ def _in_turn(net, weights, x, ref, mode, model, setup, ways, repeats: int, draws
                 except Exception as exc:  # noqa: BLE001 - one process failing is a line, not the end
                     print(f"{net.name} {way}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         print(f"{net.name}: {len(players)} processes open, timed in turn, {repeats} samples each "
-              f"({', '.join(f'{p.way} {p.per_sample}' for _, p in players)} passes a sample)", flush=True)
-        took = turns.in_turn([p for _, p in players], repeats)
+              f"({', '.join(f'{p.way} {p.per_sample}' for _, p in players)} passes a sample)"
+              + (f", {gap_s * 1e3:g} ms asleep after each round" if gap_s else ""), flush=True)
+        took = turns.in_turn([p for _, p in players], repeats, gap_s)
         while players:
             (d, player), wall = players.pop(0), took.pop(0)
             got = {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": player.finish(),
@@ -404,7 +406,14 @@ def main(argv=None) -> int:
     parser.add_argument("--interleave", action="store_true",
                         help="own and peer-timed: every process prepared first, then their samples taken in turn "
                              "(benchmarks/tinygrad_turns.py), so a phase of the host falls on both alike")
+    parser.add_argument("--gap-ms", type=float, default=0.0,
+                        help="with --interleave: this long asleep after each round, as a process waits for the "
+                             "other backends' samples in a `compare run --backends all` round (default 0)")
     args = parser.parse_args(argv)
+    if not (args.gap_ms >= 0 and args.gap_ms < 60_000):
+        parser.error(f"--gap-ms is a pause in milliseconds, 0 up to a minute, not {args.gap_ms:g}")
+    if args.gap_ms and not args.interleave:
+        parser.error("--gap-ms pauses between the rounds of --interleave: give --interleave too")
     if args.draws < 1:
         parser.error(f"--draws is a whole number of processes, 1 or more, not {args.draws}")
     others = sorted(set(args.ways.split(",")) - set(turns.WAYS))
@@ -414,7 +423,8 @@ def main(argv=None) -> int:
     print(f"device: {get_runtime().device.name.strip()}; mode {args.mode}; {args.repeats} passes a way; "
           f"{args.draws} process{'es' if args.draws > 1 else ''} a way, the fastest kept", flush=True)
     for net in args.nets.split(","):
-        _print(measure(net, args.ways.split(","), args.repeats, args.mode, args.draws, args.interleave))
+        _print(measure(net, args.ways.split(","), args.repeats, args.mode, args.draws, args.interleave,
+                       args.gap_ms / 1e3))
         sys.stdout.flush()
     return 0
 

@@ -124,10 +124,16 @@ class PeerTimed:
             self._backend.close()
 
 
-def in_turn(players: list, repeats: int) -> list[list[float]]:
-    """`repeats` rounds, one sample of each player a round: each player's samples (ms)."""
+def in_turn(players: list, repeats: int, gap_s: float = 0.0) -> list[list[float]]:
+    """`repeats` rounds, one sample of each player a round, `gap_s` of sleep after each round: each player's
+    samples (ms).  The gap stands for the other backends of a `compare run --backends all` round (13 of them
+    on the H200 took about a tenth of a second between two samples of one): whether a side whose process
+    waits that long between samples comes back slower (steps 36-37 of the H200 notes: the peer's LeNet-5 at
+    0.71 ms in the run, 0.45 timed in turn with own and nothing else)."""
     took: list[list[float]] = [[] for _ in players]
     for _ in range(repeats):
         for player, mine in zip(players, took):
             mine.append(player.sample())
+        if gap_s > 0:
+            time.sleep(gap_s)
     return took

@@ -72,6 +72,26 @@ def test_interleaved_own_and_the_peer_are_held_open_and_sampled_in_turn():
     assert took == [[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]
 
 
+def test_a_gap_after_each_round_stands_for_the_other_backends_of_a_run(monkeypatch):
+    """--gap-ms: asleep after each round, as a process waits for a crowded run's other backends."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import tinygrad_turns
+    said = []
+
+    class Player:
+        def sample(self):
+            said.append("sample")
+            return 1.0
+    monkeypatch.setattr(tinygrad_turns.time, "sleep", lambda s: said.append(s))
+    tinygrad_turns.in_turn([Player(), Player()], 2, gap_s=0.1)
+    assert said == ["sample", "sample", 0.1, "sample", "sample", 0.1]
+    for bad, why in ((["--gap-ms", "5"], "give --interleave too"), (["--gap-ms", "-1", "--interleave",
+                                                                     "--ways", "own"], "0 up to a minute")):
+        got = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", *bad], capture_output=True, text=True,
+                             timeout=300, cwd=ROOT)
+        assert got.returncode == 2 and why in got.stderr.strip().splitlines()[-1], got.stderr
+
+
 def test_interleave_runs_both_sides_checked_and_refuses_ways_it_cannot_take_in_turn():
     backend_or_skip("tinygrad")
     got = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", "--nets", "lenet", "--ways", "own,peer-timed",
