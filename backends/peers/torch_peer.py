@@ -299,6 +299,10 @@ class TorchBackend(IsolatedBackend):
     inner = "backends.peers.torch_peer:TorchInProcess"
     child_per_mode = True
 
+    def __init__(self, runtime=None, options=None):
+        super().__init__(runtime, options)
+        self._deterministic: bool | None = None
+
     @classmethod
     def unavailable_reason(cls):
         return _unavailable()
@@ -308,8 +312,11 @@ class TorchBackend(IsolatedBackend):
 
     @property
     def deterministic(self) -> bool:
-        """As the child tells it (TorchInProcess.deterministic): bit for bit on the CPU, not on CUDA."""
-        return self.info()["kind"] == "cpu"
+        """As the child tells it (TorchInProcess.deterministic): bit for bit on the CPU, not on CUDA.  Asked once:
+        the device does not change under a backend."""
+        if self._deterministic is None:
+            self._deterministic = self.info()["kind"] == "cpu"
+        return self._deterministic
 
 
 class TorchInProcess(Backend):
