@@ -471,12 +471,15 @@ class IsolatedBackend(Backend):
         worker = Worker(what, screen=True)
         return worker, worker.request("new", *self._inner())
 
-    def _remote(self) -> tuple[Worker, int]:
-        """The child that answers for the backend, once the floors asked ahead have their answers: one request
-        at a time goes over its socket."""
+    def _floors_answered(self) -> None:
+        """The floors asked ahead have their answers (one request at a time goes over the child's socket)."""
         if self._floors_asking is not None and self._floors_asking is not threading.current_thread():
             self._floors_asking.join()
             self._floors_asking = None
+
+    def _remote(self) -> tuple[Worker, int]:
+        """The child that answers for the backend, once the floors asked ahead have their answers."""
+        self._floors_answered()
         if self._worker is None:
             self._worker, self._handle = self._spawn(f"{self.name} backend")
         return self._worker, self._handle
@@ -503,7 +506,7 @@ class IsolatedBackend(Backend):
         return worker.request("call", handle, "modes", (), False)
 
     def mode_floor(self, net, batch, mode):
-        worker, handle = self._remote()   # any floor asked ahead answered first
+        self._floors_answered()
         kind, got = self._floors.pop((net.name, batch, mode), (None, None))
         if kind == "error":
             raise got

@@ -37,4 +37,3 @@ def fastest() -> float:
 
 def slow(ms: float) -> bool:
     return ms >= SLOW_PROCESS * fastest()
-

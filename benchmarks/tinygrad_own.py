@@ -65,11 +65,9 @@ from backends.host import plain_python_ms
 from backends.isolated import Worker
 from backends.opencl.runtime import get_runtime
 from backends.peers.tinygrad_device import Child
-from backends.peers.tinygrad_onnx import OnnxRecipe
 from compare import oracle
 from compare.checking import compare_arrays
 from compare.speedup import Speedup
-from compare.timing import passes_per_sample, sample
 from nets import get_net
 from nets.errors import Unsupported
 from nets.weights import init_weights, make_input
@@ -140,14 +138,10 @@ def _kernel_name(kernel) -> str:
 
 def _own_recipe(onnx_bytes: bytes, x: np.ndarray, device: str, width: int, repeats: int) -> dict:
     """In a child: tinygrad's own recipe on the ONNX model (see the module)."""
-    from tinygrad import Device, Tensor, TinyJit
+    from tinygrad import Device
     from tinygrad.helpers import Context
-    jit = TinyJit(OnnxRecipe(onnx_bytes).forward)
-    xt = Tensor(x, device=device).realize()
+    jit, xt = turns.own_recipe(onnx_bytes, x, device, width)
     with Context(BEAM=width):
-        for _ in range(2):   # the JIT's first call runs, its second captures
-            jit(xt)
-        Device[device].synchronize()
         got = _passes(lambda: jit(xt), Device[device].synchronize, repeats)
         got["output"] = jit(xt).numpy()
     return got
@@ -234,37 +228,35 @@ def _plain_child(fn: str, *args) -> dict:
 
 def peer_timed(net, weights, x, mode, repeats, way: str = "peer-timed") -> dict:
     """`peer-timed`: the peer as `compare run` times a pass (timed_passes' compute, in the child, each value the
-    mean of a sample's passes back to back).
+    mean of a sample's passes back to back; benchmarks/tinygrad_turns.py PeerTimed, alone in its turns).
     `peer-run`: the input loaded once, then each pass one request of `run()` alone (nothing sent either
     way), timed here around the request: its round trip included, none of the arrays' pickling."""
+    def settle(prepared):   # the child's tinygrad device, where a -freed or -gc way settles it
+        if way != "peer-timed":
+            prepared._worker.call(MODULE, "settle", prepared.config["device"], way)
+    if way != "peer-run":
+        player = turns.PeerTimed(net, weights, x, mode, settle)
+        try:
+            wall = turns.in_turn([player], repeats)[0]
+        except BaseException:
+            player.finish()
+            raise
+        return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": player.finish(),
+                "python_ms": player.python_ms}
     backend = backends.get("tinygrad")
     prepared = backend.prepare(net, weights, x.shape[0], mode)
-    drawn_ms = (prepared.config or {}).get("plain_python_ms", float("nan"))   # its child's draw, as own's says
     try:
-        if way != "peer-timed":   # the child's tinygrad device, where a -freed or -gc way settles it
-            prepared._worker.call(MODULE, "settle", prepared.config["device"], way)
-        if way == "peer-run":
-            prepared.load_input(x)
-            for _ in range(3):
-                prepared.run()
-            wall = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                prepared.run()
-                wall.append((time.perf_counter() - t0) * 1e3)
-            y = prepared.fetch_output()
-            return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y,
-                    "python_ms": drawn_ms}
-        warm = [prepared.timed_pass(x)[0]["compute"] for _ in range(3)]
-        # as `compare run` samples: the mean of passes back to back in one request (compare/timing.py)
-        per_sample = passes_per_sample(min(warm))
-        wall, y = [], None
+        settle(prepared)
+        prepared.load_input(x)
+        for _ in range(3):
+            prepared.run()
+        wall = []
         for _ in range(repeats):
-            phases, outputs = sample(prepared, x, per_sample)
-            wall.append(phases["compute"])
-            y = outputs[-1]
-        return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": y,
-                "python_ms": drawn_ms}
+            t0 = time.perf_counter()
+            prepared.run()
+            wall.append((time.perf_counter() - t0) * 1e3)
+        return {"wall": wall, "enqueue": [], "kernels_ms": None, "launches": None, "output": prepared.fetch_output(),
+                "python_ms": (prepared.config or {}).get("plain_python_ms", float("nan"))}   # its child's draw
     finally:
         prepared.close()
         backend.close()

@@ -30,21 +30,29 @@ _OPEN: dict = {}   # in own's child: the recipe held open between requests
 
 
 # -- in own's child
+def own_recipe(onnx_bytes: bytes, x: np.ndarray, device: str, width: int):
+    """tinygrad's recipe on the ONNX model: its forward in one TinyJit, called twice (the first runs, the
+    second captures), and the input on the device: (the JIT, the input)."""
+    from tinygrad import Device, Tensor, TinyJit
+    from tinygrad.helpers import Context
+    jit = TinyJit(OnnxRecipe(onnx_bytes).forward)
+    xt = Tensor(x, device=device).realize()
+    with Context(BEAM=width):
+        for _ in range(2):
+            jit(xt)
+        Device[device].synchronize()
+    return jit, xt
+
+
 def own_open(target, options, store, onnx_bytes: bytes, x: np.ndarray, width: int) -> dict:
     """The recipe built and warmed in this child, set up as the peer's is (its device, the choices seeded):
     the fastest of three warm passes and this process's plain-Python figure."""
-    from tinygrad import Device, Tensor, TinyJit
-    from tinygrad.helpers import Context
+    from tinygrad import Device
 
     from backends.peers.tinygrad_peer import TinygradInChild
     device = TinygradInChild(target, options, store).device.tinygrad
-    jit = TinyJit(OnnxRecipe(onnx_bytes).forward)
-    xt = Tensor(x, device=device).realize()
+    jit, xt = own_recipe(onnx_bytes, x, device, width)
     _OPEN.update(jit=jit, xt=xt, sync=Device[device].synchronize, width=width)
-    with Context(BEAM=width):
-        for _ in range(2):   # the JIT's first call runs, its second captures
-            jit(xt)
-        Device[device].synchronize()
     return {"warm_ms": min(own_sample(1) for _ in range(3)), "python_ms": plain_python_ms()}
 
 
@@ -98,11 +106,14 @@ class PeerTimed:
     """Our peer prepared as `compare run` prepares it (its child, screened), sampled as `compare run` samples."""
     way = "peer-timed"
 
-    def __init__(self, net, weights, x: np.ndarray, mode: str):
+    def __init__(self, net, weights, x: np.ndarray, mode: str, settle=lambda prepared: None):
+        """`settle(prepared)`: what to do in the child before its warm passes (the benchmark's -freed and -gc
+        ways)."""
         self._backend = backends.get("tinygrad")
         self._x = x
         try:
             self._prepared = self._backend.prepare(net, weights, x.shape[0], mode)
+            settle(self._prepared)
             warm = [self._prepared.timed_pass(x)[0]["compute"] for _ in range(3)]
         except BaseException:
             self._backend.close()

@@ -26,6 +26,14 @@ NET = Net("t", (3, 11, 10), (
 ))
 
 
+def _agree(got, want, deterministic: bool, mode: str) -> None:
+    """Bit for bit where PyTorch says it is deterministic (the CPU), else within the runner's tolerance."""
+    if deterministic:
+        assert np.array_equal(got, want), mode
+    else:
+        assert compare_arrays(got, want.astype(np.float64)).passed, mode
+
+
 @pytest.fixture(scope="module")
 def torch_backend():
     """PyTorch in this process, as each of the backend's children runs it (the tests reach into it)."""
@@ -49,11 +57,7 @@ def test_each_mode_runs_in_a_child_of_its_own_as_the_process_here_would(torch_ba
             try:
                 pids.add(apart._worker._proc.pid)   # the child that holds this mode
                 assert apart.config["mode"] == mode
-                got, want = apart.forward(x), here.forward(x)
-                if torch_backend.deterministic:
-                    assert np.array_equal(got, want), mode
-                else:
-                    assert compare_arrays(got, want.astype(np.float64)).passed, mode
+                _agree(apart.forward(x), here.forward(x), torch_backend.deterministic, mode)
             finally:
                 apart.close()
                 here.close()
@@ -165,10 +169,7 @@ def test_passes_repeat_as_closely_as_the_backend_says(torch_backend):
         prepared = torch_backend.prepare(LENET, init_weights(LENET, 3), 4, mode=mode)
         try:
             first, second = prepared.forward(x), prepared.forward(x)
-            if torch_backend.deterministic:
-                assert np.array_equal(first, second), mode
-            else:
-                assert compare_arrays(second, first.astype(np.float64)).passed, mode
+            _agree(second, first, torch_backend.deterministic, mode)
         finally:
             prepared.close()
 
