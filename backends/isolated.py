@@ -381,11 +381,14 @@ class _Ahead:
         self._sending: threading.Thread | None = None
         self._send_error: Exception | None = None
 
-    def send_prepare(self, net, weights, batch: int) -> None:
-        """The prepare sent from a thread of its own: a request waits until its child has read it, and a fresh
-        child reads only once started (seconds), the weights of VGG-16 being half a gigabyte; the runner goes on."""
+    def send_prepare(self, inner: tuple, net, weights, batch: int) -> None:
+        """`new` (making the inner backend from `inner`) and the prepare sent from a thread of its own: the first
+        request waits until the child's start is screened (a slow one started again, seconds each), a request
+        waits until its child has read it, and the weights of VGG-16 are half a gigabyte; the runner goes on
+        (on the H200 the first answer waited 16 s for the runner to get past these sends in turn: its notes' step 40)."""
         def send():
             try:
+                self.worker.send("new", *inner)
                 # a fresh child keeps its objects under 1, 2, ...: the backend `new` made is 1
                 with _SENDS:
                     self.worker.send("call", 1, "prepare", (net, weights, batch, self.mode), True)
@@ -542,14 +545,14 @@ class IsolatedBackend(Backend):
             return []   # an unsupported net: prepare refuses it before any child starts
         mine = []
         try:
-            # every child started, then each told to make its backend: they start up, and are screened, together
+            # every child started, then each sent its requests from a thread: they start up, are screened and
+            # read the net together
             for mode in modes:
                 sent = time.monotonic()   # a prepare in turn is timed from its child's start too
                 mine.append(_Ahead(Worker(f"{self.name} backend ({mode})", screen=True), mode, net.name, batch, sent))
+            inner = self._inner()
             for ahead in mine:
-                ahead.worker.send("new", *self._inner())
-            for ahead in mine:
-                ahead.send_prepare(net, weights, batch)
+                ahead.send_prepare(inner, net, weights, batch)
         except BaseException:
             for ahead in mine:
                 ahead.worker.kill()

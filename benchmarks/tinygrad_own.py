@@ -27,6 +27,8 @@ The ways, each in a child process of its own:
   costs each enqueue)
 - `peer-checked-gc`, `peer-timed-gc`: the same with Python's collector run and its heap frozen
   instead (whether collections over the heap the check or the build left cost each pass)
+- `own-copies` (with `--interleave` only): `own` with the peer's copies around each timed call, untimed
+  (benchmarks/tinygrad_turns.py)
 
 Per way: the pass's wall time (call + synchronize, median), the host's enqueue time (the
 call alone returning), the kernels' device time summed (each kernel waited for: profiling
@@ -335,8 +337,9 @@ def _in_turn(net, weights, x, ref, mode, model, setup, ways, repeats: int, draws
         for d in range(1, draws + 1):
             for way in ways:
                 try:
-                    if way == "own" and model is not None:
-                        players.append((d, turns.Own(get_runtime().device, options, store, model, x, width)))
+                    if way in ("own", "own-copies") and model is not None:
+                        players.append((d, turns.Own(get_runtime().device, options, store, model, x, width,
+                                                     copies=way == "own-copies")))
                     elif way == "peer-timed":
                         players.append((d, turns.PeerTimed(net, weights, x, mode)))
                 except Exception as exc:  # noqa: BLE001 - one process failing is a line, not the end
@@ -410,8 +413,11 @@ def main(argv=None) -> int:
         parser.error(f"--draws is a whole number of processes, 1 or more, not {args.draws}")
     others = sorted(set(args.ways.split(",")) - set(turns.WAYS))
     if args.interleave and others:
-        parser.error(f"--interleave times {' and '.join(turns.WAYS)} in turn, not {', '.join(others)}: "
+        parser.error(f"--interleave times {', '.join(turns.WAYS)} in turn, not {', '.join(others)}: "
                      f"leave those out, or --interleave")
+    in_turn_only = sorted(set(args.ways.split(",")) - set(WAYS))
+    if in_turn_only and not args.interleave:
+        parser.error(f"{', '.join(in_turn_only)} is timed in turn only: give --interleave (or leave it out)")
     print(f"device: {get_runtime().device.name.strip()}; mode {args.mode}; {args.repeats} passes a way; "
           f"{args.draws} process{'es' if args.draws > 1 else ''} a way, the fastest kept", flush=True)
     for net in args.nets.split(","):

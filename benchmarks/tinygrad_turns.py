@@ -8,6 +8,8 @@ falls on every side alike.  A sample is the same for both sides: the mean of pas
 compare/timing.py's rule gives for the side's warm-up pass), each pass one call and one synchronize, timed in
 the child:
 - `own`: tinygrad's recipe (its ONNX model in one TinyJit, the input on the device), a request a sample;
+- `own-copies`: the same with the peer's copies around each timed call, untimed: the input copied into the
+  JIT's input buffer before it, the output read with `numpy()` after it (whether they cost the next pass);
 - `peer-timed`: our peer as `compare run` times it, `timed_passes` in one request (compute; compare/timing.py).
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ from backends.peers.tinygrad_onnx import OnnxRecipe
 from compare.timing import passes_per_sample, sample
 
 MODULE = __spec__.name if __spec__ else Path(__file__).stem   # how a child imports this file
-WAYS = ("own", "peer-timed")
+WAYS = ("own", "own-copies", "peer-timed")
 _OPEN: dict = {}   # in own's child: the recipe held open between requests
 
 
@@ -44,29 +46,38 @@ def own_recipe(onnx_bytes: bytes, x: np.ndarray, device: str, width: int):
     return jit, xt
 
 
-def own_open(target, options, store, onnx_bytes: bytes, x: np.ndarray, width: int) -> dict:
+def own_open(target, options, store, onnx_bytes: bytes, x: np.ndarray, width: int, copies: bool = False) -> dict:
     """The recipe built and warmed in this child, set up as the peer's is (its device, the choices seeded):
-    the fastest of three warm passes and this process's plain-Python figure."""
+    the fastest of three warm passes and this process's plain-Python figure.  `copies`: each pass between the
+    peer's copies (`own-copies`)."""
     from tinygrad import Device
 
     from backends.peers.tinygrad_peer import TinygradInChild
     device = TinygradInChild(target, options, store).device.tinygrad
     jit, xt = own_recipe(onnx_bytes, x, device, width)
-    _OPEN.update(jit=jit, xt=xt, sync=Device[device].synchronize, width=width)
+    _OPEN.update(jit=jit, xt=xt, sync=Device[device].synchronize, width=width, x=x, copies=copies)
     return {"warm_ms": min(own_sample(1) for _ in range(3)), "python_ms": plain_python_ms()}
 
 
 def own_sample(n: int) -> float:
-    """The mean of `n` passes back to back, each one call of the JIT and one synchronize (ms)."""
+    """The mean of `n` passes back to back, each one call of the JIT and one synchronize (ms); with copies, the
+    input copied in before each and the output read after it, as the peer's pass does, outside the time."""
     from tinygrad.helpers import Context
+
+    from backends.peers.tinygrad_peer import copy_into
     jit, xt, sync = _OPEN["jit"], _OPEN["xt"], _OPEN["sync"]
     took = []
     with Context(BEAM=_OPEN["width"]):
         for _ in range(n):
+            if _OPEN["copies"]:
+                copy_into(xt, _OPEN["x"])
+                sync()
             t0 = time.perf_counter()
-            jit(xt)
+            y = jit(xt)
             sync()
             took.append((time.perf_counter() - t0) * 1e3)
+            if _OPEN["copies"]:
+                y.numpy()
     return statistics.fmean(took)
 
 
@@ -79,12 +90,12 @@ def own_output() -> np.ndarray:
 # -- in the benchmark's process
 class Own:
     """tinygrad's recipe open in a child of its own, screened as the peer's is (backends/screen.py)."""
-    way = "own"
-
-    def __init__(self, device, options, store, onnx_bytes: bytes, x: np.ndarray, width: int):
-        self._child = Child(device, "tinygrad (own)", screen=True)
+    def __init__(self, device, options, store, onnx_bytes: bytes, x: np.ndarray, width: int, copies: bool = False):
+        self.way = "own-copies" if copies else "own"
+        self._child = Child(device, f"tinygrad ({self.way})", screen=True)
         try:
-            got = self._child.worker.call(MODULE, "own_open", self._child.target, options, store, onnx_bytes, x, width)
+            got = self._child.worker.call(MODULE, "own_open", self._child.target, options, store, onnx_bytes, x, width,
+                                          copies)
         except BaseException:
             self._child.close()
             raise

@@ -203,6 +203,26 @@ def test_the_runner_goes_on_while_a_child_slow_to_start_is_sent_its_weights(log,
     assert "first" in {n for w, n, _, _ in ahead_events() if w == "end"}   # sent whole once the child started
 
 
+def test_the_runner_goes_on_while_its_children_are_screened(log, monkeypatch):
+    # a screened child's first request waits for its start's figure, and a slow one is started again
+    # (seconds each): on the H200 the runner waited 16 s for that when it sent `new` to each child in turn
+    waited_in = []
+    screened = isolated.Worker._settle
+
+    def settle(worker):
+        waited_in.append(threading.current_thread())
+        screened(worker)
+    monkeypatch.setattr(isolated.Worker, "_settle", settle)
+    backend = AheadBackend()
+    try:
+        assert backend.prepare_ahead(LENET, init_weights(LENET, 0), 2, ["first", "second"]) == ["first", "second"]
+        assert threading.current_thread() not in waited_in, "prepare_ahead waited for a child's screening"
+        backend.prepare(LENET, init_weights(LENET, 0), 2, mode="first").close()
+    finally:
+        backend.close()
+    assert {"first", "second"} <= {n for w, n, _, _ in ahead_events() if w == "start"}
+
+
 def test_with_draws_every_drawn_process_of_each_mode_is_started_ahead(log, monkeypatch):
     monkeypatch.setattr(ahead.os, "cpu_count", lambda: 8)   # four may compile at once
     result, _ = runner.execute(_plan(["ahead"], draws=2))

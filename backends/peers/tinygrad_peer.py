@@ -74,6 +74,14 @@ def mode_of(width: int) -> str:
     return UNTUNED if width == 0 else SEARCHED if width == DEFAULT_WIDTH else f"{SEARCHED}-w{width}"
 
 
+def copy_into(tensor, x: np.ndarray) -> None:
+    """`x` copied into the realized `tensor`'s buffer (a JIT's input), enqueued: a plain copy, no kernel."""
+    from tinygrad.device import Buffer
+    from tinygrad.dtype import dtypes
+    x = np.ascontiguousarray(x, np.float32)
+    tensor.uop.base.buffer.copy_from(Buffer("PYTHON", x.size, dtypes.float32, opaque=memoryview(x).cast("B")))
+
+
 class TinygradNet(PreparedNet):
     """In the child: the net on tinygrad's device, its pass captured in a TinyJit."""
 
@@ -130,10 +138,7 @@ class TinygradNet(PreparedNet):
     # -- the PreparedNet interface
     def load_input(self, x):
         """A plain copy into the JIT's input buffer, finished before it returns."""
-        from tinygrad.device import Buffer
-        from tinygrad.dtype import dtypes
-        x = np.ascontiguousarray(x, np.float32)
-        self._x.uop.base.buffer.copy_from(Buffer("PYTHON", x.size, dtypes.float32, opaque=memoryview(x).cast("B")))
+        copy_into(self._x, x)
         self._sync()
 
     def run(self):
