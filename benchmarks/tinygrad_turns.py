@@ -9,7 +9,8 @@ compare/timing.py's rule gives for the side's warm-up pass), each pass one call 
 the child:
 - `own`: tinygrad's recipe (its ONNX model in one TinyJit, the input on the device), a request a sample;
 - `own-copies`: the same with the peer's copies around each timed call, untimed: the input copied into the
-  JIT's input buffer before it, the output read with `numpy()` after it (whether they cost the next pass);
+  JIT's input buffer before it, the output read after it (backends/peers/tinygrad_peer.py: whether they cost
+  the next pass);
 - `peer-timed`: our peer as `compare run` times it, `timed_passes` in one request (compute; compare/timing.py).
 """
 from __future__ import annotations
@@ -64,7 +65,7 @@ def own_sample(n: int) -> float:
     input copied in before each and the output read after it, as the peer's pass does, outside the time."""
     from tinygrad.helpers import Context
 
-    from backends.peers.tinygrad_peer import copy_into
+    from backends.peers.tinygrad_peer import copy_into, copy_out
     jit, xt, sync = _OPEN["jit"], _OPEN["xt"], _OPEN["sync"]
     took = []
     with Context(BEAM=_OPEN["width"]):
@@ -77,7 +78,7 @@ def own_sample(n: int) -> float:
             sync()
             took.append((time.perf_counter() - t0) * 1e3)
             if _OPEN["copies"]:
-                y.numpy()
+                copy_out(y)
     return statistics.fmean(took)
 
 

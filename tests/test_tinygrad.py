@@ -71,6 +71,26 @@ def test_run_returns_after_the_queue_finished(tmp_path):
     assert calls.count("kernel") >= 2 and calls[-1] == "finish", calls
 
 
+def test_the_pass_copies_are_the_allocators_own_and_right_at_random_shapes():
+    # tinygrad's public copies run its engine for each copy, and on the H200 that slowed the JIT call after them
+    # (the H200 notes' step 41): the peer's pass copies straight through the device's allocator instead
+    backend_or_skip("tinygrad")
+    from backends.opencl.runtime import get_runtime
+    from backends.peers.tinygrad_device import Child
+    from backends.tuning.tinygrad.session import store_for
+    shapes = [(1, 3, 5, 7), (100, 1, 32, 32), (2, 1000), (9, 4)]
+    child = Child(get_runtime().device, "copies check")
+    try:
+        got = child.worker.call("tinygrad_child", "copies_at_random_shapes", child.target, store_for(get_runtime()),
+                                shapes, int(rng().integers(1 << 30)))
+    finally:
+        child.close()
+    for shape, (whole, back, flat, turned_apart, turned, calls) in zip(shapes, got):
+        assert whole and back and flat, shape
+        assert turned_apart and turned, shape   # a view not in the buffer's order goes tinygrad's own way, right
+        assert calls == ["write", "read"], (shape, calls)   # one OpenCL write, one read: no kernel, no engine
+
+
 def test_its_launches_per_pass_are_the_kernels_tinygrad_counts_running_them():
     backend_or_skip("tinygrad")
     from backends.opencl.runtime import get_runtime

@@ -49,3 +49,52 @@ def launches_and_kernel_count(target, store, net, batch: int):
         return launches, GlobalCounters.kernel_count
     finally:
         prepared.close()
+
+
+def copies_at_random_shapes(target, store, shapes: list[tuple[int, ...]], seed: int) -> list[tuple]:
+    """tinygrad_peer's copies in and out of a device tensor, at each shape: (whether the allocator's own copy
+    served it, the write then read back equal to the input, a reshaped view read equal, a permuted view (not the
+    buffer in order: tinygrad's own path) read equal, and the OpenCL writes and reads and the runs of tinygrad's
+    engine the first two copies made)."""
+    from tinygrad import Device, Tensor
+    from tinygrad.engine import realize
+    from tinygrad.runtime.autogen import opencl as cl
+
+    from backends.options import RunOptions
+    from backends.peers.tinygrad_peer import TinygradInChild, _whole_buffer, copy_into, copy_out
+    device = TinygradInChild(target, RunOptions(), store).device.tinygrad
+    rng = np.random.default_rng(seed)
+    calls = []
+    write, read = cl.clEnqueueWriteBuffer, cl.clEnqueueReadBuffer
+
+    def wrote(*args):
+        calls.append("write")
+        return write(*args)
+
+    def was_read(*args):
+        calls.append("read")
+        return read(*args)
+    engine = realize.run_linear
+
+    def ran(*args, **kwargs):
+        calls.append("engine")
+        return engine(*args, **kwargs)
+    got = []
+    for shape in shapes:
+        x = rng.standard_normal(shape).astype(np.float32)
+        t = Tensor.zeros(*shape, device=device).contiguous().realize()
+        calls.clear()
+        cl.clEnqueueWriteBuffer, cl.clEnqueueReadBuffer, realize.run_linear = wrote, was_read, ran
+        try:
+            copy_into(t, x)
+            Device[device].synchronize()
+            back = copy_out(t)
+        finally:
+            cl.clEnqueueWriteBuffer, cl.clEnqueueReadBuffer, realize.run_linear = write, read, engine
+        direct = list(calls)
+        flat = copy_out(t.reshape(-1))
+        turned = t.permute(*reversed(range(len(shape))))
+        got.append((_whole_buffer(t) is not None, bool(np.array_equal(back, x)),
+                    bool(np.array_equal(flat, x.reshape(-1))), _whole_buffer(turned) is None,
+                    bool(np.array_equal(copy_out(turned), x.transpose(*reversed(range(len(shape)))))), direct))
+    return got
