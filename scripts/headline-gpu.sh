@@ -10,7 +10,8 @@
 # Usage: scripts/headline-gpu.sh NETS [REPEATS, default 10]   (GPUS=N to run N nets at once;
 # TUNE=opencv TUNE_S=60 where the card's tiles and forms are committed, TUNE= where its tuning is committed whole;
 # DRAWS: the processes each side in child processes is drawn in, the fastest kept, default 3: compare/draws.py;
-# OWN=0 leaves out tinygrad's own recipe, benchmarks/tinygrad_own.py, run after each net otherwise)
+# OWN=0 leaves out tinygrad's own recipe, benchmarks/tinygrad_own.py, run after each net otherwise; COMMIT names the code
+# where the copy of the checkout has a stale .git, as the device's has)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 nets="${1:?usage: scripts/headline-gpu.sh NETS [REPEATS]}"
@@ -21,7 +22,7 @@ out=$work
 # H200 notes: ResNet-18's tinygrad peer 1.53x its own recipe beside MobileNet-v2's run, 1.10x alone)
 gpus=${GPUS:-1}
 export COMPARE_CACHE_DIR="$tuning" PYTHONUNBUFFERED=1
-echo "$card x$gpus, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee -a "$out/headline.txt"
+echo "$card x$gpus, commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}" | tee -a "$out/headline.txt"
 IFS=, read -ra all <<< "$nets"
 one_gpu() {   # the nets whose place in the list is g modulo the GPUs, one after another on GPU g
     local g=$1 i net start
