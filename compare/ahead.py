@@ -14,6 +14,12 @@ import os
 from nets.errors import Unsupported, raise_if_interrupted
 
 
+def apart_from_host(runtime) -> bool:
+    """Whether the device works apart from the host's cores, so host work can run beside what it times: not a CPU
+    device, and a driver whose profiling times mean something (what it times is then on the device's clock)."""
+    return runtime is not None and runtime.profiling_ok and "CPU" not in runtime.info["type"]
+
+
 class Ahead:
     """The backends whose prepares run ahead (name -> backend), until the runner opens them."""
 
@@ -29,7 +35,7 @@ class Ahead:
         ahead, but a mode with a floor (it may be skipped as one that cannot win: its compile would be
         wasted); with draws, each drawn process of a mode too (the runner's draws take them through
         prepare_fresh).  Every run checks or times, so each mode started is asked for."""
-        if runtime is not None and (not runtime.profiling_ok or "CPU" in runtime.info["type"]):
+        if runtime is not None and not apart_from_host(runtime):
             return
         wanted = {}
         for name, backend in made.items():   # a test double need not be a Backend: getattr

@@ -14,6 +14,7 @@ the outputs (numpy arrays), which never go into a results file."""
 from __future__ import annotations
 
 import datetime as _dt
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from nets import Net
 from nets.errors import Unsupported, UserError, raise_if_interrupted
 
 from . import __version__, gpustate, noise, oracle, runner_draw
-from .ahead import Ahead
+from .ahead import Ahead, apart_from_host
 from .checking import TOLERANCE, check_prepared, compare_arrays
 from .draws import DRAW_PASSES, KEY, ProcessDraws
 from .hostinfo import host_info
@@ -194,7 +195,9 @@ class Session:
         self._where = ""   # "backend 2 of 5": which of the plan's backends is at work, said before each line
         self.runtime, self.cl_missing = _resolve_device(plan)   # cl_missing: why no OpenCL backend can run
         self.clock.mark("the OpenCL device opened")
-        self.ref = None   # the oracle's output of every layer, when checking
+        self._ref = None   # the oracle's output of every layer, when checking (`ref`)
+        self._reference: threading.Thread | None = None   # computing it beside the peak
+        self._reference_error: BaseException | None = None
         self._made: dict = {}   # backends made by `announce`, each used once by `open`
         self._modes: dict = {}  # their modes, as `announce` was told them
         self.ahead = Ahead()   # the backends whose prepares run ahead, until opened
@@ -209,10 +212,37 @@ class Session:
             self.clock.mark("prepares ahead started")
             if plan.checks:
                 self._progress.update(f"computing the float64 reference of {plan.net.name}")
-                self.ref = oracle.forward(plan.net, plan.weights, plan.x)
+                if plan.times and apart_from_host(self.runtime):
+                    # on the host's cores while the peak is timed on the device's clock (it was 3-5 s of the
+                    # first VGG-16 answer on the H200, the peak 2-9 s after it: its notes' steps 40-41)
+                    self._reference = threading.Thread(target=self._compute_reference, name="float64 reference",
+                                                       daemon=True)   # an interrupt need not wait for numpy
+                    self._reference.start()
+                else:   # a CPU device: the peak and the prepares' measurements share the cores, so not beside them
+                    self._compute_reference()
         except BaseException:   # an interrupt: the children compiling stop with the run
             self.drop_ahead()
             raise
+
+    def _compute_reference(self) -> None:
+        try:
+            self._ref = oracle.forward(self.plan.net, self.plan.weights, self.plan.x)
+            self.clock.mark("float64 reference computed")
+        except BaseException as exc:  # noqa: BLE001 - raised where the reference is first needed (`ref`)
+            self._reference_error = exc
+            if self._reference is None:
+                raise
+
+    @property
+    def ref(self) -> list | None:
+        """The oracle's output of every layer (None when the run does not check), waited for where it is computed
+        beside the peak."""
+        if self._reference is not None:
+            self._reference.join()
+            self._reference = None
+        if self._reference_error is not None:
+            raise self._reference_error
+        return self._ref
 
     def progress(self, text: str) -> None:
         self._progress.update(f"{self._where}: {text}" if self._where else text)
@@ -682,7 +712,6 @@ def execute(plan: Plan, progress=None, say=lambda s: None) -> tuple[RunResult, O
     if plan.times and noise.busy_line(host):
         say(noise.busy_line(host))
     session = Session(plan, progress, say, clock)
-    clock.mark("float64 reference computed")
     try:
         return _execute(plan, progress, session, host)
     finally:   # an interrupt, or a prepare ahead that nothing asked for: its child stops
@@ -690,7 +719,6 @@ def execute(plan: Plan, progress=None, say=lambda s: None) -> tuple[RunResult, O
 
 
 def _execute(plan: Plan, progress, session: Session, host: Host) -> tuple[RunResult, Outputs]:
-    outputs = Outputs(reference=session.ref[-1] if session.ref is not None else None)
     net = plan.net
     result = RunResult(
         tool=Tool("clblast-compare", __version__),
@@ -708,6 +736,7 @@ def _execute(plan: Plan, progress, session: Session, host: Host) -> tuple[RunRes
         peak=_peak(plan, session.runtime, progress.update),   # timed on the device's clock (compare/ahead.py)
         backends=[], stages=session.clock.stages)   # the clock's own list: the stages to come join it
     session.clock.mark("peak known")
+    outputs = Outputs(reference=session.ref[-1] if session.ref is not None else None)
     # interleaved, every backend is open at once and their timed passes go in turn;
     # otherwise each runs alone, as the interleaved run of one backend, those with prepares ahead last
     # (Ahead.open_order); the results in the plan's order either way

@@ -2,6 +2,7 @@
 (backends/isolated.py: call_isolated) so that a backend which lives in a
 child of its own (clblast-best) is looked into where it runs."""
 import importlib
+import os
 
 import numpy as np
 import pyopencl as cl
@@ -472,7 +473,7 @@ class AheadBackend(IsolatedBackend):
 
 
 class AheadCompanion(backends.Backend):
-    """In the runner's process, no modes: its prepare logs 'start companion', waits until the mode 'first' of
+    """In the runner's process, no modes: its prepare logs 'start companion', waits until the modes of COMPARE_TEST_COMPANION_WAITS (default 'first') of
     AheadInProcess has started its prepare, sleeps a little, logs 'end companion'."""
 
     name = "companion"
@@ -496,7 +497,9 @@ class AheadCompanion(backends.Backend):
     def prepare(self, net, weights, batch, mode=None):
         import time
         ahead_log("start companion")
-        ahead_wait_for_starts(["first"])
+        # the modes whose prepares it waits to see started (COMPARE_TEST_COMPANION_WAITS, default first): their
+        # children start from threads of their own, the runner not waiting for them
+        ahead_wait_for_starts(os.environ.get("COMPARE_TEST_COMPANION_WAITS", "first").split(","))
         time.sleep(0.2)
         ahead_log("end companion")
         return _ahead_net(net, weights, batch, "companion")

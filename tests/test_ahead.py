@@ -59,7 +59,8 @@ def _ours() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
-def test_the_modes_prepare_side_by_side_while_the_runner_works_and_nothing_is_timed_meanwhile(log):
+def test_the_modes_prepare_side_by_side_while_the_runner_works_and_nothing_is_timed_meanwhile(log, monkeypatch):
+    monkeypatch.setenv("COMPARE_TEST_COMPANION_WAITS", "first,second")
     result, _ = runner.execute(_plan(["ahead", "companion"]))
     assert [b.name for b in result.backends] == ["ahead", "companion"]   # the plan's order, opened otherwise
     ahead, companion = result.backends
