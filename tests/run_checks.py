@@ -473,8 +473,9 @@ class AheadBackend(IsolatedBackend):
 
 
 class AheadCompanion(backends.Backend):
-    """In the runner's process, no modes: its prepare logs 'start companion', waits until the modes of COMPARE_TEST_COMPANION_WAITS (default 'first') of
-    AheadInProcess has started its prepare, sleeps a little, logs 'end companion'."""
+    """In the runner's process, no modes: its prepare logs 'start companion', waits until the modes named in
+    COMPARE_TEST_COMPANION_WAITS (default 'first') of AheadInProcess have started their prepares, sleeps a little,
+    logs 'end companion'."""
 
     name = "companion"
     summary = "a test double"
