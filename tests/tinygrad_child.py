@@ -6,6 +6,14 @@ from backends.options import RunOptions
 from nets.weights import init_weights
 
 
+def _recorded(calls: list[str], word: str, call):
+    """`call`, each time it is called first noting `word` in `calls`."""
+    def recorded(*args, **kwargs):
+        calls.append(word)
+        return call(*args, **kwargs)
+    return recorded
+
+
 def calls_during_run(target, store, net, batch: int) -> list[str]:
     """The OpenCL calls tinygrad makes in one run() of a prepared net: kernel enqueues and queue finishes,
     in order (through tinygrad's own binding, which its CL runtime looks up at each call)."""
@@ -16,15 +24,7 @@ def calls_during_run(target, store, net, batch: int) -> list[str]:
     prepared.load_input(np.ones((batch,) + net.input_shape, np.float32))
     calls = []
     enqueue, finish = cl.clEnqueueNDRangeKernel, cl.clFinish
-
-    def enqueued(*args):
-        calls.append("kernel")
-        return enqueue(*args)
-
-    def finished(*args):
-        calls.append("finish")
-        return finish(*args)
-    cl.clEnqueueNDRangeKernel, cl.clFinish = enqueued, finished
+    cl.clEnqueueNDRangeKernel, cl.clFinish = _recorded(calls, "kernel", enqueue), _recorded(calls, "finish", finish)
     try:
         prepared.run()
     finally:
@@ -65,26 +65,14 @@ def copies_at_random_shapes(target, store, shapes: list[tuple[int, ...]], seed: 
     device = TinygradInChild(target, RunOptions(), store).device.tinygrad
     rng = np.random.default_rng(seed)
     calls = []
-    write, read = cl.clEnqueueWriteBuffer, cl.clEnqueueReadBuffer
-
-    def wrote(*args):
-        calls.append("write")
-        return write(*args)
-
-    def was_read(*args):
-        calls.append("read")
-        return read(*args)
-    engine = realize.run_linear
-
-    def ran(*args, **kwargs):
-        calls.append("engine")
-        return engine(*args, **kwargs)
+    write, read, engine = cl.clEnqueueWriteBuffer, cl.clEnqueueReadBuffer, realize.run_linear
     got = []
     for shape in shapes:
         x = rng.standard_normal(shape).astype(np.float32)
         t = Tensor.zeros(*shape, device=device).contiguous().realize()
         calls.clear()
-        cl.clEnqueueWriteBuffer, cl.clEnqueueReadBuffer, realize.run_linear = wrote, was_read, ran
+        cl.clEnqueueWriteBuffer, cl.clEnqueueReadBuffer, realize.run_linear = (
+            _recorded(calls, "write", write), _recorded(calls, "read", read), _recorded(calls, "engine", engine))
         try:
             copy_into(t, x)
             Device[device].synchronize()
