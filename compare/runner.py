@@ -504,6 +504,7 @@ class Session:
         if not modes:
             return [None], None
         entry.modes, kept = self._measure_modes(backend, modes)
+        self.clock.mark(f"{entry.name}: {len(modes)} modes measured")
         order = _by_speed(entry.modes)
         first = kept.pop(order[0], None) if order else None
         for ready in kept.values():
@@ -564,6 +565,7 @@ class Session:
                 entry.check, where = self._checked(backend, mode, ready)
                 if where:
                     entry.config = {**(entry.config or {}), "checked": where}
+                self.clock.mark(f"{entry.label} checked")
                 if entry.check.status == "PASS" or mode is None or k == len(candidates) - 1:
                     break
                 self._refuse_mode(entry, entry.check)

@@ -67,6 +67,8 @@ def test_the_modes_prepare_side_by_side_while_the_runner_works_and_nothing_is_ti
     assert ahead.status == "OK" and ahead.check.status == "PASS", ahead.reason
     assert companion.status == "OK" and companion.check.status == "PASS", companion.reason
     assert [m.status for m in ahead.modes] == ["OK", "OK"] and all(m.compute.n == 3 for m in ahead.modes)
+    marks = [s.name for s in result.stages]   # where the tail after the prepares goes (compare/stages.py)
+    assert marks.index("ahead: 2 modes measured") < marks.index(f"{ahead.label} checked") < marks.index("ahead ready (OK)")
     spans = _spans()   # each mode prepared once, each in a child of its own
     (s1, e1, pid1), (s2, e2, pid2), (sc, ec, _) = spans["first"], spans["second"], spans["companion"]
     assert set(spans) == {"first", "second", "companion"} and pid1 != pid2

@@ -23,8 +23,8 @@ def test_a_runs_stages_are_stamped_in_order_from_its_process_start_and_kept(monk
     names = [s.name for s in result.stages]
     assert names[0].startswith("run started")
     assert names[1:] == ["the OpenCL device opened", "backends made, their modes asked", "prepares ahead started",
-                         "float64 reference computed", "peak known", "a prepared", "a ready (OK)", "b prepared",
-                         "b ready (OK)", "timed: a, b",
+                         "float64 reference computed", "peak known", "a prepared", "a checked", "a ready (OK)",
+                         "b prepared", "b checked", "b ready (OK)", "timed: a, b",
                          "every backend timed and closed"]
     at = [s.at_s for s in result.stages]
     assert at[0] > 0 and at == sorted(at)   # this process started before the run
