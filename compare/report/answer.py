@@ -189,8 +189,10 @@ def lines(res: RunResult) -> list[str]:
             continue
         parts = [an.speedup(ref, rival).versus(what) for ref, what in ((hand, "hand-written"), (clb, "CLBlast"))
                  if ref]
-        out.append(f"{title.capitalize()} {who(rival)}: " + (", ".join(parts) if parts else "nothing to hold it against")
-                   + ".")
+        line = f"{title.capitalize()} {who(rival)}: " + (", ".join(parts) if parts else "nothing to hold it against") + "."
+        if len(line) >= SENTENCE_MAX and len(parts) > 1:   # too long for one sentence: one a side it is held against
+            line = f"{title.capitalize()} {who(rival)}: {parts[0]}.\n" + "\n".join(f"`{rival.name}` {p}." for p in parts[1:])
+        out += line.split("\n")
     left = [f"`{b.name}` ({an.untrusted_why(res, b)})" for b in an.timed(res) if an.untrusted_why(res, b)]
     left += [f"`{b.name}` (FAILED)" for b in res.backends if b.status == "FAILED"]
     if left:   # the reasons are in the run's tables; here the names, a few at most
