@@ -39,7 +39,7 @@ best where its interval reaches 1.05 or below.
     .venv/bin/python benchmarks/tinygrad_own.py --nets resnet18 [--repeats 100] [--ways own,peer-timed] [--draws 3]
         [--interleave]
 
-With `--interleave` (the ways `own` and `peer-timed` alone), every process is prepared first and held open,
+With `--interleave` (the ways `own`, `own-copies` and `peer-timed` alone), every process is prepared first and held open,
 then one sample of each is taken in turn, round after round (benchmarks/tinygrad_turns.py): on a host whose
 speed changes within seconds, a phase falls on both sides alike.  Each sample is the mean of passes back to
 back by compare/timing.py's rule, own's as the peer's.
@@ -304,7 +304,7 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int 
                     else:
                         continue
                 except Exception as exc:  # noqa: BLE001 - one way failing is a line of the table, not the end
-                    print(f"{net_name} {way}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                    print(_failed(net_name, way, exc))
                     continue
                 _kept(drawn, net_name, way, ref, got, f" process {d} of {draws}" if draws > 1 else "")
     rows = []
@@ -314,6 +314,11 @@ def measure(net_name: str, ways: list[str], repeats: int, mode: str, draws: int 
             rows.append({**best, "drawn": [statistics.median(r["wall"]) for r in drawn[way]]})
     backend.close()
     return rows
+
+
+def _failed(net_name: str, way: str, exc: Exception) -> str:
+    """A way that failed, in one line of the table's run (its first line of error)."""
+    return f"{net_name} {way}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
 def _kept(drawn: dict, net_name: str, way: str, ref, got: dict, which: str) -> None:
@@ -343,7 +348,7 @@ def _in_turn(net, weights, x, ref, mode, model, setup, ways, repeats: int, draws
                     elif way == "peer-timed":
                         players.append((d, turns.PeerTimed(net, weights, x, mode)))
                 except Exception as exc:  # noqa: BLE001 - one process failing is a line, not the end
-                    print(f"{net.name} {way}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                    print(_failed(net.name, way, exc))
         print(f"{net.name}: {len(players)} processes open, timed in turn, {repeats} samples each "
               f"({', '.join(f'{p.way} {p.per_sample}' for _, p in players)} passes a sample)"
               + (f", {gap_s * 1e3:g} ms asleep after each round" if gap_s else ""), flush=True)

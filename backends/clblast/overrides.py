@@ -21,6 +21,8 @@ cube runs the direct kernel, else the indirect one).
 """
 from __future__ import annotations
 
+import time
+
 PRECISION = 32                 # CLBlastPrecisionSingle
 ALWAYS_INDIRECT = {"XGEMM_MIN_INDIRECT_SIZE": 0}
 ALWAYS_DIRECT = {"XGEMM_MIN_INDIRECT_SIZE": 1 << 20}   # (2^20)^3 exceeds any GEMM that fits a device
@@ -56,7 +58,6 @@ def override_ms(device, kernel: str, one: dict, other: dict, calls: int = 10) ->
     """The least host time (ms) of one override call, switching `kernel` between two of its sets `calls`
     times: the part of a parameter switch that is certain (the program CLBlast then looks up again, or
     compiles, comes on top).  It changes what is in force: for a process that runs no routine after it."""
-    import time
 
     from .library import pyclblast
     best = float("inf")
@@ -75,7 +76,6 @@ def switch_ms(device, call, kernel: str, one: dict, other: dict, rounds: int = 4
     then does again for the call (its program looked up, or compiled).  Each of `rounds` calls after a switch
     is held against the same call again with nothing switched; the least of the first less the least of the
     second, and never less than the override call's own least time."""
-    import time
     switched, alone, override = [], [], []
     for k in range(rounds):
         t0 = time.perf_counter()
