@@ -47,7 +47,7 @@ back by compare/timing.py's rule, own's as the peer's.
 A line is printed as each way ends and each net's table once its ways are measured (a run cut short
 keeps what it measured).
 
-vit-tiny has no ONNX writer (the tokens layer): it is said, not measured.
+A net with no ONNX writer (Swin's windowed attention) is said, not measured.
 """
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from nets import LayerKind, Net
 from nets.errors import Unsupported
 
 from ..base import layer_params
+from . import onnx_transformer_writer
 
 OPSET = 13
 INPUT = "input"
@@ -86,6 +87,22 @@ class _Writer:
         if act == "silu":
             gate = self.node("Sigmoid", [x], f"{out}#gate")
             return self.node("Mul", [x, gate], out)
+        if act == "gelu":   # x/2 (1 + erf(x / sqrt 2)): the Erf form opset 13 has (GELU's own operator is 20's)
+            scaled = self.node("Mul", [x, self.const(f"{out}#root_half", np.array(np.sqrt(0.5), np.float32))],
+                               f"{out}#scaled")
+            one_plus = self.node("Add", [self.node("Erf", [scaled], f"{out}#erf"),
+                                         self.const(f"{out}#one", np.array(1.0, np.float32))], f"{out}#one_plus")
+            half = self.node("Mul", [x, self.const(f"{out}#half", np.array(0.5, np.float32))], f"{out}#half_x")
+            return self.node("Mul", [half, one_plus], out)
+        if act == "gelu_tanh":   # x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+            cube = self.node("Mul", [self.node("Mul", [x, x], f"{out}#square"), x], f"{out}#cube")
+            inner = self.node("Add", [x, self.node("Mul", [cube, self.const(f"{out}#k", np.array(0.044715, np.float32))],
+                                                   f"{out}#cube_k")], f"{out}#inner")
+            tanh = self.node("Tanh", [self.node("Mul", [inner, self.const(
+                f"{out}#c", np.array(np.sqrt(2 / np.pi), np.float32))], f"{out}#inner_c")], f"{out}#tanh")
+            one_plus = self.node("Add", [tanh, self.const(f"{out}#one", np.array(1.0, np.float32))], f"{out}#one_plus")
+            half = self.node("Mul", [x, self.const(f"{out}#half", np.array(0.5, np.float32))], f"{out}#half_x")
+            return self.node("Mul", [half, one_plus], out)
         raise Unsupported(f"no ONNX writer for the {act} activation")
 
 
@@ -153,6 +170,8 @@ def _layer(w: _Writer, layer, params: dict, ins: list[str], in_shapes: list) -> 
     elif kind == LayerKind.BATCHNORM:
         stats = [w.const(f"{name}.{p}", params[p]) for p in ("scale", "bias", "mean", "var")]
         w.node("BatchNormalization", [x] + stats, last, epsilon=float(layer.eps))
+    elif kind in onnx_transformer_writer.KINDS:
+        onnx_transformer_writer.write(w, layer, params, x, in_shapes[0], last)
     else:
         raise Unsupported(f"layer {name} is a {kind} layer, which has no ONNX writer for OpenCV")
     if act != "none":

@@ -41,12 +41,12 @@ from pathlib import Path
 import numpy as np
 
 from nets import Feature, LayerKind, Net
-from nets.spec import TRANSFORMER_FEATURES, TRANSFORMER_KINDS
+from nets.spec import TRANSFORMER_KINDS
 from nets.errors import Unsupported, UserError
 
 from ..base import Backend, Family, LayerTiming, PreparedNet, Step
 from ..isolated import IsolatedBackend, IsolatedNet, Worker
-from . import opencv_onnx
+from . import onnx_transformer_writer, opencv_onnx
 from .graph_walk import GraphWalk
 from .opencv_device import Child, CvTarget, OpenedDevice, open_device, opencv_version, tuning_folder
 from .opencv_fallback import failed_programs, layer_places, trace_environment
@@ -55,10 +55,19 @@ from .opencv_tuning import Tuning, tuning_line
 
 OPENCL, TUNED = "opencl", "opencl-tuned"
 MODES = (OPENCL, TUNED)
-# issue 45's layers have no ONNX writer here yet: refused before a child starts
-KINDS = frozenset(LayerKind) - TRANSFORMER_KINDS
-FEATURES = frozenset(Feature) - TRANSFORMER_FEATURES
+# what opencv_onnx can write (ViT's layers, not Swin's): the rest refused before a child starts
+KINDS = frozenset(LayerKind) - (TRANSFORMER_KINDS - onnx_transformer_writer.KINDS)
+FEATURES = frozenset(Feature) - {Feature.COSINE_ATTENTION}
 PARTLY = "partly on the CPU"
+
+
+def _unwritten(net: Net, name: str) -> str | None:
+    """The first layer of a kind opencv_onnx writes whose form it does not (Swin's windowed attention)."""
+    for layer in net.layers:
+        why = onnx_transformer_writer.refusal(layer) if layer.kind in onnx_transformer_writer.KINDS else None
+        if why:
+            return f"{why}, which {name} cannot run yet"
+    return None
 TIMING = ("whole pass: one forward() of OpenCV's net from a UMat input into a UMat output, then clFinish; "
           "per layer: each layer alone as an OpenCV net of its own, synchronised, wall clock only")
 
@@ -245,6 +254,10 @@ class OpencvInChild(Backend):
     name = "opencv"
     supported_kinds = KINDS
     supported_features = FEATURES
+
+    @classmethod
+    def unsupported(cls, net):
+        return super().unsupported(net) or _unwritten(net, cls.name)
     deterministic = False
 
     def __init__(self, target: CvTarget, options, tuning: Tuning, folder: str):
@@ -329,6 +342,10 @@ class OpencvBackend(IsolatedBackend):
     deterministic = False   # the per-layer nets run other kernels than the whole pass's fused ones
     supported_kinds = KINDS
     supported_features = FEATURES
+
+    @classmethod
+    def unsupported(cls, net):
+        return super().unsupported(net) or _unwritten(net, cls.name)
 
     def __init__(self, runtime=None, options=None):
         super().__init__(runtime, options)

@@ -5,8 +5,8 @@ The net is written as ONNX by the writer the `opencv` peer uses (opencv_onnx.net
 and read by tinygrad's `OnnxRunner`; the peer (tinygrad_peer.TinygradNet) captures its pass in one TinyJit
 on the peer's device: the same recipe as benchmarks/tinygrad_own.py's `own`.  The runner times this mode
 beside `searched` in the same run and keeps the faster, so the peer is never slower than tinygrad's own way
-of running a model, whatever our graph walk costs.  A net the writer has no ONNX for (vit-tiny's tokens)
-says UNSUPPORTED.
+of running a model, whatever our graph walk costs.  A net the writer has no ONNX for (Swin's windowed
+attention) says UNSUPPORTED.
 
 Per layer (the layer-wise check, the per-layer table) the peer runs its own layer graphs, as in `searched`:
 tinygrad's ONNX ops give no layer boundaries to time."""

@@ -74,7 +74,7 @@ class SearchSession:
         seen = dict(self._seen)
         try:
             recipe = OnnxRecipe.for_net(net, weights, batch)
-        except Unsupported:   # no ONNX of the net (vit-tiny's tokens), or no writer here: that mode says so
+        except Unsupported:   # no ONNX of the net (Swin's windows), or no onnx package here: that mode says so
             recipe = None
         if recipe is not None:
             TinygradNet(net, weights, batch, self, width, recipe).close()
