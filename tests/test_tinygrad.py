@@ -27,7 +27,7 @@ from nets import Attention, Conv, Dense, MaxPool, Net, get_net
 from nets.errors import Unsupported
 from nets.weights import init_weights
 
-from conftest import REQUIRE_ALL, backend_or_skip, rng
+from conftest import REQUIRE_ALL, backend_or_skip, module_or_skip, rng
 from peer_graph_checks import GRAPH, check_every_mode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,3 +254,22 @@ def test_the_searched_mode_runs_the_choices_and_matches_the_oracle_at_random_sha
         assert "\n" not in str(refused.value)
     finally:
         backend.close()
+
+
+def test_the_survey_compiles_a_transformers_onnx_recipe_through_the_peers_capture(tmp_path, monkeypatch):
+    """The ONNX recipe of a ViT (shape inputs the runner reads as Python values on its first call) is
+    captured as the peer captures it, so `compare tune` surveys its kernels beside the walk's."""
+    backend_or_skip("tinygrad")
+    module_or_skip("onnx", "opencv")
+    monkeypatch.setenv("COMPARE_CACHE_DIR", str(tmp_path))
+    from backends.opencl.runtime import get_runtime
+    from backends.peers.tinygrad_choices import EVERY_WAY
+    from backends.tuning.tinygrad.session import LocalSearcher, store_for
+    from test_onnx_transformer_writer import vit
+    net = vit(8, 2, 4, 8, "gelu", True, True)
+    searcher = LocalSearcher(get_runtime().device, store_for(get_runtime()))
+    try:
+        found = searcher.survey(net, 2, 2, 600.0)   # a timeout against a hang, not a budget to meet
+    finally:
+        searcher.child.close()
+    assert found is not None and found.ways == EVERY_WAY and found.kernels, found

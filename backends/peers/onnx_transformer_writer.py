@@ -59,14 +59,9 @@ def _tokens(w, layer, params: dict, x: str, in_shape: tuple, out: str) -> None:
     n = layer.name
     c, h, wd = in_shape
     seq = w.node("Reshape", [x, w.const(f"{n}.shape", np.array([0, c, h * wd, 1], np.int64))], f"{n}#seq")
-    if layer.class_token:   # the class token, one a image: broadcast to the batch the input has
-        batch = w.node("Slice", [w.node("Shape", [x], f"{n}#shape_of"), w.const(f"{n}.zero", np.array([0], np.int64)),
-                                 w.const(f"{n}.one", np.array([1], np.int64))], f"{n}#batch")
-        size = w.node("Concat", [batch, w.const(f"{n}.cls_shape", np.array([c, 1, 1], np.int64))], f"{n}#cls_size",
-                      axis=0)
-        cls = w.node("Expand", [w.const(f"{n}.cls", params["cls"].astype(np.float32).reshape(1, c, 1, 1)), size],
-                     f"{n}#cls")
-        seq = w.node("Concat", [cls, seq], f"{n}#with_cls" if layer.position else out, axis=2)
+    if layer.class_token:   # one a image, as a constant: a shape computed from the input is data a JIT cannot bake
+        cls = np.broadcast_to(params["cls"].astype(np.float32).reshape(1, c, 1, 1), (w.batch, c, 1, 1))
+        seq = w.node("Concat", [w.const(f"{n}.cls", cls), seq], f"{n}#with_cls" if layer.position else out, axis=2)
     if layer.position:
         t = params["pos"].shape[1]
         w.node("Add", [seq, w.const(f"{n}.pos", params["pos"].astype(np.float32).reshape(1, c, t, 1))], out)

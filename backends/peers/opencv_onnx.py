@@ -45,8 +45,9 @@ def layer_of(cv_name: str, ours: set[str]) -> str | None:
 class _Writer:
     """The nodes and initialisers of one model, added a layer at a time."""
 
-    def __init__(self, onnx):
+    def __init__(self, onnx, batch: int):
         self.onnx, self.helper = onnx, onnx.helper
+        self.batch = batch   # fixed in the model's input; a constant sized by it needs no shape computed at run time
         self.nodes: list = []
         self.inits: list = []
 
@@ -202,7 +203,7 @@ def _onnx():
 
 def net_model(net: Net, weights: dict[str, np.ndarray], batch: int) -> bytes:
     """The whole net as one ONNX model: input `input`, output the last layer's, at batch `batch`."""
-    w = _Writer(_onnx())
+    w = _Writer(_onnx(), batch)
     for i, layer in enumerate(net.layers):
         ins = [INPUT if s < 0 else net.layers[s].name for s in net.sources(i)]
         _layer(w, layer, layer_params(net, weights, i), ins, net.in_shapes(i))
@@ -214,7 +215,7 @@ def net_model(net: Net, weights: dict[str, np.ndarray], batch: int) -> bytes:
 def layer_model(net: Net, weights: dict[str, np.ndarray], batch: int, index: int) -> tuple[bytes, list[str]]:
     """Layer `index` alone as an ONNX model reading one input per input it names (`input#0`, `input#1`...):
     the model and its input names."""
-    w = _Writer(_onnx())
+    w = _Writer(_onnx(), batch)
     layer = net.layers[index]
     shapes = net.in_shapes(index)
     ins = [f"{INPUT}{PART}{k}" for k in range(len(shapes))]

@@ -159,7 +159,11 @@ class TinygradNet(PreparedNet):
     def capture(self) -> None:
         """The JIT's capture, which compiles every kernel (with the schedule search's choices) and runs
         the pass once.  Straight to it: the weights and the input are realized already, so the eager
-        first call a JIT makes for work to be done once has none (on PoCL it would cost a pass more)."""
+        first call a JIT makes for work to be done once has none (on PoCL it would cost a pass more).  tinygrad's
+        ONNX runner has some: it reads its shape inputs (Reshape's, Slice's) as Python values on its first call,
+        which a capture cannot, so the recipe's eager call is made."""
+        if self.recipe is not None:
+            self._jit(self._x)
         self._jit.cnt = 1
         self._y = self._jit(self._x)
         self._sync()
