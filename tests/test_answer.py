@@ -253,6 +253,13 @@ _UNTUNED_RAN = ("opencl: ocl4dnn's configurations by its heuristics; tuned mode:
     ("opencl", _UNTUNED_RAN, False, "untuned"),
     # the tuned mode passed and measured no faster: the depth it reached is still said
     ("opencl", _UNTUNED_RAN, True, "tuned 3/7 no gain"),
+    # a tuning that tuned all it could: what is not ocl4dnn's to tune is not left undone
+    ("opencl-tuned", "opencl-tuned: 3 of 7 convolutions of the pass auto-tuned on this device (the other 4 are not "
+                     "ocl4dnn's to tune: a whole pass of its tuning tuned none of them); none tuned at run time", True,
+     "tuned 3/3 tunable"),
+    ("opencl-tuned", "opencl-tuned: 2 of 7 convolutions of the pass auto-tuned on this device (the other 4 are not "
+                     "ocl4dnn's to tune: a whole pass of its tuning tuned none of them); none tuned at run time", True,
+     "tuned 2/7"),
 ])
 def test_the_engines_depth_is_the_mode_that_ran_and_its_caveat_stays(mode, depth, tuned_ran, label):
     def engine(d):

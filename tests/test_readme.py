@@ -136,3 +136,9 @@ def test_make_demo_prints_a_first_answer_from_the_deciding_backends_before_the_f
     first = re.search(r"^FIRST \?= (.*)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M).group(1)
     import backends
     assert set(first.split(",")) <= set(backends.names()) and "clblast-best" in first and "torch" in first
+
+
+@pytest.mark.parametrize("label, said", [("searched 17/17", "searched to the end"), ("tuned 35/52", "tuned in part"),
+                                         ("tuned 35/35 tunable", "tuned to the end"), ("database", "database")])
+def test_a_depth_is_said_to_the_end_only_where_nothing_it_could_tune_is_left(label, said):
+    assert readme._depth_class(label) == said

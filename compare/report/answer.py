@@ -72,6 +72,8 @@ def depth_text(b: BackendResult) -> str | None:
 
 _SHARE = re.compile(r"([\d.]+)% of CLBlast's default search")
 _KERNELS = re.compile(r"(\d+) of (\d+) (?:distinct )?(?:kernels|convolutions|layers|problems)")
+# what a depth line says its side cannot tune (OpenCV: depthwise convolutions are not ocl4dnn's): not left undone
+_NOT_ITS = re.compile(r"the other (\d+) are not \S+ to tune")
 
 
 def depth_label(b: BackendResult) -> str | None:
@@ -92,7 +94,11 @@ def depth_label(b: BackendResult) -> str | None:
         return _no_gain(b, parts[1:]) or "untuned"
     if counts:
         verb = "tuned" if "tuned" in ran and "searched" not in ran else "searched"
-        return f"{verb} {counts.group(1)}/{counts.group(2)}"
+        done, of = int(counts.group(1)), int(counts.group(2))
+        not_its = _NOT_ITS.search(ran)
+        if not_its and done == of - int(not_its.group(1)):
+            return f"{verb} {done}/{done} tunable"
+        return f"{verb} {done}/{of}"
     if ran:
         return ran.split(":")[0].split(",")[0][:24]
     return b.mode

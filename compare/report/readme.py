@@ -62,7 +62,8 @@ _COUNTS = re.compile(r"^(searched|tuned) (\d+)/(\d+)")
 
 
 def _depth_class(label: str | None) -> str | None:
-    """A depth label as a class: 'searched 17/17' -> 'searched to the end', 'tuned 35/52' -> 'tuned in part'."""
+    """A depth label as a class: 'searched 17/17' -> 'searched to the end', 'tuned 35/52' -> 'tuned in part'
+    ('tuned 35/35 tunable': to the end, the rest not the side's to tune)."""
     found = _COUNTS.match(label or "")
     if not found:
         return label
