@@ -29,6 +29,8 @@ The ways, each in a child process of its own:
   instead (whether collections over the heap the check or the build left cost each pass)
 - `own-copies` (with `--interleave` only): `own` with the peer's copies around each timed call, untimed
   (benchmarks/tinygrad_turns.py)
+- `own-pruned` (with `--interleave` only): `own` jitted and called as the peer is (`prune=True`, a context
+  around each call)
 
 Per way: the pass's wall time (call + synchronize, median), the host's enqueue time (the
 call alone returning), the kernels' device time summed (each kernel waited for: profiling
@@ -39,7 +41,7 @@ best where its interval reaches 1.05 or below.
     .venv/bin/python benchmarks/tinygrad_own.py --nets resnet18 [--repeats 100] [--ways own,peer-timed] [--draws 3]
         [--interleave]
 
-With `--interleave` (the ways `own`, `own-copies` and `peer-timed` alone), every process is prepared first and held open,
+With `--interleave` (the ways `own`, `own-copies`, `own-pruned` and `peer-timed` alone), every process is prepared first and held open,
 then one sample of each is taken in turn, round after round (benchmarks/tinygrad_turns.py): on a host whose
 speed changes within seconds, a phase falls on both sides alike.  Each sample is the mean of passes back to
 back by compare/timing.py's rule, own's as the peer's.
@@ -342,9 +344,8 @@ def _in_turn(net, weights, x, ref, mode, model, setup, ways, repeats: int, draws
         for d in range(1, draws + 1):
             for way in ways:
                 try:
-                    if way in ("own", "own-copies") and model is not None:
-                        players.append((d, turns.Own(get_runtime().device, options, store, model, x, width,
-                                                     copies=way == "own-copies")))
+                    if way.startswith("own") and model is not None:
+                        players.append((d, turns.Own(get_runtime().device, options, store, model, x, width, way)))
                     elif way == "peer-timed":
                         players.append((d, turns.PeerTimed(net, weights, x, mode)))
                 except Exception as exc:  # noqa: BLE001 - one process failing is a line, not the end

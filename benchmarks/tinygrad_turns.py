@@ -11,6 +11,8 @@ the child:
 - `own-copies`: the same with the peer's copies around each timed call, untimed: the input copied into the
   JIT's input buffer before it, the output read after it (backends/peers/tinygrad_peer.py: whether they cost
   the next pass);
+- `own-pruned`: the same recipe in a TinyJit with `prune=True` and a `Context(BEAM=...)` around each call, as the
+  peer's is (step 47 of the H200 notes: the peer's ONNX mode 1.47x of own on LeNet-5, same recipe, same choices);
 - `peer-timed`: our peer as `compare run` times it, `timed_passes` in one request (compute; compare/timing.py).
 """
 from __future__ import annotations
@@ -28,17 +30,17 @@ from backends.peers.tinygrad_onnx import OnnxRecipe
 from compare.timing import passes_per_sample, sample
 
 MODULE = __spec__.name if __spec__ else Path(__file__).stem   # how a child imports this file
-WAYS = ("own", "own-copies", "peer-timed")
+WAYS = ("own", "own-copies", "own-pruned", "peer-timed")
 _OPEN: dict = {}   # in own's child: the recipe held open between requests
 
 
 # -- in own's child
-def own_recipe(onnx_bytes: bytes, x: np.ndarray, device: str, width: int):
+def own_recipe(onnx_bytes: bytes, x: np.ndarray, device: str, width: int, prune: bool = False):
     """tinygrad's recipe on the ONNX model: its forward in one TinyJit, called twice (the first runs, the
     second captures), and the input on the device: (the JIT, the input)."""
     from tinygrad import Device, Tensor, TinyJit
     from tinygrad.helpers import Context
-    jit = TinyJit(OnnxRecipe(onnx_bytes).forward)
+    jit = TinyJit(OnnxRecipe(onnx_bytes).forward, prune=prune)
     xt = Tensor(x, device=device).realize()
     with Context(BEAM=width):
         for _ in range(2):
@@ -47,16 +49,18 @@ def own_recipe(onnx_bytes: bytes, x: np.ndarray, device: str, width: int):
     return jit, xt
 
 
-def own_open(target, options, store, onnx_bytes: bytes, x: np.ndarray, width: int, copies: bool = False) -> dict:
+def own_open(target, options, store, onnx_bytes: bytes, x: np.ndarray, width: int, way: str = "own") -> dict:
     """The recipe built and warmed in this child, set up as the peer's is (its device, the choices seeded):
-    the fastest of three warm passes and this process's plain-Python figure.  `copies`: each pass between the
-    peer's copies (`own-copies`)."""
+    the fastest of three warm passes and this process's plain-Python figure.  `way`: `own`, `own-copies` (each
+    pass between the peer's copies) or `own-pruned` (jitted and called as the peer's is)."""
     from tinygrad import Device
 
     from backends.peers.tinygrad_peer import TinygradInChild
     device = TinygradInChild(target, options, store).device.tinygrad
-    jit, xt = own_recipe(onnx_bytes, x, device, width)
-    _OPEN.update(jit=jit, xt=xt, sync=Device[device].synchronize, width=width, x=x, copies=copies)
+    pruned = way == "own-pruned"
+    jit, xt = own_recipe(onnx_bytes, x, device, width, prune=pruned)
+    _OPEN.update(jit=jit, xt=xt, sync=Device[device].synchronize, width=width, x=x, copies=way == "own-copies",
+                 per_call=pruned)
     return {"warm_ms": min(own_sample(1) for _ in range(3)), "python_ms": plain_python_ms()}
 
 
@@ -66,15 +70,19 @@ def own_sample(n: int) -> float:
     from tinygrad.helpers import Context
 
     from backends.peers.tinygrad_peer import copy_into, copy_out
-    jit, xt, sync = _OPEN["jit"], _OPEN["xt"], _OPEN["sync"]
+    jit, xt, sync, width = _OPEN["jit"], _OPEN["xt"], _OPEN["sync"], _OPEN["width"]
     took = []
-    with Context(BEAM=_OPEN["width"]):
+    with Context(BEAM=width):
         for _ in range(n):
             if _OPEN["copies"]:
                 copy_into(xt, _OPEN["x"])
                 sync()
             t0 = time.perf_counter()
-            y = jit(xt)
+            if _OPEN["per_call"]:   # the peer's run(): a context of its own around each call
+                with Context(BEAM=width):
+                    y = jit(xt)
+            else:
+                y = jit(xt)
             sync()
             took.append((time.perf_counter() - t0) * 1e3)
             if _OPEN["copies"]:
@@ -91,12 +99,12 @@ def own_output() -> np.ndarray:
 # -- in the benchmark's process
 class Own:
     """tinygrad's recipe open in a child of its own, screened as the peer's is (backends/screen.py)."""
-    def __init__(self, device, options, store, onnx_bytes: bytes, x: np.ndarray, width: int, copies: bool = False):
-        self.way = "own-copies" if copies else "own"
+    def __init__(self, device, options, store, onnx_bytes: bytes, x: np.ndarray, width: int, way: str = "own"):
+        self.way = way
         self._child = Child(device, f"tinygrad ({self.way})", screen=True)
         try:
             got = self._child.worker.call(MODULE, "own_open", self._child.target, options, store, onnx_bytes, x, width,
-                                          copies)
+                                          way)
         except BaseException:
             self._child.close()
             raise

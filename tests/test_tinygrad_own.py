@@ -96,20 +96,21 @@ def test_a_gap_after_each_round_stands_for_the_other_backends_of_a_run(monkeypat
 def test_interleave_runs_both_sides_checked_and_refuses_ways_it_cannot_take_in_turn():
     backend_or_skip("tinygrad")
     got = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", "--nets", "lenet", "--ways",
-                          "own,own-copies,peer-timed", "--repeats", "8", "--mode", "untuned", "--interleave"],
+                          "own,own-copies,own-pruned,peer-timed", "--repeats", "8", "--mode", "untuned",
+                          "--interleave"],
                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert got.returncode == 0, got.stderr[-2000:]
     out = got.stdout
-    assert re.search(r"^lenet: 3 processes open, timed in turn, 8 samples each \(own \d, own-copies \d, peer-timed "
-                     r"\d passes", out, re.M), out
-    for way in ("own", "own-copies", "peer-timed"):
+    assert re.search(r"^lenet: 4 processes open, timed in turn, 8 samples each \(own \d, own-copies \d, own-pruned "
+                     r"\d, peer-timed \d passes", out, re.M), out
+    for way in ("own", "own-copies", "own-pruned", "peer-timed"):
         assert re.search(rf"^lenet {way}: PASS, wall [0-9.]+ ms \(median of 8\)", out, re.M), out
-    for way in ("own-copies", "peer-timed"):   # each against own, with its interval
+    for way in ("own-copies", "own-pruned", "peer-timed"):   # each against own, with its interval
         assert re.search(rf"^lenet +{way} +PASS .* of own \[", out, re.M), out
     bad = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", "--ways", "own,peer", "--interleave"],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert bad.returncode == 2
-    assert "--interleave times own, own-copies, peer-timed in turn, not peer" in bad.stderr.strip().splitlines()[-1]
+    assert "--interleave times own, own-copies, own-pruned, peer-timed in turn, not peer" in bad.stderr.strip().splitlines()[-1]
     alone = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", "--ways", "own,own-copies"],
                            capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert alone.returncode == 2 and "own-copies is timed in turn only" in alone.stderr.strip().splitlines()[-1]
