@@ -10,7 +10,7 @@ import backends
 from compare import oracle
 from compare.models import load_net
 from nets import LayerKind
-from nets.errors import UserError
+from nets.errors import Unsupported, UserError
 from nets.onnx_import import load_onnx
 
 from conftest import module_or_skip
@@ -109,7 +109,11 @@ def test_gelu_and_biases_fold_into_the_linear(tmp_path):
 def test_backends_run_or_refuse(name, tmp_path):
     _, _, x, framework = _imported(name, tmp_path)
     net, weights = load_net(str(tmp_path / f"{name}.onnx"))   # batch norms folded, as `compare` loads it
-    for backend in ("numpy", "torch"):
+    if name == "vit":   # `opencv` runs the user's file as given, and OpenCV cannot run this export
+        with pytest.raises(Unsupported, match="^OpenCV could not run the user's ONNX file vit.onnx as given") as no:
+            backends.get("opencv").prepare(net, weights, len(x))
+        assert "\n" not in str(no.value)
+    for backend in ("numpy", "torch") + (("opencv",) if name == "convnext" else ()):
         prepared = backends.get(backend).prepare(net, weights, len(x))
         got = prepared.forward(x).reshape(framework.shape)
         assert np.linalg.norm(got - framework) / np.linalg.norm(framework) < 1e-5, backend
@@ -119,6 +123,9 @@ def test_backends_run_or_refuse(name, tmp_path):
             assert why is not None and "\n" not in why and f"which {backend} cannot run yet" in why, (backend, why)
         elif backend == "fused":   # a plain ViT in one kernel; else one line saying what it lacks
             assert why is None or ("\n" not in why and ("cannot run yet" in why or "fused has no code" in why)), why
+        elif backend == "opencv":   # ViT's layers written as ONNX, and ConvNeXt's; not windows, merges or cosines
+            assert (why is None) == (name in ("vit", "convnext")), why
+            assert why is None or ("\n" not in why and "which opencv cannot run yet" in why), why
         else:
             assert why is None, (backend, why)
 

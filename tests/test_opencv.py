@@ -81,6 +81,19 @@ def test_a_hardsigmoid_read_by_a_multiply_stays_a_hardsigmoid(fresh_cache, gate)
     check_every_mode(_opencv(), net, init_weights(net, 0), rng(2).standard_normal((1, 2, 3, 3)).astype(np.float32))
 
 
+@pytest.mark.parametrize("act", ["gelu", "gelu_tanh"])
+@pytest.mark.parametrize("where", ["gate", "gated"])
+def test_a_gelu_beside_a_per_channel_gate_runs_as_the_oracle_does(fresh_cache, act, where):
+    """Both forms of gelu feeding a squeeze-and-excitation's multiply, as its gate or as what it gates: OpenCV 5
+    read the tanh form as its GELU approximation and its process died there (found by the random graphs)."""
+    backend_or_skip("opencv")
+    net = Net("se", (4, 5, 6), (Conv("l0", act if where == "gated" else "relu6", out_channels=4, kernel=(3, 3)),
+                                GlobalAvgPool("pool", inputs=("l0",)), Conv("reduce", out_channels=2, kernel=(1, 1)),
+                                Conv("expand", act if where == "gate" else "sigmoid", out_channels=4, kernel=(1, 1)),
+                                Mul("gated", inputs=("l0", "expand")), GlobalAvgPool("gap", inputs=("gated",))))
+    check_every_mode(_opencv(), net, init_weights(net, 0), rng(3).standard_normal((2, 4, 5, 6)).astype(np.float32))
+
+
 def test_every_mode_matches_the_oracle_on_a_graph_net_and_lenet(fresh_cache):
     backend_or_skip("opencv")
     from backends import tuning

@@ -91,21 +91,20 @@ class _Writer:
         if act == "gelu":   # x/2 (1 + erf(x / sqrt 2)): the Erf form opset 13 has (GELU's own operator is 20's)
             scaled = self.node("Mul", [x, self.const(f"{out}#root_half", np.array(np.sqrt(0.5), np.float32))],
                                f"{out}#scaled")
-            return self._half_x_one_plus(x, self.node("Erf", [scaled], f"{out}#erf"), out)
-        if act == "gelu_tanh":   # x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+            one_plus = self.node("Add", [self.node("Erf", [scaled], f"{out}#erf"),
+                                         self.const(f"{out}#one", np.array(1.0, np.float32))], f"{out}#one_plus")
+            half = self.node("Mul", [x, self.const(f"{out}#half", np.array(0.5, np.float32))], f"{out}#half_x")
+            return self.node("Mul", [half, one_plus], out)
+        if act == "gelu_tanh":
+            # x/2 (1 + tanh(z)) = x sigmoid(2z), z = sqrt(2/pi) (x + 0.044715 x^3): the tanh form as OpenCV 5 read
+            # it (its GELU approximation) crashed its process where the result fed a per-channel gate (a Mul)
             cube = self.node("Mul", [self.node("Mul", [x, x], f"{out}#square"), x], f"{out}#cube")
             inner = self.node("Add", [x, self.node("Mul", [cube, self.const(f"{out}#k", np.array(0.044715, np.float32))],
                                                    f"{out}#cube_k")], f"{out}#inner")
-            scaled = self.node("Mul", [inner, self.const(f"{out}#c", np.array(np.sqrt(2 / np.pi), np.float32))],
-                               f"{out}#inner_c")
-            return self._half_x_one_plus(x, self.node("Tanh", [scaled], f"{out}#tanh"), out)
+            twice = self.node("Mul", [inner, self.const(f"{out}#c", np.array(2 * np.sqrt(2 / np.pi), np.float32))],
+                              f"{out}#inner_c")
+            return self.node("Mul", [x, self.node("Sigmoid", [twice], f"{out}#gate")], out)
         raise Unsupported(f"no ONNX writer for the {act} activation")
-
-    def _half_x_one_plus(self, x: str, t: str, out: str) -> str:
-        """x/2 (1 + t): both forms of gelu end so."""
-        one_plus = self.node("Add", [t, self.const(f"{out}#one", np.array(1.0, np.float32))], f"{out}#one_plus")
-        half = self.node("Mul", [x, self.const(f"{out}#half", np.array(0.5, np.float32))], f"{out}#half_x")
-        return self.node("Mul", [half, one_plus], out)
 
 
 def _pads(padding: tuple) -> list[int]:
