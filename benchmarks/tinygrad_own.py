@@ -41,9 +41,9 @@ best where its interval reaches 1.05 or below.
     .venv/bin/python benchmarks/tinygrad_own.py --nets resnet18 [--repeats 100] [--ways own,peer-timed] [--draws 3]
         [--interleave]
 
-With `--interleave` (the ways `own`, `own-copies`, `own-pruned` and `peer-timed` alone), every process is prepared first and held open,
-then one sample of each is taken in turn, round after round (benchmarks/tinygrad_turns.py): on a host whose
-speed changes within seconds, a phase falls on both sides alike.  Each sample is the mean of passes back to
+With `--interleave` (the ways `own`, `own-copies`, `own-pruned` and `peer-timed` alone), every process is prepared
+first and held open, then one sample of each is taken in turn, round after round (benchmarks/tinygrad_turns.py): on
+a host whose speed changes within seconds, a phase falls on both sides alike.  Each sample is the mean of passes back to
 back by compare/timing.py's rule, own's as the peer's.
 
 A line is printed as each way ends and each net's table once its ways are measured (a run cut short

@@ -110,7 +110,8 @@ def test_interleave_runs_both_sides_checked_and_refuses_ways_it_cannot_take_in_t
     bad = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", "--ways", "own,peer", "--interleave"],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert bad.returncode == 2
-    assert "--interleave times own, own-copies, own-pruned, peer-timed in turn, not peer" in bad.stderr.strip().splitlines()[-1]
+    said = bad.stderr.strip().splitlines()[-1]
+    assert "--interleave times own, own-copies, own-pruned, peer-timed in turn, not peer" in said
     alone = subprocess.run([sys.executable, "benchmarks/tinygrad_own.py", "--ways", "own,own-copies"],
                            capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert alone.returncode == 2 and "own-copies is timed in turn only" in alone.stderr.strip().splitlines()[-1]

@@ -6,8 +6,8 @@ LayerNormalization (17 does, and over the trailing axes only: ours is over axis 
 ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, then the scale and bias.  Attention is written for the
 whole map alone (ViT's: no windows, shift, cosine or position bias; any other is Unsupported): the queries,
 keys and values each sliced from the channels and split into heads by a Reshape to (N, heads, head channels,
-tokens), so the keys need no transpose, and the weighted sum is taken transposed (values x softmax^T) so it comes out as (N, C, T, 1)
-by one Reshape.  Each node is named as opencv_onnx names them: the layer's last node its own name, the
+tokens), so the keys need no transpose, and the weighted sum taken transposed (values x softmax^T), so it
+comes out as (N, C, T, 1) by one Reshape.  Each node is named as opencv_onnx names them: the layer's last node its own name, the
 others `<layer>#<part>`.
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _tokens(w, layer, params: dict, x: str, in_shape: tuple, out: str) -> None:
     n = layer.name
     c, h, wd = in_shape
     seq = w.node("Reshape", [x, w.const(f"{n}.shape", np.array([0, c, h * wd, 1], np.int64))], f"{n}#seq")
-    if layer.class_token:   # one a image, as a constant: a shape computed from the input is data a JIT cannot bake
+    if layer.class_token:   # one per image, a constant: a shape computed from the input is data a JIT cannot bake
         cls = np.broadcast_to(params["cls"].astype(np.float32).reshape(1, c, 1, 1), (w.batch, c, 1, 1))
         seq = w.node("Concat", [w.const(f"{n}.cls", cls), seq], f"{n}#with_cls" if layer.position else out, axis=2)
     if layer.position:
@@ -97,5 +97,5 @@ def _attention(w, layer, x: str, in_shape: tuple, out: str) -> None:
 
 def _take_token(w, layer, x: str, out: str) -> None:
     n, i = layer.name, layer.index
-    w.node("Slice", [x, w.const(f"{n}.start", np.array([i], np.int64)), w.const(f"{n}.end", np.array([i + 1], np.int64)),
-                     w.const(f"{n}.axis", np.array([2], np.int64))], out)
+    bounds = [w.const(f"{n}.{what}", np.array([v], np.int64)) for what, v in (("start", i), ("end", i + 1), ("axis", 2))]
+    w.node("Slice", [x] + bounds, out)

@@ -10,10 +10,12 @@ shape (OpenCV's classic engine sizes every blob from it).
 
 A kind without a writer here is Unsupported, naming it; activations are
 ONNX's own operators (relu6 as Clip 0..6, hardswish as x * HardSigmoid(x),
-silu as x * Sigmoid(x), the forms our ONNX importer reads back), except
-hardsigmoid, written out as Clip(x / 6 + 1/2, 0, 1): OpenCV fuses any Mul
-that reads a HardSigmoid node (our importer does not read that form back;
-nothing here needs it to).
+silu as x * Sigmoid(x), the forms our ONNX importer reads back; gelu as
+x/2 (1 + Erf(x / sqrt 2))), except hardsigmoid, written out as
+Clip(x / 6 + 1/2, 0, 1): OpenCV fuses any Mul that reads a HardSigmoid node;
+and gelu's tanh form, written as x * Sigmoid(2z): OpenCV 5's process died
+on the tanh form beside a gate (our importer reads neither back; nothing
+here needs it to).  ViT's layers are written by onnx_transformer_writer.py.
 """
 from __future__ import annotations
 
@@ -99,8 +101,8 @@ class _Writer:
             # x/2 (1 + tanh(z)) = x sigmoid(2z), z = sqrt(2/pi) (x + 0.044715 x^3): the tanh form as OpenCV 5 read
             # it (its GELU approximation) crashed its process where the result fed a per-channel gate (a Mul)
             cube = self.node("Mul", [self.node("Mul", [x, x], f"{out}#square"), x], f"{out}#cube")
-            inner = self.node("Add", [x, self.node("Mul", [cube, self.const(f"{out}#k", np.array(0.044715, np.float32))],
-                                                   f"{out}#cube_k")], f"{out}#inner")
+            cube_k = self.node("Mul", [cube, self.const(f"{out}#k", np.array(0.044715, np.float32))], f"{out}#cube_k")
+            inner = self.node("Add", [x, cube_k], f"{out}#inner")
             twice = self.node("Mul", [inner, self.const(f"{out}#c", np.array(2 * np.sqrt(2 / np.pi), np.float32))],
                               f"{out}#inner_c")
             return self.node("Mul", [x, self.node("Sigmoid", [twice], f"{out}#gate")], out)
