@@ -59,15 +59,6 @@ MODES = (OPENCL, TUNED)
 KINDS = frozenset(LayerKind) - (TRANSFORMER_KINDS - onnx_transformer_writer.KINDS)
 FEATURES = frozenset(Feature) - {Feature.COSINE_ATTENTION}
 PARTLY = "partly on the CPU"
-
-
-def _unwritten(net: Net, name: str) -> str | None:
-    """The first layer of a kind opencv_onnx writes whose form it does not (Swin's windowed attention)."""
-    for layer in net.layers:
-        why = onnx_transformer_writer.refusal(layer) if layer.kind in onnx_transformer_writer.KINDS else None
-        if why:
-            return f"{why}, which {name} cannot run yet"
-    return None
 TIMING = ("whole pass: one forward() of OpenCV's net from a UMat input into a UMat output, then clFinish; "
           "per layer: each layer alone as an OpenCV net of its own, synchronised, wall clock only")
 
@@ -248,16 +239,27 @@ def _users_file(net: Net, weights) -> tuple[bool, str]:
     return (True, "") if same else (False, f" (the run's weights or layers are not those of {path})")
 
 
-class OpencvInChild(Backend):
-    """The backend inside its child: OpenCV's device opened and checked."""
-
-    name = "opencv"
+class _Written:
+    """What both sides of the backend run: what opencv_onnx writes, refused before a child starts."""
     supported_kinds = KINDS
     supported_features = FEATURES
 
     @classmethod
     def unsupported(cls, net):
-        return super().unsupported(net) or _unwritten(net, cls.name)
+        """The kinds and features (Backend's), then a layer of a kind written whose form is not (Swin's windows)."""
+        why = super().unsupported(net)
+        if why is not None:
+            return why
+        unwritten = (onnx_transformer_writer.refusal(layer) for layer in net.layers
+                     if layer.kind in onnx_transformer_writer.KINDS)
+        first = next((w for w in unwritten if w), None)
+        return first and f"{first}, which {cls.name} cannot run yet"
+
+
+class OpencvInChild(_Written, Backend):
+    """The backend inside its child: OpenCV's device opened and checked."""
+
+    name = "opencv"
     deterministic = False
 
     def __init__(self, target: CvTarget, options, tuning: Tuning, folder: str):
@@ -333,19 +335,13 @@ def _param_layer(cv_name: str, ours: set[str]) -> str | None:
     return base if "." in cv_name and base in ours else None
 
 
-class OpencvBackend(IsolatedBackend):
+class OpencvBackend(_Written, IsolatedBackend):
     name = "opencv"
     family = Family.ENGINE
     summary = ("peer: OpenCV's DNN on the same OpenCL device (ocl4dnn kernels, classic engine), its "
                "convolutions auto-tuned by `compare tune --scope opencv`")
     uses_opencl = True
     deterministic = False   # the per-layer nets run other kernels than the whole pass's fused ones
-    supported_kinds = KINDS
-    supported_features = FEATURES
-
-    @classmethod
-    def unsupported(cls, net):
-        return super().unsupported(net) or _unwritten(net, cls.name)
 
     def __init__(self, runtime=None, options=None):
         super().__init__(runtime, options)
