@@ -43,6 +43,7 @@ import psutil
 from nets.errors import PassTimeout, UserError, raise_if_interrupted
 from nets.ready import reached
 
+from .profiled import profiled
 from . import screen
 from .base import Backend, PreparedNet, create
 from .options import RunOptions
@@ -65,6 +66,11 @@ def _portable(exc: BaseException) -> BaseException:
 def serve(fd: int) -> None:
     """The child's loop on socket `fd`: objects live here, the parent refers
     to them by handle."""
+    with profiled("child"):
+        _serve(fd)
+
+
+def _serve(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
     conn = Connection(fd)
     objects: dict[int, object] = {}

@@ -1,5 +1,8 @@
 import sys
 
+from backends.profiled import profiled
 from compare.cli import main
 
-sys.exit(main())
+with profiled("runner"):
+    code = main()
+sys.exit(code)

@@ -5,6 +5,8 @@
 # and our own (COMPARE_CACHE_DIR: a fresh copy of the card's committed tuning, as a checkout has it).  The
 # set-up (installing) is not in the time.  What it printed and its wall time go to $OUT (or $work).
 # Usage: scripts/first-answer-gpu.sh [NET, default vgg16] [BACKENDS, default clblast-best,vectorised-tiled,torch]
+# PROFILE=1: the runner and its children under cProfile (backends/profiled.py), summed up in first-NET-profile.txt
+# (the profile slows what it measures: its wall time is not the answer's)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 net="${1:-vgg16}"
@@ -12,6 +14,7 @@ backends="${2:-clblast-best,vectorised-tiled,torch}"
 [ -n "${work-}" ] || source scripts/gpu-card.sh >/dev/null 2>&1
 out="${OUT:-$work}"
 cold=$(mktemp -d /tmp/cold.XXXXXX)
+[ "${PROFILE:-0}" = 1 ] && export COMPARE_PROFILE_DIR="$cold/prof"
 mkdir -p "$cold/tuning" && cp -r "$committed/." "$cold/tuning/"
 start=$(date +%s.%N)
 CUDA_CACHE_PATH="$cold/nv" XDG_CACHE_HOME="$cold/xdg" POCL_CACHE_DIR="$cold/pocl" TORCHINDUCTOR_CACHE_DIR="$cold/inductor" \
@@ -29,4 +32,5 @@ echo "first $net answer ($backends), every cache empty: exit $code, $took s (the
 "$python" -c "import json, sys
 for s in json.load(open(sys.argv[1])).get('stages', []): print(f\"  {s['at_s']:7.1f} s  {s['name']}\")" \
     "$out/first-$net.json" 2>/dev/null | tee -a "$out/first-$net.txt"
+[ "${PROFILE:-0}" = 1 ] && "$python" benchmarks/profile_summary.py "$cold/prof" --top 30 > "$out/first-$net-profile.txt" 2>&1
 rm -rf "$cold"
