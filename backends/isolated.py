@@ -44,6 +44,7 @@ from nets.errors import PassTimeout, UserError, raise_if_interrupted
 from nets.ready import reached
 
 from .profiled import profiled
+from .shipped import shipped
 from . import screen
 from .base import Backend, PreparedNet, create
 from .options import RunOptions
@@ -397,7 +398,7 @@ class _Ahead:
                 self.worker.send("new", *inner)
                 # a fresh child keeps its objects under 1, 2, ...: the backend `new` made is 1
                 with _SENDS:
-                    self.worker.send("call", 1, "prepare", (net, weights, batch, self.mode), True)
+                    self.worker.send("call", 1, "prepare", (net, shipped(weights), batch, self.mode), True)
                 self.worker.send("func", "time", "monotonic", ())   # its clock once prepared (wait)
             except Exception as exc:  # noqa: BLE001 - the mode's failure, raised where the runner takes it
                 self._send_error = exc
@@ -586,7 +587,7 @@ class IsolatedBackend(Backend):
         worker, handle = self._spawn(f"{self.name} backend ({mode})") if own else self._remote()
         try:
             # the child is stopped when a pass outlasts the timeout: it cannot be interrupted otherwise
-            return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, weights, batch, mode), True),
+            return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, shipped(weights), batch, mode), True),
                                net, batch, self.options.timeout_s, owns_worker=own)
         except BaseException:
             if own:

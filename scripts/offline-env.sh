@@ -36,6 +36,19 @@ if ! "$python" -c "import distributed" 2>/dev/null && ls .offline-farm/whl/distr
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
+# bytecode for every installed module, as pip writes it at install: without it (an image built with
+# PYTHONDONTWRITEBYTECODE, or a folder this user cannot write) each process compiled torch's modules again,
+# seconds in every child of a run (the H200 notes' step 48).  Where site-packages is not ours, a cache of our own.
+unset PYTHONDONTWRITEBYTECODE
+_site=$("$python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+[ -w "$_site" ] || export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-$HOME/.cache/compare-pycache}"
+_heavy=()   # what a run imports in every child; compileall passes over what is compiled already
+for _pkg in torch sympy triton numpy onnx tinygrad pyopencl cv2 networkx jinja2; do
+    [ -d "$_site/$_pkg" ] && _heavy+=("$_site/$_pkg")
+done
+_log "compiling the bytecode of ${#_heavy[@]} packages"
+"$python" -m compileall -q -j 0 "${_heavy[@]}" "$PWD"/{compare,backends,nets} >/dev/null 2>&1 || true
+
 # NVIDIA ships libnvidia-opencl but the image may lack the ICD file naming it
 if ! "$python" -c "import pyopencl as cl; import sys; sys.exit(not any('NVIDIA' in p.name for p in cl.get_platforms()))" 2>/dev/null; then
     _lib=$(ls /usr/local/nvidia/lib64/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 2>/dev/null | head -n 1 || true)

@@ -176,3 +176,44 @@ def test_a_mode_left_alone_is_not_timed_against_nothing(tmp_path, monkeypatch):
     assert first.status == "UNSUPPORTED" and "refused for the test" in first.reason
     assert second.status == "OK" and second.compute is None
     assert entry.timing.end_to_end.compute.n == 3   # the backend itself is timed as ever
+
+
+PLAIN = (str, int, float, bool, type(None))
+
+
+def _plain(value) -> bool:
+    if isinstance(value, dict):
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    return type(value) in PLAIN   # exactly: a subclass (torch's TorchVersion) is unpickled through its library
+
+
+def test_a_backends_info_is_plain_data_so_the_runner_imports_no_library_to_read_it(backend):
+    """The runner reads each child's info; one value of a library's own type (torch's version string) had it
+    import torch to unpickle it, seconds of the first VGG-16 answer (the H200 notes' step 48)."""
+    info = backend.info()
+    assert _plain(info), info
+
+
+def test_weights_go_to_a_child_as_files_written_once_and_come_back_equal():
+    """A request names the weights' folder (the first VGG-16 answer pickled half a gigabyte per child); every
+    child reads the same arrays back, and the arrays here are read-only once written (a change would not
+    reach the files)."""
+    import pickle
+    from backends.shipped import shipped
+    rng = np.random.default_rng(3)
+    weights = {"conv.weight": rng.standard_normal((8, 3, 3, 3)).astype(np.float32),
+               "conv.bias": rng.standard_normal(8), "steps": np.arange(5)}
+    first, second = shipped(weights), shipped(weights)
+    assert first.folder == second.folder and os.path.isdir(first.folder)
+    sent = pickle.dumps(first)
+    assert len(sent) < 1000
+    back = pickle.loads(sent)
+    assert type(back) is dict and list(back) == list(weights)
+    for name, value in weights.items():
+        assert back[name].dtype == value.dtype and np.array_equal(back[name], value)
+    with pytest.raises(ValueError, match="read-only"):
+        weights["conv.bias"][0] = 1.0
+    assert shipped({"not an array": 1.0}) == {"not an array": 1.0}   # goes as it is
+

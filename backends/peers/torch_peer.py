@@ -346,7 +346,7 @@ class TorchInProcess(Backend):
         torch = _torch()
         _configure(torch)
         cuda = torch.cuda.is_available()
-        versions = {"torch": torch.__version__}
+        versions = {"torch": str(torch.__version__)}   # a TorchVersion would import torch where unpickled (the runner)
         if cuda:
             versions["cuda"] = torch.version.cuda
             versions["cudnn"] = str(torch.backends.cudnn.version())
