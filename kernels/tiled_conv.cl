@@ -21,7 +21,10 @@
 //   RM, RN       outputs per work-item (multiples of 4)
 //   KP           output channels of the reordered weights, a multiple of TN
 //   KSPLIT       work-groups sharing one tile's sum (group id 2); > 1 writes
-//                partial sums that conv_tiled_reduce adds up
+//                partial sums that conv_tiled_reduce adds up, or with
+//   LAST_ADDS    1 (and KSPLIT > 1): the work-group of a tile that finishes
+//                last adds the parts itself (a count per tile in `count`,
+//                zero between passes), so the sum costs no second launch
 //   RESIDUAL     1: a residual add folded in: the kernel that writes the
 //                output adds `res` (the add's other input, border RHP, RWP,
 //                RPT, RPL) and applies the add's activation (ACT)
@@ -77,11 +80,20 @@ inline uint r_pixel(uint p)
 #define RESIDUAL_AT(p, k4) 0.0f
 #endif
 
+#ifndef LAST_ADDS
+#define LAST_ADDS 0
+#endif
+#define ADDS_HERE (KSPLIT == 1 || LAST_ADDS)   // this kernel writes the output (its epilogue: bias, residual, act)
+
 __kernel __attribute__((reqd_work_group_size(TX, TY, 1)))
 void conv_tiled(__global const float4* restrict x,
                 __global const float4* restrict w,
                 __global const float4* restrict b,
-#if RESIDUAL && KSPLIT == 1
+#if KSPLIT > 1 && LAST_ADDS
+                __global float4* part,          // (KSPLIT, M, KP): read by another work-group, so not restrict
+                __global int* count,            // per tile: the work-groups of its sum that are done
+#endif
+#if RESIDUAL && ADDS_HERE
                 __global const float4* restrict res,
 #endif
                 __global float4* restrict y)
@@ -184,12 +196,49 @@ void conv_tiled(__global const float4* restrict x,
                 if (k4 < YV)
                     y[yp + k4] = zero_tail(activate4(acc[4 * g + e][j] + b[k4] + RESIDUAL_AT(p, k4)), k4);
             }
+#elif LAST_ADDS
+            for (int j = 0; j < RN4; j++)
+                part[(get_group_id(2) * M + p) * KV + n0 / 4 + j * TX + tx] = acc[4 * g + e][j];
 #else
             // partial sums: y is the (KSPLIT, M, KP) scratch buffer here
             for (int j = 0; j < RN4; j++)
                 y[(get_group_id(2) * M + p) * KV + n0 / 4 + j * TX + tx] = acc[4 * g + e][j];
 #endif
         }
+#if KSPLIT > 1 && LAST_ADDS
+    // each work-item's parts made visible to the device before the tile's count goes up; the work-group that
+    // brings it to KSPLIT saw every other part written, adds them all in the adding kernel's order (bias, then
+    // part 0, 1, ...: the same sum whichever finished last) and sets the count back to 0 for the next pass
+    __local int last;
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    const int tile = get_group_id(1) * get_num_groups(0) + get_group_id(0);
+    if (tid == 0)
+        last = atomic_inc(&count[tile]) == KSPLIT - 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!last)
+        return;
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    if (tid == 0)
+        count[tile] = 0;
+    volatile __global const float4* parts = part;   // past any cache of this compute unit's
+    for (int g = 0; g < RM4; g++)
+        for (int e = 0; e < 4; e++) {
+            const uint p = m0 + (g * TY + ty) * 4 + e;
+            if (p >= M)
+                continue;
+            const int yp = y_pixel(p);
+            for (int j = 0; j < RN4; j++) {
+                const int k4 = n0 / 4 + j * TX + tx;
+                if (k4 >= YV)
+                    continue;
+                float4 s = b[k4];
+                for (int i = 0; i < KSPLIT; i++)
+                    s += parts[(i * M + p) * KV + k4];
+                y[yp + k4] = zero_tail(activate4(s + RESIDUAL_AT(p, k4)), k4);
+            }
+        }
+#endif
 }
 
 #if KSPLIT > 1

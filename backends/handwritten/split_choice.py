@@ -5,25 +5,52 @@ GPU at batch 1 that second launch can cost more than the split gains.
 
 Where the plan (the cost model's, or `compare tune`'s, which timed the
 kernels' device time alone) splits a layer's sum, the same tile unsplit, in
-one kernel, is built too, both are timed at prepare with their launches
-(measured.py), and the faster runs; `config["split_sums"]` records both
-times per layer.  A split the caller forced (TiledNet's `ksplit`) is kept.
+one kernel, is built too, and the same split whose last work-group per tile
+adds the parts (no second launch: kernels/tiled_conv.cl LAST_ADDS); all
+three are timed at prepare with their launches (measured.py), and the
+fastest runs; `config["split_sums"]` records the times per layer.  A split the caller forced (TiledNet's `ksplit`) is kept.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from .measured import HOW, fastest_ms
 
 
-def choose_split(net, index: int, split_op, split_bufs: list, build_whole):
-    """`split_op` (which allocated `split_bufs`) or the op `build_whole()` makes, the faster."""
-    first = len(net.buffers)
-    whole = build_whole()
-    whole_bufs = net.buffers[first:]
+def choose_split(net, index: int, split_op, split_bufs: list, others: dict):
+    """`split_op` (which allocated `split_bufs`) or one of the ops `others` makes (name -> a function that
+    builds it), the fastest; the rest released."""
     split = f"{split_op.plan.ksplit} parts + adding kernel"
-    times = fastest_ms(net.rt, {split: [split_op], "one kernel": [whole]})
-    keep_split = times[split] < times["one kernel"]
-    net.release(whole_bufs if keep_split else split_bufs)
+    ops, bufs = {split: split_op}, {split: split_bufs}
+    for name, build in others.items():
+        first = len(net.buffers)
+        ops[name] = build()
+        bufs[name] = net.buffers[first:]
+    times = fastest_ms(net.rt, {name: [op] for name, op in ops.items()})
+    refused = {}
+    for name in sorted(times, key=times.get):
+        why = _differs(net, index, split_op, ops[name]) if getattr(ops[name], "last_adds", False) else None
+        if why is None:
+            chosen = name
+            break
+        refused[name] = why
+    for name in ops:
+        if name != chosen:
+            net.release(bufs[name])
     net.config.setdefault("split_sums", {})[net.net.layers[index].name] = {
-        "chosen": split if keep_split else "one kernel", "ms": {k: round(v, 4) for k, v in times.items()}}
+        "chosen": chosen, "ms": {k: round(v, 4) for k, v in times.items()}, **({"refused": refused} if refused else {})}
     net.config["measured_forms"] = HOW
-    return split_op if keep_split else whole
+    return ops[chosen]
+
+
+def _differs(net, index: int, split_op, last_adds_op, passes: int = 3) -> str | None:
+    """Why the last-adds form may not run (its output not the adding kernel's on a fresh random input each pass:
+    the same sum in the same order, so a difference past rounding is a part read before it was written, or a
+    part of the pass before), or None."""
+    from .winograd import outputs_on_random_input
+    for draw in range(passes):
+        outs = outputs_on_random_input(net, index, {"adding kernel": split_op, "last adds": last_adds_op}, draw + 1)
+        want, got = outs["adding kernel"], outs["last adds"]
+        if not np.abs(got - want).max() <= 1e-5 * max(np.abs(want).max(), 1e-30):   # NaN too
+            return f"its output on random input {draw + 1} was not the adding kernel's"
+    return None

@@ -22,7 +22,9 @@ runs as `vectorised`'s dw_pw kernel instead of a tile (fold_depthwise
 "never" keeps the two, "measured" the faster per pair: dw_pw.py).  So are
 the forms measured at prepare (Winograd, block kernels: docs/kernels.md);
 and a split sum is kept only where it measured faster, its second launch
-included, than the same tile in one kernel (split_choice.py).
+included, than the same tile in one kernel; the split's parts are added by
+a second kernel or by each tile's last work-group to finish, whichever
+measured faster (split_choice.py).
 """
 from __future__ import annotations
 
@@ -51,20 +53,25 @@ def tiled_filters(weight: np.ndarray, c_stored: int, k_stored: int) -> np.ndarra
     return out
 
 
-def tile_defines(window: dict, plan) -> dict:
-    """The -D constants of kernels/tiled_conv.cl: the layer's window ones and the plan's."""
+def tile_defines(window: dict, plan, last_adds: bool = False) -> dict:
+    """The -D constants of kernels/tiled_conv.cl: the layer's window ones and the plan's (`last_adds`: a split
+    sum added by the tile's last work-group, not a second kernel)."""
     return {**window, "TM": plan.tile.tm, "TN": plan.tile.tn, "TK": plan.tk, "RM": plan.tile.rm,
-            "RN": plan.tile.rn, "KP": plan.kp, "KSPLIT": plan.ksplit}
+            "RN": plan.tile.rn, "KP": plan.kp, "KSPLIT": plan.ksplit, **({"LAST_ADDS": 1} if last_adds else {})}
 
 
 class TiledConvOp(KernelOp):
     """One conv layer: the tiled kernel, then (when the sum is split) the
-    kernel that adds the parts, bias and activation."""
+    kernel that adds the parts, bias and activation; or, with `counts` (the
+    split's count per tile), the tiled kernel alone, its last work-group per
+    tile adding the parts in `scratch`."""
 
-    def __init__(self, net, index, launch, plan, weight, bias, reduce=None, scratch=None):
+    def __init__(self, net, index, launch, plan, weight, bias, reduce=None, scratch=None, counts=None):
         layer = net.net.layers[index]
-        super().__init__(net, index, launch, (weight, bias),
-                         step_name("tiled conv", layer.activation if reduce is None else "none"))
+        self.last_adds = counts is not None
+        self.what = f"tiled conv ({plan.ksplit} parts, the last adds)" if self.last_adds else "tiled conv"
+        super().__init__(net, index, launch, (weight, bias, scratch, counts) if self.last_adds else (weight, bias),
+                         step_name(self.what, layer.activation if reduce is None else "none"))
         self.plan = plan
         self.reduce = reduce
         if reduce is not None:
@@ -115,20 +122,24 @@ class TiledNet(VectorisedNet):
         if op.reduce is None or self.ksplit is not None or self.forms.split_sums == "planned":
             return op
         return choose_split(self, index, op, self.buffers[first:],
-                            lambda: self.tiled_op(index, layer, params, (op.plan.tile,), 1))
+                            {"one kernel": lambda: self.tiled_op(index, layer, params, (op.plan.tile,), 1),
+                             f"{op.plan.ksplit} parts, the last work-group adds":
+                                 lambda: self.tiled_op(index, layer, params, (op.plan.tile,), op.plan.ksplit,
+                                                       last_adds=True)})
 
     def _forced(self, op) -> bool:
         """As vectorised's, and a tile or split the caller narrowed (`tiles`, `ksplit`) stands too."""
         return super()._forced(op) or (isinstance(op, TiledConvOp) and (self.tiles != TILES or self.ksplit is not None))
 
-    def tiled_op(self, index, layer, params, tiles, ksplit) -> TiledConvOp:
-        """Conv layer `index` as the tiled kernel, planned among `tiles` (and a split, where `ksplit` is None)."""
+    def tiled_op(self, index, layer, params, tiles, ksplit, last_adds: bool = False) -> TiledConvOp:
+        """Conv layer `index` as the tiled kernel, planned among `tiles` (and a split, where `ksplit` is None);
+        `last_adds`: a split sum added by each tile's last work-group (no adding kernel)."""
         src, dst = self.input_layout(index), self.layouts[index + 1]
         pixels = self.batch * dst.h * dst.w   # the implicit GEMM's rows
         window = self.window_defines(layer, src, dst)
 
         def defines_of(plan):
-            return tile_defines(window, plan)
+            return tile_defines(window, plan, last_adds and plan.ksplit > 1)
 
         def choose(lim):
             return plan_conv(pixels, dst.c_stored, src.c_stored, layer.kernel[0] * layer.kernel[1],
@@ -147,6 +158,11 @@ class TiledNet(VectorisedNet):
         # NaN from the host rather than a fill: Oclgrind took the filled buffer's parts, written
         # by the tiled kernel before the adding kernel reads them, for uninitialised values
         self.rt.write(scratch, np.full(parts, np.nan, np.float32))
+        if last_adds:
+            counts = self.alloc(4 * (plan.global_size[0] // plan.tile.local[0]) * (plan.global_size[1] // plan.tile.local[1]),
+                                f"{layer.name} split counts", poison=False)
+            self.rt.write(counts, np.zeros(counts.size // 4, np.int32))   # each pass leaves them 0 again
+            return TiledConvOp(self, index, launch, plan, weight, bias, scratch=scratch, counts=counts)
         # a small kernel over (channel groups, pixels): the runtime picks its work-groups
         reduce = Launch(self.rt, SOURCE, "conv_tiled_reduce", defines_of(plan), (dst.c_stored // 4, pixels))
         return TiledConvOp(self, index, launch, plan, weight, bias, reduce, scratch)
@@ -159,7 +175,8 @@ class TiledNet(VectorisedNet):
         if not isinstance(op, TiledConvOp):
             return super().fold_residual(i, j, extra, residual)
         conv, dst = self.net.layers[i], self.layouts[j + 1]
-        defines = {**tile_defines(self.window_defines(conv, self.input_layout(i), dst), op.plan), **extra}
+        defines = {**tile_defines(self.window_defines(conv, self.input_layout(i), dst), op.plan, op.last_adds),
+                   **extra}
         add_act = self.net.layers[j].activation
         if op.reduce is None:
             kernel = self.rt.kernel(SOURCE, "conv_tiled", defines)
@@ -167,7 +184,7 @@ class TiledNet(VectorisedNet):
                 return None
             launch = Launch(self.rt, SOURCE, "conv_tiled", None, op.launch.global_, op.launch.local,
                             exact=True, kernel=kernel)
-            return ResidualConvOp(op, launch, residual, self.activations[j + 1], step_name("tiled conv+add", add_act))
+            return ResidualConvOp(op, launch, residual, self.activations[j + 1], step_name(f"{op.what}+add", add_act))
         reduce = Launch(self.rt, SOURCE, "conv_tiled_reduce", defines, op.reduce.global_)
         return ResidualConvOp(op, op.launch, residual, self.activations[j + 1], op.step, reduce,
                               step_name(f"add {op.plan.ksplit} parts+add", add_act))
@@ -180,7 +197,8 @@ class TiledBackend(VectorisedBackend):
                "grouped/depthwise convs, pools as vectorised; folds as vectorised (a library call cannot): each residual "
                "add and its activation into the conv before it, each depthwise conv and the 1x1 conv after it into "
                "vectorised's one kernel through local memory (that 1x1 then untiled) where that measured faster at "
-               "prepare; Winograd and block kernels as vectorised; a split sum only where measured faster; on a device preferring float vectors of 8+ (a CPU), "
+               "prepare; Winograd and block kernels as vectorised; a split sum (added by a second kernel or by each tile's "
+               "last work-group) only where measured faster; on a device preferring float vectors of 8+ (a CPU), "
                "the vector-width kernels as vectorised where measured faster; layernorms in the 1x1 after them and "
                "the head (global average pool + dense) as one kernel, as vectorised)")
     net_class = TiledNet

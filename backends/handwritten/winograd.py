@@ -115,12 +115,13 @@ def with_residual(net, op: WinogradOp, j: int, extra: dict, residual) -> Residua
                           step_name(f"{op.what}+add", net.net.layers[j].activation))
 
 
-def _outputs_on_random_input(net, index: int, forms: dict) -> dict:
-    """Each form's output of layer `index` on one random input; the buffers it used poisoned again after."""
+def outputs_on_random_input(net, index: int, forms: dict, draw: int = 0) -> dict:
+    """Each form's output of layer `index` on one random input (`draw`: which); the buffers it used poisoned
+    again after."""
     src = net.input_layout(index)
     in_buf = net.activations[net.net.sources(index)[0] + 1]
     out_layout, out_buf = net.layouts[index + 1], net.activations[index + 1]
-    x = np.random.default_rng(SEED + index).standard_normal(src.canonical_shape).astype(np.float32)
+    x = np.random.default_rng((SEED + index, draw)).standard_normal(src.canonical_shape).astype(np.float32)
     net.rt.write(in_buf, src.pack(x))
     quiet = Recorder(net.rt.queue, enabled=False)
     outs = {}
@@ -173,7 +174,7 @@ def _recall(net, index: int, params: dict, op, bufs: list, form: str):
         if made != form:   # the device's limits now give another plan (or none) under that name
             net.release(net.buffers[first:])
             return None, f"{form}: no longer among the layer's forms here"
-        outs = _outputs_on_random_input(net, index, {"direct": op, form: built})
+        outs = outputs_on_random_input(net, index, {"direct": op, form: built})
         err = float(np.linalg.norm(outs[form] - outs["direct"]) / (np.linalg.norm(outs["direct"]) or 1.0))
         if not err <= MAX_REL_L2:   # NaN too
             net.release(net.buffers[first:])
@@ -268,7 +269,7 @@ class ChoosesWinograd:
             record[layer.name] = {"chosen": "direct", "refused": refused,
                                   **({"not_recalled": not_recalled} if not_recalled else {})}
             return op
-        outs = _outputs_on_random_input(self, index, forms)
+        outs = outputs_on_random_input(self, index, forms)
         ref = outs["direct"]
         errors = {f: float(np.linalg.norm(o - ref) / (np.linalg.norm(ref) or 1.0)) for f, o in outs.items() if f != "direct"}
         for f, err in errors.items():
