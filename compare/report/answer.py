@@ -93,12 +93,7 @@ def depth_label(b: BackendResult) -> str | None:
             "heuristic" in ran and not counts):
         return _no_gain(b, parts[1:]) or "untuned"
     if counts:
-        verb = "tuned" if "tuned" in ran and "searched" not in ran else "searched"
-        done, of = int(counts.group(1)), int(counts.group(2))
-        not_its = _NOT_ITS.search(ran)
-        if not_its and done == of - int(not_its.group(1)):
-            return f"{verb} {done}/{done} tunable"
-        return f"{verb} {done}/{of}"
+        return _counted("tuned" if "tuned" in ran and "searched" not in ran else "searched", ran, counts)
     if ran:
         return ran.split(":")[0].split(",")[0][:24]
     return b.mode
@@ -111,8 +106,16 @@ def _no_gain(b: BackendResult, rest: list[str]) -> str | None:
     counts = _KERNELS.search(other or "")
     if not counts or not any(m.name != b.mode and m.status == "OK" for m in b.modes):
         return None
-    verb = "tuned" if other.startswith("tuned") else "searched"
-    return f"{verb} {counts.group(1)}/{counts.group(2)} no gain"
+    return _counted("tuned" if other.startswith("tuned") else "searched", other, counts) + " no gain"
+
+
+def _counted(verb: str, text: str, counts: re.Match) -> str:
+    """'tuned 13/20', or 'tuned 35/35 tunable' where the rest is, the text says, not the side's to tune."""
+    done, of = int(counts.group(1)), int(counts.group(2))
+    not_its = _NOT_ITS.search(text)
+    if not_its and done == of - int(not_its.group(1)):
+        return f"{verb} {done}/{done} tunable"
+    return f"{verb} {done}/{of}"
 
 
 def _fastest(res: RunResult, family: str) -> BackendResult | None:
