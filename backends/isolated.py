@@ -587,7 +587,8 @@ class IsolatedBackend(Backend):
         worker, handle = self._spawn(f"{self.name} backend ({mode})") if own else self._remote()
         try:
             # the child is stopped when a pass outlasts the timeout: it cannot be interrupted otherwise
-            return IsolatedNet(worker, worker.request("call", handle, "prepare", (net, shipped(weights), batch, mode), True),
+            sent = (net, shipped(weights), batch, mode)
+            return IsolatedNet(worker, worker.request("call", handle, "prepare", sent, True),
                                net, batch, self.options.timeout_s, owns_worker=own)
         except BaseException:
             if own:

@@ -8,7 +8,8 @@ kernels' device time alone) splits a layer's sum, the same tile unsplit, in
 one kernel, is built too, and the same split whose last work-group per tile
 adds the parts (no second launch: kernels/tiled_conv.cl LAST_ADDS); all
 three are timed at prepare with their launches (measured.py), and the
-fastest runs; `config["split_sums"]` records the times per layer.  A split the caller forced (TiledNet's `ksplit`) is kept.
+fastest runs; `config["split_sums"]` records the times per layer.  A split
+the caller forced (TiledNet's `ksplit`) is kept.
 """
 from __future__ import annotations
 

@@ -159,8 +159,8 @@ class TiledNet(VectorisedNet):
         # by the tiled kernel before the adding kernel reads them, for uninitialised values
         self.rt.write(scratch, np.full(parts, np.nan, np.float32))
         if last_adds:
-            counts = self.alloc(4 * (plan.global_size[0] // plan.tile.local[0]) * (plan.global_size[1] // plan.tile.local[1]),
-                                f"{layer.name} split counts", poison=False)
+            tiles_of = (plan.global_size[0] // plan.tile.local[0]) * (plan.global_size[1] // plan.tile.local[1])
+            counts = self.alloc(4 * tiles_of, f"{layer.name} split counts", poison=False)
             self.rt.write(counts, np.zeros(counts.size // 4, np.int32))   # each pass leaves them 0 again
             return TiledConvOp(self, index, launch, plan, weight, bias, scratch=scratch, counts=counts)
         # a small kernel over (channel groups, pixels): the runtime picks its work-groups
@@ -197,8 +197,9 @@ class TiledBackend(VectorisedBackend):
                "grouped/depthwise convs, pools as vectorised; folds as vectorised (a library call cannot): each residual "
                "add and its activation into the conv before it, each depthwise conv and the 1x1 conv after it into "
                "vectorised's one kernel through local memory (that 1x1 then untiled) where that measured faster at "
-               "prepare; Winograd and block kernels as vectorised; a split sum (added by a second kernel or by each tile's "
-               "last work-group) only where measured faster; on a device preferring float vectors of 8+ (a CPU), "
+               "prepare; Winograd and block kernels as vectorised; a split sum (added by a second kernel or by "
+               "each tile's last work-group) only where measured faster; on a device preferring float vectors of "
+               "8+ (a CPU), "
                "the vector-width kernels as vectorised where measured faster; layernorms in the 1x1 after them and "
                "the head (global average pool + dense) as one kernel, as vectorised)")
     net_class = TiledNet
