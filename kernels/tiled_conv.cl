@@ -24,7 +24,11 @@
 //                partial sums that conv_tiled_reduce adds up, or with
 //   LAST_ADDS    1 (and KSPLIT > 1): the work-group of a tile that finishes
 //                last adds the parts itself (a count per tile in `count`,
-//                zero between passes), so the sum costs no second launch
+//                zero between passes), so the sum costs no second launch;
+//                OpenCL C 1.2 does not promise the other work-groups' parts
+//                are visible after their fence and the count (Oclgrind calls
+//                it a race): split_choice.py offers it only on platforms that
+//                make them so, and checks its output at prepare
 //   RESIDUAL     1: a residual add folded in: the kernel that writes the
 //                output adds `res` (the add's other input, border RHP, RWP,
 //                RPT, RPL) and applies the add's activation (ACT)

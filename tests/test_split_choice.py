@@ -104,3 +104,29 @@ def test_a_last_adds_form_that_reads_a_part_too_early_is_refused_at_prepare(monk
             assert "was not the adding kernel's" in record["refused"][f"{split} parts, the last work-group adds"]
     finally:
         prepared.close()
+
+
+@pytest.mark.parametrize("platform, kind, offered", [
+    ("NVIDIA CUDA", "ALL | GPU", True),
+    ("Portable Computing Language", "ALL | CPU", True),
+    ("Oclgrind", "ALL | CPU", False),   # it models OpenCL 1.2, where the form's reads are a race
+    ("AMD Accelerated Parallel Processing", "ALL | GPU", False),
+    ("Portable Computing Language", "ALL | GPU", False),
+])
+def test_the_last_adds_form_is_offered_only_where_its_reads_are_defined(monkeypatch, platform, kind, offered):
+    assert (split_choice.last_adds_refused({"platform": platform, "type": kind}) is None) == offered
+    runtime = backend_or_skip("vectorised-tiled").runtime
+    monkeypatch.setattr(tiled, "plan_conv", lambda p, c, ci, t, _cu, _gpu, *rest: plan_conv(p, c, ci, t, 10_000,
+                                                                                            True, *rest))
+    monkeypatch.setattr(tiled, "last_adds_refused", lambda info: split_choice.last_adds_refused(
+        {"platform": platform, "type": kind}))
+    timed = []
+    monkeypatch.setattr(split_choice, "fastest_ms", lambda rt, forms: timed.append(sorted(forms)) or
+                        {f: float("last work-group" not in f) for f in forms})
+    weights = init_weights(NET, 11)
+    prepared = tiled.TiledNet(runtime, NET, weights, 1, winograd="never", cpu_conv="never")
+    try:
+        assert all(any("last work-group" in f for f in forms) == offered for forms in timed) and timed
+        assert ("split_sums_last_adds" in prepared.config) != offered
+    finally:
+        prepared.close()

@@ -18,6 +18,19 @@ import numpy as np
 from .measured import HOW, fastest_ms
 
 
+def last_adds_refused(info: dict) -> str | None:
+    """Why a tile's last work-group may not add its split sum on this device, or None.  The form has one
+    work-group read the parts others wrote, after their fence and an atomic count: OpenCL C 1.2 does not
+    promise that those writes are then visible across work-groups (Oclgrind reports a race).  Two platforms
+    are known to make them so: NVIDIA's, whose global fence is the GPU-wide one (PTX membar.gl), and PoCL on
+    a CPU, whose work-groups are threads of one coherent memory; elsewhere the form is not offered."""
+    platform, kind = str(info.get("platform", "")), str(info.get("type", "")).upper()
+    if platform.startswith("NVIDIA") or (platform.startswith("Portable Computing Language") and "CPU" in kind):
+        return None
+    return (f"not offered on {platform or 'this platform'}: OpenCL C 1.2 does not promise one work-group sees "
+            f"another's writes after a fence and an atomic")
+
+
 def choose_split(net, index: int, split_op, split_bufs: list, others: dict):
     """`split_op` (which allocated `split_bufs`) or one of the ops `others` makes (name -> a function that
     builds it), the fastest; the rest released."""

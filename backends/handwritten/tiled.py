@@ -35,7 +35,7 @@ from ..opencl.workgroups import build_fitting, limits
 from .forms import TiledForms
 from .net import KernelOp
 from .residual import ResidualConvOp
-from .split_choice import choose_split
+from .split_choice import choose_split, last_adds_refused
 from .tiled_plan import TILES, plan_conv
 from .forms_tuned import TunedForms
 from .tiles_tuned import TunedTiles, layer_key
@@ -121,11 +121,14 @@ class TiledNet(VectorisedNet):
         op = self.tiled_op(index, layer, params, tiles, ksplit)
         if op.reduce is None or self.ksplit is not None or self.forms.split_sums == "planned":
             return op
-        return choose_split(self, index, op, self.buffers[first:],
-                            {"one kernel": lambda: self.tiled_op(index, layer, params, (op.plan.tile,), 1),
-                             f"{op.plan.ksplit} parts, the last work-group adds":
-                                 lambda: self.tiled_op(index, layer, params, (op.plan.tile,), op.plan.ksplit,
-                                                       last_adds=True)})
+        others = {"one kernel": lambda: self.tiled_op(index, layer, params, (op.plan.tile,), 1)}
+        refused = last_adds_refused(self.rt.info)
+        if refused is None:
+            others[f"{op.plan.ksplit} parts, the last work-group adds"] = lambda: self.tiled_op(
+                index, layer, params, (op.plan.tile,), op.plan.ksplit, last_adds=True)
+        else:
+            self.config["split_sums_last_adds"] = refused
+        return choose_split(self, index, op, self.buffers[first:], others)
 
     def _forced(self, op) -> bool:
         """As vectorised's, and a tile or split the caller narrowed (`tiles`, `ksplit`) stands too."""
