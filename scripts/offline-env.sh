@@ -36,7 +36,7 @@ if ! "$python" -c "import distributed" 2>/dev/null && ls .offline-farm/whl/distr
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
-# bytecode for every installed module, as pip writes it at install: without it (an image built with
+# bytecode for the packages a run imports, as pip writes it at install: without it (an image built with
 # PYTHONDONTWRITEBYTECODE, or a folder this user cannot write) each process compiled torch's modules again,
 # seconds in every child of a run (the H200 notes' step 48).  Where site-packages is not ours, a cache of our own.
 unset PYTHONDONTWRITEBYTECODE
