@@ -1,7 +1,8 @@
 """Where a run's time goes, process by process: with COMPARE_PROFILE_DIR set, the runner (started as
 `python -m compare`) and every child it starts (isolated.py) run under cProfile and leave their statistics
 there as `<role>-<pid>.prof` when they end normally (benchmarks/profile_summary.py reads them).  Unset,
-nothing is profiled and nothing is written.  The first VGG-16 answer on the H200 (issue 53) was read this way: which prepare, compile or check is slow."""
+nothing is profiled and nothing is written.  The first VGG-16 answer on the H200 (issue 53) was read this
+way: which prepare, compile or check is slow."""
 from __future__ import annotations
 
 import cProfile
