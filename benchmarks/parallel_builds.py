@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyopencl as cl
 
 import backends
-from backends.opencl.runtime import Runtime
+from backends.opencl.runtime import Runtime, build_options
 from nets import get_net
 from nets.weights import init_weights
 
@@ -30,7 +30,7 @@ def record(net_name: str, backend_name: str, device: str | None):
     original = Runtime.program
 
     def program(self, source, defines=None, options=(), label="kernel"):
-        opts = tuple(f"-D{k}={v}" for k, v in sorted((defines or {}).items())) + tuple(options)
+        opts = build_options(defines, options)
         fresh = (source, opts) not in built
         t0 = time.perf_counter()
         prog = original(self, source, defines, options, label)

@@ -32,5 +32,6 @@ echo "first $net answer ($backends), every cache empty: exit $code, $took s (the
 "$python" -c "import json, sys
 for s in json.load(open(sys.argv[1])).get('stages', []): print(f\"  {s['at_s']:7.1f} s  {s['name']}\")" \
     "$out/first-$net.json" 2>/dev/null | tee -a "$out/first-$net.txt"
-[ "${PROFILE:-0}" = 1 ] && "$python" benchmarks/profile_summary.py "$cold/prof" --top 30 > "$out/first-$net-profile.txt" 2>&1
+[ "${PROFILE:-0}" = 1 ] && "$python" benchmarks/profile_summary.py "$cold/prof" --top 30 \
+    > "$out/first-$net-profile.txt" 2>&1
 rm -rf "$cold"

@@ -11,10 +11,16 @@ run of the form; the least of the rounds (other work on a shared device
 only adds).  A form that takes long is run less: the rounds stop once each
 form has had MIN_ROUNDS and CAP_S seconds have passed in all, so a slow
 device (PoCL on big layers, Oclgrind) spends little time here.
+
+Where a form must first be shown to compute what another does (Winograd's
+against the direct kernel, a split sum's last-adds form against its adding
+kernel), outputs_on_random_input runs each on the same random input.
 """
 from __future__ import annotations
 
 import time
+
+import numpy as np
 
 from ..opencl.net import Recorder
 
@@ -56,3 +62,24 @@ def _fastest_ms(rt, forms: dict[str, list], cap_s: float) -> dict[str, float]:
             rt.queue.finish()
             best[name] = min(best[name], (time.perf_counter() - start) * 1e3 / repeats[name])
     return best
+
+
+def outputs_on_random_input(net, index: int, forms: dict, seed) -> dict:
+    """Each form's output of layer `index` of `net` on one random input (`seed`: numpy's, which input), in
+    float64; the buffers it used poisoned again after."""
+    src = net.input_layout(index)
+    in_buf = net.activations[net.net.sources(index)[0] + 1]
+    out_layout, out_buf = net.layouts[index + 1], net.activations[index + 1]
+    x = np.random.default_rng(seed).standard_normal(src.canonical_shape).astype(np.float32)
+    net.rt.write(in_buf, src.pack(x))
+    quiet = Recorder(net.rt.queue, enabled=False)
+    outs = {}
+    try:
+        for form, op in forms.items():
+            op.enqueue(quiet)
+            net.rt.finish()
+            outs[form] = op.read_output().astype(np.float64)
+    finally:   # zero border, NaN interior, as prepare left them (layout.py)
+        net.rt.write(in_buf, src.template())
+        net.rt.write(out_buf, out_layout.template())
+    return outs

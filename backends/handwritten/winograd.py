@@ -40,11 +40,10 @@ import numpy as np
 from nets.errors import Unsupported
 
 from ..opencl.launch import Launch, step_name
-from ..opencl.net import Recorder
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
 from .forms_tuned import form_key
-from .measured import HOW, fastest_ms
+from .measured import HOW, fastest_ms, outputs_on_random_input
 from .net import KernelOp
 from .residual import ResidualConvOp
 from .winograd_math import TILE_SIZES, applies, filter_transform, name
@@ -115,27 +114,6 @@ def with_residual(net, op: WinogradOp, j: int, extra: dict, residual) -> Residua
                           step_name(f"{op.what}+add", net.net.layers[j].activation))
 
 
-def outputs_on_random_input(net, index: int, forms: dict, draw: int = 0) -> dict:
-    """Each form's output of layer `index` on one random input (`draw`: which); the buffers it used poisoned
-    again after."""
-    src = net.input_layout(index)
-    in_buf = net.activations[net.net.sources(index)[0] + 1]
-    out_layout, out_buf = net.layouts[index + 1], net.activations[index + 1]
-    x = np.random.default_rng((SEED + index, draw)).standard_normal(src.canonical_shape).astype(np.float32)
-    net.rt.write(in_buf, src.pack(x))
-    quiet = Recorder(net.rt.queue, enabled=False)
-    outs = {}
-    try:
-        for form, op in forms.items():
-            op.enqueue(quiet)
-            net.rt.finish()
-            outs[form] = op.read_output().astype(np.float64)
-    finally:   # zero border, NaN interior, as prepare left them (layout.py)
-        net.rt.write(in_buf, src.template())
-        net.rt.write(out_buf, out_layout.template())
-    return outs
-
-
 def _form_name(m: int, count: int, plan) -> str:
     """How a one-kernel form is named in the records: by its tile size, and its plan where there are several."""
     return name(m) if count == 1 else f"{name(m)} {plan.label}"
@@ -174,7 +152,7 @@ def _recall(net, index: int, params: dict, op, bufs: list, form: str):
         if made != form:   # the device's limits now give another plan (or none) under that name
             net.release(net.buffers[first:])
             return None, f"{form}: no longer among the layer's forms here"
-        outs = outputs_on_random_input(net, index, {"direct": op, form: built})
+        outs = outputs_on_random_input(net, index, {"direct": op, form: built}, SEED + index)
         err = float(np.linalg.norm(outs[form] - outs["direct"]) / (np.linalg.norm(outs["direct"]) or 1.0))
         if not err <= MAX_REL_L2:   # NaN too
             net.release(net.buffers[first:])
@@ -269,7 +247,7 @@ class ChoosesWinograd:
             record[layer.name] = {"chosen": "direct", "refused": refused,
                                   **({"not_recalled": not_recalled} if not_recalled else {})}
             return op
-        outs = outputs_on_random_input(self, index, forms)
+        outs = outputs_on_random_input(self, index, forms, SEED + index)
         ref = outs["direct"]
         errors = {f: float(np.linalg.norm(o - ref) / (np.linalg.norm(ref) or 1.0)) for f, o in outs.items() if f != "direct"}
         for f, err in errors.items():

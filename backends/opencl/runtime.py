@@ -132,6 +132,11 @@ def _mib(nbytes: int) -> str:
     return f"{nbytes / 2**20:.1f} MiB"
 
 
+def build_options(defines: dict | None, options: tuple = ()) -> tuple:
+    """A program's build options: its -D defines in a fixed order, then the rest."""
+    return tuple(f"-D{k}={v}" for k, v in sorted((defines or {}).items())) + tuple(options)
+
+
 class Runtime:
     def __init__(self, device):
         self.device = device
@@ -155,8 +160,7 @@ class Runtime:
     # -- programs
     def program(self, source: str, defines: dict | None = None, options: tuple = (), label: str = "kernel"):
         """Build (once) `source` with -D defines; `label` names it in errors."""
-        defines = defines or {}
-        opts = tuple(f"-D{k}={v}" for k, v in sorted(defines.items())) + tuple(options)
+        opts = build_options(defines, options)
         key = (hashlib.sha256(source.encode()).hexdigest(), opts)
         prog = self._programs.get(key)
         if prog is None:

@@ -7,8 +7,8 @@ ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, then the scale and bias.  Atte
 whole map alone (ViT's: no windows, shift, cosine or position bias; any other is Unsupported): the queries,
 keys and values each sliced from the channels and split into heads by a Reshape to (N, heads, head channels,
 tokens), so the keys need no transpose, and the weighted sum taken transposed (values x softmax^T), so it
-comes out as (N, C, T, 1) by one Reshape.  Each node is named as opencv_onnx names them: the layer's last node its own name, the
-others `<layer>#<part>`.
+comes out as (N, C, T, 1) by one Reshape.  Each node is named as opencv_onnx names them: the layer's last
+node its own name, the others `<layer>#<part>`.
 """
 from __future__ import annotations
 
@@ -97,5 +97,6 @@ def _attention(w, layer, x: str, in_shape: tuple, out: str) -> None:
 
 def _take_token(w, layer, x: str, out: str) -> None:
     n, i = layer.name, layer.index
-    bounds = [w.const(f"{n}.{what}", np.array([v], np.int64)) for what, v in (("start", i), ("end", i + 1), ("axis", 2))]
+    bounds = [w.const(f"{n}.{what}", np.array([v], np.int64))
+              for what, v in (("start", i), ("end", i + 1), ("axis", 2))]
     w.node("Slice", [x] + bounds, out)
