@@ -50,13 +50,12 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..opencl.launch import ACT_CODES, Launch, step_name
-from ..opencl.net import Recorder
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import choose_local
 from ..reference.numpy_backend import _activate, _conv
 from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
 from .layout import round_up
-from .measured import HOW, fastest_ms
+from .measured import HOW, fastest_ms, outputs_on
 from .net import KernelOp
 from .pointwise import PointwiseOp
 from .residual import ResidualConvOp
@@ -327,22 +326,9 @@ def _maxpool(x: np.ndarray, layer) -> np.ndarray:
 
 
 def _compare(net, index: int, forms: dict, x: np.ndarray, ref: np.ndarray) -> dict:
-    src = net.input_layout(index)
-    in_buf = net.activations[net.net.sources(index)[0] + 1]
-    out_layout, out_buf = net.layouts[index + 1], net.activations[index + 1]
     norm = float(np.linalg.norm(ref)) or 1.0
-    net.rt.write(in_buf, src.pack(x))
-    quiet = Recorder(net.rt.queue, enabled=False)
-    errors = {}
-    try:
-        for form, op in forms.items():
-            op.enqueue(quiet)
-            net.rt.finish()
-            errors[form] = float(np.linalg.norm(op.read_output().astype(np.float64).reshape(ref.shape) - ref)) / norm
-    finally:   # zero border, NaN interior, as prepare left them (layout.py)
-        net.rt.write(in_buf, src.template())
-        net.rt.write(out_buf, out_layout.template())
-    return errors
+    outs = outputs_on(net, index, forms, x)
+    return {form: float(np.linalg.norm(out.reshape(ref.shape) - ref)) / norm for form, out in outs.items()}
 
 
 class ChoosesCpuConv:

@@ -65,12 +65,17 @@ def _fastest_ms(rt, forms: dict[str, list], cap_s: float) -> dict[str, float]:
 
 
 def outputs_on_random_input(net, index: int, forms: dict, seed) -> dict:
-    """Each form's output of layer `index` of `net` on one random input (`seed`: numpy's, which input), in
-    float64; the buffers it used poisoned again after."""
+    """Each form's output of layer `index` of `net` on one random input (`seed`: numpy's, which input)."""
+    x = np.random.default_rng(seed).standard_normal(net.input_layout(index).canonical_shape).astype(np.float32)
+    return outputs_on(net, index, forms, x)
+
+
+def outputs_on(net, index: int, forms: dict, x: np.ndarray) -> dict:
+    """Each form's (an op's) output of layer `index` of `net` on the canonical input `x`, in float64; the
+    buffers it used poisoned again after."""
     src = net.input_layout(index)
     in_buf = net.activations[net.net.sources(index)[0] + 1]
     out_layout, out_buf = net.layouts[index + 1], net.activations[index + 1]
-    x = np.random.default_rng(seed).standard_normal(src.canonical_shape).astype(np.float32)
     net.rt.write(in_buf, src.pack(x))
     quiet = Recorder(net.rt.queue, enabled=False)
     outs = {}
