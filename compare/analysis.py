@@ -50,9 +50,10 @@ def gflops(flops: int, ms: float | None) -> float | None:
 # a backend's config key naming the layers whose work it folded into another layer's kernel -> the side
 # of them that layer is on: the residual adds into the conv before, the depthwise convs into the 1x1 after,
 # the expands into the block kernel before (backends/handwritten/blocks.py), the layernorms into the 1x1 after
-# (backends/handwritten/layernorm_fused.py), a head's global average pool into the dense after (head_fused.py)
+# (backends/handwritten/layernorm_fused.py), a head's global average pool into the dense after (head_fused.py),
+# a max pool into the Winograd conv before (pool_fold.py)
 FOLDS = {"residual_adds_fused": "before", "depthwise_fused": "after", "blocks_fused": "before",
-         "layernorm_fused": "after", "head_fused": "after"}
+         "layernorm_fused": "after", "head_fused": "after", "pools_fused": "before"}
 
 
 def folded(b: BackendResult) -> dict[str, tuple[str, str]]:

@@ -19,8 +19,16 @@
 //
 // -D constants: E, GM, GN, GC; TM, TN, TK (a multiple of 4 dividing GC),
 // RM, RN (multiples of 4 dividing TM and TN); STAGED 1: wg_gemm, 0:
-// wg_gemm_global (below: a CPU's).
+// wg_gemm_global (below: a CPU's); PARTS (wg_gemm only, TK dividing
+// GC / PARTS): the sum over channels cut in PARTS, each part's products a
+// work-group of its own (group id 2: e + E * part) written to M's part
+// (PARTS, E, GM, GN), which the output transform adds up.  A layer of few
+// tiles and many channels (VGG-16's conv4 and conv5 at batch 1: 16-49 rows)
+// gives too few work-groups to hide the loads' latency otherwise.
 
+#ifndef PARTS
+#define PARTS 1
+#endif
 #define TX (TN / RN)
 #define TY (TM / RM)
 #define THREADS (TX * TY)
@@ -46,7 +54,9 @@ void wg_gemm(__global const float4* restrict v,
 
     const uint tx = get_local_id(0), ty = get_local_id(1);
     const uint tid = ty * TX + tx;
-    const uint m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN, e = get_group_id(2);
+    const uint m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
+    const uint e = get_group_id(2) % E, part = get_group_id(2) / E;
+    const uint c_first = part * (GC / PARTS), c_end = c_first + GC / PARTS;
     const __global float4* ve = v + (size_t)e * GQ * GM;
     const __global float4* ue = u + (size_t)e * GC * GV;
 
@@ -71,8 +81,8 @@ void wg_gemm(__global const float4* restrict v,
         }                                                                                   \
     }
 
-    FETCH(0)
-    for (uint c0 = 0; c0 < GC; c0 += TK) {
+    FETCH(c_first)
+    for (uint c0 = c_first; c0 < c_end; c0 += TK) {
         for (int s = 0; s < A_PER; s++) {
             const uint slot = tid + s * THREADS;
             if (slot < A_SLOTS) {
@@ -89,7 +99,7 @@ void wg_gemm(__global const float4* restrict v,
                 Bs[slot / (TN / 4)][slot % (TN / 4)] = rb[s];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (c0 + TK < GC)
+        if (c0 + TK < c_end)
             FETCH(c0 + TK)
         for (int kk = 0; kk < TK; kk++) {
             float4 a[RM4], bv[RN4];
@@ -109,7 +119,7 @@ void wg_gemm(__global const float4* restrict v,
     }
 
     // work-item (tx, ty) holds rows (g * TY + ty) * 4 + i and column float4s j * TX + tx of the tile
-    __global float4* me = mm + (size_t)e * GM * GV;
+    __global float4* me = mm + ((size_t)part * E + e) * GM * GV;
     for (int g = 0; g < RM4; g++)
         for (int i = 0; i < 4; i++) {
             const uint r = m0 + (g * TY + ty) * 4 + i;
@@ -122,6 +132,8 @@ void wg_gemm(__global const float4* restrict v,
             }
         }
 }
+#elif PARTS > 1
+#error "PARTS > 1 is wg_gemm's alone"
 #elif VEC
 
 // The same product shaped for a CPU's vector units, as kernels/cpu_conv.cl's conv_vec: a work-item

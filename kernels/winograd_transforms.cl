@@ -15,10 +15,21 @@
 //
 // -D constants: the layout ones of kernels/vectorised.cl (N, XC4, XHP, XWP,
 // XPT, XPL, PT, PL, YC, YC4, YH, YW, YHP, YWP, YPT, YPL, ACT; RESIDUAL with
-// RHP, RWP, RPT, RPL) and WM, the tile's side (2 or 4).
+// RHP, RWP, RPT, RPL) and WM, the tile's side (2 or 4); PARTS, the GEMM's
+// sum in that many parts (M then (PARTS, E, TILES, YC4), added up here);
+// POOL 1: a 2x2 stride-2 max pool after the conv, done here (pool_fold.py),
+// the conv's activation CONV_ACT applied before the max, the pool's ACT
+// after, y the pool's output (YH, YW still the conv's; PHP, PWP, PPT, PPL
+// the pool output's stored size and border).
 
 #include "common.h"
 
+#ifndef PARTS
+#define PARTS 1
+#endif
+#ifndef POOL
+#define POOL 0
+#endif
 #define WA (WM + 2)
 #define E (WA * WA)
 #define XV (XC4 / 4)
@@ -75,6 +86,9 @@ __kernel void wg_output(__global const float4* restrict mm,
     vec p[E], cols[WM * WA], out[WM * WM];
     for (int e = 0; e < E; e++)
         p[e] = mm[((size_t)e * TILES + t) * YV + k4];
+    for (int s = 1; s < PARTS; s++)
+        for (int e = 0; e < E; e++)
+            p[e] += mm[(((size_t)s * E + e) * TILES + t) * YV + k4];
     for (int j = 0; j < WA; j++)
         at_line(p + j, WA, cols + j, WA);            // columns: (m x a)
     for (int i = 0; i < WM; i++)
@@ -82,6 +96,21 @@ __kernel void wg_output(__global const float4* restrict mm,
     uint n, oy, ox;
     TILE_AT(t, n, oy, ox);
     const float4 bias = b[k4];
+#if POOL
+    // WM is even and tiles start at multiples of it, so each 2x2 window lies in one tile; a window
+    // reaching past the conv's output is no pooled pixel (the pool rounds down)
+    for (int i = 0; i < WM; i += 2)
+        for (int j = 0; j < WM; j += 2) {
+            if (oy + i + 1 >= YH || ox + j + 1 >= YW)
+                continue;
+            float4 m = activation4(out[i * WM + j] + bias, CONV_ACT);
+            m = max4_keep_nan(m, activation4(out[i * WM + j + 1] + bias, CONV_ACT));
+            m = max4_keep_nan(m, activation4(out[(i + 1) * WM + j] + bias, CONV_ACT));
+            m = max4_keep_nan(m, activation4(out[(i + 1) * WM + j + 1] + bias, CONV_ACT));
+            const uint yp = ((n * PHP + (oy + i) / 2 + PPT) * PWP + (ox + j) / 2 + PPL) * YV;
+            store_kw(m, 4 * k4, y, yp);
+        }
+#else
     for (int i = 0; i < WM; i++)
         for (int j = 0; j < WM; j++) {
             if (oy + i >= YH || ox + j >= YW)
@@ -96,4 +125,5 @@ __kernel void wg_output(__global const float4* restrict mm,
 #endif
                      y, yp);
         }
+#endif
 }

@@ -7,13 +7,16 @@ float64 oracle: odd map sizes, channels not a multiple of 4 nor of the
 GEMM's tile, bias, relu, a residual add in the output transform; a layer
 whose scratch would pass the device's largest buffer keeps its direct
 kernel and says why; the shared scratch is freed where no layer keeps it."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from backends.handwritten import vectorised, winograd_gemm
 from backends.handwritten.tiled import TiledNet
 from backends.handwritten.vectorised import VectorisedNet
-from backends.handwritten.winograd_gemm import CPU_TILES, GPU_CANDIDATES, GPU_TILES, plan_gemm, waste
+from backends.handwritten.winograd_gemm import (CPU_TILES, GPU_CANDIDATES, GPU_TILES, MIN_PART_DEPTH, SPLIT_BELOW,
+                                                SPLIT_PARTS, SPLIT_TILES, plan_gemm, waste)
 from backends.handwritten.tiled_plan import local_bytes
 from compare import oracle
 from compare.checking import check_prepared
@@ -32,9 +35,17 @@ SHAPES = ((1, 224, 224, 4, 64), (1, 14, 14, 512, 512), (3, 13, 11, 8, 12), (1, 1
 def test_gemm_tiles_fit_the_device_and_cover_the_layer(gpu, max_group, items, local, units):
     for m in (2, 4):
         for batch, h, w, c, k in SHAPES:
-            plans = plan_gemm(m, batch, h, w, c, k, gpu, units, max_group, items, local)
-            assert 1 <= len(plans) <= (GPU_CANDIDATES if gpu else 1) and len(set(plans)) == len(plans)
+            found = plan_gemm(m, batch, h, w, c, k, gpu, units, max_group, items, local)
+            plans = [p for p in found if p.parts == 1]
+            assert 1 <= len(plans) <= (GPU_CANDIDATES if gpu else 1) and len(set(found)) == len(found)
             rows = batch * -(-h // m) * -(-w // m)
+            # on a GPU the first SPLIT_TILES plans again, the sum cut in parts, where they give few work-groups
+            split = [p for p in found if p.parts > 1]
+            assert split == [replace(p, parts=n) for p in plans[:SPLIT_TILES] for n in SPLIT_PARTS
+                             if gpu and p.groups < SPLIT_BELOW * units and c % (n * p.tk) == 0
+                             and c // n >= MIN_PART_DEPTH]
+            for p in split:
+                assert p.global_size[2] == p.e * p.parts and p.groups == replace(p, parts=1).groups * p.parts
             for p in plans:
                 t = p.tile
                 assert t in (GPU_TILES if gpu else CPU_TILES) and p.staged == gpu
@@ -54,7 +65,8 @@ def test_a_gpu_prefers_tiles_that_give_every_compute_unit_work():
     # VGG-16's conv5 as F(4x4) at batch 1: 16 tiles, 512 channels; an H100's 132 compute units
     plans = plan_gemm(4, 1, 14, 14, 512, 512, True, 132, 1024, (1024, 1024, 64), 48 * 1024)
     assert all(p.groups >= 132 and waste(p.tile, 16, 512) <= winograd_gemm.MAX_WASTE for p in plans)
-    assert [p.tile.tm for p in plans] == [16, 8, 4]
+    # 256-384 work-groups, under SPLIT_BELOW a compute unit: the first two again with the sum in 2 and 4 parts
+    assert [(p.tile.tm, p.parts) for p in plans] == [(16, 1), (8, 1), (4, 1), (16, 2), (16, 4), (8, 2), (8, 4)]
 
 
 def fresh(net, batch, seed):

@@ -22,9 +22,16 @@ OWN = "own kernels"
 def pair_errors(net, first: int, i: int, forms: dict, x: np.ndarray, ref: np.ndarray) -> dict:
     """Each form's (a list of ops: the pair's work) relative L2 error against `ref`, the pair in float64 on
     `x`; the buffers are left as prepare made them."""
+    norm = float(np.linalg.norm(ref)) or 1.0
+    return {name: float(np.linalg.norm(got.reshape(ref.shape) - ref)) / norm
+            for name, got in pair_outputs(net, first, i, forms, x).items()}
+
+
+def pair_outputs(net, first: int, i: int, forms: dict, x: np.ndarray) -> dict:
+    """Each form's (a list of ops: the work of layers `first` to `i`) output of layer i on the canonical input
+    `x` of layer `first`, in float64; the buffers are left as prepare made them."""
     src, dst = net.input_layout(first), net.layouts[i + 1]
     in_buf, out_buf = net.activations[net.net.sources(first)[0] + 1], net.activations[i + 1]
-    norm = float(np.linalg.norm(ref)) or 1.0
     quiet = Recorder(net.rt.queue, enabled=False)
     out = {}
     try:
@@ -34,8 +41,7 @@ def pair_errors(net, first: int, i: int, forms: dict, x: np.ndarray, ref: np.nda
             for op in ops:
                 op.enqueue(quiet)
             net.rt.finish()
-            got = dst.unpack(net.rt.read(out_buf, dst.stored_shape)).astype(np.float64)
-            out[name] = float(np.linalg.norm(got.reshape(ref.shape) - ref)) / norm
+            out[name] = dst.unpack(net.rt.read(out_buf, dst.stored_shape)).astype(np.float64)
     finally:   # zero border, NaN interior, as prepare left them (layout.py)
         net.rt.write(in_buf, src.template())
         net.rt.write(out_buf, dst.template())

@@ -15,6 +15,7 @@ from .dw_pw import FOLDS
 from .head_fused import MODES as HEAD_MODES
 from .layernorm_fused import MODES as LAYERNORM_MODES
 from .pointwise import MODES as POINTWISE_MODES
+from .pool_fold import MODES as POOL_MODES
 from .winograd import MODES as WINOGRAD_MODES
 
 SPLIT_SUMS = ("measured", "planned")
@@ -39,11 +40,14 @@ class Forms:
     fuse_layernorm: str = "measured"
     # a global average pool and the dense layer that alone reads it as one kernel (head_fused.py)
     fuse_head: str = "measured"
+    # a 2x2 max pool in the Winograd GEMM output transform of the conv before it (pool_fold.py)
+    fold_pools: str = "measured"
 
     # the words each field takes; cpu_conv's are parsed instead (a variant is three numbers)
     CHOICES: ClassVar[dict[str, tuple]] = {
         "fold_depthwise": FOLDS, "winograd": WINOGRAD_MODES, "fuse_blocks": BLOCK_MODES, "pointwise": POINTWISE_MODES,
-        "fuse_layernorm": LAYERNORM_MODES, "fuse_head": HEAD_MODES, "split_sums": SPLIT_SUMS}
+        "fuse_layernorm": LAYERNORM_MODES, "fuse_head": HEAD_MODES, "split_sums": SPLIT_SUMS,
+        "fold_pools": POOL_MODES}
 
     def __post_init__(self):
         for f in fields(self):

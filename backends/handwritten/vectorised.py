@@ -73,6 +73,7 @@ from .layout import round_up
 from .transformer import transformer_op
 from .net import Folded, HandwrittenNet, KernelOp, OutputEdge, ReplayingBackend, bare
 from .residual import FoldsResidualAdds, ResidualConvOp
+from .pool_fold import FoldsPools
 from .pointwise import ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
 from .winograd import ChoosesWinograd, WinogradOp, with_residual
 from .winograd_gemm import WinogradGemmOp, with_residual as gemm_residual
@@ -103,7 +104,7 @@ def ungrouped(weight: np.ndarray, groups: int) -> np.ndarray:
 
 
 class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, ChoosesPointwise, FusesBlocks, FusesLayerNorms,
-                    FusesHeads, FoldsResidualAdds,
+                    FusesHeads, FoldsPools, FoldsResidualAdds,
                     HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
@@ -201,12 +202,14 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
         the 1x1 conv after it, where dw_pw.py finds one, then each block and the
         next one's expand into one kernel, where blocks.py finds them; then each layernorm into
         the 1x1 conv that alone reads it, where layernorm_fused.py finds one; then each global average
-        pool and the dense layer that alone reads it (a net's head) into one kernel (head_fused.py)."""
+        pool and the dense layer that alone reads it (a net's head) into one kernel (head_fused.py); then
+        each 2x2 max pool into the Winograd GEMM output transform before it (pool_fold.py)."""
         ops = super().fused_ops()
         self.fold_depthwise_convs(ops, self.residual_folds)
         self.fuse_blocks(ops)
         self.fuse_layernorms(ops)
         self.fuse_heads(ops)
+        self.fold_pools(ops)
         return ops
 
     def fold_depthwise_convs(self, ops: list, adds: dict) -> None:

@@ -38,6 +38,14 @@ sharing it): the staged GEMM 24-45 ms, the unstaged 17-26 ms over the
 register blocks and work-groups tried (4x4 blocks: 32x32, 16x16, 4x32 tiles
 within the noise of each other; 8x8 blocks slower).
 
+Where a plan leaves the GPU few work-groups (fewer than SPLIT_BELOW a compute
+unit: VGG-16's conv3 to conv5 at batch 1, 16-196 tiles of 256-512
+channels), the first SPLIT_TILES plans are offered again with the sum over
+input channels cut in 2 and 4 parts (each part at least MIN_PART_DEPTH
+channels), each part's products a work-group of its own written to M's
+part, which the output transform adds up: more work-groups to hide the
+loads' latency, for the traffic of the parts.  Measured like the others.
+
 V and M are scratch shared by all the layers of a net (an in-order queue
 runs them one after another), sized for the largest layer whose own fit the
 device's MAX_MEM_ALLOC_SIZE; a layer whose would not has no GEMM form.
@@ -50,7 +58,7 @@ import numpy as np
 
 from nets.errors import Unsupported
 
-from ..opencl.launch import Launch, step_name
+from ..opencl.launch import ACT_CODES, Launch, step_name
 from ..opencl.workgroups import choose_local, limits
 from .layout import round_up
 from .net import KernelOp, bare
@@ -66,6 +74,11 @@ GPU_TILES = (Tile(64, 64, 8, 8), Tile(128, 64, 8, 8), Tile(32, 64, 4, 8), Tile(6
 GPU_CANDIDATES = 4
 CPU_TILES = (Tile(32, 32, 4, 4), Tile(16, 32, 4, 4), Tile(8, 32, 4, 4), Tile(4, 32, 4, 4))
 MAX_WASTE = 0.5
+# a GPU plan with fewer work-groups than SPLIT_BELOW a compute unit is offered with its sum cut in parts too
+SPLIT_BELOW = 8
+SPLIT_TILES = 2
+SPLIT_PARTS = (2, 4)
+MIN_PART_DEPTH = 64
 # a CPU's vector form: where the device prefers vectors of MIN_VEC_WIDTH floats or more, (NV vectors, RP rows)
 # a work-item, as cpu_conv.py's direct kernels' first tile (on AVX-512, 16x2 4 px measured fastest on VGG-16)
 MIN_VEC_WIDTH = 8
@@ -86,6 +99,7 @@ class GemmPlan:
     depth: int   # its sum: input channels as stored
     staged: bool = True   # through local memory (wg_gemm), else straight from global memory (wg_gemm_global)
     vec: tuple | None = None   # (VW, NV, RP): a CPU's vector form (wg_gemm_vec), which has no use for `tile`
+    parts: int = 1   # the sum over input channels cut in this many parts, added up by the output transform
 
     @property
     def e(self) -> int:
@@ -108,7 +122,7 @@ class GemmPlan:
             vw, nv, rp = self.vec
             return (self.cols // (vw * nv), round_up(-(-self.rows // rp), VEC_ROWS_A_GROUP), self.e)
         tx, ty = self.tile.local
-        return (-(-self.cols // self.tile.tn) * tx, -(-self.rows // self.tile.tm) * ty, self.e)
+        return (-(-self.cols // self.tile.tn) * tx, -(-self.rows // self.tile.tm) * ty, self.e * self.parts)
 
     @property
     def kernel(self) -> str:
@@ -120,7 +134,13 @@ class GemmPlan:
             vw, nv, rp = self.vec
             return f"GEMM {vw}x{nv} {rp} rows"
         t = self.tile
-        return f"GEMM {t.tm}x{t.tn} ({t.rm}x{t.rn}{'' if self.staged else ', no local memory'})"
+        split = f" in {self.parts} parts" if self.parts > 1 else ""
+        return f"GEMM {t.tm}x{t.tn} ({t.rm}x{t.rn}{'' if self.staged else ', no local memory'}){split}"
+
+    @property
+    def m_bytes(self) -> int:
+        """Bytes of M, the products (each part's)."""
+        return self.e * self.parts * self.rows * self.cols * 4
 
     @property
     def form(self) -> str:
@@ -131,11 +151,13 @@ class GemmPlan:
         t = self.tile
         vec = dict(zip(("VW", "NV", "RP"), self.vec)) if self.vec else {}
         return {"E": self.e, "GM": self.rows, "GN": self.cols, "GC": self.depth, "TM": t.tm, "TN": t.tn,
-                "TK": self.tk, "RM": t.rm, "RN": t.rn, "STAGED": int(self.staged), "VEC": int(bool(self.vec)), **vec}
+                "TK": self.tk, "RM": t.rm, "RN": t.rn, "STAGED": int(self.staged), "VEC": int(bool(self.vec)),
+                "PARTS": self.parts, **vec}
 
     def describe(self) -> dict:
         return {"tile": f"{self.m}x{self.m}", "gemm": f"{self.e} x ({self.rows} x {self.cols}, sum over {self.depth})",
-                "gemm_tile": self.label if self.vec else str(self.tile), "slice": self.tk, "work_groups": self.groups}
+                "gemm_tile": self.label if self.vec else str(self.tile), "slice": self.tk, "work_groups": self.groups,
+                "sum_parts": self.parts}
 
 
 def waste(tile: Tile, rows: int, cols: int) -> float:
@@ -170,17 +192,27 @@ def plan_gemm(m: int, batch: int, out_h: int, out_w: int, c_in_stored: int, c_ou
                                   vec=(vw, *VEC_TILE)))
         return found
     busy = [t for t in lean if plan(t).groups >= compute_units]
-    return [plan(t) for t in ((busy or lean)[:GPU_CANDIDATES] or least)]
+    found = [plan(t) for t in ((busy or lean)[:GPU_CANDIDATES] or least)]
+    return found + [GemmPlan(m, p.tile, tk, rows, c_out_stored, c_in_stored, parts=n) for p in found[:SPLIT_TILES]
+                    for n in SPLIT_PARTS if p.groups < SPLIT_BELOW * compute_units
+                    and c_in_stored % (n * tk) == 0 and c_in_stored // n >= MIN_PART_DEPTH]
 
 
 def scratch_bytes(net, index: int, m: int) -> tuple[int, int]:
-    """Bytes of V and of M for layer `index` of `net` as F(m x m, 3 x 3)."""
+    """Bytes of V and of M for layer `index` of `net` as F(m x m, 3 x 3), M for the most parts its plans
+    cut the sum in."""
     src, dst = net.input_layout(index), net.layouts[index + 1]
     tiles = net.batch * -(-dst.h // m) * -(-dst.w // m)
-    return (m + 2) ** 2 * src.c_stored * tiles * 4, (m + 2) ** 2 * dst.c_stored * tiles * 4
+    try:
+        parts = max(p.parts for p in plans(net, index, m))
+    except Unsupported:
+        parts = 1
+    return (m + 2) ** 2 * src.c_stored * tiles * 4, (m + 2) ** 2 * dst.c_stored * tiles * 4 * parts
 
 
 def fits_scratch(net, index: int, m: int) -> bool:
+    """Whether the layer's scratch fits the device's largest buffer (plans() has left out the split plans
+    whose M would not)."""
     return max(scratch_bytes(net, index, m)) <= int(net.rt.info["max_alloc_bytes"])
 
 
@@ -256,27 +288,62 @@ class ResidualGemmOp(InPlaceOfConv):
         rec.kernel(self.output_step, self.launch(*self.output_args))
 
 
+class PooledGemmOp(InPlaceOfConv):
+    """A GEMM form whose output transform does the 2x2 max pool after it too (pool_fold.py), writing the
+    pool's output; it runs in the pool's place, the conv's left folded."""
+
+    def __init__(self, op: WinogradGemmOp, launch, out, step: str):
+        super().__init__(op)
+        self.launch = launch
+        self.output_args = (*op.output_args[:2], out)
+        self.output_step = step
+        self.step = f"winograd {op.plan.form}, {step[len('winograd '):]}"
+
+    def enqueue(self, rec):
+        op = self.conv_op
+        rec.kernel(op.steps[0], op.input_launch(*op.input_args))
+        rec.kernel(op.steps[1], op.gemm_launch(*op.gemm_args))
+        rec.kernel(self.output_step, self.launch(*self.output_args))
+
+    def describe(self) -> dict:
+        return {**self.conv_op.describe(), "kernel": self.step, "pool": self.output_step}
+
+
 def plans(net, index: int, m: int) -> list[GemmPlan]:
+    """plan_gemm's for layer `index`, without the split plans whose M would pass the device's largest buffer;
+    Unsupported where no tile fits the device."""
     src, dst = net.input_layout(index), net.layouts[index + 1]
     lim, info = limits(net.rt), net.rt.info
-    return plan_gemm(m, net.batch, dst.h, dst.w, src.c_stored, dst.c_stored, net.device != "cpu",
-                     int(info["compute_units"]), lim.max_group, lim.max_items, int(info["local_mem_bytes"]),
-                     vector_width(info))
+    found = plan_gemm(m, net.batch, dst.h, dst.w, src.c_stored, dst.c_stored, net.device != "cpu",
+                      int(info["compute_units"]), lim.max_group, lim.max_items, int(info["local_mem_bytes"]),
+                      vector_width(info))
+    return [p for p in found if p.parts == 1 or p.m_bytes <= int(info["max_alloc_bytes"])]
 
 
-def _transforms(net, index: int, m: int, window: dict) -> tuple[Launch, Launch]:
-    dst, src = net.layouts[index + 1], net.input_layout(index)
-    tiles = net.batch * -(-dst.h // m) * -(-dst.w // m)
-    defines = {**window, "WM": m}
-    grids = (tiles, src.c_stored // 4), (dst.c_stored // 4, tiles)
-    return (Launch(net.rt, TRANSFORMS, "wg_input", defines, grids[0], lambda lim: choose_local(grids[0], INPUT_GROUPS, lim)),
-            Launch(net.rt, TRANSFORMS, "wg_output", defines, grids[1],
-                   lambda lim: choose_local(grids[1], OUTPUT_GROUPS, lim)))
+def _input_transform(net, index: int, m: int, window: dict) -> Launch:
+    src = net.input_layout(index)
+    grid = (_tiles(net, index, m), src.c_stored // 4)
+    return Launch(net.rt, TRANSFORMS, "wg_input", {**window, "WM": m}, grid,
+                  lambda lim: choose_local(grid, INPUT_GROUPS, lim))
+
+
+def output_transform(net, index: int, m: int, window: dict, parts: int) -> Launch:
+    """wg_output for layer `index` (`window`: its -D constants, an add's or a pool's among them), adding up
+    the GEMM's `parts`."""
+    grid = (net.layouts[index + 1].c_stored // 4, _tiles(net, index, m))
+    return Launch(net.rt, TRANSFORMS, "wg_output", {**window, "WM": m, "PARTS": parts}, grid,
+                  lambda lim: choose_local(grid, OUTPUT_GROUPS, lim))
+
+
+def _tiles(net, index: int, m: int) -> int:
+    dst = net.layouts[index + 1]
+    return net.batch * -(-dst.h // m) * -(-dst.w // m)
 
 
 def build(net, index: int, params: dict, m: int, which: list[int] | None = None) -> list[WinogradGemmOp]:
     """Layer `index` of `net` as F(m x m, 3 x 3) with the GEMM's candidate plans (those numbered in
-    `which`: all where None), sharing the transformed filters and the transform kernels."""
+    `which`: all where None), sharing the transformed filters and the transform kernels (an output transform
+    per number of parts the sum is cut in)."""
     if not fits_scratch(net, index, m):
         v, mm = scratch_bytes(net, index, m)
         raise Unsupported(f"its transformed tiles need {max(v, mm) / 2**20:.1f} MiB in one buffer, more than "
@@ -287,7 +354,7 @@ def build(net, index: int, params: dict, m: int, which: list[int] | None = None)
     candidates = plans(net, index, m)
     chosen = [candidates[min(i, len(candidates) - 1)] for i in which] if which is not None else candidates
     window = net.window_defines(layer, src, dst)
-    first, last = _transforms(net, index, m, window)
+    first, lasts = _input_transform(net, index, m, window), {}
     transformed = filter_transform(params["weight"], m, src.c_stored, dst.c_stored)
     uploaded = {}
 
@@ -310,7 +377,9 @@ def build(net, index: int, params: dict, m: int, which: list[int] | None = None)
         gemm = Launch(net.rt, GEMM, plan.kernel, plan.defines(), plan.global_size, plan.local, exact=True)
         if limits(net.rt, gemm.kernel).max_group < int(np.prod(plan.local)):
             continue   # the built kernel takes fewer work-items than the tile has
-        ops.append(WinogradGemmOp(net, index, plan, (first, gemm, last), u_of(plan), bias_buf, *found))
+        if plan.parts not in lasts:
+            lasts[plan.parts] = output_transform(net, index, m, window, plan.parts)
+        ops.append(WinogradGemmOp(net, index, plan, (first, gemm, lasts[plan.parts]), u_of(plan), bias_buf, *found))
     if not ops:
         raise Unsupported(f"no GEMM tile of Winograd {m}x{m} builds within this device's work-group limit")
     return ops
@@ -320,5 +389,19 @@ def with_residual(net, op: WinogradGemmOp, j: int, extra: dict, residual) -> Res
     """`op` with add j in its output transform (`extra`: its -D constants), writing the add's output."""
     i = op.index
     window = net.window_defines(net.net.layers[i], net.input_layout(i), net.layouts[j + 1])
-    _, last = _transforms(net, i, op.plan.m, {**window, **extra})
+    last = output_transform(net, i, op.plan.m, {**window, **extra}, op.plan.parts)
     return ResidualGemmOp(op, last, residual, net.activations[j + 1], net.net.layers[j].activation)
+
+
+def with_pool(net, op: WinogradGemmOp, j: int) -> PooledGemmOp:
+    """`op` with max pool j (2x2, stride 2, unpadded, reading only it) in its output transform, writing the
+    pool's output: the conv's activation before the max, the pool's after."""
+    i, conv, pool = op.index, net.net.layers[op.index], net.net.layers[j]
+    out = net.layouts[j + 1]
+    window = {**net.window_defines(conv, net.input_layout(i), net.layouts[i + 1]), "POOL": 1,
+              "CONV_ACT": ACT_CODES[conv.activation], "ACT": ACT_CODES[pool.activation],
+              "PHP": out.hp, "PWP": out.wp, "PPT": out.pad_h, "PPL": out.pad_w}
+    last = output_transform(net, i, op.plan.m, window, op.plan.parts)
+    step = step_name(step_name(f"winograd {name(op.plan.m)} output transform", conv.activation) + "+maxpool",
+                     pool.activation)
+    return PooledGemmOp(op, last, net.activations[j + 1], step)
