@@ -2,8 +2,8 @@
 pool_fold.py, kernels/winograd_transforms.cl POOL), and that GEMM's sum cut in parts (winograd_gemm.py
 SPLIT_PARTS), on each hand-written backend that has them, at fresh random shapes against the float64 oracle:
 odd conv outputs (the pool drops the last row or column), channels not a multiple of 4, the conv's
-activation not monotonic (hardswish: it must come before the max), the pair at the net's edges and between
-two convs (the pool's output keeps the next conv's zero border); turned off, and a pool it cannot do."""
+activation not monotonic (hardswish: it must come before the max), the pool's output keeping the next conv's
+zero border; measured, turned off, and pools it cannot do."""
 import numpy as np
 import pytest
 
@@ -43,12 +43,13 @@ def all_steps(prepared) -> list[str]:
 
 
 def pooled_net(seed: int) -> tuple[Net, int]:
-    """conv (hardswish) -> 2x2 pool -> conv (relu) -> 2x2 pool (relu) -> global average pool, at a random odd
-    shape with channels not a multiple of 4."""
+    """conv (relu) -> conv (hardswish) -> 2x2 pool -> conv (relu) -> 2x2 pool (relu) -> global average pool,
+    at a random odd shape with channels not a multiple of 4."""
     rng = np.random.default_rng(seed)
     c, k = int(rng.integers(1, 6)) * 2 + 1, int(rng.integers(1, 6)) * 2 + 1
     h, w = int(rng.integers(4, 9)) * 2 + 1, int(rng.integers(4, 9)) * 2 + 1
     return Net(f"pooled{seed}", (c, h, w), (
+        Conv("first", "relu", out_channels=c, kernel=(3, 3), pad=(1, 1)),
         Conv("a", "hardswish", out_channels=k, kernel=(3, 3), pad=(1, 1)),
         MaxPool("pa"),
         Conv("b", "relu", out_channels=k, kernel=(3, 3), pad=(1, 1)),
@@ -76,9 +77,16 @@ def test_a_pool_folded_into_the_output_transform_matches_the_oracle(runtime, bac
 
 
 @pytest.mark.parametrize("backend", sorted(NETS))
-def test_a_pool_at_the_net_edges_is_folded_and_measured(runtime, backend):
-    """The conv the net's first layer (its input converted first), the pool its last (its output after)."""
-    net = Net("edges", (6, 13, 10), (Conv("a", "relu", out_channels=7, kernel=(3, 3), pad=(1, 1)), MaxPool("p")))
+def test_a_fold_is_measured_and_runs_in_the_convs_place(runtime, backend):
+    """Measured against the two kernels, the faster kept; folded, the conv's op runs both (a pass's times
+    put them in its row, the pool's empty, as for a residual add's fold); a pool at the net's edges (its
+    op converts the output) is not a candidate."""
+    net = Net("measured", (6, 13, 10), (
+        Conv("a", "relu", out_channels=7, kernel=(3, 3), pad=(1, 1)),
+        Conv("b", "relu", out_channels=7, kernel=(3, 3), pad=(1, 1)),
+        MaxPool("p"),
+        Conv("c", "relu", out_channels=5, kernel=(3, 3), pad=(1, 1)),
+        MaxPool("last")))
     weights, x, ref = fresh(net, 2, 7)
     prepared = NETS[backend](runtime, net, weights, 2, winograd="F4-gemm")
     try:
@@ -87,6 +95,10 @@ def test_a_pool_at_the_net_edges_is_folded_and_measured(runtime, backend):
         assert set(record["ms"]) == {"folded", "own kernels"}
         fused = "p" in prepared.config["pools_fused"]
         assert fused == (record["ms"]["folded"] <= record["ms"]["own kernels"]), record
+        assert "last" not in prepared.config["pool_folds"] and "last" not in prepared.config["pools_fused"]
+        if fused:
+            timed = {t.name: [s.name for s in t.steps] for t in prepared.run_timed()}
+            assert timed["p"] == [] and timed["b"][-1] == "winograd F(4x4,3x3) output transform+relu+maxpool"
     finally:
         prepared.close()
 

@@ -27,11 +27,9 @@ from ..opencl.launch import Launch, step_name
 from ..opencl.net import LayerOp, OpenCLNet
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
-from .fused_source import layer_source, local_floats, net_source, refusal
+from .fused_source import GROUPS, layer_source, local_floats, net_source, refusal
 from .measured import HOW, fastest_ms
 
-GROUPS = (256, 512, 1024)   # work-items per image tried at prepare (each shrunk to what the device and the
-                            # kernel accept), the fastest pass kept: one image's work is latency-bound in one group
 TYPICAL_LOCAL = 48 * 1024   # a GPU work-group's local memory (NVIDIA's): a net needing more is said to
 
 

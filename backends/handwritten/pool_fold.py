@@ -22,7 +22,8 @@ from nets import Net
 
 from .fold_choice import OWN, pair_outputs
 from .measured import HOW, fastest_ms
-from .net import Folded, OutputEdge, bare
+from .net import bare
+from .residual import FoldedIntoConv
 from .winograd_gemm import WinogradGemmOp, with_pool
 
 MODES = ("measured", "always", "never")
@@ -33,13 +34,14 @@ FOLDED = "folded"
 
 def foldable_pool(net: Net, j: int) -> int | None:
     """The index of the conv whose output transform can do layer j, or None: j a 2x2 stride-2 unpadded
-    max pool, reading only a conv that nothing else reads."""
+    max pool, reading only a conv that nothing else reads; not where the conv or the pool is at the net's
+    edge (their ops convert layouts)."""
     layer = net.layers[j]
     if (layer.kind != "maxpool" or tuple(layer.kernel) != (2, 2) or tuple(layer.stride) != (2, 2)
-            or any(layer.padding) or len(net.sources(j)) != 1):
+            or any(layer.padding) or len(net.sources(j)) != 1 or j == len(net.layers) - 1):
         return None
     i = net.sources(j)[0]
-    if i < 0 or net.layers[i].kind != "conv":
+    if i <= 0 or net.layers[i].kind != "conv":
         return None
     readers = [k for k in range(len(net.layers)) if i in net.sources(k)]
     return i if readers == [j] else None
@@ -72,10 +74,8 @@ class FoldsPools:
             if not err <= MAX_REL_L2:   # NaN too
                 kept[pool.name] = f"its own kernel: folded, relative L2 {err:.1e} against the two kernels"
                 continue
-            fused = pooled
-            if isinstance(ops[j], OutputEdge):   # as the net's last layer, it converts the output after it
-                fused = OutputEdge(pooled, self.rt, ops[j].stage, ops[j].shape, ops[j].convert)
-            form, timed = [Folded(ops[i]), fused], ""
+            # in the conv's place, as a residual add's fold: the conv's row of a pass's times holds both
+            form, timed = [pooled, FoldedIntoConv(ops[j])], ""
             if self.forms.fold_pools == "measured":
                 times = fastest_ms(self.rt, {FOLDED: form, OWN: [ops[i], ops[j]]})
                 record["ms"] = {k: round(v, 4) for k, v in times.items()}

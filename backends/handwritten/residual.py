@@ -81,21 +81,21 @@ class ResidualConvOp(InPlaceOfConv):
             rec.kernel(self.reduce_step, self.reduce(*self.reduce_args))
 
 
-class FoldedAdd(LayerOp):
-    """The add, whose work the conv before it did: nothing to enqueue."""
+class FoldedIntoConv(LayerOp):
+    """The add (or the max pool: pool_fold.py) whose work the conv before it did: nothing to enqueue."""
 
-    def __init__(self, add_op):
-        super().__init__(add_op.layer, add_op.index)
-        self.add_op = add_op
+    def __init__(self, op):
+        super().__init__(op.layer, op.index)
+        self.op = op
 
     def enqueue(self, rec):
         pass
 
     def write_input(self, x):
-        self.add_op.write_input(x)
+        self.op.write_input(x)
 
     def read_output(self):
-        return self.add_op.read_output()
+        return self.op.read_output()
 
 
 class FoldsResidualAdds:
@@ -119,7 +119,7 @@ class FoldsResidualAdds:
             folded = self.fold_residual(i, j, extra, self.activations[other + 1])
             if folded is None:
                 continue
-            ops[i], ops[j] = folded, FoldedAdd(self.ops[j])
+            ops[i], ops[j] = folded, FoldedIntoConv(self.ops[j])
             self.residual_folds[i] = (j, extra, self.activations[other + 1])
             fused[add.name] = f"into {self.net.layers[i].name}'s epilogue (adds {self.net.layers[other].name if other >= 0 else 'input'})"
         self.config["residual_adds_fused"] = fused

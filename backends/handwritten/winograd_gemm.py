@@ -290,7 +290,7 @@ class ResidualGemmOp(InPlaceOfConv):
 
 class PooledGemmOp(InPlaceOfConv):
     """A GEMM form whose output transform does the 2x2 max pool after it too (pool_fold.py), writing the
-    pool's output; it runs in the pool's place, the conv's left folded."""
+    pool's output; the pool's op is left with nothing to enqueue."""
 
     def __init__(self, op: WinogradGemmOp, launch, out, step: str):
         super().__init__(op)
