@@ -32,6 +32,11 @@
 //   RESIDUAL     1: a residual add folded in: the kernel that writes the
 //                output adds `res` (the add's other input, border RHP, RWP,
 //                RPT, RPL) and applies the add's activation (ACT)
+//   NCHW_IN      1: x is the net's canonical input (N, XC, XH, XW) of at most
+//                4 channels (XC4 4, so TK 4: a slice is one tap), read
+//                straight, the window's taps outside it read as zeros, so the
+//                net's first conv needs no conversion kernel before it
+//                (first_conv.py)
 // Weights are reordered at prepare to (FH, FW, XC4, KP), zero-padded; bias to KP.
 
 #include "common.h"
@@ -87,10 +92,21 @@ inline uint r_pixel(uint p)
 #ifndef LAST_ADDS
 #define LAST_ADDS 0
 #endif
+#ifndef NCHW_IN
+#define NCHW_IN 0
+#endif
+#if NCHW_IN
+#if XC4 != 4 || TK != 4
+#error "NCHW_IN reads at most 4 channels, one tap a slice"
+#endif
+typedef float x_t;
+#else
+typedef float4 x_t;
+#endif
 #define ADDS_HERE (KSPLIT == 1 || LAST_ADDS)   // this kernel writes the output (its epilogue: bias, residual, act)
 
 __kernel __attribute__((reqd_work_group_size(TX, TY, 1)))
-void conv_tiled(__global const float4* restrict x,
+void conv_tiled(__global const x_t* restrict x,
                 __global const float4* restrict w,
                 __global const float4* restrict b,
 #if KSPLIT > 1 && LAST_ADDS
@@ -115,6 +131,9 @@ void conv_tiled(__global const float4* restrict x,
     // each work-item copies A_PER input float4s and B_PER weight float4s of
     // every slice; where its input float4s start, -1 past the last pixel
     int a_base[A_PER], a_dst[A_PER];
+#if NCHW_IN
+    int a_y[A_PER], a_x[A_PER];   // the window's first row and column, outside the image where padded
+#endif
     for (int s = 0; s < A_PER; s++) {
         const uint slot = tid + s * THREADS;
         const uint m = slot / (TK / 4), q = slot - m * (TK / 4);
@@ -124,7 +143,13 @@ void conv_tiled(__global const float4* restrict x,
         if (slot < A_SLOTS && p < M) {
             const uint n = p / (YH * YW), rem = p - n * (YH * YW);
             const uint oy = rem / YW, ox = rem - oy * YW;
+#if NCHW_IN
+            a_base[s] = n * (XC * XH * XW);
+            a_y[s] = (int)(oy * SH) - PT;
+            a_x[s] = (int)(ox * SW) - PL;
+#else
             a_base[s] = ((n * XHP + oy * SH + (XPT - PT)) * XWP + ox * SW + (XPL - PL)) * XV + q;
+#endif
         }
     }
 
@@ -137,12 +162,33 @@ void conv_tiled(__global const float4* restrict x,
     const int t_end = min(CHUNKS, t_begin + PER_SPLIT);
     float4 ra[A_PER], rb[B_PER];
 
+#if NCHW_IN
+#define FETCH_A(fy, fx, c0) {   /* c0 0: the slice is the tap's channels */      \
+        for (int s = 0; s < A_PER; s++) {                                       \
+            const int iy = a_y[s] + (int)(fy), ix = a_x[s] + (int)(fx);         \
+            float4 v = (float4)(0.0f);                                          \
+            if (a_base[s] >= 0 && iy >= 0 && iy < XH && ix >= 0 && ix < XW) {   \
+                const __global float* px = x + a_base[s] + iy * XW + ix;        \
+                v.x = px[0];                                                    \
+                if (XC > 1) v.y = px[XH * XW];                                  \
+                if (XC > 2) v.z = px[2 * XH * XW];                              \
+                if (XC > 3) v.w = px[3 * XH * XW];                              \
+            }                                                                   \
+            ra[s] = v;                                                          \
+        }                                                                       \
+    }
+#else
+#define FETCH_A(fy, fx, c0) {                                                   \
+        const int off = ((fy) * XWP + (fx)) * XV + (c0) / 4;                    \
+        for (int s = 0; s < A_PER; s++)                                         \
+            ra[s] = a_base[s] >= 0 ? x[a_base[s] + off] : (float4)(0.0f);       \
+    }
+#endif
+
 #define FETCH(t) {                                                              \
         const uint r0 = (t) * TK, tap = r0 / XC4, c0 = r0 - tap * XC4;         \
         const uint fy = tap / FW, fx = tap - fy * FW;                           \
-        const int off = (fy * XWP + fx) * XV + c0 / 4;                          \
-        for (int s = 0; s < A_PER; s++)                                         \
-            ra[s] = a_base[s] >= 0 ? x[a_base[s] + off] : (float4)(0.0f);       \
+        FETCH_A(fy, fx, c0)                                                     \
         for (int s = 0; s < B_PER; s++) {   /* a slot past the slice reads */  \
             const uint slot = min(tid + s * THREADS, B_SLOTS - 1); /* the last */ \
             const uint kk = slot / (TN / 4), j4 = slot - kk * (TN / 4);         \

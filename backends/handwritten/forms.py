@@ -12,6 +12,7 @@ from typing import ClassVar
 from .blocks import MODES as BLOCK_MODES
 from .cpu_conv import Variant, parse_mode
 from .dw_pw import FOLDS
+from .first_conv import MODES as READ_INPUT_MODES
 from .head_fused import MODES as HEAD_MODES
 from .layernorm_fused import MODES as LAYERNORM_MODES
 from .pointwise import MODES as POINTWISE_MODES
@@ -47,7 +48,7 @@ class Forms:
     CHOICES: ClassVar[dict[str, tuple]] = {
         "fold_depthwise": FOLDS, "winograd": WINOGRAD_MODES, "fuse_blocks": BLOCK_MODES, "pointwise": POINTWISE_MODES,
         "fuse_layernorm": LAYERNORM_MODES, "fuse_head": HEAD_MODES, "split_sums": SPLIT_SUMS,
-        "fold_pools": POOL_MODES}
+        "fold_pools": POOL_MODES, "read_input": READ_INPUT_MODES}
 
     def __post_init__(self):
         for f in fields(self):
@@ -68,7 +69,10 @@ class Forms:
 
 @dataclass(frozen=True)
 class TiledForms(Forms):
-    """`vectorised-tiled`'s choices: vectorised's, and whether a tile's split sum is kept only where it
-    measured faster than the same tile in one kernel ("measured": split_choice.py) or as planned."""
+    """`vectorised-tiled`'s choices: vectorised's, whether a tile's split sum is kept only where it
+    measured faster than the same tile in one kernel ("measured": split_choice.py) or as planned, and
+    whether the first conv reads the net's input itself."""
 
     split_sums: str = "measured"
+    # the net's first conv reading the input itself, no conversion kernel before it (first_conv.py)
+    read_input: str = "measured"

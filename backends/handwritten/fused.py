@@ -92,7 +92,12 @@ class FusedNet(OpenCLNet):
             self.whole_args = [self.parameter(n) for n in names]
             wholes = {}
             for most in GROUPS:   # a device's limit may make one size of several
-                lsz, kernel = _build(runtime, source, "net_fused", most)
+                try:
+                    lsz, kernel = _build(runtime, source, "net_fused", most)
+                except Unsupported:   # a larger group's build refused: the smaller ones stand
+                    if most == GROUPS[0]:
+                        raise
+                    continue
                 wholes.setdefault(lsz, Launch(runtime, "", "net_fused", None, (batch * lsz,), (lsz,), exact=True,
                                               kernel=kernel))
             passes = {lsz: _Whole(self, launch) for lsz, launch in wholes.items()}

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..opencl.launch import Launch, step_name
 from ..opencl.workgroups import build_fitting, limits
+from .first_conv import ReadsInputInFirstConv
 from .forms import TiledForms
 from .net import KernelOp
 from .residual import ResidualConvOp
@@ -66,8 +67,10 @@ class TiledConvOp(KernelOp):
     split's count per tile), the tiled kernel alone, its last work-group per
     tile adding the parts in `scratch`."""
 
-    def __init__(self, net, index, launch, plan, weight, bias, reduce=None, scratch=None, counts=None):
+    def __init__(self, net, index, launch, plan, weight, bias, reduce=None, scratch=None, counts=None,
+                 defines: dict | None = None):
         layer = net.net.layers[index]
+        self.defines = defines or {}   # its kernel's -D constants, for a variant of it (first_conv.py)
         self.last_adds = counts is not None
         self.what = f"tiled conv ({plan.ksplit} parts, the last adds)" if self.last_adds else "tiled conv"
         super().__init__(net, index, launch, (weight, bias, scratch, counts) if self.last_adds else (weight, bias),
@@ -88,7 +91,7 @@ class TiledConvOp(KernelOp):
         return {**super().describe(), **self.plan.describe()}
 
 
-class TiledNet(VectorisedNet):
+class TiledNet(ReadsInputInFirstConv, VectorisedNet):
     forms_class = TiledForms
     backend = "vectorised-tiled"
 
@@ -155,7 +158,7 @@ class TiledNet(VectorisedNet):
         weight = self.upload(tiled_filters(params["weight"], src.c_stored, plan.kp), f"{layer.name} weights")
         bias = self.upload(pad_to(params["bias"], plan.kp), f"{layer.name} bias")
         if plan.ksplit == 1:
-            return TiledConvOp(self, index, launch, plan, weight, bias)
+            return TiledConvOp(self, index, launch, plan, weight, bias, defines=defines_of(plan))
         parts = plan.ksplit * pixels * plan.kp
         scratch = self.alloc(parts * 4, f"{layer.name} partial sums", poison=False)
         # NaN from the host rather than a fill: Oclgrind took the filled buffer's parts, written
@@ -170,6 +173,13 @@ class TiledNet(VectorisedNet):
         reduce = Launch(self.rt, SOURCE, "conv_tiled_reduce", defines_of(plan), (dst.c_stored // 4, pixels))
         return TiledConvOp(self, index, launch, plan, weight, bias, reduce, scratch)
 
+
+    def fused_ops(self):
+        """As vectorised's, then the first conv reading the net's input itself where that measured faster
+        than converting it first (first_conv.py)."""
+        ops = super().fused_ops()
+        self.read_input_in_first_conv(ops, TiledConvOp, SOURCE)
+        return ops
 
     def fold_residual(self, i, j, extra, residual):
         """As vectorised's, for a tiled conv: the same plan, its epilogue (or, with a
