@@ -23,8 +23,7 @@ def test_lenet_needs_the_two_largest_outputs_side_by_side():
     assert places[("out", 0)] == 0 and places[("out", 1)] == 4704 and places[("out", 2)] == 0   # c3 takes c1's place
     assert local_floats(VGG16) == 2 * 64 * 224 * 224   # conv1_1's and conv1_2's outputs: 24.5 MiB
     source, names = net_source(LENET)
-    # one between layers, and one in each dense layer of few outputs between its parts' sums and their adding
-    assert source.count("barrier(CLK_LOCAL_MEM_FENCE)") == len(LENET.layers) - 1 + 2
+    assert source.count("barrier(CLK_LOCAL_MEM_FENCE)") == len(LENET.layers) - 1
     assert names == ["c1.weight", "c1.bias", "s2.coeff", "s2.bias", "c3.weight", "c3.bias", "s4.coeff", "s4.bias", "f5.weight",
                      "f5.bias", "f6.weight", "f6.bias"]
 
@@ -64,8 +63,6 @@ def test_a_residual_branch_keeps_its_place_until_the_add_reads_it():
     places, floats = plan(net)
     held = {key: (at, at + 36) for key, at in places.items() if key[0] == "out"}
     held[("scratch", 2)] = (places[("scratch", 2)], places[("scratch", 2)] + 18)
-    # the dense layer's: its 2 outputs' sums in 512 parts each at the largest work-group (1024)
-    held[("scratch", 4)] = (places[("scratch", 4)], places[("scratch", 4)] + 1024)
     for a, b in [(("out", 1), ("out", 2)), (("out", 1), ("scratch", 2)), (("out", 2), ("scratch", 2)),
                  (("out", 1), ("out", 3)), (("out", 2), ("out", 3))]:   # live at once: apart
         (a0, a1), (b0, b1) = held[a], held[b]
@@ -105,25 +102,3 @@ def test_a_windowed_attention_is_refused_in_one_line():
     why = backend_or_skip("fused").unsupported(net)
     assert why == "layer a (attention): fused has no code for windowed, shifted, grid, biased or cosine attention " \
                   "(only the whole map's)"
-
-
-@pytest.mark.parametrize("group", [256, 1024])
-def test_a_dense_layer_of_few_outputs_sums_in_parts_at_each_work_group_size(monkeypatch, group):
-    """300 outputs: whole at 256 work-items (fewer than two each), in 3 parts at 1024; 7 outputs in 36 or 146
-    parts; each against the oracle, the net's one kernel and each layer alone."""
-    from backends.handwritten import fused
-    backend = backend_or_skip("fused")
-    monkeypatch.setattr(fused, "GROUPS", (group,))
-    net = Net("parts", (3, 5, 5), (Dense("a", "relu", out_features=300), Dense("b", "tanh", out_features=7)))
-    weights, x = init_weights(net, 8), make_input(net, 2, 8)
-    prepared = backend.prepare(net, weights, 2)
-    try:
-        if limits(prepared.rt, prepared.whole.kernel).max_group < group:
-            pytest.skip(f"this device's kernel takes fewer than {group} work-items")
-        assert prepared.whole.local[0] == group
-        ref = oracle.forward(net, weights, x)
-        assert compare_arrays(prepared.forward(x), ref[-1]).passed
-        for got, want in zip(prepared.layer_outputs(x), ref):
-            assert compare_arrays(got, want).passed
-    finally:
-        prepared.close()

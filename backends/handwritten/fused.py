@@ -27,9 +27,11 @@ from ..opencl.launch import Launch, step_name
 from ..opencl.net import LayerOp, OpenCLNet
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
-from .fused_source import GROUPS, layer_source, local_floats, net_source, refusal
+from .fused_source import layer_source, local_floats, net_source, refusal
 from .measured import HOW, fastest_ms
 
+GROUPS = (256, 512, 1024)   # work-items per image tried at prepare (each shrunk to what the device and the
+                            # kernel accept), the fastest pass kept: one image's work is latency-bound in one group
 TYPICAL_LOCAL = 48 * 1024   # a GPU work-group's local memory (NVIDIA's): a net needing more is said to
 
 
@@ -92,12 +94,7 @@ class FusedNet(OpenCLNet):
             self.whole_args = [self.parameter(n) for n in names]
             wholes = {}
             for most in GROUPS:   # a device's limit may make one size of several
-                try:
-                    lsz, kernel = _build(runtime, source, "net_fused", most)
-                except Unsupported:   # a larger group's build refused: the smaller ones stand
-                    if most == GROUPS[0]:
-                        raise
-                    continue
+                lsz, kernel = _build(runtime, source, "net_fused", most)
                 wholes.setdefault(lsz, Launch(runtime, "", "net_fused", None, (batch * lsz,), (lsz,), exact=True,
                                               kernel=kernel))
             passes = {lsz: _Whole(self, launch) for lsz, launch in wholes.items()}

@@ -25,7 +25,6 @@ ACTIVATION = {"none": "{0}", "relu": "relu({0})", "sigmoid": "sigmoid({0})", "re
               "tanh": "tanh({0})", "hardsigmoid": "hardsigmoid({0})", "hardswish": "({0}) * hardsigmoid({0})",
               "silu": "({0}) * sigmoid({0})", "gelu": "gelu({0})", "gelu_tanh": "gelu_tanh({0})"}
 KINDS = ("conv", "subsample", "maxpool", "dense", "add", "layernorm", "tokens", "take_token", "attention")
-GROUPS = (256, 512, 1024)   # work-items per image fused.py builds the kernel with (LSZ), the fastest kept
 
 
 def refusal(layer) -> str | None:
@@ -51,9 +50,6 @@ def _scratch(layer, in_shape) -> int:
         return 2 * h * w                       # each pixel's mean and 1/std
     if layer.kind == "attention":
         return layer.heads * (h * w) ** 2     # each head's scores, then its weights
-    if layer.kind == "dense":
-        n_out = layer.out_features   # _dense_in_parts's, at the largest work-group
-        return (GROUPS[-1] // n_out) * n_out if 2 * n_out <= GROUPS[-1] else 0
     return 0
 
 
@@ -83,8 +79,6 @@ def layer_block(layer, in_shape, out_shape, params: list[str], srcs: list[str], 
             + pointers + first)
     if layer.kind in ("layernorm", "attention"):
         return head + _two_phase(layer, c, h * w, params, act) + "    }\n"
-    if layer.kind == "dense" and _scratch(layer, in_shape):
-        return head + _dense_in_parts(_size(in_shape), _size(out_shape), params, act)
     head += f"        for (uint o = lid; o < {_size(out_shape)}u; o += LSZ) {{\n"
     where = (f"            const uint ch = o / {oh * ow}u, r = o - ch * {oh * ow}u;\n"
              f"            const uint oy = r / {ow}u, ox = r - oy * {ow}u;\n")
@@ -141,37 +135,6 @@ def layer_block(layer, in_shape, out_shape, params: list[str], srcs: list[str], 
     else:
         raise ValueError(f"fused: no code for layer kind {layer.kind!r}")
     return head + body + "        }\n    }\n"
-
-
-def _dense_in_parts(n_in: int, n_out: int, params: list[str], act: str) -> str:
-    """A dense layer of few outputs (at most half the work-group): each output's sum cut in LSZ / n_out parts,
-    one work-item each, into the scratch `sc`, then a barrier and each output's parts added in order.  Whole,
-    a work-group of 256 left half its work-items idle while the others summed LeNet-5's f5 over 400 inputs."""
-    parts = f"(LSZ / {n_out}u)"
-    return (f"#if LSZ / {n_out}u >= 2\n"
-            f"        for (uint o = lid; o < {n_out}u * {parts}; o += LSZ) {{\n"
-            f"            const uint part = o / {n_out}u, k = o - part * {n_out}u;\n"
-            f"            float acc = 0.0f;\n"
-            f"            for (uint i = part; i < {n_in}u; i += {parts})\n"
-            f"                acc += in[i] * {params[0]}[i * {n_out}u + k];\n"
-            f"            sc[o] = acc;\n"
-            f"        }}\n"
-            f"        barrier(CLK_LOCAL_MEM_FENCE);\n"
-            f"        for (uint o = lid; o < {n_out}u; o += LSZ) {{\n"
-            f"            float acc = {params[1]}[o];\n"
-            f"            for (uint part = 0; part < {parts}; part++)\n"
-            f"                acc += sc[part * {n_out}u + o];\n"
-            f"            out[o] = {act.format('acc')};\n"
-            f"        }}\n"
-            f"#else\n"
-            f"        for (uint o = lid; o < {n_out}u; o += LSZ) {{\n"
-            f"            float acc = {params[1]}[o];\n"
-            f"            for (uint i = 0; i < {n_in}u; i++)\n"
-            f"                acc += in[i] * {params[0]}[i * {n_out}u + o];\n"
-            f"            out[o] = {act.format('acc')};\n"
-            f"        }}\n"
-            f"#endif\n"
-            f"    }}\n")
 
 
 def _two_phase(layer, c: int, p: int, params: list[str], act: str) -> str:
@@ -231,9 +194,7 @@ def _signature(name: str, blocks_params: list[list[str]], inputs: int = 1) -> st
     xs = ["x"] if inputs == 1 else [f"x{j}" for j in range(inputs)]
     args = [f"__global const float * restrict {x}" for x in xs] + ["__global float * restrict y"]
     args += [f"__global const float * restrict {p}" for ps in blocks_params for p in ps]
-    # the size it runs at, told the compiler: NVIDIA's then keeps the registers a work-item may take within
-    # what LSZ work-items leave each (its limit was 256 work-items for LeNet-5's kernel, unrolled as it is)
-    return f"__kernel __attribute__((reqd_work_group_size(LSZ, 1, 1))) void {name}({', '.join(args)})"
+    return f"__kernel void {name}({', '.join(args)})"
 
 
 PREAMBLE = ('#define ACT 0   // common.h wants one; each layer names its own activation\n'
