@@ -271,7 +271,20 @@ class WinogradGemmOp(KernelOp):
                 "output": self.out_layout.describe(), "winograd": self.plan.describe()}
 
 
-class ResidualGemmOp(InPlaceOfConv):
+class OwnOutputTransform(InPlaceOfConv):
+    """A GEMM form whose output transform (`launch`, its arguments `output_args`, its step `output_step`) does
+    the layer after it too, writing that layer's output; its input transform and GEMM are the conv's."""
+
+    launch = output_args = output_step = None
+
+    def enqueue(self, rec):
+        op = self.conv_op
+        rec.kernel(op.steps[0], op.input_launch(*op.input_args))
+        rec.kernel(op.steps[1], op.gemm_launch(*op.gemm_args))
+        rec.kernel(self.output_step, self.launch(*self.output_args))
+
+
+class ResidualGemmOp(OwnOutputTransform):
     """A GEMM form with the residual add in its output transform, writing the add's output."""
 
     def __init__(self, op: WinogradGemmOp, launch, residual, out, act: str):
@@ -281,14 +294,8 @@ class ResidualGemmOp(InPlaceOfConv):
         self.output_step = step_name(f"winograd {name(op.plan.m)} output transform+add", act)
         self.step = step_name(f"winograd {op.plan.form}+add", act)
 
-    def enqueue(self, rec):
-        op = self.conv_op
-        rec.kernel(op.steps[0], op.input_launch(*op.input_args))
-        rec.kernel(op.steps[1], op.gemm_launch(*op.gemm_args))
-        rec.kernel(self.output_step, self.launch(*self.output_args))
 
-
-class PooledGemmOp(InPlaceOfConv):
+class PooledGemmOp(OwnOutputTransform):
     """A GEMM form whose output transform does the 2x2 max pool after it too (pool_fold.py), writing the
     pool's output; the pool's op is left with nothing to enqueue."""
 
@@ -298,12 +305,6 @@ class PooledGemmOp(InPlaceOfConv):
         self.output_args = (*op.output_args[:2], out)
         self.output_step = step
         self.step = f"winograd {op.plan.form}, {step[len('winograd '):]}"
-
-    def enqueue(self, rec):
-        op = self.conv_op
-        rec.kernel(op.steps[0], op.input_launch(*op.input_args))
-        rec.kernel(op.steps[1], op.gemm_launch(*op.gemm_args))
-        rec.kernel(self.output_step, self.launch(*self.output_args))
 
     def describe(self) -> dict:
         return {**self.conv_op.describe(), "kernel": self.step, "pool": self.output_step}
