@@ -24,7 +24,9 @@ the forms measured at prepare (Winograd, block kernels: docs/kernels.md);
 and a split sum is kept only where it measured faster, its second launch
 included, than the same tile in one kernel; the split's parts are added by
 a second kernel or by each tile's last work-group to finish, whichever
-measured faster (split_choice.py).
+measured faster (split_choice.py).  The net's first conv, of at most four
+input channels, reads the NCHW input itself where that measured faster than
+converting it first (first_conv.py).
 """
 from __future__ import annotations
 
@@ -214,7 +216,8 @@ class TiledBackend(VectorisedBackend):
                "each tile's last work-group) only where measured faster; on a device preferring float vectors of "
                "8+ (a CPU), "
                "the vector-width kernels as vectorised where measured faster; layernorms in the 1x1 after them and "
-               "the head (global average pool + dense) as one kernel, as vectorised)")
+               "the head (global average pool + dense) as one kernel, as vectorised; the first conv reading the "
+               "net's NCHW input itself, no conversion kernel, where measured faster)")
     net_class = TiledNet
 
     def make_net(self, net, weights, batch):
