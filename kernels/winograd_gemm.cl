@@ -55,7 +55,8 @@ void wg_gemm(__global const float4* restrict v,
     const uint tx = get_local_id(0), ty = get_local_id(1);
     const uint tid = ty * TX + tx;
     const uint m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
-    const uint e = get_group_id(2) % E, part = get_group_id(2) / E;
+    // the remainder as a difference: a `%` beside the `/` makes LLVM freeze the group id (see tiled_conv.cl)
+    const uint g2 = get_group_id(2), part = g2 / E, e = g2 - part * E;
     const uint c_first = part * (GC / PARTS), c_end = c_first + GC / PARTS;
     const __global float4* ve = v + (size_t)e * GQ * GM;
     const __global float4* ue = u + (size_t)e * GC * GV;
