@@ -7,7 +7,8 @@ average pool; `vectorised`'s depthwise folded into the 1x1 after it, with
 and without the residual add, as planned here and as planned on a GPU;
 the 3x3 stride-1 convs of `vectorised` and `vectorised-tiled` as each
 Winograd form (one kernel, and the tile products as a batched GEMM) and
-the 1x1s as the blocked GEMM, planned here and as on a GPU; MobileNet-v2-like blocks chained into one kernel each;
+the 1x1s as the blocked GEMM, planned here and as on a GPU, the GEMM's sum in parts and a max pool in its output
+transform; MobileNet-v2-like blocks chained into one kernel each;
 the kernels shaped for a CPU's vector width, a depthwise folded into the 1x1 after it among them; a pre-norm
 block's layernorms folded into the 1x1s after them; the head, global average pool and dense, as one kernel in its
 float4 and vector forms)
@@ -92,6 +93,16 @@ WINOGRAD_GPU = Net("winograd-gpu", (20, 5, 6), (
     Conv("c", "none", out_channels=6, kernel=(1, 1)),
     Add("add2", "sigmoid", inputs=("c", "add")),
     Conv("d", "relu6", out_channels=9, kernel=(1, 1)),
+    GlobalAvgPool("gap"),
+))
+
+# the GEMM form's sum over 32 input channels in 2 parts (winograd_gemm.py, as planned on a GPU, parts of 16
+# channels allowed: its second plan here), which the output transform adds up while it does the 2x2 max pool
+# after the conv (pool_fold.py)
+SPLIT_POOL = Net("split-pool", (4, 5, 6), (
+    Conv("first", "relu", out_channels=32, kernel=(1, 1)),
+    Conv("a", "relu", out_channels=7, kernel=(3, 3), pad=(1, 1)),
+    MaxPool("pool"),
     GlobalAvgPool("gap"),
 ))
 
@@ -194,6 +205,24 @@ def winograd(backend, form: str, gpu: bool = False, cpu: bool = False, **options
     return prepare
 
 
+def split_pool(backend):
+    """`backend`'s SPLIT_POOL with its second conv's GEMM sum in 2 parts and the pool in its output transform,
+    surely (as on a GPU of 16 compute units, unmeasured; parts of 16 channels, so that few are simulated)."""
+    from backends.handwritten import winograd_gemm
+    planned = winograd(backend, "F2-gemm:1", gpu=True, fold_pools="always")
+
+    def prepare(net, weights, batch):
+        saved, winograd_gemm.MIN_PART_DEPTH = winograd_gemm.MIN_PART_DEPTH, 16
+        try:
+            prepared = planned(net, weights, batch)
+        finally:
+            winograd_gemm.MIN_PART_DEPTH = saved
+        assert prepared.config["layers"]["a"]["winograd"]["sum_parts"] == 2, prepared.config["layers"]["a"]
+        assert set(prepared.config["pools_fused"]) == {"pool"}, prepared.config.get("pools_not_fused")
+        return prepared
+    return prepare
+
+
 def blocks(backend, gpu: bool = False):
     """`backend`'s net with every block chained into one kernel (unmeasured), planned as on a GPU of
     16 compute units where `gpu`."""
@@ -263,7 +292,8 @@ def main(name: str) -> int:
         # the tile products as a batched GEMM (winograd_gemm.py): staged through local memory as on a
         # GPU, and straight from global memory as on a CPU
         runs += [(WINOGRAD_GPU, 1, winograd(backend, forms[0] + "-gemm", gpu=True)),
-                 (WINOGRAD_GPU, 2, winograd(backend, forms[1] + "-gemm", cpu=True))]
+                 (WINOGRAD_GPU, 2, winograd(backend, forms[1] + "-gemm", cpu=True)),
+                 (SPLIT_POOL, 1, split_pool(backend))]
         # the block kernels, as planned here (vectorised) and on a GPU (vectorised-tiled)
         runs.append((SHRUNK_BLOCKS, 2, blocks(backend, gpu=name == "vectorised-tiled")))
         # the layernorms in the blocked 1x1 (issue 45), as planned on a CPU and on a GPU
