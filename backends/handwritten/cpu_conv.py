@@ -55,7 +55,7 @@ from ..opencl.workgroups import choose_local
 from ..reference.numpy_backend import _activate, _conv
 from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
 from .layout import round_up
-from .measured import HOW, fastest_ms, outputs_on
+from .measured import HOW, fastest_ms, outputs_on, rel_l2
 from .net import KernelOp
 from .pointwise import PointwiseOp
 from .residual import ResidualConvOp
@@ -326,9 +326,7 @@ def _maxpool(x: np.ndarray, layer) -> np.ndarray:
 
 
 def _compare(net, index: int, forms: dict, x: np.ndarray, ref: np.ndarray) -> dict:
-    norm = float(np.linalg.norm(ref)) or 1.0
-    outs = outputs_on(net, index, forms, x)
-    return {form: float(np.linalg.norm(out.reshape(ref.shape) - ref)) / norm for form, out in outs.items()}
+    return {form: rel_l2(out, ref) for form, out in outputs_on(net, index, forms, x).items()}
 
 
 class ChoosesCpuConv:

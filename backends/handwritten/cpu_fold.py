@@ -44,7 +44,7 @@ from . import cpu_conv
 from .cpu_conv import SOURCE, TILES, Variant
 from .vectors import vector_width
 from .layout import round_up
-from .measured import HOW, fastest_ms
+from .measured import HOW, fastest_ms, rel_l2
 from .net import Folded, OutputEdge, bare
 from .residual import InPlaceOfConv
 
@@ -245,7 +245,6 @@ class FoldsVectorDepthwise:
                 r = rng.standard_normal(self.layouts[other + 1].canonical_shape).astype(np.float32)
                 written.append((pair.residual, self.layouts[other + 1], r))
             ref = _activate(ref + r, self.net.layers[j].activation)
-        norm = float(np.linalg.norm(ref)) or 1.0
         quiet = Recorder(self.rt.queue, enabled=False)
         out_buf = self.activations[j + 1]
         errors = {}
@@ -258,7 +257,7 @@ class FoldsVectorDepthwise:
                 bare(ops[1]).enqueue(quiet)   # the fold alone: the edges' conversions are layout copies
                 self.rt.finish()
                 got = out.unpack(self.rt.read(out_buf, out.stored_shape)).astype(np.float64)
-                errors[form] = float(np.linalg.norm(got - ref)) / norm
+                errors[form] = rel_l2(got, ref)
         finally:   # zero border, NaN interior, as prepare left them (layout.py)
             for buf, lay, _ in written:
                 self.rt.write(buf, lay.template())

@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from ..opencl.net import Recorder
-from .measured import HOW, fastest_ms
+from .measured import HOW, fastest_ms, rel_l2
 from .net import OutputEdge
 
 OWN = "own kernels"
@@ -22,9 +22,7 @@ OWN = "own kernels"
 def pair_errors(net, first: int, i: int, forms: dict, x: np.ndarray, ref: np.ndarray) -> dict:
     """Each form's (a list of ops: the pair's work) relative L2 error against `ref`, the pair in float64 on
     `x`; the buffers are left as prepare made them."""
-    norm = float(np.linalg.norm(ref)) or 1.0
-    return {name: float(np.linalg.norm(got.reshape(ref.shape) - ref)) / norm
-            for name, got in pair_outputs(net, first, i, forms, x).items()}
+    return {name: rel_l2(got, ref) for name, got in pair_outputs(net, first, i, forms, x).items()}
 
 
 def pair_outputs(net, first: int, i: int, forms: dict, x: np.ndarray) -> dict:

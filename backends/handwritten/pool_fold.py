@@ -21,7 +21,7 @@ import numpy as np
 from nets import Net
 
 from .fold_choice import OWN, pair_outputs
-from .measured import HOW, fastest_ms
+from .measured import HOW, fastest_ms, rel_l2
 from .net import bare
 from .residual import FoldedIntoConv
 from .winograd_gemm import WinogradGemmOp, with_pool
@@ -68,7 +68,7 @@ class FoldsPools:
             x = np.random.default_rng(SEED + j).standard_normal(self.input_layout(i).canonical_shape)
             outs = pair_outputs(self, i, j, {OWN: [bare(ops[i]), bare(ops[j])], FOLDED: [pooled]},
                                 x.astype(np.float32))
-            err = float(np.linalg.norm(outs[FOLDED] - outs[OWN]) / (np.linalg.norm(outs[OWN]) or 1.0))
+            err = rel_l2(outs[FOLDED], outs[OWN])
             record = {"rel_l2_against_own_kernels": float(f"{err:.2e}")}
             records[pool.name] = record
             if not err <= MAX_REL_L2:   # NaN too

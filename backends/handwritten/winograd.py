@@ -43,7 +43,7 @@ from ..opencl.launch import Launch, step_name
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
 from .forms_tuned import form_key
-from .measured import HOW, fastest_ms, outputs_on_random_input
+from .measured import HOW, fastest_ms, outputs_on_random_input, rel_l2
 from .net import KernelOp
 from .residual import ResidualConvOp
 from .winograd_math import TILE_SIZES, applies, filter_transform, name
@@ -153,7 +153,7 @@ def _recall(net, index: int, params: dict, op, bufs: list, form: str):
             net.release(net.buffers[first:])
             return None, f"{form}: no longer among the layer's forms here"
         outs = outputs_on_random_input(net, index, {"direct": op, form: built}, SEED + index)
-        err = float(np.linalg.norm(outs[form] - outs["direct"]) / (np.linalg.norm(outs["direct"]) or 1.0))
+        err = rel_l2(outs[form], outs["direct"])
         if not err <= MAX_REL_L2:   # NaN too
             net.release(net.buffers[first:])
             return None, f"{form}: relative L2 {err:.1e} against the direct kernel, above {MAX_REL_L2:.0e}"
@@ -249,7 +249,7 @@ class ChoosesWinograd:
             return op
         outs = outputs_on_random_input(self, index, forms, SEED + index)
         ref = outs["direct"]
-        errors = {f: float(np.linalg.norm(o - ref) / (np.linalg.norm(ref) or 1.0)) for f, o in outs.items() if f != "direct"}
+        errors = {f: rel_l2(o, ref) for f, o in outs.items() if f != "direct"}
         for f, err in errors.items():
             if not err <= MAX_REL_L2:   # NaN too
                 refused[f] = f"relative L2 {err:.1e} against the direct kernel, above {MAX_REL_L2:.0e}"
