@@ -25,18 +25,21 @@ from ..base import Family
 from ..opencl.backend import OpenCLBackend
 from ..opencl.launch import Launch, step_name
 from ..opencl.net import LayerOp, OpenCLNet
+from ..opencl.registers import register_cap
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
 from .fused_source import layer_source, local_floats, net_source, refusal
 from .measured import HOW, fastest_ms
 
 GROUPS = (256, 512, 1024)   # work-items per image tried at prepare (each shrunk to what the device and the
-                            # kernel accept), the fastest pass kept: one image's work is latency-bound in one group
+                            # kernel accept, and on NVIDIA also built with its registers capped to fit the size:
+                            # registers.py), the fastest pass kept: one image's work is latency-bound in one group
 TYPICAL_LOCAL = 48 * 1024   # a GPU work-group's local memory (NVIDIA's): a net needing more is said to
 
 
-def _build(rt, source: str, name: str, most: int = GROUPS[0]):
-    """The kernel and its work-group size (a -D constant of the source), at most `most`."""
+def _build(rt, source: str, name: str, most: int = GROUPS[0], options: tuple = ()):
+    """The kernel and its work-group size (a -D constant of the source), at most `most`; `options`: more
+    build options (a register cap)."""
     def choose(lim):
         size = 1
         while size * 2 <= min(most, lim.max_group, lim.max_items[0]):
@@ -44,7 +47,8 @@ def _build(rt, source: str, name: str, most: int = GROUPS[0]):
         return size
     try:
         return build_fitting(rt, "", name, choose, lambda lsz: {"LSZ": f"{lsz}u"}, lambda lsz: lsz,
-                             build=lambda defines: rt.kernel_of(source, name, defines, label=f"the {name} kernel"))
+                             build=lambda defines: rt.kernel_of(source, name, defines, options,
+                                                                label=f"the {name} kernel"))
     except KernelBuildError as exc:   # e.g. a local array past what the compiler allows
         raise Unsupported(f"fused: the device's compiler refused the kernel: {str(exc).splitlines()[0]}") from None
 
@@ -94,13 +98,18 @@ class FusedNet(OpenCLNet):
             self.whole_args = [self.parameter(n) for n in names]
             wholes = {}
             for most in GROUPS:   # a device's limit may make one size of several
-                lsz, kernel = _build(runtime, source, "net_fused", most)
-                wholes.setdefault(lsz, Launch(runtime, "", "net_fused", None, (batch * lsz,), (lsz,), exact=True,
-                                              kernel=kernel))
-            passes = {lsz: _Whole(self, launch) for lsz, launch in wholes.items()}
-            ms = fastest_ms(runtime, {lsz: [op] for lsz, op in passes.items()}) if len(passes) > 1 else {}
-            lsz = min(ms, key=ms.get) if ms else next(iter(passes))
-            self.whole, self._whole_op = wholes[lsz], passes[lsz]
+                # as compiled, then where the kernel's registers held it to fewer work-items, capped to fit them
+                for options in dict.fromkeys([(), register_cap(runtime.device, most)]):
+                    lsz, kernel = _build(runtime, source, "net_fused", most, options)
+                    if options and lsz < most:
+                        continue   # the cap did not help: the uncapped build is tried already
+                    label = f"{lsz}" + (f" ({options[0]})" if options else "")
+                    wholes.setdefault(label, Launch(runtime, "", "net_fused", None, (batch * lsz,), (lsz,),
+                                                    exact=True, kernel=kernel))
+            passes = {label: _Whole(self, launch) for label, launch in wholes.items()}
+            ms = fastest_ms(runtime, {label: [op] for label, op in passes.items()}) if len(passes) > 1 else {}
+            label = min(ms, key=ms.get) if ms else next(iter(passes))
+            self.whole, self._whole_op = wholes[label], passes[label]
             lim = limits(runtime, self.whole.kernel)
             self.ops = [_LayerAlone(self, i) for i in range(len(net.layers))]
         except BaseException:
@@ -110,7 +119,7 @@ class FusedNet(OpenCLNet):
                  + f" ({HOW})") if ms else ""
         self.config.update({
             "kernel": "the whole net in one kernel (backends/handwritten/fused_source.py writes it per net)",
-            "work_group": f"{lsz} work-items per image (kernel limit {lim.max_group}){tried}",
+            "work_group": f"{label} work-items per image (kernel limit {lim.max_group}){tried}",
             "local_memory": f"{need} bytes per work-group (one array of {floats} floats: each layer's output "
                             f"there while a layer still reads it, and the scratch of a layer norm or an attention)",
             "per_layer": "each layer alone as a kernel of its own (global memory in and out); the end-to-end "
