@@ -21,13 +21,13 @@ _STAGES = ((2, 64), (3, 128), (4, 256), (5, 512))   # conv{s}_x and its channels
 def _basic_block(stage: int, block: int, channels: int, block_input: str, downsample: bool):
     name = f"conv{stage}_{block}"
     stride = (2, 2) if downsample else (1, 1)
+    shortcut = block_input
+    if downsample:   # first: the add then folds into conv{s}_1b, and the projection may run beside conv{s}_1a
+        shortcut = f"{name}_proj"
+        yield Conv(shortcut, "none", inputs=(block_input,), out_channels=channels, kernel=(1, 1), stride=(2, 2))
     yield Conv(f"{name}a", "relu", inputs=(block_input,), out_channels=channels, kernel=(3, 3),
                stride=stride, pad=(1, 1))
     yield Conv(f"{name}b", "none", out_channels=channels, kernel=(3, 3), pad=(1, 1))
-    shortcut = block_input
-    if downsample:
-        shortcut = f"{name}_proj"
-        yield Conv(shortcut, "none", inputs=(block_input,), out_channels=channels, kernel=(1, 1), stride=(2, 2))
     yield Add(name, "relu", inputs=(f"{name}b", shortcut))
 
 

@@ -148,15 +148,15 @@ def test_a_buffer_carries_the_widest_border_of_its_readers():
 @pytest.mark.parametrize("name, step", [("baseline", "conv+add+relu"), ("vectorised", "conv+add+relu"),
                                         ("vectorised-tiled", "tiled conv+add+relu")])
 def test_each_residual_add_is_folded_into_the_conv_before_it(name, step):
-    """ResNet-18's 8 adds each in its block's last conv (conv{s}_{b}b, or the projection, computed
-    after it); a forward pass then times the conv with the add's work and the add at 0."""
+    """ResNet-18's 8 adds each in its block's last conv (conv{s}_{b}b, the projection computed before
+    it); a forward pass then times the conv with the add's work and the add at 0."""
     net, batch = CASES["residual"]
     assert run_case(backend_or_skip(name).prepare, net, batch, 11)["residual_adds_fused"] == {
         "s3": "into d's epilogue (adds s2)"}   # s1: proj is read by s2 too; s2 has three inputs
     prepared = backend_or_skip(name).prepare(RESNET18, init_weights(RESNET18), 1)
     try:
         fused = prepared.config["residual_adds_fused"]
-        assert len(fused) == 8 and fused["conv3_1"] == "into conv3_1_proj's epilogue (adds conv3_1b)"
+        assert len(fused) == 8 and fused["conv3_1"] == "into conv3_1b's epilogue (adds conv3_1_proj)"
         prepared.load_input(np.zeros((1,) + RESNET18.input_shape, np.float32))
         steps = {t.name: t.steps for t in prepared.run_timed()}
         chosen = prepared.config.get("winograd", {}).get("conv2_1b", {"chosen": "direct"})["chosen"]

@@ -31,6 +31,7 @@ from ..base import Family, layer_params
 from ..opencl.backend import OpenCLBackend
 from ..opencl.launch import Launch
 from ..opencl.net import LayerOp, OpenCLNet, Recorder
+from . import branches
 from .layout import Layout, net_layouts
 
 LAYOUT_SOURCE = "layout.cl"
@@ -200,6 +201,15 @@ class HandwrittenNet(OpenCLNet):
             raise
         self.finish_prepare()
         self.flatten()   # every kernel's arguments set here, once: a pass only enqueues
+
+    def flatten(self) -> None:
+        """As OpenCLNet's, then the pass's branches on a second queue where that measured faster (branches.py)."""
+        super().flatten()
+        with self.rt.unprofiled():   # measured on the queue run() enqueues on
+            way, medians = branches.choose(self, Recorder(self.rt.queue, enabled=False))
+        if medians:
+            self.config["pass"] += f"; {way} (measured at prepare: " + ", ".join(
+                f"{name} {ms:.3f} ms" for name, ms in medians.items()) + " a pass)"
 
     def _add_edges(self) -> None:
         """Wrap the first and last ops (one op may be both) with the staging

@@ -39,24 +39,31 @@ def fastest(medians: dict[str, float]) -> str:
 def choose(flat, quiet) -> tuple[str, dict[str, float]]:
     """The way `flat` (a passlist.LaunchList) flushes from now on, and each way's median pass in ms; `quiet`:
     a Recorder that keeps nothing (net.py), as run() passes."""
-    rt = flat.rt
     ways = {name: way(flat.kernels) for name, way in WAYS.items()}
+    medians = timed_ways(flat, quiet, {name: (lambda f=f: setattr(flat, "flushes", f)) for name, f in ways.items()})
+    chosen = fastest(medians)
+    flat.flushes = ways[chosen]
+    return chosen, medians
+
+
+def timed_ways(flat, quiet, ways: dict) -> dict[str, float]:
+    """Each way's median pass in ms: `ways` maps a name to a function that sets `flat` up that way; the passes
+    are timed as `compare run` times one (enqueue, finish), one pass of each way a round, in turn, after one
+    untimed pass each.  `flat` is left as the last way set it."""
+    rt = flat.rt
     times: dict[str, list[float]] = {name: [] for name in ways}
-    for flushes in ways.values():   # untimed: the first pass of each way
-        flat.flushes = flushes
+    for set_up in ways.values():   # untimed: the first pass of each way
+        set_up()
         flat.enqueue(quiet)
         rt.finish()
     began = time.perf_counter()
     for rnd in range(ROUNDS):
         if rnd >= MIN_ROUNDS and time.perf_counter() - began > CAP_S:
             break
-        for name, flushes in ways.items():
-            flat.flushes = flushes
+        for name, set_up in ways.items():
+            set_up()
             t0 = time.perf_counter()
             flat.enqueue(quiet)
             rt.finish()
             times[name].append((time.perf_counter() - t0) * 1e3)
-    medians = {name: statistics.median(t) for name, t in times.items()}
-    chosen = fastest(medians)
-    flat.flushes = ways[chosen]
-    return chosen, medians
+    return {name: statistics.median(t) for name, t in times.items()}

@@ -62,7 +62,7 @@ class Launch:
             return self.kernel(rt.queue, self.global_, self.local, *args)
         kernel = self.bound(args)
         if rt.recording is not None:
-            rt.recording.add(kernel, self.global_, self.local)
+            rt.recording.add(kernel, self.global_, self.local, args)
             return None
         return cl.enqueue_nd_range_kernel(rt.queue, kernel, self.global_, self.local)
 

@@ -111,7 +111,7 @@ class CommandBuffer:
         self._last: _u32 | None = None   # the sync point of the kernel recorded last
         self._final = False
 
-    def add(self, kernel, global_size: tuple, local_size: tuple | None) -> None:
+    def add(self, kernel, global_size: tuple, local_size: tuple | None, args: tuple = ()) -> None:
         """Record `kernel` (its arguments as set now) over `global_size`, after the kernel recorded before."""
         if self._final:
             raise RuntimeError("this command buffer is finalized; nothing more can be recorded in it")

@@ -145,6 +145,7 @@ class Runtime:
         # pass, which `unprofiled` moves to a queue without it, where a launch costs the host less
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self._quiet = None
+        self._side = None
         self.info = device_info(device)
         # a driver whose timer has no resolution (Mesa's rusticl) stamps its
         # events 0, 1, 2, 3 ns: its device times mean nothing, the host clock is all there is
@@ -225,6 +226,13 @@ class Runtime:
 
     def finish(self) -> None:
         self.queue.finish()
+
+    def side_queue(self):
+        """A second in-order queue of the same context, without profiling, for a pass's branches (passlist.py):
+        what it runs may overlap what the other queue runs."""
+        if self._side is None:
+            self._side = cl.CommandQueue(self.context)
+        return self._side
 
     @contextmanager
     def unprofiled(self):

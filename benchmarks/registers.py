@@ -1,0 +1,82 @@
+"""What NVIDIA's compiler gave each kernel a net's backend builds: registers a work-item, bytes spilled,
+and the work-group the built kernel accepts, from ptxas's report (cl_nv_compiler_options' -cl-nv-verbose).
+A kernel whose registers hold it below the work-group it asks for (`fused`'s LeNet-5 kernel: 256
+work-items) shows here; so does one that spills.
+
+    .venv/bin/python benchmarks/registers.py [--net lenet] [--batch 100] [--backends fused,vectorised-tiled]
+
+Elsewhere (no cl_nv_compiler_options) it says so and stops: the report is NVIDIA's.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+import pyopencl as cl
+from tabulate import tabulate
+
+import backends
+from backends.opencl import runtime as rt_module
+from backends.opencl.registers import EXTENSION
+from nets import get_net
+from nets.weights import init_weights
+
+
+def _report(log: str) -> dict[str, dict]:
+    """ptxas's lines, per kernel: {'kernel': {'registers': N, 'spill': 'S/L'}}."""
+    out, name = {}, None
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'|Function properties for (\S+)", line)
+        if m:
+            name = m.group(1) or m.group(2)
+            out.setdefault(name, {})
+        m = re.search(r"Used (\d+) registers", line)
+        if m and name:
+            out[name]["registers"] = int(m.group(1))
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and name:
+            out[name]["spill"] = f"{m.group(1)}/{m.group(2)}"
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--net", default="lenet")
+    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--backends", default="fused,vectorised-tiled")
+    args = ap.parse_args(argv)
+    rt = rt_module.get_runtime()
+    if EXTENSION not in rt.device.extensions.split():
+        print(f"{rt.info['name']} has no {EXTENSION}: no register report to read")
+        return 0
+    rows = []
+    build = rt_module.Runtime.program
+
+    def verbose(self, source, defines=None, options=(), label="kernel"):
+        prog = build(self, source, defines, tuple(options) + ("-cl-nv-verbose",), label)
+        for name, info in _report(prog.get_build_info(self.device, cl.program_build_info.LOG)).items():
+            caps = [o for o in options if "maxrregcount" in o]
+            kernels = {k.function_name: k for k in prog.all_kernels()}
+            limit = (kernels[name].get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device)
+                     if name in kernels else "")
+            rows.append((label, name, " ".join(caps) or "-", info.get("registers"), info.get("spill", "0/0"), limit))
+        return prog
+
+    rt_module.Runtime.program = verbose
+    net = get_net(args.net)
+    weights = init_weights(net, 1)
+    for name in args.backends.split(","):
+        rt._programs.clear()   # built again, with the report
+        rt._kernels.clear()
+        rows.append((f"== {name}", "", "", "", "", ""))
+        backends.get(name).prepare(net, weights, args.batch).close()
+    rt_module.Runtime.program = build
+    print(f"{rt.info['name']} (driver {rt.info['driver']}): {args.net} batch {args.batch}")
+    print(tabulate(rows, headers=["built as", "kernel", "cap", "registers", "spill stores/loads (B)",
+                                  "work-group limit"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
