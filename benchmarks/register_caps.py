@@ -85,7 +85,8 @@ def main(argv=None) -> int:
         for prepared in nets.values():
             prepared.close()
     base = times[caps[0]]
-    rows = [(cap or "as built", f"{statistics.median(t):.3f}", Speedup.of(base, t).bounds()) for cap, t in times.items()]
+    rows = [(cap or "as built", f"{statistics.median(t):.3f}", Speedup.of(base, t).bounds())
+            for cap, t in times.items()]
     print(f"{args.net} batch {args.batch}, {args.backend}, on {rt.info['name']} (driver {rt.info['driver']}): "
           f"compute per pass, median of {args.rounds} rounds of the mean of {args.passes} passes")
     print(tabulate(rows, headers=["register cap", "ms", f"vs {caps[0] or 'as built'} (above 1x: faster)"]))

@@ -101,7 +101,8 @@ def main(argv=None) -> int:
         print(f"  {name:8s} {statistics.median(values):10.1f}")
     print(f"serial / two: {Speedup.of(us['serial'], us['two']).bounds()} (2x: side by side; 1x: one after the other)")
     print(f"serial3 / waits: {Speedup.of(us['serial3'], us['waits']).bounds()}")
-    print("host cost of an enqueue (us): " + ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in enqueue_us.items()))
+    print("host cost of an enqueue (us): "
+          + ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in enqueue_us.items()))
     return 0
 
 

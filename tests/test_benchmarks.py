@@ -59,3 +59,24 @@ def test_the_kernels_benchmark_times_fused_where_it_runs_the_net():
     assert [net for net in ("lenet", "vit-tiny", "vgg16", "resnet18") if not bench._refused("fused", net)] == \
         ["lenet", "vit-tiny", "vgg16"]
     assert not bench._refused("vectorised-tiled", "vgg16")
+
+
+def test_the_two_queues_benchmark_times_each_way_and_says_the_ratio():
+    got = subprocess.run([sys.executable, "benchmarks/two_queues.py", "--groups", "2", "--iters", "200",
+                          "--rounds", "3"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert got.returncode == 0, got.stderr[-2000:]
+    timed = {line.split()[0] for line in got.stdout.splitlines() if line.startswith("  ")}
+    assert timed == {"one", "serial", "two", "serial3", "waits"} and "serial / two: " in got.stdout
+
+
+@pytest.mark.parametrize("script", ["registers.py", "register_caps.py"])
+def test_the_register_benchmarks_say_where_there_is_no_cap(script):
+    """PoCL has no cl_nv_compiler_options: one line saying so, no traceback (the cap is NVIDIA's)."""
+    from backends.opencl.runtime import get_runtime
+    if "cl_nv_compiler_options" in get_runtime().device.extensions.split():
+        pytest.skip("this device takes the cap: the benchmarks measure, which is for a GPU call")
+    got = subprocess.run([sys.executable, f"benchmarks/{script}"], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert got.returncode == 0 and got.stdout.strip().endswith("cl_nv_compiler_options: no register report to read"
+                                                                if script == "registers.py" else
+                                                                "cl_nv_compiler_options: no register cap to set")

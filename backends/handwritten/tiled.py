@@ -217,7 +217,8 @@ class TiledBackend(VectorisedBackend):
                "8+ (a CPU), "
                "the vector-width kernels as vectorised where measured faster; layernorms in the 1x1 after them and "
                "the head (global average pool + dense) as one kernel, as vectorised; the first conv reading the "
-               "net's NCHW input itself, no conversion kernel, where measured faster)")
+               "net's NCHW input itself, no conversion kernel, where measured faster; a branch of the pass (an op "
+               "the next does not read) on a second queue beside it where the pass measured faster)")
     net_class = TiledNet
 
     def make_net(self, net, weights, batch):
