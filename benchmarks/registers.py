@@ -75,7 +75,24 @@ def main(argv=None) -> int:
     print(f"{rt.info['name']} (driver {rt.info['driver']}): {args.net} batch {args.batch}")
     print(tabulate(rows, headers=["built as", "kernel", "cap", "registers", "spill stores/loads (B)",
                                   "work-group limit"]))
+    print(_largest_group(rt))
     return 0
+
+
+def _largest_group(rt) -> str:
+    """Whether the device runs the empty kernel in a work-group of its MAX_WORK_GROUP_SIZE, whatever the
+    kernel's own WORK_GROUP_SIZE says."""
+    kernel = rt.kernel("empty.cl", "empty")
+    said = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, rt.device)
+    most = int(rt.info["max_work_group_size"])
+    buf = cl.Buffer(rt.context, cl.mem_flags.READ_WRITE, 4)
+    kernel.set_args(buf)
+    try:
+        cl.enqueue_nd_range_kernel(rt.queue, kernel, (most,), (most,)).wait()
+        ran = "ran"
+    except cl.Error as exc:
+        ran = f"refused ({str(exc).splitlines()[0]})"
+    return f"the empty kernel: WORK_GROUP_SIZE {said}; a work-group of {most} (the device's most): {ran}"
 
 
 if __name__ == "__main__":
