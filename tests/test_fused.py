@@ -89,9 +89,10 @@ def test_vit_tiny_is_one_kernel_a_pass():
         assert prepared.launches(x).kernels == 1
         lsz = prepared.whole.local[0]
         said = prepared.config["work_group"]
-        assert said.startswith(f"{lsz} work-items per image")
+        assert said.startswith(f"{lsz} work-items")
         if limits(prepared.rt, prepared.whole.kernel).max_group >= 1024:   # each size tried, the fastest kept
-            assert all(f"{n}: " in said for n in (256, 512, 1024)), said
+            assert all(f"{n} work-items: " in said for n in (256, 512, 1024)), said
+        assert "conv channels in blocks: " in said   # and each with its convs' channels in blocks
         assert compare_arrays(prepared.forward(x), oracle.forward(VIT_TINY, weights, x)[-1]).passed
     finally:
         prepared.close()
@@ -102,3 +103,39 @@ def test_a_windowed_attention_is_refused_in_one_line():
     why = backend_or_skip("fused").unsupported(net)
     assert why == "layer a (attention): fused has no code for windowed, shifted, grid, biased or cosine attention " \
                   "(only the whole map's)"
+
+
+BLOCKS = {   # a net whose convs make blocks of 3 and 4 channels, padded, strided, past the group's work-items
+    "lenet": LENET,
+    "padded": Net("padded", (3, 24, 24), (Conv("a", "relu", out_channels=12, kernel=(3, 3), pad=(1, 1)),
+                                          Conv("b", "tanh", out_channels=8, kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
+                                          Conv("c", "none", out_channels=6, kernel=(1, 1)))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+@pytest.mark.parametrize("batch", [1, 3])
+def test_convs_in_channel_blocks_compute_what_the_oracle_does(name, batch, monkeypatch):
+    """Every form prepare may time made blocked, so the pass is one of them whichever is fastest here."""
+    from backends.handwritten import fused
+    backend = backend_or_skip("fused")
+    net = BLOCKS[name]
+    blocked, _ = net_source(net, blocked=True)
+    assert "acc1" in blocked and blocked != net_source(net)[0]   # some conv took a block
+    monkeypatch.setattr(fused, "net_source", lambda n, blocked=False: net_source(n, blocked=True))
+    weights = init_weights(net, batch)
+    prepared = backend.prepare(net, weights, batch)
+    try:
+        for seed in range(2):
+            x = np.random.default_rng(seed).standard_normal((batch,) + net.input_shape).astype(np.float32)
+            assert compare_arrays(prepared.forward(x), oracle.forward(net, weights, x)[-1]).passed
+    finally:
+        prepared.close()
+
+
+def test_a_block_divides_the_channels_and_leaves_the_group_work():
+    from backends.handwritten.fused_source import channel_block
+    assert [channel_block(layer, LENET.out_shape(i)) for i, layer in enumerate(LENET.layers)
+            if layer.kind == "conv"] == [3, 4]   # c1: 6 channels of 28x28; c3: 16 of 10x10
+    assert channel_block(Conv("k", out_channels=8, kernel=(1, 1)), (8, 5, 5)) == 1   # 2 x 25 items: too few
+    assert channel_block(Conv("k", out_channels=7, kernel=(1, 1)), (7, 32, 32)) == 1   # no block divides 7

@@ -33,7 +33,9 @@ from .measured import HOW, fastest_ms
 
 GROUPS = (256, 512, 1024)   # work-items per image tried at prepare (each shrunk to what the device and the
                             # kernel accept, and on NVIDIA also built with its registers capped to fit the size:
-                            # registers.py), the fastest pass kept: one image's work is latency-bound in one group
+                            # registers.py), each with its convs' output channels one or a block a work-item
+                            # (fused_source.channel_block), the fastest pass kept: one image's work is
+                            # latency-bound in one group
 TYPICAL_LOCAL = 48 * 1024   # a GPU work-group's local memory (NVIDIA's): a net needing more is said to
 
 
@@ -94,18 +96,21 @@ class FusedNet(OpenCLNet):
             self.activations = [self._poisoned(batch * int(np.prod(s)), f"activations {k}")
                                 for k, s in enumerate(net.shapes)]
             self._weights = weights
-            source, names = net_source(net)
+            plain, names = net_source(net)
+            blocked = net_source(net, blocked=True)[0]
             self.whole_args = [self.parameter(n) for n in names]
             wholes = {}
-            for most in GROUPS:   # a device's limit may make one size of several
-                # as compiled, then where the kernel's registers held it to fewer work-items, capped to fit them
-                for options in dict.fromkeys([(), register_cap(runtime.device, most)]):
-                    lsz, kernel = _build(runtime, source, "net_fused", most, options)
-                    if options and lsz < most:
-                        continue   # the cap did not help: the uncapped build is tried already
-                    label = f"{lsz}" + (f" ({options[0]})" if options else "")
-                    wholes.setdefault(label, Launch(runtime, "", "net_fused", None, (batch * lsz,), (lsz,),
-                                                    exact=True, kernel=kernel))
+            for source in dict.fromkeys([plain, blocked]):   # the same where no conv's channels make blocks
+                for most in GROUPS:   # a device's limit may make one size of several
+                    # as compiled, and with its registers capped to fit `most` work-items (registers.py)
+                    for options in dict.fromkeys([(), register_cap(runtime.device, most)]):
+                        lsz, kernel = _build(runtime, source, "net_fused", most, options)
+                        if options and lsz < most:
+                            continue   # the cap did not help: the uncapped build is tried already
+                        label = (f"{lsz} work-items" + (f", {options[0]}" if options else "")
+                                 + (", conv channels in blocks" if source is not plain else ""))
+                        wholes.setdefault(label, Launch(runtime, "", "net_fused", None, (batch * lsz,), (lsz,),
+                                                        exact=True, kernel=kernel))
             passes = {label: _Whole(self, launch) for label, launch in wholes.items()}
             ms = fastest_ms(runtime, {label: [op] for label, op in passes.items()}) if len(passes) > 1 else {}
             label = min(ms, key=ms.get) if ms else next(iter(passes))
@@ -119,7 +124,7 @@ class FusedNet(OpenCLNet):
                  + f" ({HOW})") if ms else ""
         self.config.update({
             "kernel": "the whole net in one kernel (backends/handwritten/fused_source.py writes it per net)",
-            "work_group": f"{label} work-items per image (kernel limit {lim.max_group}){tried}",
+            "work_group": f"{label} per image (kernel limit {lim.max_group}){tried}",
             "local_memory": f"{need} bytes per work-group (one array of {floats} floats: each layer's output "
                             f"there while a layer still reads it, and the scratch of a layer norm or an attention)",
             "per_layer": "each layer alone as a kernel of its own (global memory in and out); the end-to-end "

@@ -25,6 +25,8 @@ ACTIVATION = {"none": "{0}", "relu": "relu({0})", "sigmoid": "sigmoid({0})", "re
               "tanh": "tanh({0})", "hardsigmoid": "hardsigmoid({0})", "hardswish": "({0}) * hardsigmoid({0})",
               "silu": "({0}) * sigmoid({0})", "gelu": "gelu({0})", "gelu_tanh": "gelu_tanh({0})"}
 KINDS = ("conv", "subsample", "maxpool", "dense", "add", "layernorm", "tokens", "take_token", "attention")
+CHANNEL_BLOCKS = (4, 3, 2)   # a conv's output channels a work-item may compute together (net_source's `blocked`)
+MIN_ITEMS = 256              # ... while its layer still gives a group of that many work-items work
 
 
 def refusal(layer) -> str | None:
@@ -64,11 +66,20 @@ def _chw(shape) -> tuple[int, int, int]:
     return (shape[0], shape[1], shape[2]) if len(shape) == 3 else (shape[0], 1, 1)
 
 
-def layer_block(layer, in_shape, out_shape, params: list[str], srcs: list[str], dst: str, scratch: str = "") -> str:
+def channel_block(layer, out_shape, items: int = MIN_ITEMS) -> int:
+    """Output channels a work-item of a conv computes together (each input value it loads then serves that many
+    multiply-adds): the most of CHANNEL_BLOCKS that divides the channels and leaves the group `items` work at
+    least, else 1."""
+    k, oh, ow = _chw(out_shape)
+    return next((g for g in CHANNEL_BLOCKS if k % g == 0 and k // g * oh * ow >= items), 1)
+
+
+def layer_block(layer, in_shape, out_shape, params: list[str], srcs: list[str], dst: str, scratch: str = "",
+                block: int = 1) -> str:
     """One layer as a loop over its outputs: `srcs` (the first named `in`, each `in0`, `in1`...) and `dst`
     the pointers (with their address space) to this image's inputs and output; `scratch` the local pointer
     `sc` to the layer's own scratch place, where it needs one; `params` the kernel arguments holding its
-    parameters."""
+    parameters; `block`: a conv's output channels a work-item computes together (channel_block)."""
     c, h, w = _chw(in_shape)
     k, oh, ow = _chw(out_shape)
     act = ACTIVATION[layer.activation]
@@ -79,6 +90,8 @@ def layer_block(layer, in_shape, out_shape, params: list[str], srcs: list[str], 
             + pointers + first)
     if layer.kind in ("layernorm", "attention"):
         return head + _two_phase(layer, c, h * w, params, act) + "    }\n"
+    if layer.kind == "conv" and block > 1:
+        return head + _conv_block(layer, (c, h, w), (k, oh, ow), params, act, block) + "        }\n    }\n"
     head += f"        for (uint o = lid; o < {_size(out_shape)}u; o += LSZ) {{\n"
     where = (f"            const uint ch = o / {oh * ow}u, r = o - ch * {oh * ow}u;\n"
              f"            const uint oy = r / {ow}u, ox = r - oy * {ow}u;\n")
@@ -135,6 +148,31 @@ def layer_block(layer, in_shape, out_shape, params: list[str], srcs: list[str], 
     else:
         raise ValueError(f"fused: no code for layer kind {layer.kind!r}")
     return head + body + "        }\n    }\n"
+
+
+def _conv_block(layer, in_chw, out_chw, params: list[str], act: str, g: int) -> str:
+    """A conv's loop with `g` output channels a work-item: item o is channel block cb = o / (OH * OW) and pixel
+    r; the input value of each tap is loaded once for the g multiply-adds."""
+    (c, h, w), (k, oh, ow) = in_chw, out_chw
+    (fh, fw), (sh, sw), (ph, pw) = layer.kernel, layer.stride, layer.pad
+    inside = not any(layer.padding)
+    weight = f"{params[0]}[(((cb * {g}u + {{j}}u) * {c}u + ci) * {fh}u + fy) * {fw}u + fx]"
+    return (f"        for (uint o = lid; o < {k // g * oh * ow}u; o += LSZ) {{\n"
+            f"            const uint cb = o / {oh * ow}u, r = o - cb * {oh * ow}u;\n"
+            f"            const uint oy = r / {ow}u, ox = r - oy * {ow}u;\n"
+            + "".join(f"            float acc{j} = {params[1]}[cb * {g}u + {j}u];\n" for j in range(g)) +
+            f"            for (uint ci = 0; ci < {c}u; ci++)\n"
+            f"                for (uint fy = 0; fy < {fh}u; fy++) {{\n"
+            f"                    const int iy = (int)(oy * {sh}u + fy) - {ph};\n"
+            + ("" if inside else f"                    if (iy < 0 || iy >= {h}) continue;\n") +
+            f"                    for (uint fx = 0; fx < {fw}u; fx++) {{\n"
+            f"                        const int ix = (int)(ox * {sw}u + fx) - {pw};\n"
+            + ("" if inside else f"                        if (ix < 0 || ix >= {w}) continue;\n") +
+            f"                        const float v = in[(ci * {h}u + (uint)iy) * {w}u + (uint)ix];\n"
+            + "".join(f"                        acc{j} += v * {weight.format(j=j)};\n" for j in range(g)) +
+            f"                    }}\n                }}\n"
+            + "".join(f"            out[(cb * {g}u + {j}u) * {oh * ow}u + r] = {act.format(f'acc{j}')};\n"
+                      for j in range(g)))
 
 
 def _two_phase(layer, c: int, p: int, params: list[str], act: str) -> str:
@@ -243,9 +281,10 @@ def _source_pointers(net, i: int, places: dict, n_in: int) -> list[str]:
     return out
 
 
-def net_source(net) -> tuple[str, list[str]]:
+def net_source(net, blocked: bool = False) -> tuple[str, list[str]]:
     """The whole net as kernel `net_fused`, and the parameter names its
-    arguments take after x and y, in order ('<layer>.<param>')."""
+    arguments take after x and y, in order ('<layer>.<param>'); `blocked`: each conv's work-items compute
+    channel_block() output channels each."""
     places, floats = plan(net)
     layers = net.layers
     params = [_params(i, layer, net.in_shape(i)) for i, layer in enumerate(layers)]
@@ -256,8 +295,9 @@ def net_source(net) -> tuple[str, list[str]]:
         dst = (f"__global float *out = y + img * {n_out}u" if i == len(layers) - 1
                else f"__local float *out = lm + {places[('out', i)]}u")
         scratch = f"__local float *sc = lm + {places[('scratch', i)]}u" if ("scratch", i) in places else ""
+        block = channel_block(layer, net.out_shape(i)) if blocked and layer.kind == "conv" else 1
         body.append(layer_block(layer, net.in_shape(i), net.out_shape(i), params[i],
-                                _source_pointers(net, i, places, n_in), dst, scratch))
+                                _source_pointers(net, i, places, n_in), dst, scratch, block))
         if i < len(layers) - 1:
             body.append("    barrier(CLK_LOCAL_MEM_FENCE);\n")
     names = [f"{layer.name}.{p.split('_', 1)[1]}" for layer, ps in zip(layers, params) for p in ps]
