@@ -139,3 +139,42 @@ def test_a_block_divides_the_channels_and_leaves_the_group_work():
             if layer.kind == "conv"] == [3, 4]   # c1: 6 channels of 28x28; c3: 16 of 10x10
     assert channel_block(Conv("k", out_channels=8, kernel=(1, 1)), (8, 5, 5)) == 1   # 2 x 25 items: too few
     assert channel_block(Conv("k", out_channels=7, kernel=(1, 1)), (7, 32, 32)) == 1   # no block divides 7
+
+
+def _driver_saying_256(monkeypatch):
+    """As NVIDIA's driver: every kernel's WORK_GROUP_SIZE 256, and a register cap to build with (here a define
+    PoCL ignores), so that `fused` tries 512 and 1024 work-items past what the kernel says."""
+    from backends.handwritten import fused
+    real = fused._build
+    monkeypatch.setattr(fused, "register_cap", lambda device, items: (f"-DCAPPED_FOR={items}",))
+    monkeypatch.setattr(fused, "_build", lambda rt, source, name, most=256, options=(): real(rt, source, name,
+                                                                                            min(most, 256), options))
+    return fused
+
+
+def test_a_group_past_the_kernels_word_is_checked_then_timed(monkeypatch):
+    backend = backend_or_skip("fused")
+    _driver_saying_256(monkeypatch)
+    weights = init_weights(LENET, 3)
+    prepared = backend.prepare(LENET, weights, 3)
+    try:
+        said = prepared.config["work_group"]
+        assert "1024 work-items, -DCAPPED_FOR=1024 (past the kernel's WORK_GROUP_SIZE): " in said, said
+        x = make_input(LENET, 3, 4)
+        assert compare_arrays(prepared.forward(x), oracle.forward(LENET, weights, x)[-1]).passed
+    finally:
+        prepared.close()
+
+
+def test_a_group_past_the_kernels_word_that_computes_otherwise_is_not_timed(monkeypatch):
+    backend = backend_or_skip("fused")
+    fused = _driver_saying_256(monkeypatch)
+    monkeypatch.setattr(fused, "rel_l2", lambda got, want: 0.5)
+    prepared = backend.prepare(LENET, init_weights(LENET, 3), 2)
+    try:
+        said = prepared.config["work_group"]
+        assert "not timed: 512 work-items, -DCAPPED_FOR=512 (past the kernel's WORK_GROUP_SIZE) (its output was " \
+               "0.5 from the first form's)" in said, said
+        assert "(past the kernel's WORK_GROUP_SIZE): " not in said   # none of them among the timed
+    finally:
+        prepared.close()

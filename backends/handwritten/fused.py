@@ -17,6 +17,7 @@ and out: that is said in `config`, and the per-layer tables show those.
 from __future__ import annotations
 
 import numpy as np
+import pyopencl as cl
 
 from nets import STUDY_KINDS, Feature, LayerKind
 from nets.errors import Unsupported
@@ -24,18 +25,20 @@ from nets.errors import Unsupported
 from ..base import Family
 from ..opencl.backend import OpenCLBackend
 from ..opencl.launch import Launch, step_name
-from ..opencl.net import LayerOp, OpenCLNet
+from ..opencl.net import LayerOp, OpenCLNet, Recorder
 from ..opencl.registers import register_cap
 from ..opencl.runtime import KernelBuildError
 from ..opencl.workgroups import build_fitting, limits
 from .fused_source import layer_source, local_floats, net_source, refusal
-from .measured import HOW, fastest_ms
+from .measured import HOW, fastest_ms, rel_l2
 
 GROUPS = (256, 512, 1024)   # work-items per image tried at prepare (each shrunk to what the device and the
                             # kernel accept, and on NVIDIA also built with its registers capped to fit the size:
                             # registers.py), each with its convs' output channels one or a block a work-item
                             # (fused_source.channel_block), the fastest pass kept: one image's work is
                             # latency-bound in one group
+SEED = 58              # of the random input a launch past the kernel's WORK_GROUP_SIZE is checked on
+PAST_LIMIT_L2 = 1e-6   # ... and how far its output may be from the first form's (the same sums: rounding alone)
 TYPICAL_LOCAL = 48 * 1024   # a GPU work-group's local memory (NVIDIA's): a net needing more is said to
 
 
@@ -105,12 +108,18 @@ class FusedNet(OpenCLNet):
                     # as compiled, and with its registers capped to fit `most` work-items (registers.py)
                     for options in dict.fromkeys([(), register_cap(runtime.device, most)]):
                         lsz, kernel = _build(runtime, source, "net_fused", most, options)
-                        if options and lsz < most:
-                            continue   # the cap did not help: the uncapped build is tried already
+                        past = ""
+                        if options and lsz < most:   # the kernel says fewer: tried past it, checked (below)
+                            if most > runtime.info["max_work_group_size"]:
+                                continue
+                            lsz, past = most, " (past the kernel's WORK_GROUP_SIZE)"
+                            kernel = runtime.kernel_of(source, "net_fused", {"LSZ": f"{most}u"}, options,
+                                                       label="the net_fused kernel")
                         label = (f"{lsz} work-items" + (f", {options[0]}" if options else "")
-                                 + (", conv channels in blocks" if source is not plain else ""))
+                                 + (", conv channels in blocks" if source is not plain else "") + past)
                         wholes.setdefault(label, Launch(runtime, "", "net_fused", None, (batch * lsz,), (lsz,),
                                                         exact=True, kernel=kernel))
+            refused = self._refuse_past_limit(wholes)
             passes = {label: _Whole(self, launch) for label, launch in wholes.items()}
             ms = fastest_ms(runtime, {label: [op] for label, op in passes.items()}) if len(passes) > 1 else {}
             label = min(ms, key=ms.get) if ms else next(iter(passes))
@@ -122,6 +131,7 @@ class FusedNet(OpenCLNet):
             raise
         tried = (" measured fastest at prepare of " + ", ".join(f"{k}: {v:.3f} ms" for k, v in ms.items())
                  + f" ({HOW})") if ms else ""
+        tried += "".join(f"; not timed: {k} ({why})" for k, why in refused.items())
         self.config.update({
             "kernel": "the whole net in one kernel (backends/handwritten/fused_source.py writes it per net)",
             "work_group": f"{label} per image (kernel limit {lim.max_group}){tried}",
@@ -132,6 +142,37 @@ class FusedNet(OpenCLNet):
         })
         self.finish_prepare()
         self.flatten()   # every kernel's arguments set here, once: a pass only enqueues
+
+    def _refuse_past_limit(self, wholes: dict) -> dict[str, str]:
+        """Drop from `wholes` each launch past its kernel's WORK_GROUP_SIZE (NVIDIA's driver says 256 for every
+        kernel, the empty one included, yet runs 1024: benchmarks/registers.py) that the driver refuses, or whose
+        output on a random input is not the first launch's (the same sums, another share of them a work-item);
+        each dropped one and why.  Only ever tried with the registers capped to fit the group."""
+        past = [k for k in wholes if k.endswith("WORK_GROUP_SIZE)")]
+        if not past:
+            return {}
+        shape = (self.batch,) + tuple(self.net.input_shape)
+        x = np.random.default_rng(SEED).standard_normal(shape).astype(np.float32)
+        want = self._output(next(iter(wholes.values())), x)
+        refused = {}
+        for label in past:
+            try:
+                got = self._output(wholes[label], x)
+            except cl.Error as exc:
+                refused[label] = f"the driver refused it: {str(exc).splitlines()[0]}"
+            else:
+                if not rel_l2(got, want) <= PAST_LIMIT_L2:   # NaN too
+                    refused[label] = f"its output was {rel_l2(got, want):.2g} from the first form's"
+            if label in refused:
+                del wholes[label]
+        return refused
+
+    def _output(self, launch: Launch, x: np.ndarray) -> np.ndarray:
+        """The net's output on `x` (canonical, the batch) through `launch` of the whole-net kernel."""
+        self.rt.write(self.activations[0], x)
+        _Whole(self, launch).enqueue(Recorder(self.rt.queue, enabled=False))
+        self.rt.finish()
+        return self.rt.read(self.activations[-1], (self.batch,) + tuple(self.net.output_shape))
 
     def _poisoned(self, floats: int, what: str):
         """A buffer of NaN, so an element no kernel writes shows; written from
