@@ -71,42 +71,6 @@ __kernel void wg_input(__global const float4* restrict x, __global float4* restr
         v[((size_t)e * XV + q) * TILES + t] = d[e];
 }
 
-#ifdef ROWS_TG
-// The same transform with WA work-items a (tile, four channels), for a GPU, where wg_input's one work-item
-// loading E values leaves a small layer's few work-items waiting on their loads (VGG-16's conv3-conv5 at
-// batch 1: 2,048-6,272 work-items): work-item i loads the patch's row i and transforms it (the rows' pass,
-// (d B)), the rows meet in local memory, then work-item i transforms column i (B^T (d B)) and stores its WA
-// values.  Local size (ROWS_TG, WA, 1): ROWS_TG neighbouring tiles (so each store is coalesced) of one
-// channel group (id 2).  A tile past the last loads nothing but meets the barrier.
-__kernel __attribute__((reqd_work_group_size(ROWS_TG, WA, 1)))
-void wg_input_rows(__global const float4* restrict x, __global float4* restrict v)
-{
-    __local float4 rows[WA][WA][ROWS_TG];   // [row][column][tile of the group]
-    const uint lt = get_local_id(0), i = get_local_id(1);
-    const uint t = get_global_id(0), q = get_global_id(2);
-    float4 d[WA];
-    if (t < TILES) {
-        uint n, oy, ox;
-        TILE_AT(t, n, oy, ox);
-        const uint r = oy + XPT - PT + i, c0 = ox + XPL - PL;   // the row's stored row, its first column
-        const __global float4* xp = x + ((n * XHP + r) * XWP + c0) * XV + q;
-        for (int j = 0; j < WA; j++)
-            d[j] = (r < XHP && c0 + j < XWP) ? xp[j * XV] : (float4)(0.0f);
-        bt_line(d, 1);
-        for (int j = 0; j < WA; j++)
-            rows[i][j][lt] = d[j];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (t >= TILES)
-        return;
-    for (int k = 0; k < WA; k++)
-        d[k] = rows[k][i][lt];
-    bt_line(d, 1);
-    for (int k = 0; k < WA; k++)
-        v[((size_t)(k * WA + i) * XV + q) * TILES + t] = d[k];
-}
-#endif
-
 // One work-item per (four output channels, tile): the tile's E products in,
 // its m x m outputs with the epilogue out.
 __kernel void wg_output(__global const float4* restrict mm,

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from backends.handwritten import vectorised, winograd_gemm, winograd_input
+from backends.handwritten import vectorised, winograd_gemm
 from backends.handwritten.tiled import TiledNet
 from backends.handwritten.vectorised import VectorisedNet
 from backends.handwritten.winograd_gemm import (CPU_TILES, GPU_CANDIDATES, GPU_TILES, MIN_PART_DEPTH, SPLIT_BELOW,
@@ -203,47 +203,5 @@ def test_the_cpu_vector_gemm_matches_the_oracle(runtime, monkeypatch, form, vw, 
         check(prepared, x, ref)
         assert_gemm(prepared, int(form[1]))
         assert prepared.config["winograd"]["a"]["chosen"] == f"F({form[1]}x{form[1]},3x3) GEMM {vw}x2 4 rows"
-    finally:
-        prepared.close()
-
-
-class _RowsFaster:
-    """measured's two functions as winograd_input uses them, the per-row form timed the faster."""
-    rel_l2 = staticmethod(winograd_input.measured.rel_l2)
-
-    @staticmethod
-    def fastest_ms(rt, forms):
-        return {"per tile": 2.0, "per row": 1.0}
-
-
-@pytest.mark.parametrize("form, seed", [("F2-gemm", 3), ("F4-gemm", 4)])
-def test_the_input_transform_by_rows_matches_the_oracle(runtime, as_gpu, monkeypatch, form, seed):
-    """wg_input_rows (a GPU's: a work-item a row of the patch, the rows meeting in local memory) where it is
-    kept, at random shapes whose tiles do not fill the last work-group."""
-    monkeypatch.setattr(winograd_input, "measured", _RowsFaster)
-    net, batch = residual_net(seed)
-    weights, x, ref = fresh(net, batch, seed)
-    prepared = VectorisedNet(runtime, net, weights, batch, winograd=form, pointwise="never")
-    try:
-        check(prepared, x, ref)
-        assert_gemm(prepared, int(form[1]))
-        m = form[1]
-        assert all(prepared.config["winograd_input"][n][f"F({m}x{m})"].startswith("per row (") for n in "ab")
-    finally:
-        prepared.close()
-
-
-def test_an_input_transform_by_rows_that_computes_otherwise_is_not_timed(runtime, as_gpu, monkeypatch):
-    class Differs(_RowsFaster):
-        rel_l2 = staticmethod(lambda got, want: 0.25)
-
-    monkeypatch.setattr(winograd_input, "measured", Differs)
-    net, batch = residual_net(5)
-    weights, x, ref = fresh(net, batch, 5)
-    prepared = VectorisedNet(runtime, net, weights, batch, winograd="F4-gemm", pointwise="never")
-    try:
-        check(prepared, x, ref)
-        assert prepared.config["winograd_input"]["a"]["F(4x4)"] == \
-            "per tile: the per-row form's tiles were 0.25 from its (not timed)"
     finally:
         prepared.close()

@@ -65,7 +65,6 @@ from .net import KernelOp, bare
 from .residual import InPlaceOfConv
 from .vectors import vector_width
 from .tiled_plan import Tile, local_bytes, slice_length
-from . import winograd_input
 from .winograd_math import TILE_SIZES, applies, filter_transform, name
 
 TRANSFORMS = "winograd_transforms.cl"
@@ -356,10 +355,7 @@ def build(net, index: int, params: dict, m: int, which: list[int] | None = None)
     candidates = plans(net, index, m)
     chosen = [candidates[min(i, len(candidates) - 1)] for i in which] if which is not None else candidates
     window = net.window_defines(layer, src, dst)
-    rows = winograd_input.rows_transform(net, index, m, window, _tiles(net, index, m), TRANSFORMS)
-    first = winograd_input.choose(net, index, m, _input_transform(net, index, m, window), rows, found[0],
-                                  scratch_bytes(net, index, m)[0] // 4)
-    lasts = {}
+    first, lasts = _input_transform(net, index, m, window), {}
     transformed = filter_transform(params["weight"], m, src.c_stored, dst.c_stored)
     uploaded = {}
 
