@@ -83,7 +83,7 @@ def test_work_group_rule_picks_per_layer():
     # a device that takes only 8 work-items per group still gets a seed shape shrunk to fit
     assert choose_local((224, 224, 16), CONV_SHAPES["mali"], Limits(8, (8, 8, 8))) == (1, 2, 4)
     assert choose_gemv("gpu", Limits(32, (32, 32))) == (32, 1)
-    assert GEMV_SHAPES["cpu"][0][0] == 1
+    assert GEMV_SHAPES["cpu"][0] == 1
 
 
 def test_device_class():
@@ -173,12 +173,5 @@ def test_other_device_paths(device, monkeypatch):
     net, _ = EDGES["conv-pool-conv-dense"]
     config = check_net(backend, net, 1, 7)
     assert config["device_class"] == device
-    roomy = Limits(10**6, (10**6, 10**6))
-    shapes = [list(choose_gemv(device, roomy, shape)) for shape in GEMV_SHAPES[device]]
-    assert config["layers"]["d"]["local"] in shapes
-    if len(shapes) > 1:   # each shape timed at prepare, the fastest the one that ran
-        gemv = config["gemv"]["d"]
-        assert set(gemv["ms"]) == {f"{a}x{b}" for a, b in shapes}
-        assert gemv["chosen"].split()[0] == min(gemv["ms"], key=gemv["ms"].get)
-        assert config["layers"]["d"]["local"] == [int(v) for v in gemv["chosen"].split()[0].split("x")]
+    assert config["layers"]["d"]["local"] == list(choose_gemv(device, Limits(10**6, (10**6, 10**6))))
     check_net(backend, *EDGES["conv-c3-k6-sigmoid"], 8)

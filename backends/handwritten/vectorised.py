@@ -65,7 +65,6 @@ from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
 from .cpu_fold import FoldsVectorDepthwise, Pair
 from .cpu_conv import ChoosesCpuConv, CpuConvOp, with_residual as cpu_conv_residual
 from .dw_pw import TIMED, DwPwOp, fastest_ms, foldable_depthwise, plan_dw_pw
-from . import measured
 from .forms import Forms
 from .forms_tuned import TunedForms
 from .head_fused import FusesHeads
@@ -78,7 +77,7 @@ from .pool_fold import FoldsPools
 from .pointwise import ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
 from .winograd import ChoosesWinograd, WinogradOp, with_residual
 from .winograd_gemm import WinogradGemmOp, with_residual as gemm_residual
-from .workgroups import CONV_SHAPES, DENSE_SHAPES, GEMV_SHAPES, choose_gemv
+from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 from .zoo import KINDS as ZOO_KINDS, concat_views, zoo_op
 
 SOURCE = "vectorised.cl"
@@ -332,34 +331,20 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
                              f"{layer.name} weights")
         bias = self.upload(params["bias"], f"{layer.name} bias")
         defines = {"N": self.batch, "IN4": in4, "OUT": dst.c, "YC4": dst.c_stored, "ACT": act}
-        if self.batch == 1:
-            return self._gemv(index, layer, (weight, bias), defines)
-        grid = (dst.c, self.batch)
-        launch = Launch(self.rt, SOURCE, "dense_batched", self._defines("dense_batched", defines), grid,
-                        lambda lim: choose_local(grid, DENSE_SHAPES[self.device], lim))
-        return KernelOp(self, index, launch, (weight, bias), step_name("dense", layer.activation))
-
-    def _gemv(self, index, layer, args, defines):
-        """A batch-1 dense layer as the GEMV kernel at each (lanes, rows) shape the device class lists (its -D
-        constants: the work-group is fixed at build); where more than one fits, each is timed with its launch
-        (measured.py) and the fastest kept (config["gemv"])."""
-        ops = {}
-        for shape in GEMV_SHAPES[self.device]:
+        if self.batch == 1:   # LANES and ROWS are -D constants: the work-group is fixed at build
             (lanes, rows), kernel = build_fitting(
-                self.rt, SOURCE, "dense_gemv", lambda lim: choose_gemv(self.device, lim, shape),
+                self.rt, SOURCE, "dense_gemv", lambda lim: choose_gemv(self.device, lim),
                 lambda lr: self._defines("dense_gemv", {**defines, "LANES": lr[0], "ROWS": lr[1]}),
                 lambda lr: lr[0] * lr[1])
-            launch = Launch(self.rt, SOURCE, "dense_gemv", None, (lanes, round_up(defines["OUT"], rows)),
-                            (lanes, rows), exact=True, kernel=kernel)
-            ops.setdefault(f"{lanes}x{rows}", KernelOp(self, index, launch, args,
-                                                       step_name("dense GEMV", layer.activation)))
-        if len(ops) == 1:
-            return next(iter(ops.values()))
-        ms = measured.fastest_ms(self.rt, {name: [op] for name, op in ops.items()})
-        chosen = min(ms, key=ms.get)
-        self.config.setdefault("gemv", {})[layer.name] = {
-            "chosen": f"{chosen} (lanes x rows)", "ms": {k: round(v, 4) for k, v in ms.items()}, "how": measured.HOW}
-        return ops[chosen]
+            launch = Launch(self.rt, SOURCE, "dense_gemv", None, (lanes, round_up(dst.c, rows)), (lanes, rows),
+                            exact=True, kernel=kernel)
+            what = "dense GEMV"
+        else:
+            grid = (dst.c, self.batch)
+            launch = Launch(self.rt, SOURCE, "dense_batched", self._defines("dense_batched", defines), grid,
+                            lambda lim: choose_local(grid, DENSE_SHAPES[self.device], lim))
+            what = "dense"
+        return KernelOp(self, index, launch, (weight, bias), step_name(what, layer.activation))
 
 
 class VectorisedBackend(ReplayingBackend):

@@ -42,20 +42,18 @@ DENSE_SHAPES = {
     "cpu": ((16, 4), (16, 1), (4, 4), (4, 1)),
     "gpu": ((64, 2), (64, 1), (32, 4), (32, 1), (16, 4)),
 }
-# GEMV at batch 1: (lanes sharing one output row, rows per work-group), the first the default; where a device
-# class lists more than one, each is timed at prepare (vectorised.py) and the fastest kept: on an H200, VGG-16's
-# fc2 and fc3 (4,096 and 1,000 rows of 4,096) ran at 2.9 and 1.4 TB/s with the default, fc1 at 4.0
+# GEMV at batch 1: (lanes sharing one output row, rows per work-group)
 GEMV_SHAPES = {
-    "mali": ((4, 16),),     # not measured here: no Mali at hand
-    "cpu": ((1, 16),),      # one work-item streams one row; no local-memory reduction
-    "gpu": ((64, 1), (128, 1), (256, 1), (32, 4), (16, 8)),   # lanes read one row side by side, then reduce
+    "mali": (4, 16),     # not measured here: no Mali at hand
+    "cpu": (1, 16),      # one work-item streams one row; no local-memory reduction
+    "gpu": (64, 1),      # 64 lanes read one row side by side, then reduce
 }
 
 
-def choose_gemv(device: str, limits: Limits, shape: tuple | None = None) -> tuple:
-    """(lanes, rows) of the batch-1 GEMV (`shape`, else the device's default), shrunk to the limits; lanes stay a
+def choose_gemv(device: str, limits: Limits) -> tuple:
+    """(lanes, rows) of the batch-1 GEMV, shrunk to the limits; lanes stay a
     power of two (the local-memory reduction halves them)."""
-    lanes, rows = shape or GEMV_SHAPES[device][0]
+    lanes, rows = GEMV_SHAPES[device]
     while lanes * rows > limits.max_group or rows > limits.max_items[1] or lanes > limits.max_items[0]:
         if rows > 1:
             rows //= 2
