@@ -90,29 +90,12 @@ def layer_block(layer, in_shape, out_shape, params: list[str], srcs: list[str], 
             + pointers + first)
     if layer.kind in ("layernorm", "attention"):
         return head + _two_phase(layer, c, h * w, params, act) + "    }\n"
-    if layer.kind == "conv" and block > 1:
+    if layer.kind == "conv":
         return head + _conv_block(layer, (c, h, w), (k, oh, ow), params, act, block) + "        }\n    }\n"
     head += f"        for (uint o = lid; o < {_size(out_shape)}u; o += LSZ) {{\n"
     where = (f"            const uint ch = o / {oh * ow}u, r = o - ch * {oh * ow}u;\n"
              f"            const uint oy = r / {ow}u, ox = r - oy * {ow}u;\n")
-    if layer.kind == "conv":
-        (fh, fw), (sh, sw), (ph, pw) = layer.kernel, layer.stride, layer.pad
-        # unpadded, every tap of an output lies inside the input (out_shape rounds down): no checks to run
-        inside = not any(layer.padding)
-        body = (where +
-                f"            float acc = {params[1]}[ch];\n"
-                f"            for (uint ci = 0; ci < {c}u; ci++)\n"
-                f"                for (uint fy = 0; fy < {fh}u; fy++) {{\n"
-                f"                    const int iy = (int)(oy * {sh}u + fy) - {ph};\n"
-                + ("" if inside else f"                    if (iy < 0 || iy >= {h}) continue;\n") +
-                f"                    for (uint fx = 0; fx < {fw}u; fx++) {{\n"
-                f"                        const int ix = (int)(ox * {sw}u + fx) - {pw};\n"
-                + ("" if inside else f"                        if (ix < 0 || ix >= {w}) continue;\n") +
-                f"                        acc += in[(ci * {h}u + (uint)iy) * {w}u + (uint)ix]"
-                f" * {params[0]}[((ch * {c}u + ci) * {fh}u + fy) * {fw}u + fx];\n"
-                f"                    }}\n                }}\n"
-                f"            out[o] = {act.format('acc')};\n")
-    elif layer.kind in ("subsample", "maxpool"):
+    if layer.kind in ("subsample", "maxpool"):
         (fh, fw), (sh, sw) = layer.kernel, layer.stride
         base = f"in[(ch * {h}u + oy * {sh}u + fy) * {w}u + ox * {sw}u + fx]"
         if layer.kind == "subsample":
@@ -151,10 +134,11 @@ def layer_block(layer, in_shape, out_shape, params: list[str], srcs: list[str], 
 
 
 def _conv_block(layer, in_chw, out_chw, params: list[str], act: str, g: int) -> str:
-    """A conv's loop with `g` output channels a work-item: item o is channel block cb = o / (OH * OW) and pixel
-    r; the input value of each tap is loaded once for the g multiply-adds."""
+    """A conv's loop with `g` output channels a work-item (1: one): item o is channel block cb = o / (OH * OW)
+    and pixel r; the input value of each tap is loaded once for the g multiply-adds."""
     (c, h, w), (k, oh, ow) = in_chw, out_chw
     (fh, fw), (sh, sw), (ph, pw) = layer.kernel, layer.stride, layer.pad
+    # unpadded, every tap of an output lies inside the input (out_shape rounds down): no checks to run
     inside = not any(layer.padding)
     weight = f"{params[0]}[(((cb * {g}u + {{j}}u) * {c}u + ci) * {fh}u + fy) * {fw}u + fx]"
     return (f"        for (uint o = lid; o < {k // g * oh * ow}u; o += LSZ) {{\n"
