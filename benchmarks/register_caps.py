@@ -23,7 +23,7 @@ import time
 from tabulate import tabulate
 
 import backends
-from backends.opencl import runtime as rt_module
+from backends.opencl.runtime import get_runtime
 from backends.opencl.registers import EXTENSION
 from compare import oracle
 from compare.checking import compare_arrays
@@ -33,19 +33,14 @@ from nets.weights import init_weights, make_input
 
 
 def prepared_under(cap: int, backend, net, weights, batch):
-    """`backend` prepared with every kernel it builds capped at `cap` registers (0: no cap)."""
-    build = rt_module.Runtime.program
-
-    def capped(self, source, defines=None, options=(), label="kernel"):
-        mine = tuple(o for o in options if "maxrregcount" not in o) + (f"-cl-nv-maxrregcount={cap}",)
-        return build(self, source, defines, mine, label)
-
-    if cap:
-        rt_module.Runtime.program = capped
+    """`backend` prepared with every kernel it builds capped at `cap` registers (0: no cap), through the
+    runtime's extra build options (for a backend that sets no cap of its own: `fused` does)."""
+    rt = backend.runtime
+    rt.extra_options = (f"-cl-nv-maxrregcount={cap}",) if cap else ()
     try:
         return backend.prepare(net, weights, batch)
     finally:
-        rt_module.Runtime.program = build
+        rt.extra_options = ()
 
 
 def main(argv=None) -> int:
@@ -57,7 +52,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--passes", type=int, default=10)
     args = ap.parse_args(argv)
-    rt = rt_module.get_runtime()
+    rt = get_runtime()
     if EXTENSION not in rt.device.extensions.split():
         print(f"{rt.info['name']} has no {EXTENSION}: no register cap to set")
         return 0

@@ -17,7 +17,7 @@ import pyopencl as cl
 from tabulate import tabulate
 
 import backends
-from backends.opencl import runtime as rt_module
+from backends.opencl.runtime import get_runtime
 from backends.opencl.registers import EXTENSION
 from nets import get_net
 from nets.weights import init_weights
@@ -46,37 +46,36 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--backends", default="fused,vectorised-tiled")
     args = ap.parse_args(argv)
-    rt = rt_module.get_runtime()
+    rt = get_runtime()
     if EXTENSION not in rt.device.extensions.split():
         print(f"{rt.info['name']} has no {EXTENSION}: no register report to read")
         return 0
     rows = []
-    build = rt_module.Runtime.program
-
-    def verbose(self, source, defines=None, options=(), label="kernel"):
-        prog = build(self, source, defines, tuple(options) + ("-cl-nv-verbose",), label)
-        for name, info in _report(prog.get_build_info(self.device, cl.program_build_info.LOG)).items():
-            caps = [o for o in options if "maxrregcount" in o]
-            kernels = {k.function_name: k for k in prog.all_kernels()}
-            limit = (kernels[name].get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device)
-                     if name in kernels else "")
-            rows.append((label, name, " ".join(caps) or "-", info.get("registers"), info.get("spill", "0/0"), limit))
-        return prog
-
-    rt_module.Runtime.program = verbose
+    rt.extra_options = ("-cl-nv-verbose",)   # ptxas's report, in each program's build log
     net = get_net(args.net)
     weights = init_weights(net, 1)
     for name in args.backends.split(","):
         rt._programs.clear()   # built again, with the report
         rt._kernels.clear()
-        rows.append((f"== {name}", "", "", "", "", ""))
         backends.get(name).prepare(net, weights, args.batch).close()
-    rt_module.Runtime.program = build
+        rows.append((f"== {name}", "", "", "", ""))
+        for (_, opts), prog in rt._programs.items():
+            rows += _row(rt, prog, opts)
+    rt.extra_options = ()
     print(f"{rt.info['name']} (driver {rt.info['driver']}): {args.net} batch {args.batch}")
-    print(tabulate(rows, headers=["built as", "kernel", "cap", "registers", "spill stores/loads (B)",
-                                  "work-group limit"]))
+    print(tabulate(rows, headers=["kernel", "cap", "registers", "spill stores/loads (B)", "work-group limit"]))
     print(_largest_group(rt))
     return 0
+
+
+def _row(rt, prog, opts: tuple) -> list[tuple]:
+    """The report's lines for each kernel of program `prog` (built with `opts`)."""
+    kernels = {k.function_name: k for k in prog.all_kernels()}
+    caps = " ".join(o for o in opts if "maxrregcount" in o) or "-"
+    return [(name, caps, info.get("registers"), info.get("spill", "0/0"),
+             kernels[name].get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, rt.device)
+             if name in kernels else "")
+            for name, info in _report(prog.get_build_info(rt.device, cl.program_build_info.LOG)).items()]
 
 
 def _largest_group(rt) -> str:

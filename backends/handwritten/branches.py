@@ -34,12 +34,8 @@ def _op_launches(net, quiet) -> list[list[int]]:
     op at a time, are not the flat list's (a pass that enqueues more than its ops)."""
     spans, at = [], 0
     for op in net.pass_ops():
-        probe = LaunchList(net.rt)
-        net.rt.recording = probe
-        try:
+        with net.rt.recording_into(LaunchList(net.rt)) as probe:
             op.enqueue(quiet)
-        finally:
-            net.rt.recording = None
         spans.append(list(range(at, at + probe.kernels)))
         at += probe.kernels
     return spans if at == net.flat.kernels else []

@@ -158,11 +158,8 @@ class OpenCLNet(PreparedNet):
     def _capture(self, target) -> None:
         """One pass's launches into `target` (a LaunchList or a CommandBuffer) instead of the queue.  Only
         for a net whose pass enqueues nothing but launch.py's Launches (the hand-written backends')."""
-        self.rt.recording = target
-        try:
+        with self.rt.recording_into(target):
             self.enqueue_pass(Recorder(self.rt.queue, enabled=False))
-        finally:
-            self.rt.recording = None
 
     def flatten(self) -> None:
         """From now on run() enqueues the pass from a flat list made here (passlist.py): every kernel's

@@ -29,7 +29,18 @@ class LaunchList:
         self.launches: list[tuple] = []
         self.args: list[tuple] = []   # each launch's arguments (branches.py reads which buffers it touches)
         self.flushes: frozenset[int] = frozenset()   # the launches a flush of the queue follows (flushes.py)
-        self.branches: tuple[Branch, ...] = ()      # runs of launches on a second queue (none: one queue)
+        self.branches = ()   # runs of launches on a second queue (none: one queue)
+
+    @property
+    def branches(self) -> tuple[Branch, ...]:
+        return self._branches
+
+    @branches.setter
+    def branches(self, branches) -> None:
+        """Set once at prepare; what a pass looks up per launch is worked out here, not per pass."""
+        self._branches = tuple(branches)
+        self._starts = {b.first: b for b in self._branches}
+        self._joins = frozenset(b.join for b in self._branches)
 
     @property
     def kernels(self) -> int:
@@ -57,8 +68,7 @@ class LaunchList:
         the second waits on one of its events (OpenCL asks it of an event waited on from another queue), and the
         second after its branch's last launch."""
         main, side, enqueue, kernel_done = self.rt.queue, self.rt.side_queue(), cl.enqueue_nd_range_kernel, rec.kernel
-        starts = {b.first: b for b in self.branches}
-        joins = {b.join for b in self.branches}
+        starts, joins = self._starts, self._joins
         last_main = last_side = None
         branch = None
         for i, (name, kernel, global_size, local_size) in enumerate(self.launches):

@@ -157,11 +157,14 @@ class Runtime:
         self.bind_once = True
         self.recording = None
         self.kernel_launches = 0
+        # options every build adds after its own (a benchmark's: ptxas's report, a register cap on every kernel)
+        self.extra_options: tuple = ()
 
     # -- programs
     def program(self, source: str, defines: dict | None = None, options: tuple = (), label: str = "kernel"):
-        """Build (once) `source` with -D defines; `label` names it in errors."""
-        opts = build_options(defines, options)
+        """Build (once) `source` with -D defines, `options` and the runtime's extra_options; `label` names it in
+        errors."""
+        opts = build_options(defines, tuple(options) + self.extra_options)
         key = (hashlib.sha256(source.encode()).hexdigest(), opts)
         prog = self._programs.get(key)
         if prog is None:
@@ -226,6 +229,16 @@ class Runtime:
 
     def finish(self) -> None:
         self.queue.finish()
+
+    @contextmanager
+    def recording_into(self, target):
+        """Within: every Launch is added to `target` (a passlist.LaunchList or a replay.CommandBuffer) instead
+        of enqueued."""
+        self.recording = target
+        try:
+            yield target
+        finally:
+            self.recording = None
 
     def side_queue(self):
         """A second in-order queue of the same context, without profiling, for a pass's branches (passlist.py):
