@@ -17,6 +17,7 @@ from .head_fused import MODES as HEAD_MODES
 from .layernorm_fused import MODES as LAYERNORM_MODES
 from .pointwise import MODES as POINTWISE_MODES
 from .pool_fold import MODES as POOL_MODES
+from .transform_chain import MODES as CHAIN_MODES
 from .winograd import MODES as WINOGRAD_MODES
 
 SPLIT_SUMS = ("measured", "planned")
@@ -43,12 +44,14 @@ class Forms:
     fuse_head: str = "measured"
     # a 2x2 max pool in the Winograd GEMM output transform of the conv before it (pool_fold.py)
     fold_pools: str = "measured"
+    # a Winograd GEMM output transform doing the next conv's input transform too (transform_chain.py)
+    chain_transforms: str = "measured"
 
     # the words each field takes; cpu_conv's are parsed instead (a variant is three numbers)
     CHOICES: ClassVar[dict[str, tuple]] = {
         "fold_depthwise": FOLDS, "winograd": WINOGRAD_MODES, "fuse_blocks": BLOCK_MODES, "pointwise": POINTWISE_MODES,
         "fuse_layernorm": LAYERNORM_MODES, "fuse_head": HEAD_MODES, "split_sums": SPLIT_SUMS,
-        "fold_pools": POOL_MODES, "read_input": READ_INPUT_MODES}
+        "fold_pools": POOL_MODES, "read_input": READ_INPUT_MODES, "chain_transforms": CHAIN_MODES}
 
     def __post_init__(self):
         for f in fields(self):

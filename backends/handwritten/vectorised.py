@@ -74,6 +74,7 @@ from .transformer import transformer_op
 from .net import Folded, HandwrittenNet, KernelOp, OutputEdge, ReplayingBackend, bare
 from .residual import FoldsResidualAdds, ResidualConvOp
 from .pool_fold import FoldsPools
+from .transform_chain import ChainsTransforms
 from .pointwise import ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
 from .winograd import ChoosesWinograd, WinogradOp, with_residual
 from .winograd_gemm import WinogradGemmOp, with_residual as gemm_residual
@@ -104,7 +105,7 @@ def ungrouped(weight: np.ndarray, groups: int) -> np.ndarray:
 
 
 class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, ChoosesPointwise, FusesBlocks, FusesLayerNorms,
-                    FusesHeads, FoldsPools, FoldsResidualAdds,
+                    FusesHeads, FoldsPools, ChainsTransforms, FoldsResidualAdds,
                     HandwrittenNet):
     order = "nhwc"
     channel_multiple = 4
@@ -203,13 +204,15 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
         next one's expand into one kernel, where blocks.py finds them; then each layernorm into
         the 1x1 conv that alone reads it, where layernorm_fused.py finds one; then each global average
         pool and the dense layer that alone reads it (a net's head) into one kernel (head_fused.py); then
-        each 2x2 max pool into the Winograd GEMM output transform before it (pool_fold.py)."""
+        each 2x2 max pool into the Winograd GEMM output transform before it (pool_fold.py); then each Winograd
+        GEMM output transform into the next conv's input transform (transform_chain.py)."""
         ops = super().fused_ops()
         self.fold_depthwise_convs(ops, self.residual_folds)
         self.fuse_blocks(ops)
         self.fuse_layernorms(ops)
         self.fuse_heads(ops)
         self.fold_pools(ops)
+        self.chain_transforms(ops)
         return ops
 
     def fold_depthwise_convs(self, ops: list, adds: dict) -> None:

@@ -249,6 +249,8 @@ def release_unused_scratch(net, ops) -> None:
 class WinogradGemmOp(KernelOp):
     """One 3x3 stride-1 conv layer as the three launches of the module docstring."""
 
+    fed = False   # its input transform done by the conv before it (transform_chain.py): V holds its tiles
+
     def __init__(self, net, index, plan: GemmPlan, launches: tuple, u, bias, v_buf, m_buf):
         act = net.net.layers[index].activation
         super().__init__(net, index, launches[2], (bias,), step_name(f"winograd {plan.form}", act))
@@ -261,14 +263,18 @@ class WinogradGemmOp(KernelOp):
         self.steps = (f"{what} input transform", f"{what} batched GEMM", step_name(f"{what} output transform", act))
 
     def enqueue(self, rec):
-        rec.kernel(self.steps[0], self.input_launch(*self.input_args))
+        if not self.fed:
+            rec.kernel(self.steps[0], self.input_launch(*self.input_args))
         rec.kernel(self.steps[1], self.gemm_launch(*self.gemm_args))
         rec.kernel(self.steps[2], self.launch(*self.output_args))
 
     def describe(self) -> dict:
-        return {"kernel": self.step, "launches": {s: l.describe() for s, l in
-                                                  zip(self.steps, (self.input_launch, self.gemm_launch, self.launch))},
-                "output": self.out_layout.describe(), "winograd": self.plan.describe()}
+        found = {"kernel": self.step, "launches": {s: l.describe() for s, l in
+                                                   zip(self.steps, (self.input_launch, self.gemm_launch, self.launch))},
+                 "output": self.out_layout.describe(), "winograd": self.plan.describe()}
+        if self.fed:
+            found["input_transform"] = "by the conv before it"
+        return found
 
 
 class OwnOutputTransform(InPlaceOfConv):
@@ -276,10 +282,12 @@ class OwnOutputTransform(InPlaceOfConv):
     the layer after it too, writing that layer's output; its input transform and GEMM are the conv's."""
 
     launch = output_args = output_step = None
+    fed = False   # as WinogradGemmOp's
 
     def enqueue(self, rec):
         op = self.conv_op
-        rec.kernel(op.steps[0], op.input_launch(*op.input_args))
+        if not self.fed:
+            rec.kernel(op.steps[0], op.input_launch(*op.input_args))
         rec.kernel(op.steps[1], op.gemm_launch(*op.gemm_args))
         rec.kernel(self.output_step, self.launch(*self.output_args))
 
