@@ -358,16 +358,7 @@ __kernel void global_avgpool(__global const float4* restrict x, __global float4*
 // computes ROWS outputs; the LANES work-items of one output split its row
 // (strided float4 loads, so neighbours read neighbouring memory on a GPU)
 // and add their partial sums in local memory.  LANES = 1 on CPUs: one
-// work-item streams a whole row.  LOADS: the weights a work-item loads
-// before it adds them up (the sums in the same order for any LOADS).
-#ifndef LOADS
-#define LOADS 1
-#endif
-#if DOT_EACH
-#define GEMV_ACC(a, b) acc.x += dot(a, b)
-#else
-#define GEMV_ACC(a, b) acc = mad(a, b, acc)
-#endif
+// work-item streams a whole row.
 __kernel void dense_gemv(__global const float4* restrict x,
                          __global const float4* restrict w,
                          __global const float* restrict b,
@@ -377,17 +368,12 @@ __kernel void dense_gemv(__global const float4* restrict x,
     float4 acc = 0.0f;
     if (j < OUT) {
         const __global float4* wj = w + (size_t)j * INV;
-        int i = lane;
-        // LOADS weights in flight a work-item: each waits on memory, not on the one before it
-        for (; i + (LOADS - 1) * LANES < INV; i += LOADS * LANES) {
-            float4 ws[LOADS];
-            for (int u = 0; u < LOADS; u++)
-                ws[u] = wj[i + u * LANES];
-            for (int u = 0; u < LOADS; u++)
-                GEMV_ACC(x[i + u * LANES], ws[u]);
-        }
-        for (; i < INV; i += LANES)
-            GEMV_ACC(x[i], wj[i]);
+        for (int i = lane; i < INV; i += LANES)
+#if DOT_EACH
+            acc.x += dot(x[i], wj[i]);
+#else
+            acc = mad(x[i], wj[i], acc);
+#endif
     }
     float s = dot(acc, (float4)(1.0f));
 #if LANES > 1

@@ -65,22 +65,6 @@ def _fastest_ms(rt, forms: dict[str, list], cap_s: float) -> dict[str, float]:
     return best
 
 
-def device_ms(rt, forms: dict[str, list], rounds: int = ROUNDS) -> dict[str, float]:
-    """Each form's device time per run in ms: its kernels' own profiling events summed, the least of `rounds`
-    runs in turn after one untimed run each.  For forms of the same launches, where the host's enqueues would
-    hide what the device saves (a kernel shorter than its launch) while a pass bound by its kernels gains it."""
-    best = {name: float("inf") for name in forms}
-    for rnd in range(rounds + 1):
-        for name, ops in forms.items():
-            rec = Recorder(rt.queue)
-            for op in ops:
-                op.enqueue(rec)
-            rt.queue.finish()
-            if rnd:
-                best[name] = min(best[name], sum(step.ms for step in rec.steps()))
-    return best
-
-
 def rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
     """How far `got` is from `ref`: the norm of the difference over `ref`'s (over 1 where `ref` is all zero)."""
     return float(np.linalg.norm(np.asarray(got).reshape(np.shape(ref)) - ref)) / (float(np.linalg.norm(ref)) or 1.0)

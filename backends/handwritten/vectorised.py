@@ -65,7 +65,6 @@ from .filters import dense_rows, depthwise_filters, is_depthwise, pad_to
 from .cpu_fold import FoldsVectorDepthwise, Pair
 from .cpu_conv import ChoosesCpuConv, CpuConvOp, with_residual as cpu_conv_residual
 from .dw_pw import TIMED, DwPwOp, fastest_ms, foldable_depthwise, plan_dw_pw
-from . import measured
 from .forms import Forms
 from .forms_tuned import TunedForms
 from .head_fused import FusesHeads
@@ -79,12 +78,11 @@ from .transform_chain import ChainsTransforms
 from .pointwise import ChoosesPointwise, PointwiseOp, with_residual as pointwise_residual
 from .winograd import ChoosesWinograd, WinogradOp, with_residual
 from .winograd_gemm import WinogradGemmOp, with_residual as gemm_residual
-from .workgroups import CONV_SHAPES, DENSE_SHAPES, GEMV_LOADS, choose_gemv
+from .workgroups import CONV_SHAPES, DENSE_SHAPES, choose_gemv
 from .zoo import KINDS as ZOO_KINDS, concat_views, zoo_op
 
 SOURCE = "vectorised.cl"
 MAX_ADD_INPUTS = 4   # kernels/vectorised.cl's add
-GEMV_SEED, GEMV_MAX_REL_L2 = 47, 1e-6
 
 
 def nhwc_filters(weight: np.ndarray, c_stored: int, k_stored: int) -> np.ndarray:
@@ -336,40 +334,20 @@ class VectorisedNet(ChoosesCpuConv, FoldsVectorDepthwise, ChoosesWinograd, Choos
                              f"{layer.name} weights")
         bias = self.upload(params["bias"], f"{layer.name} bias")
         defines = {"N": self.batch, "IN4": in4, "OUT": dst.c, "YC4": dst.c_stored, "ACT": act}
-        if self.batch == 1:
-            return self._gemv(index, layer, (weight, bias), defines)
-        grid = (dst.c, self.batch)
-        launch = Launch(self.rt, SOURCE, "dense_batched", self._defines("dense_batched", defines), grid,
-                        lambda lim: choose_local(grid, DENSE_SHAPES[self.device], lim))
-        return KernelOp(self, index, launch, (weight, bias), step_name("dense", layer.activation))
-
-    def _gemv(self, index, layer, args, defines):
-        """A batch-1 dense layer as the GEMV kernel (LANES and ROWS -D constants: the work-group is fixed at
-        build) with each number of weights in flight a work-item the device class lists; where more than one,
-        each is timed on the device (its kernel's events: the launches are the same) and the fastest kept
-        (config["gemv"])."""
-        ops = {}
-        for loads in GEMV_LOADS[self.device]:
+        if self.batch == 1:   # LANES and ROWS are -D constants: the work-group is fixed at build
             (lanes, rows), kernel = build_fitting(
                 self.rt, SOURCE, "dense_gemv", lambda lim: choose_gemv(self.device, lim),
-                lambda lr: self._defines("dense_gemv", {**defines, "LANES": lr[0], "ROWS": lr[1], "LOADS": loads}),
+                lambda lr: self._defines("dense_gemv", {**defines, "LANES": lr[0], "ROWS": lr[1]}),
                 lambda lr: lr[0] * lr[1])
-            launch = Launch(self.rt, SOURCE, "dense_gemv", None, (lanes, round_up(defines["OUT"], rows)),
-                            (lanes, rows), exact=True, kernel=kernel)
-            ops[f"{loads} in flight"] = KernelOp(self, index, launch, args, step_name("dense GEMV", layer.activation))
-        if len(ops) == 1:
-            return next(iter(ops.values()))
-        # the same sums in the same order: a form whose output differs from the first's is a fault, not timed
-        outs = measured.outputs_on_random_input(self, index, ops, GEMV_SEED + index)
-        first = next(iter(outs.values()))
-        same = {name: [op] for name, op in ops.items() if measured.rel_l2(outs[name], first) <= GEMV_MAX_REL_L2}
-        ms = measured.device_ms(self.rt, same)
-        chosen = min(ms, key=ms.get)
-        self.config.setdefault("gemv", {})[layer.name] = {
-            "chosen": f"{chosen} (weights a work-item loads before adding)",
-            "device_ms": {k: round(v, 4) for k, v in ms.items()},
-            **({"refused": sorted(set(ops) - set(same))} if len(same) < len(ops) else {})}
-        return ops[chosen]
+            launch = Launch(self.rt, SOURCE, "dense_gemv", None, (lanes, round_up(dst.c, rows)), (lanes, rows),
+                            exact=True, kernel=kernel)
+            what = "dense GEMV"
+        else:
+            grid = (dst.c, self.batch)
+            launch = Launch(self.rt, SOURCE, "dense_batched", self._defines("dense_batched", defines), grid,
+                            lambda lim: choose_local(grid, DENSE_SHAPES[self.device], lim))
+            what = "dense"
+        return KernelOp(self, index, launch, (weight, bias), step_name(what, layer.activation))
 
 
 class VectorisedBackend(ReplayingBackend):

@@ -48,9 +48,6 @@ GEMV_SHAPES = {
     "cpu": (1, 16),      # one work-item streams one row; no local-memory reduction
     "gpu": (64, 1),      # 64 lanes read one row side by side, then reduce
 }
-# ... and the weights a work-item loads before it adds them (timed on the device at prepare where several):
-# on an H200, VGG-16's fc2 (16 MB) took 23 us with one at a time, a load's latency each (NOTES.md, step 62)
-GEMV_LOADS = {"mali": (1,), "cpu": (1,), "gpu": (1, 4, 8)}
 
 
 def choose_gemv(device: str, limits: Limits) -> tuple:
