@@ -363,7 +363,9 @@ class VectorisedBackend(ReplayingBackend):
                "1x1 after it as one such kernel too (cpu_fold.py); a layernorm that only a 1x1 conv reads inside that 1x1's "
                "kernel where measured faster (layernorm_fused.py); a net's head, the global average pool and the dense "
                "layer that alone reads it, as one kernel where measured faster (head_fused.py); a 2x2 max pool in "
-               "the Winograd GEMM's output transform before it where measured faster (pool_fold.py)")
+               "the Winograd GEMM's output transform before it where measured faster (pool_fold.py); on a GPU, a "
+               "Winograd GEMM's output transform doing the next conv's input transform too where measured faster "
+               "(transform_chain.py)")
     net_class = VectorisedNet
     supported_kinds = STUDY_KINDS | {LayerKind.ADD, LayerKind.GLOBAL_AVGPOOL} | ZOO_KINDS | TRANSFORMER_KINDS
     supported_features = frozenset(Feature)
