@@ -37,6 +37,7 @@
 #define TILES_H ((YH + WM - 1) / WM)
 #define TILES_W ((YW + WM - 1) / WM)
 #define TILES (N * TILES_H * TILES_W)
+#include "winograd_products.h"
 #define BLOCKS_H ((TILES_H + BT - 1) / BT)
 #define BLOCKS_W ((TILES_W + BT - 1) / BT)
 #define RT (BT + 2)        // the first conv's tiles the block's windows reach, a side
@@ -63,16 +64,8 @@ __kernel void wg_output_input(__global const float4* restrict mm,
             continue;
         const int k4 = cg * KC + c;
         const size_t t = ((size_t)n * TILES_H + ty) * TILES_W + tx;
-        vec p[E], cols[WM * WA], out[WM * WM];
-        for (int e = 0; e < E; e++)
-            p[e] = mm[((size_t)e * TILES + t) * YV + k4];
-        for (int s = 1; s < PARTS; s++)
-            for (int e = 0; e < E; e++)
-                p[e] += mm[(((size_t)s * E + e) * TILES + t) * YV + k4];
-        for (int j = 0; j < WA; j++)
-            at_line(p + j, WA, cols + j, WA);            // columns: (m x a)
-        for (int j = 0; j < WM; j++)
-            at_line(cols + j * WA, 1, out + j * WM, 1);   // rows: (m x m)
+        vec out[WM * WM];
+        output_tile(mm, t, k4, out);
         const float4 bias = b[k4];
         for (int u = 0; u < WM; u++)
             for (int w = 0; w < WM; w++) {

@@ -41,6 +41,7 @@
 #define TILES_H ((YH + WM - 1) / WM)
 #define TILES_W ((YW + WM - 1) / WM)
 #define TILES (N * TILES_H * TILES_W)
+#include "winograd_products.h"
 
 // Tile t's image and its first output row and column (unsigned: see kernels/tiled_conv.cl).
 #define TILE_AT(t, n, oy, ox) do { \
@@ -83,16 +84,8 @@ __kernel void wg_output(__global const float4* restrict mm,
     const uint k4 = get_global_id(0), t = get_global_id(1);
     if (k4 >= YV || t >= TILES)
         return;
-    vec p[E], cols[WM * WA], out[WM * WM];
-    for (int e = 0; e < E; e++)
-        p[e] = mm[((size_t)e * TILES + t) * YV + k4];
-    for (int s = 1; s < PARTS; s++)
-        for (int e = 0; e < E; e++)
-            p[e] += mm[(((size_t)s * E + e) * TILES + t) * YV + k4];
-    for (int j = 0; j < WA; j++)
-        at_line(p + j, WA, cols + j, WA);            // columns: (m x a)
-    for (int i = 0; i < WM; i++)
-        at_line(cols + i * WA, 1, out + i * WM, 1);   // rows: (m x m)
+    vec out[WM * WM];
+    output_tile(mm, t, k4, out);
     uint n, oy, ox;
     TILE_AT(t, n, oy, ox);
     const float4 bias = b[k4];
