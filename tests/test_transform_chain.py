@@ -141,6 +141,30 @@ def test_a_chained_kernel_that_differs_is_refused(runtime, backend, monkeypatch)
         prepared.close()
 
 
+@pytest.mark.parametrize("backend", sorted(NETS))
+def test_measured_on_a_gpu_the_faster_is_kept(runtime, backend, monkeypatch):
+    """As planned on a GPU: each block shape and the two kernels timed, the chain kept only where its fastest
+    shape measured faster (this device's times decide, whichever way)."""
+    from backends.handwritten import vectorised
+    monkeypatch.setattr(vectorised, "device_class", lambda _: "gpu")
+    net, batch = chain_net(6)
+    weights, x, ref = fresh(net, batch, 6)
+    prepared = NETS[backend](runtime, net, weights, batch, winograd="F4-gemm")
+    try:
+        check(prepared, x, ref)
+        for first in ("a", "b"):
+            record = prepared.config["transform_chains"][first]
+            shapes = set(record["rel_l2_against_own_kernels"])
+            assert 1 <= len(shapes) <= transform_chain.CANDIDATES and set(record["ms"]) == shapes | {"own kernels"}
+            fastest = min(record["ms"][k] for k in shapes)
+            chained = first in prepared.config.get("transforms_chained", {})
+            if fastest != record["ms"]["own kernels"]:   # rounded alike: either way may have been faster
+                assert chained == (fastest < record["ms"]["own kernels"]), record
+            assert chained != (first in prepared.config.get("transforms_not_chained", {}))
+    finally:
+        prepared.close()
+
+
 @pytest.mark.parametrize("mode", ["measured", "never"])
 def test_on_a_cpu_not_offered_unless_forced(runtime, mode):
     """On a CPU the launches are not the cost ("measured" offers it on a GPU); "never" keeps the two kernels."""

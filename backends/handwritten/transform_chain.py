@@ -39,7 +39,6 @@ from ..opencl.launch import Launch, step_name
 from ..opencl.workgroups import limits
 from .fold_choice import OWN, pair_outputs
 from .measured import HOW, fastest_ms, rel_l2
-from .net import bare
 from .winograd_gemm import OwnOutputTransform, WinogradGemmOp
 from .winograd_math import applies, name
 
@@ -146,37 +145,14 @@ class ChainsTransforms:
             if j is None or not self._chain_forms(ops, i, j):
                 continue
             first = self.net.layers[i].name
-            sender, receiver = ops[i], ops[j]
-            conv_j = receiver.conv_op if isinstance(receiver, OwnOutputTransform) else receiver
-            chained = {b.label: ChainedGemmOp(sender, chain_launch(self, sender, b), b)
-                       for b in blocks(self, i, sender.plan.m)[:1 if mode == "always" else CANDIDATES]}
-            # held against the two kernels on conv j's own output (an add or a pool in its output transform
-            # writes another layer's buffer); that output transform is the same either way
-            x = np.random.default_rng(SEED + i).standard_normal(self.input_layout(i).canonical_shape)
-            outs = pair_outputs(self, i, j, {OWN: [sender, conv_j], **{k: [op, fed(conv_j)] for k, op in
-                                                                      chained.items()}}, x.astype(np.float32))
-            record = {"rel_l2_against_own_kernels": {k: float(f"{rel_l2(outs[k], outs[OWN]):.2e}") for k in chained}}
-            records[first] = record
-            forms = {k: [op, fed(receiver)] for k, op in chained.items()
-                     if rel_l2(outs[k], outs[OWN]) <= MAX_REL_L2}   # NaN refused
-            if not forms:
-                kept[first] = "its own output transform: every chained form differed from the two kernels"
+            records[first] = {}
+            chosen, why = self._chain_pair(ops[i], ops[j], mode, records[first])
+            if chosen is None:
+                kept[first] = why
                 continue
-            best, timed = next(iter(forms)), ""
-            if mode == "measured":
-                times = fastest_ms(self.rt, {**forms, OWN: [sender, receiver]})
-                record["ms"] = {k: round(v, 4) for k, v in times.items()}
-                self.config["measured_forms"] = HOW
-                best = min(forms, key=times.get)
-                if times[OWN] < times[best]:
-                    kept[first] = f"its own output transform: measured faster so ({times[OWN]:.4f} ms against " \
-                                  f"{times[best]:.4f} chained)"
-                    continue
-                timed = f"; measured {times[best]:.4f} ms against {times[OWN]:.4f} as two"
-            links[i] = forms[best][0]
-            record["chosen"] = best
+            links[i] = chosen
             self.config.setdefault("transforms_chained", {})[first] = \
-                f"into {self.net.layers[j].name}'s input transform, {best}{timed}"
+                f"into {self.net.layers[j].name}'s input transform, {why}"
         for i, sender in links.items():   # a conv fed by the one before and feeding the one after: both
             ops[i] = fed(sender) if i - 1 in links else sender
             if i + 1 not in links:
@@ -192,3 +168,33 @@ class ChainsTransforms:
         conv_j = receiver.conv_op if isinstance(receiver, OwnOutputTransform) else receiver
         return (type(sender) is WinogradGemmOp and sender is self.ops[i] and isinstance(conv_j, WinogradGemmOp)
                 and conv_j.plan.m == sender.plan.m)
+
+    def _chain_pair(self, sender: WinogradGemmOp, receiver, mode: str, record: dict):
+        """(the chained op kept for `sender`, or None; the block shape and its times, or why not), `record`
+        filled with each shape's error against the two kernels and, measured, every form's time."""
+        i, j = sender.index, receiver.index
+        conv_j = receiver.conv_op if isinstance(receiver, OwnOutputTransform) else receiver
+        chained = {b.label: ChainedGemmOp(sender, chain_launch(self, sender, b), b)
+                   for b in blocks(self, i, sender.plan.m)[:1 if mode == "always" else CANDIDATES]}
+        # held against the two kernels on conv j's own output (an add or a pool in its output transform writes
+        # another layer's buffer); that output transform is the same either way
+        x = np.random.default_rng(SEED + i).standard_normal(self.input_layout(i).canonical_shape)
+        outs = pair_outputs(self, i, j, {OWN: [sender, conv_j], **{k: [op, fed(conv_j)] for k, op in chained.items()}},
+                            x.astype(np.float32))
+        err = {k: rel_l2(outs[k], outs[OWN]) for k in chained}
+        record["rel_l2_against_own_kernels"] = {k: float(f"{v:.2e}") for k, v in err.items()}
+        forms = {k: [op, fed(receiver)] for k, op in chained.items() if err[k] <= MAX_REL_L2}   # NaN refused
+        if not forms:
+            return None, "its own output transform: every chained form differed from the two kernels"
+        if mode != "measured":
+            record["chosen"] = best = next(iter(forms))
+            return forms[best][0], best
+        times = fastest_ms(self.rt, {**forms, OWN: [sender, receiver]})
+        record["ms"] = {k: round(v, 4) for k, v in times.items()}
+        self.config["measured_forms"] = HOW
+        best = min(forms, key=times.get)
+        if times[OWN] < times[best]:
+            return None, f"its own output transform: measured faster so ({times[OWN]:.4f} ms against " \
+                         f"{times[best]:.4f} chained)"
+        record["chosen"] = best
+        return forms[best][0], f"{best}; measured {times[best]:.4f} ms against {times[OWN]:.4f} as two"
