@@ -111,6 +111,11 @@ class ChainedGemmOp(OwnOutputTransform):
         return {**self.conv_op.describe(), "kernel": self.step, "chained": self.block.label}
 
 
+def conv_of(op) -> WinogradGemmOp:
+    """The conv's own GEMM form inside `op` (itself, or the op whose output transform does more)."""
+    return op.conv_op if isinstance(op, OwnOutputTransform) else op
+
+
 def fed(op):
     """`op` (a GEMM form, its output transform its own or doing more) with its input transform left out: the
     conv before it wrote its transformed tiles."""
@@ -164,16 +169,14 @@ class ChainsTransforms:
 
     def _chain_forms(self, ops: list, i: int, j: int) -> bool:
         """Conv i's op the plain GEMM form, conv j's a GEMM form of the same tile."""
-        sender, receiver = ops[i], ops[j]
-        conv_j = receiver.conv_op if isinstance(receiver, OwnOutputTransform) else receiver
+        sender, conv_j = ops[i], conv_of(ops[j])
         return (type(sender) is WinogradGemmOp and sender is self.ops[i] and isinstance(conv_j, WinogradGemmOp)
                 and conv_j.plan.m == sender.plan.m)
 
     def _chain_pair(self, sender: WinogradGemmOp, receiver, mode: str, record: dict):
         """(the chained op kept for `sender`, or None; the block shape and its times, or why not), `record`
         filled with each shape's error against the two kernels and, measured, every form's time."""
-        i, j = sender.index, receiver.index
-        conv_j = receiver.conv_op if isinstance(receiver, OwnOutputTransform) else receiver
+        i, j, conv_j = sender.index, receiver.index, conv_of(receiver)
         chained = {b.label: ChainedGemmOp(sender, chain_launch(self, sender, b), b)
                    for b in blocks(self, i, sender.plan.m)[:1 if mode == "always" else CANDIDATES]}
         # held against the two kernels on conv j's own output (an add or a pool in its output transform writes

@@ -246,6 +246,15 @@ def release_unused_scratch(net, ops) -> None:
         net._winograd_scratch = None
 
 
+def enqueue_form(rec, conv: "WinogradGemmOp", fed: bool, step: str, launch, args) -> None:
+    """A GEMM form's launches: `conv`'s input transform (unless `fed`: the conv before it wrote V) and GEMM, then
+    the output transform `launch` (its own, or one doing an add, a pool or the next input transform too)."""
+    if not fed:
+        rec.kernel(conv.steps[0], conv.input_launch(*conv.input_args))
+    rec.kernel(conv.steps[1], conv.gemm_launch(*conv.gemm_args))
+    rec.kernel(step, launch(*args))
+
+
 class WinogradGemmOp(KernelOp):
     """One 3x3 stride-1 conv layer as the three launches of the module docstring."""
 
@@ -263,10 +272,7 @@ class WinogradGemmOp(KernelOp):
         self.steps = (f"{what} input transform", f"{what} batched GEMM", step_name(f"{what} output transform", act))
 
     def enqueue(self, rec):
-        if not self.fed:
-            rec.kernel(self.steps[0], self.input_launch(*self.input_args))
-        rec.kernel(self.steps[1], self.gemm_launch(*self.gemm_args))
-        rec.kernel(self.steps[2], self.launch(*self.output_args))
+        enqueue_form(rec, self, self.fed, self.steps[2], self.launch, self.output_args)
 
     def describe(self) -> dict:
         found = {"kernel": self.step, "launches": {s: l.describe() for s, l in
@@ -285,11 +291,7 @@ class OwnOutputTransform(InPlaceOfConv):
     fed = False   # as WinogradGemmOp's
 
     def enqueue(self, rec):
-        op = self.conv_op
-        if not self.fed:
-            rec.kernel(op.steps[0], op.input_launch(*op.input_args))
-        rec.kernel(op.steps[1], op.gemm_launch(*op.gemm_args))
-        rec.kernel(self.output_step, self.launch(*self.output_args))
+        enqueue_form(rec, self.conv_op, self.fed, self.output_step, self.launch, self.output_args)
 
 
 class ResidualGemmOp(OwnOutputTransform):
